@@ -1,0 +1,104 @@
+package algorithm
+
+import "github.com/sluicehq/sluice"
+
+// level is a bucket level in fixed point (Scale sub-units per unit) that drains at Limit units
+// per Period. Token bucket keeps the tokens used, leaky bucket the water held: the same number.
+type level struct {
+	// Level is the fixed-point level; Last the instant (Unix ns) it was measured at.
+	Level, Last int64
+}
+
+// drain brings the level to now. A clock that went backwards drains nothing and does not move
+// Last back, so it never creates capacity.
+func (b *level) drain(now int64, r sluice.Rule) {
+	if now > b.Last {
+		if b.Level > 0 {
+			b.Level = max(0, b.Level-mulDiv(now-b.Last, r.Limit*Scale, int64(r.Period)))
+		}
+		b.Last = now
+	}
+}
+
+// timeFor is how long the bucket takes to drain x fixed-point sub-units (rounded up).
+func timeFor(x int64, r sluice.Rule) int64 {
+	if x <= 0 {
+		return 0
+	}
+	return mulDivCeil(x, int64(r.Period), r.Limit*Scale)
+}
+
+// decide applies n units to the bucket. queue selects the leaky bucket's queue discipline
+// for reservations: a reserved request starts when the level ahead of it has drained, rather
+// than when enough room has drained for it (token bucket).
+func (b *level) decide(now int64, r sluice.Rule, n, maxDelay int64, queue bool) sluice.Decision {
+	b.drain(now, r)
+	capacity := r.Capacity()
+	full := capacity * Scale
+	d := sluice.Decision{Limit: capacity}
+	switch {
+	case n > capacity:
+		return never(capacity, max(0, (full-b.Level)/Scale), timeFor(b.Level, r))
+	case n < 0:
+		b.Level = max(0, b.Level+n*Scale)
+		d.Allowed = true
+	default:
+		over := b.Level + n*Scale - full // > 0: units that do not fit now
+		switch {
+		case over <= 0 && (maxDelay == 0 || !queue):
+			b.Level += n * Scale
+			d.Allowed = true
+		case maxDelay > 0 && queue && over <= 0 && timeFor(b.Level, r) <= maxDelay:
+			d.Delay = dur(timeFor(b.Level, r))
+			b.Level += n * Scale
+			d.Allowed = true
+		case maxDelay > 0 && !queue && timeFor(over, r) <= maxDelay:
+			d.Delay = dur(timeFor(over, r))
+			b.Level += n * Scale
+			d.Allowed = true
+		default:
+			// Until the same call would succeed: room for n, and for a queue a short enough
+			// line ahead.
+			wait := timeFor(over, r)
+			if maxDelay > 0 {
+				if queue {
+					wait = max(wait, timeFor(b.Level, r)-maxDelay)
+				} else {
+					wait -= maxDelay
+				}
+			}
+			d.RetryAfter = dur(max(1, wait))
+		}
+	}
+	d.Remaining = max(0, (full-b.Level)/Scale)
+	d.ResetAfter = dur(timeFor(b.Level, r))
+	return d
+}
+
+// TokenBucket refills Limit tokens per Period continuously, holding at most Capacity (Burst,
+// or Limit). Exact: any span of length t admits at most Capacity + Limit x t/Period. Memory:
+// 16 bytes. Reservations (Wait) borrow tokens ahead: the request starts when the tokens it
+// needs have refilled. A new rule applies at once to the tokens used so far.
+type TokenBucket struct{ level }
+
+// Algorithm returns sluice.AlgorithmTokenBucket.
+func (*TokenBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmTokenBucket }
+
+// Take implements State.
+func (s *TokenBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
+	return s.decide(now, r, n, maxDelay, false)
+}
+
+// LeakyBucket holds up to Capacity (Burst, or Limit) units and leaks Limit per Period. As a
+// meter (Allow) it admits what fits, exactly like the token bucket. As a queue (Wait) every
+// request waits for the units ahead of it to leak out, so admitted requests leave evenly spaced
+// at the leak rate and the queue never holds more than Capacity units. Memory: 16 bytes.
+type LeakyBucket struct{ level }
+
+// Algorithm returns sluice.AlgorithmLeakyBucket.
+func (*LeakyBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmLeakyBucket }
+
+// Take implements State.
+func (s *LeakyBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
+	return s.decide(now, r, n, maxDelay, true)
+}

@@ -1,0 +1,88 @@
+package algorithm
+
+import (
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// State is one key's state under one algorithm.
+type State interface {
+	// Take decides on n units at time now (Unix ns) under rule r, updating the state when the
+	// request is admitted or n <= 0. maxDelay (ns) > 0 lets bucket algorithms reserve a future
+	// slot. The rule must be valid (sluice.Rule.Validate) and n must be >= -sluice.MaxLimit;
+	// a rule different from the last call's is applied from this call on.
+	Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision
+	// Algorithm reports which algorithm the state belongs to.
+	Algorithm() sluice.Algorithm
+}
+
+// New returns the empty (full-capacity) state for the rule's algorithm, or nil for an invalid
+// algorithm.
+func New(a sluice.Algorithm) State {
+	switch a {
+	case sluice.AlgorithmFixedWindow:
+		return new(FixedWindow)
+	case sluice.AlgorithmSlidingLog:
+		return new(SlidingLog)
+	case sluice.AlgorithmSlidingWindow:
+		return new(SlidingWindow)
+	case sluice.AlgorithmTokenBucket:
+		return new(TokenBucket)
+	case sluice.AlgorithmLeakyBucket:
+		return new(LeakyBucket)
+	case sluice.AlgorithmGCRA:
+		return new(GCRA)
+	}
+	return nil
+}
+
+// Scale is the number of fixed-point sub-units per unit in bucket levels.
+const Scale = 1_000_000_000
+
+// mulDiv returns floor(a*b/c) for a, b >= 0 and c > 0, saturating at math.MaxInt64.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// mulDivCeil returns ceil(a*b/c) for a, b >= 0 and c > 0, saturating at math.MaxInt64.
+func mulDivCeil(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// floorDiv returns floor(a/b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func dur(ns int64) time.Duration { return time.Duration(ns) }
+
+// never is the decision for a cost above the rule's capacity: denied, nothing consumed.
+func never(capacity, remaining, resetAfter int64) sluice.Decision {
+	return sluice.Decision{Limit: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}
+}

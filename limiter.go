@@ -1,0 +1,267 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Limiter makes rate-limit decisions against a Store. It holds no per-key state of its own, so
+// one Limiter serves any number of keys and rules, and several Limiters (in one process or
+// many) sharing a store share its limits. It is safe for concurrent use.
+type Limiter struct {
+	store   Store
+	clock   Clock
+	maxWait time.Duration
+}
+
+// Option configures a Limiter.
+type Option interface{ apply(*Limiter) }
+
+type optionFunc func(*Limiter)
+
+func (f optionFunc) apply(l *Limiter) { f(l) }
+
+// WithClock sets the clock Wait sleeps on (default SystemClock). The store keeps its own clock.
+func WithClock(c Clock) Option { return optionFunc(func(l *Limiter) { l.clock = c }) }
+
+// WithMaxWait bounds how long Wait may queue a request (default: one period of the rule). A
+// request that would wait longer is refused at once with ErrWaitTooLong, consuming nothing.
+// The context deadline, when sooner, bounds it too.
+func WithMaxWait(d time.Duration) Option { return optionFunc(func(l *Limiter) { l.maxWait = d }) }
+
+// New returns a Limiter deciding on store. A nil store makes every call fail with ErrNoStore.
+func New(store Store, opts ...Option) *Limiter {
+	l := &Limiter{store: store, clock: SystemClock{}}
+	for _, o := range opts {
+		o.apply(l)
+	}
+	return l
+}
+
+// Store returns the limiter's store.
+func (l *Limiter) Store() Store { return l.store }
+
+// Allow decides on one unit for key under rule.
+func (l *Limiter) Allow(ctx context.Context, key string, rule Rule) (Decision, error) {
+	return l.AllowN(ctx, key, rule, 1)
+}
+
+// AllowN decides on n units for key under rule. A denied request consumes nothing. n = 0 is
+// Peek; a negative n refunds -n units.
+func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (Decision, error) {
+	if l.store == nil {
+		return Decision{}, ErrNoStore
+	}
+	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n})
+}
+
+// Peek reports the key's state under rule without consuming: Remaining, ResetAfter, and
+// Allowed false only when the key is over its limit (after a limit was lowered).
+func (l *Limiter) Peek(ctx context.Context, key string, rule Rule) (Decision, error) {
+	return l.AllowN(ctx, key, rule, 0)
+}
+
+// Wait blocks until one unit for key is admitted under rule, or fails at once when it could
+// not be admitted in time. See WaitN.
+func (l *Limiter) Wait(ctx context.Context, key string, rule Rule) error {
+	return l.WaitN(ctx, key, rule, 1)
+}
+
+// WaitN shapes traffic: it blocks until n units are admitted for key under rule.
+//
+// For bucket algorithms it reserves a future slot in the shared state in one store call, so
+// shaping holds across every process sharing the store: a token bucket or GCRA lets a burst
+// through and then spaces requests at the rule's rate; a leaky bucket queues every request
+// behind the ones before it, so requests leave evenly spaced, and refuses a request when its
+// queue (Burst units) is full. For window algorithms WaitN sleeps until the store's RetryAfter
+// and asks again.
+//
+// A request that would wait longer than the limit's bound (WithMaxWait, default one period)
+// or the context's deadline is refused at once with ErrWaitTooLong and consumes nothing; one
+// whose context ends while waiting is refunded and returns the context's error.
+func (l *Limiter) WaitN(ctx context.Context, key string, rule Rule, n int64) error {
+	if l.store == nil {
+		return ErrNoStore
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: n: Wait needs n >= 0, got %d", ErrInvalidN, n)
+	}
+	for {
+		budget := l.maxWait
+		if budget <= 0 {
+			budget = rule.Period
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			budget = min(budget, dl.Sub(l.clock.Now()))
+		}
+		req := Request{Key: key, Rule: rule, N: n}
+		if rule.Algorithm.Bucket() {
+			req.MaxDelay = max(budget, 1)
+		}
+		d, err := l.store.Take(ctx, req)
+		if err != nil {
+			return err
+		}
+		if d.Allowed {
+			if d.Delay <= 0 {
+				return nil
+			}
+			if err := l.sleep(ctx, d.Delay); err != nil {
+				l.refund(key, rule, n)
+				return err
+			}
+			return nil
+		}
+		if d.RetryAfter < 0 {
+			return fmt.Errorf("%w: n=%d exceeds the capacity %d of %s", ErrWaitTooLong, n, d.Limit, rule)
+		}
+		if req.MaxDelay > 0 || d.RetryAfter > budget {
+			return fmt.Errorf("%w: %s: n=%d would wait %v, more than %v", ErrWaitTooLong, rule, n, d.RetryAfter+req.MaxDelay, budget)
+		}
+		if err := l.sleep(ctx, d.RetryAfter); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.clock.After(d):
+		return nil
+	}
+}
+
+// refund gives back n units after an abandoned reservation or a failed layered check. It is
+// best effort: the caller's context may be done, so it gets a short one of its own.
+func (l *Limiter) refund(key string, rule Rule, n int64) {
+	if n <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = l.store.Take(ctx, Request{Key: key, Rule: rule, N: -n})
+}
+
+// Check is one limit of a layered decision (see AllowAll).
+type Check struct {
+	Key  string
+	Rule Rule
+	// N is the cost; 0 means 1.
+	N int64
+	// Decision is filled in by AllowAll.
+	Decision Decision
+}
+
+// AllowAll admits a request only if every check admits it: for example a per-client business
+// quota (on a shared store) plus a per-instance overload guard. When one check denies, the
+// units already taken by earlier checks are refunded, so a denied request consumes from none;
+// between the take and the refund a concurrent request may see the capacity as used (which
+// can only deny it, never over-admit). Checks after the denying one are peeked, so every
+// check's Decision is filled in.
+//
+// The returned Decision combines them: Allowed if all allowed; Limit and Remaining of the check
+// with the least remaining; the longest RetryAfter among denials (Never if any is Never); the
+// longest ResetAfter. An error leaves earlier takes refunded.
+func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error) {
+	if l.store == nil {
+		return Decision{}, ErrNoStore
+	}
+	if len(checks) == 0 {
+		return Decision{}, fmt.Errorf("%w: checks: empty", ErrInvalidN)
+	}
+	denied := -1
+	for i := range checks {
+		c := &checks[i]
+		n := c.N
+		if n == 0 {
+			n = 1
+		}
+		if denied >= 0 {
+			n = 0 // after a denial, only report
+		}
+		d, err := l.store.Take(ctx, Request{Key: c.Key, Rule: c.Rule, N: n})
+		if err != nil {
+			l.undo(checks[:i], denied)
+			return Decision{}, fmt.Errorf("check %d (key %q): %w", i, c.Key, err)
+		}
+		c.Decision = d
+		if !d.Allowed && denied < 0 {
+			denied = i
+			l.undo(checks[:i], -1)
+		}
+	}
+	return combine(checks, denied < 0), nil
+}
+
+// undo refunds checks taken before a denial or an error.
+func (l *Limiter) undo(taken []Check, denied int) {
+	if denied >= 0 {
+		return // already undone when the denial happened
+	}
+	for i := range taken {
+		c := &taken[i]
+		n := c.N
+		if n == 0 {
+			n = 1
+		}
+		l.refund(c.Key, c.Rule, n)
+		c.Decision.Remaining = min(c.Decision.Limit, c.Decision.Remaining+n)
+	}
+}
+
+func combine(checks []Check, allowed bool) Decision {
+	out := checks[0].Decision
+	out.Allowed = allowed
+	out.RetryAfter = 0
+	for _, c := range checks {
+		d := c.Decision
+		if d.Remaining < out.Remaining {
+			out.Limit, out.Remaining = d.Limit, d.Remaining
+		}
+		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
+		if !allowed && !d.Allowed && out.RetryAfter >= 0 {
+			if d.RetryAfter < 0 {
+				out.RetryAfter = Never
+			} else {
+				out.RetryAfter = max(out.RetryAfter, d.RetryAfter)
+			}
+		}
+	}
+	return out
+}
+
+// DynamicRule holds a rule that can be changed at run time, for example on config reload or
+// from an admin API. Load and Set are safe for concurrent use and allocation-free to Load.
+// The next decision made with the loaded rule applies it; stores keep the consumed state
+// where the algorithm allows (see package algorithm).
+type DynamicRule struct{ p atomic.Pointer[Rule] }
+
+// NewDynamicRule returns a DynamicRule holding r, or an error if r is invalid.
+func NewDynamicRule(r Rule) (*DynamicRule, error) {
+	d := &DynamicRule{}
+	if err := d.Set(r); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Load returns the current rule.
+func (d *DynamicRule) Load() Rule { return *d.p.Load() }
+
+// Set replaces the rule after validating it; an invalid rule leaves the old one in force.
+func (d *DynamicRule) Set(r Rule) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	d.p.Store(&r)
+	return nil
+}
+
+// IsUnavailable reports whether err means the store could not decide (as opposed to bad
+// input), so the caller should apply its failure policy.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrStoreUnavailable) }

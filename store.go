@@ -1,0 +1,64 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DefaultMaxKeyLength is the longest key accepted unless configured otherwise: 1 KiB.
+const DefaultMaxKeyLength = 1024
+
+// Request is one decision asked of a Store.
+type Request struct {
+	// Key names the state the decision reads and updates. Non-empty.
+	Key string
+	// Rule is enforced on the key. A different rule than last time changes the key's limit
+	// from this decision on, keeping the consumed state where the algorithm allows.
+	Rule Rule
+	// N is the cost. 0 peeks without consuming; a negative N refunds -N units (for example
+	// to undo a take when a layered check fails).
+	N int64
+	// MaxDelay, when positive, asks a bucket algorithm to reserve a future slot instead of
+	// denying: the request is admitted if it can start within MaxDelay, and Decision.Delay says
+	// when. Window algorithms ignore it and decide as usual.
+	MaxDelay time.Duration
+}
+
+// Store makes rate-limit decisions on shared state: one atomic operation per decision, with
+// the key passed on every call. Implementations must be safe for concurrent use, must reject
+// invalid requests (see Request.Validate) before touching state, must consume nothing for a
+// denied request, and must give every key they write a TTL.
+//
+// Errors are for infrastructure and bad input only; a denial is a Decision with Allowed false.
+// Transport failures wrap ErrStoreUnavailable.
+type Store interface {
+	Take(ctx context.Context, req Request) (Decision, error)
+}
+
+// Closer is implemented by stores and decorators that hold resources or pending state.
+// Close flushes what is pending and releases resources.
+type Closer interface {
+	Close() error
+}
+
+// Validate checks the request's key (non-empty, at most maxKeyLen bytes; 0 means
+// DefaultMaxKeyLength) and rule. Stores call it before any state is touched.
+func (req *Request) Validate(maxKeyLen int) error {
+	if maxKeyLen <= 0 {
+		maxKeyLen = DefaultMaxKeyLength
+	}
+	if req.Key == "" {
+		return fmt.Errorf("%w: key: empty", ErrInvalidKey)
+	}
+	if len(req.Key) > maxKeyLen {
+		return fmt.Errorf("%w: key: %d bytes, longer than the maximum of %d", ErrInvalidKey, len(req.Key), maxKeyLen)
+	}
+	if req.N < -MaxLimit {
+		return fmt.Errorf("%w: n: refund of %d is below the minimum of %d", ErrInvalidN, -req.N, -int64(MaxLimit))
+	}
+	if req.MaxDelay < 0 {
+		return fmt.Errorf("%w: max_delay: negative (%v)", ErrInvalidN, req.MaxDelay)
+	}
+	return req.Rule.Validate()
+}
