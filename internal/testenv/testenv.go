@@ -1,0 +1,48 @@
+// Package testenv finds the real servers that scripts/test.sh starts. Each lookup skips the
+// test when its variable is unset locally, and fails it when CI is set, so a green CI run
+// always means the tests ran against real servers.
+package testenv
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Get returns the value of the environment variable name, skipping (locally) or failing (in
+// CI) the test when it is unset.
+func Get(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set: run the suite through scripts/test.sh", name)
+		}
+		t.Skipf("%s is not set; scripts/test.sh starts the server and sets it", name)
+	}
+	return v
+}
+
+// List returns a comma-separated variable as a list (see Get).
+func List(t testing.TB, name string) []string {
+	t.Helper()
+	return strings.Split(Get(t, name), ",")
+}
+
+// PID returns an integer variable such as SLUICE_REDIS_PID (see Get).
+func PID(t testing.TB, name string) int {
+	t.Helper()
+	v := Get(t, name)
+	pid, err := strconv.Atoi(v)
+	if err != nil || pid <= 0 {
+		t.Fatalf("%s=%q is not a PID", name, v)
+	}
+	return pid
+}
+
+// RedisAddr returns SLUICE_REDIS_ADDR, a standalone redis-server's host:port.
+func RedisAddr(t testing.TB) string { t.Helper(); return Get(t, "SLUICE_REDIS_ADDR") }
+
+// MemcachedAddr returns SLUICE_MEMCACHED_ADDR, a memcached's host:port.
+func MemcachedAddr(t testing.TB) string { t.Helper(); return Get(t, "SLUICE_MEMCACHED_ADDR") }

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Runs Sluice's whole test suite against real servers on 127.0.0.1.
+#
+# It installs redis-server and memcached when they are missing (apt-get), starts every server
+# the tests need on private ports, exports their addresses as SLUICE_* variables, runs gofmt,
+# go vet, staticcheck, go test -race and the short fuzz runs, and stops what it started by PID.
+# It exits non-zero on any failure.
+#
+# Usage: scripts/test.sh            (from the repository root)
+#        SLUICE_TEST_QUICK=1 scripts/test.sh   skips staticcheck and fuzzing
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# --- servers --------------------------------------------------------------------------------
+need_install=()
+command -v redis-server >/dev/null 2>&1 || need_install+=(redis-server)
+command -v memcached >/dev/null 2>&1 || need_install+=(memcached)
+if [ ${#need_install[@]} -gt 0 ]; then
+	log "installing ${need_install[*]}"
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server memcached >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/sluice-test.XXXXXX)
+PIDS=()
+cleanup() {
+	local rc=$?
+	for pid in "${PIDS[@]}"; do
+		kill -CONT "$pid" 2>/dev/null || true
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	rm -rf "$WORK"
+	exit $rc
+}
+trap cleanup EXIT INT TERM
+
+# Ports: a base chosen per run so two runs on one machine do not collide.
+BASE=${SLUICE_TEST_PORT_BASE:-$((20000 + ($$ % 200) * 50))}
+
+wait_port() { # host port what
+	for _ in $(seq 1 100); do
+		if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	log "$3 did not start on $1:$2"
+	return 1
+}
+
+start_redis() { # port [extra args...]
+	local port=$1
+	shift
+	mkdir -p "$WORK/redis-$port"
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$WORK/redis-$port" --daemonize no --logfile "$WORK/redis-$port.log" "$@" &
+	PIDS+=($!)
+	wait_port 127.0.0.1 "$port" "redis-server"
+}
+
+REDIS_PORT=$BASE
+start_redis "$REDIS_PORT"
+export SLUICE_REDIS_ADDR=127.0.0.1:$REDIS_PORT
+# The PID lets failure tests stop and kill exactly the server they were given.
+export SLUICE_REDIS_PID=${PIDS[-1]}
+export SLUICE_REDIS_SERVER_BIN=$(command -v redis-server)
+
+MEMCACHED_PORT=$((BASE + 1))
+memcached -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 64 &
+PIDS+=($!)
+wait_port 127.0.0.1 "$MEMCACHED_PORT" memcached
+export SLUICE_MEMCACHED_ADDR=127.0.0.1:$MEMCACHED_PORT
+
+# Sentinel and Cluster topologies.
+for f in scripts/test.d/*.sh; do
+	[ -e "$f" ] || continue
+	# shellcheck source=/dev/null
+	. "$f"
+done
+
+# --- checks ---------------------------------------------------------------------------------
+log "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+
+MODULES=(. bench)
+for m in "${MODULES[@]}"; do
+	[ -f "$m/go.mod" ] || continue
+	log "go vet ($m)"
+	(cd "$m" && go vet ./...)
+done
+
+if [ -z "${SLUICE_TEST_QUICK:-}" ]; then
+	for m in "${MODULES[@]}"; do
+		[ -f "$m/go.mod" ] || continue
+		log "staticcheck ($m)"
+		(cd "$m" && go run honnef.co/go/tools/cmd/staticcheck@latest ./...)
+	done
+fi
+
+log "go test -race"
+go test -race -count=1 -timeout 30m ./...
+if [ -f bench/go.mod ]; then
+	log "go test (bench module: correctness of the comparison harness, no benchmarks)"
+	(cd bench && go test -count=1 -timeout 10m ./...)
+fi
+
+if [ -z "${SLUICE_TEST_QUICK:-}" ]; then
+	log "fuzzing (short runs)"
+	FUZZTIME=${SLUICE_FUZZTIME:-5s}
+	while read -r pkg target; do
+		[ -n "$pkg" ] || continue
+		log "fuzz $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
+	done < <(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' . |
+		sed 's/^func //' | sort -u | while read -r t; do
+		f=$(grep -rlE "^func $t\(" --include='*_test.go' . | head -1)
+		echo "./$(dirname "${f#./}") $t"
+	done)
+fi
+
+log "all checks passed"
