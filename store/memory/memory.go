@@ -41,6 +41,7 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	counters  counterTable // window counters and heartbeats (counters.go)
 }
 
 type shard struct {
