@@ -1,0 +1,22 @@
+// Package config loads Sluice's rate-limit rules: YAML files in the envoyproxy/ratelimit
+// descriptor format, accepted unchanged, plus Sluice's extensions (algorithm, burst, arbitrary
+// period, several limits on one descriptor).
+//
+// A rules file names a domain and a tree of descriptors:
+//
+//	domain: api
+//	descriptors:
+//	  - key: remote_address            # no value: one counter per address
+//	    rate_limit: {unit: minute, requests_per_unit: 60}
+//	  - key: path
+//	    value: /login
+//	    rate_limits:                   # Sluice: every limit must pass
+//	      - {period: 1s, requests_per_unit: 5, algorithm: token_bucket, burst: 10}
+//	      - {unit: hour, requests_per_unit: 100}
+//
+// Decoding is strict (unknown fields are errors) and validation reports every problem at once,
+// each with its file, line and field. Load reads a file or a directory of *.yaml / *.yml files;
+// Watcher polls them and swaps in a new Config only when it is valid.
+//
+// A Config is immutable once built and safe for concurrent use; lookups allocate nothing.
+package config

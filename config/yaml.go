@@ -1,0 +1,141 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Document is one decoded rules file, before validation. Its fields mirror the YAML.
+type Document struct {
+	// Domain names the rules' namespace; RLS requests name it.
+	Domain string `yaml:"domain"`
+	// Descriptors are the top-level descriptors.
+	Descriptors []Descriptor `yaml:"descriptors"`
+	// File is the name the document was read from (for error messages).
+	File string `yaml:"-"`
+	line int
+}
+
+// Descriptor is one node of the descriptor tree.
+type Descriptor struct {
+	// Key is the descriptor entry key to match. Required.
+	Key string `yaml:"key"`
+	// Value is the entry value to match; empty matches any value (one counter per value), and
+	// a value ending in '*' matches every value with that prefix.
+	Value string `yaml:"value"`
+	// RateLimit is the envoyproxy/ratelimit limit of this descriptor.
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// RateLimits (Sluice) lists several limits that must all pass, e.g. a burst and a
+	// sustained rate. It cannot be combined with RateLimit.
+	RateLimits []RateLimit `yaml:"rate_limits"`
+	// Descriptors are nested descriptors, matched by the next entry of a request.
+	Descriptors []Descriptor `yaml:"descriptors"`
+	// ShadowMode decides and counts as usual but always answers OK.
+	ShadowMode bool `yaml:"shadow_mode"`
+	// DetailedMetric labels this descriptor's metrics with the request's values (beware of
+	// unbounded cardinality).
+	DetailedMetric bool `yaml:"detailed_metric"`
+	// ValueToMetric is accepted for envoyproxy/ratelimit compatibility; see DetailedMetric.
+	ValueToMetric bool `yaml:"value_to_metric"`
+	line          int
+}
+
+// RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,
+// burst and sub_windows.
+type RateLimit struct {
+	// Unit is second, minute, hour, day, week, month (30 days) or year (365 days).
+	Unit string `yaml:"unit"`
+	// RequestsPerUnit is the limit per unit (or per Period).
+	RequestsPerUnit int64 `yaml:"requests_per_unit"`
+	// Unlimited admits everything without a store call.
+	Unlimited bool `yaml:"unlimited"`
+	// Name names the limit in responses and metrics; Replaces drops other limits of the
+	// same request by name.
+	Name     string    `yaml:"name"`
+	Replaces []Replace `yaml:"replaces"`
+	// Period (Sluice) is any Go duration ("30s", "5m", "1h30m") instead of Unit.
+	Period string `yaml:"period"`
+	// Algorithm (Sluice) is a snake_case algorithm name; default sliding_window.
+	Algorithm string `yaml:"algorithm"`
+	// Burst (Sluice) is the bucket size of token_bucket, leaky_bucket and gcra.
+	Burst int64 `yaml:"burst"`
+	// SubWindows (Sluice) is the sliding window's number of sub-windows.
+	SubWindows int `yaml:"sub_windows"`
+	line       int
+}
+
+// Replace names a limit that a matching limit replaces.
+type Replace struct {
+	Name string `yaml:"name"`
+}
+
+// unknownKeys reports every key of a mapping node that is not among the fields of what.
+func unknownKeys(n *yaml.Node, what string, known ...string) []string {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var errs []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		found := false
+		for _, f := range known {
+			if k.Value == f {
+				found = true
+				break
+			}
+		}
+		if !found {
+			sorted := append([]string(nil), known...)
+			sort.Strings(sorted)
+			errs = append(errs, fmt.Sprintf("line %d: %s: unknown field %q (known: %s)", k.Line, what, k.Value, strings.Join(sorted, ", ")))
+		}
+	}
+	return errs
+}
+
+// decodeStrict decodes n into v (a pointer to an alias type without UnmarshalYAML) and adds
+// the unknown-field errors, so decoding goes on and every problem is reported.
+func decodeStrict(n *yaml.Node, v any, unknown []string) error {
+	err := n.Decode(v)
+	if te, ok := err.(*yaml.TypeError); ok {
+		unknown = append(unknown, te.Errors...)
+	} else if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		return &yaml.TypeError{Errors: unknown}
+	}
+	return nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+func (d *Document) UnmarshalYAML(n *yaml.Node) error {
+	type plain Document
+	d.line = n.Line
+	return decodeStrict(n, (*plain)(d), unknownKeys(n, "document", "domain", "descriptors"))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
+	type plain Descriptor
+	d.line = n.Line
+	return decodeStrict(n, (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
+		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric"))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
+	type plain RateLimit
+	r.line = n.Line
+	return decodeStrict(n, (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
+		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows"))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+func (r *Replace) UnmarshalYAML(n *yaml.Node) error {
+	type plain Replace
+	return decodeStrict(n, (*plain)(r), unknownKeys(n, "replaces", "name"))
+}
