@@ -79,3 +79,10 @@ func (s *SlidingLog) resetAfter(now, p int64) int64 {
 	}
 	return s.newest() + p - now
 }
+
+// Clone returns a deep copy of the state.
+func (s *SlidingLog) Clone() State {
+	c := *s
+	c.ring = append([]int64(nil), s.ring...)
+	return &c
+}

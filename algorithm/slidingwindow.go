@@ -158,3 +158,10 @@ func (s *SlidingWindow) resetAfter(now int64) int64 {
 	}
 	return 0
 }
+
+// Clone returns a deep copy of the state.
+func (s *SlidingWindow) Clone() State {
+	c := *s
+	c.counts = append([]int64(nil), s.counts...)
+	return &c
+}

@@ -121,7 +121,7 @@ if [ -z "${SLUICE_TEST_QUICK:-}" ]; then
 	while read -r pkg target; do
 		[ -n "$pkg" ] || continue
 		log "fuzz $pkg $target"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 2s "$pkg"
 	done < <(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' . |
 		sed 's/^func //' | sort -u | while read -r t; do
 		f=$(grep -rlE "^func $t\(" --include='*_test.go' . | head -1)
