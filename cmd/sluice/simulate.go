@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/simulate"
+)
+
+func init() {
+	register(command{name: "simulate", summary: "measure the accuracy of every algorithm and mode on simulated traffic", run: runSimulate})
+}
+
+func runSimulate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scenarioNames := make([]string, 0, len(simulate.Scenarios()))
+	for _, s := range simulate.Scenarios() {
+		scenarioNames = append(scenarioNames, s.Name)
+	}
+	scenario := fs.String("scenario", simulate.Scenarios()[0].Name, "traffic scenario: "+strings.Join(scenarioNames, ", "))
+	algorithms := fs.String("algorithms", "all", "comma-separated algorithms (sliding_window_N for N sub-windows), or all")
+	modes := fs.String("modes", "single", "comma-separated modes: "+strings.Join(simulate.ModeNames(), ", "))
+	nodes := fs.Int("nodes", 4, "instances in distributed modes")
+	routing := fs.String("routing", "round_robin", "comma-separated request routings in distributed modes: round_robin, sticky, skewed")
+	duration := fs.Duration("duration", 0, "run length in virtual time (0: the scenario's default)")
+	seed := fs.Uint64("seed", 1, "random seed of the traffic and of skewed routing")
+	format := fs.String("format", "text", "table format: text, csv or json")
+	out := fs.String("out", "", "directory to write the PNG and SVG plots to (none when empty)")
+	list := fs.Bool("list", false, "list the scenarios with their exact definitions and exit")
+	quiet := fs.Bool("quiet", false, "no progress indicator on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sluice simulate [flags]\n\nReplays seeded traffic in virtual time through each algorithm and mode and prints\none row of accuracy metrics per algorithm and mode (see docs/ACCURACY.md).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice simulate: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *list {
+		for _, s := range simulate.Scenarios() {
+			fmt.Fprintf(stdout, "%s: %s\n  %s\n", s.Name, s.Summary, s.Definition)
+		}
+		return 0
+	}
+	cfg, err := simulateConfig(*scenario, *algorithms, *modes, *routing, *format, *nodes, *duration, *seed)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return 2
+	}
+	if !*quiet {
+		cfg.Progress = progressPrinter(stderr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := simulate.Run(ctx, cfg)
+	if !*quiet {
+		fmt.Fprintln(stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return 1
+	}
+	if err := simulate.WriteTable(stdout, res.Rows, *format); err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return 1
+	}
+	if *out != "" {
+		paths, err := simulate.WritePlots(*out, res)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+			return 1
+		}
+		for _, p := range paths {
+			fmt.Fprintf(stderr, "wrote %s\n", p)
+		}
+	}
+	return 0
+}
+
+func simulateConfig(scenario, algorithms, modes, routing, format string, nodes int, duration time.Duration, seed uint64) (simulate.Config, error) {
+	sc, err := simulate.ScenarioByName(scenario)
+	if err != nil {
+		return simulate.Config{}, err
+	}
+	variants, err := simulate.ParseVariants(algorithms)
+	if err != nil {
+		return simulate.Config{}, err
+	}
+	var routings []simulate.Routing
+	for _, name := range strings.Split(routing, ",") {
+		r, err := simulate.ParseRouting(strings.TrimSpace(name))
+		if err != nil {
+			return simulate.Config{}, err
+		}
+		routings = append(routings, r)
+	}
+	ms, err := simulate.ParseModes(modes, nodes, routings)
+	if err != nil {
+		return simulate.Config{}, err
+	}
+	valid := false
+	for _, f := range simulate.Formats {
+		valid = valid || f == format
+	}
+	if !valid {
+		return simulate.Config{}, fmt.Errorf("format: unknown %q (want text, csv or json)", format)
+	}
+	if duration < 0 {
+		return simulate.Config{}, fmt.Errorf("duration: must not be negative, got %v", duration)
+	}
+	return simulate.Config{Scenario: sc, Duration: duration, Seed: seed, Variants: variants, Modes: ms}, nil
+}
+
+// progressPrinter rewrites one status line on w, at most ten times a second.
+func progressPrinter(w io.Writer) func(done, total int64) {
+	var last time.Time
+	return func(done, total int64) {
+		if now := time.Now(); done < total && now.Sub(last) < 100*time.Millisecond {
+			return
+		} else {
+			last = now
+		}
+		fmt.Fprintf(w, "\rsimulate: %3d%% (%d/%d decisions)", done*100/max(1, total), done, total)
+	}
+}

@@ -1,0 +1,193 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Routing says which instance receives each request in a distributed mode.
+type Routing string
+
+// The routings.
+const (
+	// RoundRobin sends request i to instance i mod nodes.
+	RoundRobin Routing = "round_robin"
+	// Sticky sends every request of client c to instance c mod nodes.
+	Sticky Routing = "sticky"
+	// Skewed sends half the requests to instance 0 and spreads the rest evenly over all
+	// instances at random (seeded): instance 0 sees 1/2 + 1/(2 x nodes) of the traffic.
+	Skewed Routing = "skewed"
+)
+
+// ParseRouting returns the routing with the given name.
+func ParseRouting(name string) (Routing, error) {
+	switch r := Routing(name); r {
+	case RoundRobin, Sticky, Skewed:
+		return r, nil
+	}
+	return "", fmt.Errorf("simulate: routing: unknown %q (want round_robin, sticky or skewed)", name)
+}
+
+// router picks the instance of each request.
+type router struct {
+	routing Routing
+	nodes   int
+	next    int
+	rng     *rand.Rand
+}
+
+func newRouter(r Routing, nodes int, seed uint64) *router {
+	return &router{routing: r, nodes: nodes, rng: rand.New(rand.NewPCG(seed, 0x70a7e))}
+}
+
+func (r *router) route(client int32) int {
+	switch r.routing {
+	case Sticky:
+		return int(client) % r.nodes
+	case Skewed:
+		if r.rng.IntN(2) == 0 {
+			return 0
+		}
+		return r.rng.IntN(r.nodes)
+	}
+	r.next++
+	return (r.next - 1) % r.nodes
+}
+
+// BuildFunc builds the store instance node decides on, from the store shared by all instances
+// and the run's virtual clock. Sync mode returns shared itself; decorators wrap it.
+type BuildFunc func(shared sluice.Store, clock sluice.Clock, node int) (sluice.Store, error)
+
+// Mode says how decisions are made. The zero Build is the single mode: one instance deciding
+// on the algorithm states directly, the fastest way to measure an algorithm. Otherwise Nodes
+// instances, each a sluice.Limiter over the store Build returns, share one memory store driven
+// by the run's virtual clock, and Routing spreads the requests over them.
+type Mode struct {
+	// Name is the mode's table name, e.g. "sync" or "async_50ms".
+	Name string
+	// Build builds each instance's store; nil means the single mode.
+	Build BuildFunc
+	// Nodes is the number of instances (at least 1).
+	Nodes int
+	// Routing spreads requests over the instances (default RoundRobin).
+	Routing Routing
+	// SyncEvery, when positive, makes the harness call Sync on every instance store that
+	// implements Syncer each time virtual time crosses a multiple of it, so decorators that
+	// synchronise in the background do so deterministically in virtual time.
+	SyncEvery time.Duration
+	// Outage, when End > Start, makes the shared store fail every call with
+	// sluice.ErrStoreUnavailable over that part of the run (offsets from the run's start).
+	Outage Outage
+}
+
+// Outage is a span of a run, as offsets from its start, during which the shared store is down.
+type Outage struct{ Start, End time.Duration }
+
+// Syncer is implemented by instance stores that synchronise with the shared store at an
+// interval (async counters); the harness calls Sync at every SyncEvery of virtual time.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// Single is the single mode.
+func Single() Mode { return Mode{Name: "single", Nodes: 1} }
+
+// Sync returns the sync mode: nodes instances, each deciding on the shared store directly (one
+// atomic store operation per decision).
+func Sync(nodes int, routing Routing) Mode {
+	return Mode{Name: "sync", Nodes: nodes, Routing: routing,
+		Build: func(shared sluice.Store, _ sluice.Clock, _ int) (sluice.Store, error) { return shared, nil }}
+}
+
+// label is the mode's name with its nodes and routing, for plots.
+func (m Mode) label() string {
+	if m.Build == nil {
+		return m.Name
+	}
+	return fmt.Sprintf("%s x%d %s", m.Name, m.Nodes, m.Routing)
+}
+
+func (m Mode) validate() error {
+	switch {
+	case m.Name == "":
+		return fmt.Errorf("simulate: mode: empty name")
+	case m.Nodes < 1 || m.Nodes > 1024:
+		return fmt.Errorf("simulate: nodes: must be between 1 and 1024, got %d", m.Nodes)
+	case m.Build == nil && m.Nodes != 1:
+		return fmt.Errorf("simulate: nodes: the single mode has 1 instance, got %d", m.Nodes)
+	case m.SyncEvery < 0:
+		return fmt.Errorf("simulate: sync interval: negative (%v)", m.SyncEvery)
+	}
+	if m.Routing != "" {
+		if _, err := ParseRouting(string(m.Routing)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outageStore fails every call with sluice.ErrStoreUnavailable while the clock is in
+// [from, to).
+type outageStore struct {
+	sluice.Store
+	clock    sluice.Clock
+	from, to int64
+}
+
+func (s *outageStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if now := s.clock.Now().UnixNano(); now >= s.from && now < s.to {
+		return sluice.Decision{}, fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
+	}
+	return s.Store.Take(ctx, req)
+}
+
+// ParseModes builds the modes named in a comma-separated list: "single" once, and every
+// distributed mode once per routing with the given number of nodes. See ModeNames.
+func ParseModes(list string, nodes int, routings []Routing) ([]Mode, error) {
+	if len(routings) == 0 {
+		routings = []Routing{RoundRobin}
+	}
+	var out []Mode
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "single" {
+			out = append(out, Single())
+			continue
+		}
+		build, ok := distributedModes()[name]
+		if !ok {
+			return nil, fmt.Errorf("simulate: modes: unknown %q (want one of %s)", name, strings.Join(ModeNames(), ", "))
+		}
+		for _, r := range routings {
+			m := build(nodes, r)
+			if err := m.validate(); err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// ModeNames lists the mode names ParseModes accepts.
+func ModeNames() []string {
+	names := []string{"single"}
+	for name := range distributedModes() {
+		names = append(names, name)
+	}
+	sort.Strings(names[1:])
+	return names
+}
+
+// distributedModes maps each distributed mode name to its constructor.
+func distributedModes() map[string]func(nodes int, r Routing) Mode {
+	return map[string]func(int, Routing) Mode{
+		"sync": Sync,
+	}
+}

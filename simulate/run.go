@@ -1,0 +1,343 @@
+package simulate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// Config is one simulation: a scenario's trace replayed through every variant in every mode.
+type Config struct {
+	// Scenario is the traffic and the per-client rule's limit and period.
+	Scenario Scenario
+	// Duration overrides the scenario's duration when positive.
+	Duration time.Duration
+	// Seed seeds the traffic and the skewed routing.
+	Seed uint64
+	// Variants are the algorithms measured (default DefaultVariants).
+	Variants []Variant
+	// Modes are the ways of deciding (default Single).
+	Modes []Mode
+	// Progress, when set, is called now and then with the work done and the total, in
+	// request decisions.
+	Progress func(done, total int64)
+	// Samples is the number of instants the plot series are sampled at (default 600), over
+	// the first PlotPeriods periods of the run (default 10).
+	Samples, PlotPeriods int
+}
+
+// Result is the outcome of Run: the table and the series the plots are drawn from.
+type Result struct {
+	Rows []Row
+	// Series are sampled for the busiest client over the start of the run.
+	Series Series
+	// Limit is the per-client limit the series are judged against.
+	Limit int64
+	// Scenario names the scenario.
+	Scenario string
+}
+
+// Series are values sampled at the same instants for one client (the busiest).
+type Series struct {
+	// Client is the sampled client; Times are the sample instants as offsets from the start.
+	Client int32
+	Times  []time.Duration
+	// Offered is the exact count of all the client's requests in the trailing period.
+	Offered []int64
+	// Counted is, per counting variant, its count of all the client's requests (the rate
+	// estimation view), in variant order.
+	Counted []NamedSeries
+	// Admitted is, per variant in the first mode, the exact count of the units it admitted
+	// for the client in the trailing period.
+	Admitted []NamedSeries
+}
+
+// NamedSeries is one line of a plot.
+type NamedSeries struct {
+	Name   string
+	Values []int64
+}
+
+// Run replays the scenario's trace through every variant and mode and measures them. It is
+// deterministic: the same Config gives the same Result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Scenario.generate == nil {
+		return nil, errors.New("simulate: scenario: not set (use ScenarioByName)")
+	}
+	if len(cfg.Variants) == 0 {
+		cfg.Variants = DefaultVariants()
+	}
+	if len(cfg.Modes) == 0 {
+		cfg.Modes = []Mode{Single()}
+	}
+	for _, m := range cfg.Modes {
+		if err := m.validate(); err != nil {
+			return nil, err
+		}
+	}
+	for _, v := range cfg.Variants {
+		if err := v.Rule(cfg.Scenario.Limit, cfg.Scenario.Period).Validate(); err != nil {
+			return nil, fmt.Errorf("simulate: algorithm %s: %w", v.Name(), err)
+		}
+	}
+	trace, err := cfg.Scenario.Generate(cfg.Duration, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	s := newSampler(trace, cfg)
+	res := &Result{Limit: cfg.Scenario.Limit, Scenario: cfg.Scenario.Name}
+	counting := 0
+	for _, v := range cfg.Variants {
+		if v.Counting() {
+			counting++
+		}
+	}
+	p := &progress{fn: cfg.Progress,
+		total: int64(len(trace.Events)) * int64(len(cfg.Variants)*len(cfg.Modes)+counting)}
+	estimates := make(map[string][2]float64)
+	for _, v := range cfg.Variants {
+		if !v.Counting() {
+			continue
+		}
+		wrong, mae, counted := estimateRates(trace, cfg.Scenario, v, s, p)
+		estimates[v.Name()] = [2]float64{wrong, mae}
+		s.series.Counted = append(s.series.Counted, NamedSeries{Name: v.Name(), Values: counted})
+	}
+	for mi, m := range cfg.Modes {
+		for _, v := range cfg.Variants {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			row, admitted, err := measure(ctx, trace, cfg, v, m, s, p)
+			if err != nil {
+				return nil, err
+			}
+			if e, ok := estimates[v.Name()]; ok {
+				row.RateEstimationWrong, row.RateEstimationError = e[0], e[1]
+			}
+			res.Rows = append(res.Rows, row)
+			if mi == 0 {
+				s.series.Admitted = append(s.series.Admitted, NamedSeries{Name: v.Name(), Values: admitted})
+			}
+		}
+	}
+	res.Series = s.series
+	p.done = p.total
+	p.report()
+	return res, nil
+}
+
+// progress reports work done every so often.
+type progress struct {
+	fn          func(done, total int64)
+	done, total int64
+}
+
+func (p *progress) step() {
+	p.done++
+	if p.done&0xffff == 0 {
+		p.report()
+	}
+}
+
+func (p *progress) report() {
+	if p.fn != nil {
+		p.fn(p.done, p.total)
+	}
+}
+
+// decider makes the decisions of one variant in one mode.
+type decider interface {
+	decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error)
+	close() error
+}
+
+// measure replays the trace through one variant in one mode.
+func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s *sampler, p *progress) (Row, []int64, error) {
+	rule := v.Rule(cfg.Scenario.Limit, cfg.Scenario.Period)
+	limit, period := rule.Limit, int64(rule.Period)
+	var dec decider
+	if m.Build == nil {
+		dec = &single{states: make([]algorithm.State, trace.Clients), algo: v.Algorithm}
+	} else {
+		d, err := newDistributed(trace, cfg.Seed, m)
+		if err != nil {
+			return Row{}, nil, err
+		}
+		dec = d
+	}
+	row := Row{Scenario: cfg.Scenario.Name, Algorithm: v.Name(), Mode: m.Name, Nodes: m.Nodes,
+		Routing: string(m.Routing), Requests: int64(len(trace.Events)),
+		MeanAbsError: nan, RateEstimationWrong: nan, RateEstimationError: nan}
+	if m.Build == nil {
+		row.Routing = "-"
+	} else if row.Routing == "" {
+		row.Routing = string(RoundRobin)
+	}
+	admitted := make([]Window, trace.Clients)
+	for i := range admitted {
+		admitted[i].Period = period
+	}
+	focus := &admitted[s.series.Client]
+	samples := make([]int64, 0, len(s.at))
+	var allowed, violations, needless, errs, decided int64
+	var maxCount int64
+	var absErr float64
+	for _, ev := range trace.Events {
+		for len(samples) < len(s.at) && s.at[len(samples)] < ev.At {
+			samples = append(samples, focus.Count(s.at[len(samples)]))
+		}
+		w := &admitted[ev.Client]
+		before := w.Count(ev.At)
+		d, err := dec.decide(ctx, ev, rule)
+		p.step()
+		if err != nil {
+			if errors.Is(err, sluice.ErrStoreUnavailable) {
+				errs++
+				continue
+			}
+			return Row{}, nil, fmt.Errorf("simulate: %s in mode %s: %w", v.Name(), m.Name, err)
+		}
+		decided++
+		if d.Allowed {
+			allowed++
+			w.Add(ev.At, ev.N)
+			maxCount = max(maxCount, before+ev.N)
+			if before+ev.N > limit {
+				violations++
+			}
+		} else if before+ev.N <= limit {
+			needless++
+		}
+		if v.Counting() {
+			est := d.Limit - d.Remaining
+			if d.Allowed {
+				est -= ev.N
+			}
+			absErr += float64(abs(est - before))
+		}
+	}
+	for len(samples) < len(s.at) {
+		samples = append(samples, focus.Count(s.at[len(samples)]))
+	}
+	if err := dec.close(); err != nil {
+		return Row{}, nil, err
+	}
+	n := float64(max(1, len(trace.Events)))
+	row.AdmittedFraction = float64(allowed) / n
+	row.OverAdmission = float64(maxCount) / float64(limit)
+	row.LimitViolations = float64(violations) / n
+	row.NeedlessDenials = float64(needless) / n
+	row.Errors = float64(errs) / n
+	if v.Counting() {
+		row.MeanAbsError = absErr / float64(max(1, decided)) / float64(limit)
+	}
+	return row, samples, nil
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// single decides on algorithm states directly, one per client.
+type single struct {
+	states []algorithm.State
+	algo   sluice.Algorithm
+}
+
+func (s *single) decide(_ context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
+	st := s.states[ev.Client]
+	if st == nil {
+		st = algorithm.New(s.algo)
+		s.states[ev.Client] = st
+	}
+	return st.Take(ev.At, rule, ev.N, 0), nil
+}
+
+func (*single) close() error { return nil }
+
+// distributed decides through Nodes limiters over stores built from one shared memory store,
+// all on one virtual clock.
+type distributed struct {
+	clock     *sluice.ManualClock
+	shared    *memory.Store
+	stores    []sluice.Store
+	limiters  []*sluice.Limiter
+	router    *router
+	keys      []string
+	syncEvery int64
+	nextSync  int64
+}
+
+func newDistributed(trace Trace, seed uint64, m Mode) (*distributed, error) {
+	clock := sluice.NewManualClock(time.Unix(0, trace.Start).UTC())
+	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+	if err != nil {
+		return nil, err
+	}
+	var shared sluice.Store = mem
+	if m.Outage.End > m.Outage.Start {
+		shared = &outageStore{Store: mem, clock: clock,
+			from: trace.Start + int64(m.Outage.Start), to: trace.Start + int64(m.Outage.End)}
+	}
+	routing := m.Routing
+	if routing == "" {
+		routing = RoundRobin
+	}
+	d := &distributed{clock: clock, shared: mem, router: newRouter(routing, m.Nodes, seed),
+		keys: make([]string, trace.Clients), syncEvery: int64(m.SyncEvery)}
+	if d.syncEvery > 0 {
+		d.nextSync = trace.Start + d.syncEvery
+	}
+	for i := range d.keys {
+		d.keys[i] = fmt.Sprintf("client-%d", i)
+	}
+	for node := 0; node < m.Nodes; node++ {
+		st, err := m.Build(shared, clock, node)
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("simulate: mode %s: node %d: %w", m.Name, node, err)
+		}
+		d.stores = append(d.stores, st)
+		d.limiters = append(d.limiters, sluice.New(st, sluice.WithClock(clock)))
+	}
+	return d, nil
+}
+
+func (d *distributed) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
+	for d.syncEvery > 0 && d.nextSync <= ev.At {
+		d.clock.Set(time.Unix(0, d.nextSync).UTC())
+		for _, st := range d.stores {
+			if s, ok := st.(Syncer); ok {
+				_ = s.Sync(ctx) // a failed sync (store down) is retried at the next interval
+			}
+		}
+		d.nextSync += d.syncEvery
+	}
+	d.clock.Set(time.Unix(0, ev.At).UTC())
+	node := d.router.route(ev.Client)
+	return d.limiters[node].AllowN(ctx, d.keys[ev.Client], rule, ev.N)
+}
+
+func (d *distributed) close() error {
+	var errs []error
+	seen := map[sluice.Store]bool{}
+	for _, st := range d.stores {
+		if c, ok := st.(sluice.Closer); ok && !seen[st] {
+			seen[st] = true
+			if _, isShared := st.(*memory.Store); !isShared {
+				errs = append(errs, c.Close())
+			}
+		}
+	}
+	errs = append(errs, d.shared.Close())
+	return errors.Join(errs...)
+}
