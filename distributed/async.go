@@ -1,0 +1,472 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults of Async.
+const (
+	DefaultInterval = 100 * time.Millisecond
+	DefaultMaxKeys  = 100_000
+	asyncShards     = 32
+)
+
+// Async is a Store decorator that decides fixed-window and sliding-window rules locally, on a
+// view made of the last synced global count plus this process's unsynced delta, and syncs
+// in the background: every interval (aligned to multiples of the interval on the clock) it
+// pushes the deltas of every key decided on since the last sync and pulls their global
+// totals, in one round trip for all of them (sluice.CounterStore). No store call is made on
+// the decision path. Other algorithms go to the wrapped store's Take unchanged.
+//
+// Bound: each process sees the others' admissions late by at most about one interval (two in
+// the worst case, when its pull lands just before another's push), so with nodes processes
+// each admitting at most rate units per second on a key, a window admits at most about
+//
+//	limit + (nodes-1) x min(limit, rate x interval)
+//
+// units (up to twice the second term in the worst case); docs/MODES.md has measured figures.
+// With WithSyncWrites, admissions are written through at once and only reads are
+// asynchronous, which shrinks the bound to the writes in flight at the same instant.
+//
+// Close syncs what is pending, so nothing counted is lost on a clean shutdown. Async is safe
+// for concurrent use.
+type Async struct {
+	next       sluice.Store
+	counters   sluice.CounterStore
+	clock      sluice.Clock
+	interval   time.Duration
+	timeout    time.Duration
+	maxStale   time.Duration
+	syncWrites bool
+	manual     bool
+	perShard   int
+	seed       maphash.Seed
+	shards     [asyncShards]asyncShard
+
+	syncMu   sync.Mutex // one sync at a time
+	sweepAt  int        // next shard the idle sweep visits
+	lastSync atomic.Int64
+	lastErr  atomic.Pointer[error]
+	closed   atomic.Bool
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+}
+
+type asyncShard struct {
+	mu    sync.Mutex
+	m     map[string]*keyState
+	dirty []*keyState
+	_     [40]byte
+}
+
+// AsyncOption configures an Async.
+type AsyncOption interface{ applyAsync(*asyncConfig) }
+
+type asyncConfig struct {
+	clock      sluice.Clock
+	interval   time.Duration
+	timeout    time.Duration
+	maxStale   time.Duration
+	maxKeys    int
+	syncWrites bool
+	manual     bool
+}
+
+type asyncOptionFunc func(*asyncConfig)
+
+func (f asyncOptionFunc) applyAsync(c *asyncConfig) { f(c) }
+
+// WithInterval sets the sync interval (default DefaultInterval). It must be positive.
+func WithInterval(d time.Duration) AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.interval = d })
+}
+
+// WithClock sets the clock decisions and the sync schedule read (default the system clock).
+// Processes sharing keys must agree on the time, as windows are aligned to the Unix epoch.
+func WithClock(clock sluice.Clock) AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.clock = clock })
+}
+
+// WithSyncTimeout bounds each sync round trip (default: the interval, at least 100 ms).
+func WithSyncTimeout(d time.Duration) AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.timeout = d })
+}
+
+// WithMaxStaleness makes Take fail with sluice.ErrStoreUnavailable when the last successful
+// sync is older than d, so that an outer Fallback takes over during a long outage instead of
+// every process admitting up to the limit on its own. The default, 0, keeps deciding on the
+// stale view.
+func WithMaxStaleness(d time.Duration) AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.maxStale = d })
+}
+
+// WithAsyncMaxKeys bounds the keys with a local view (default DefaultMaxKeys). When full, a
+// new key evicts an idle one, or else is decided by the wrapped store's Take.
+func WithAsyncMaxKeys(n int) AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.maxKeys = n })
+}
+
+// WithSyncWrites selects the write-through variant: an admission is written to the store at
+// once (one round trip that also returns fresh totals), while reads stay asynchronous, every
+// interval, so denied requests never touch the network.
+func WithSyncWrites() AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.syncWrites = true })
+}
+
+// WithManualSync disables the background sync: the caller drives it with Sync, for example a
+// simulation on virtual time.
+func WithManualSync() AsyncOption {
+	return asyncOptionFunc(func(c *asyncConfig) { c.manual = true })
+}
+
+// NewAsync wraps store, which must implement sluice.CounterStore. Invalid options are errors
+// naming the option.
+func NewAsync(store sluice.Store, opts ...AsyncOption) (*Async, error) {
+	cfg := asyncConfig{interval: DefaultInterval, maxKeys: DefaultMaxKeys}
+	for _, o := range opts {
+		o.applyAsync(&cfg)
+	}
+	if store == nil {
+		return nil, fmt.Errorf("distributed: NewAsync: %w", sluice.ErrNoStore)
+	}
+	counters, ok := store.(sluice.CounterStore)
+	if !ok {
+		return nil, fmt.Errorf("distributed: NewAsync: store %T does not implement sluice.CounterStore (AddWindowCounts), which local-first counting needs", store)
+	}
+	switch {
+	case cfg.interval <= 0:
+		return nil, fmt.Errorf("distributed: WithInterval: must be positive, got %v", cfg.interval)
+	case cfg.timeout < 0:
+		return nil, fmt.Errorf("distributed: WithSyncTimeout: must not be negative, got %v", cfg.timeout)
+	case cfg.maxStale < 0:
+		return nil, fmt.Errorf("distributed: WithMaxStaleness: must not be negative, got %v", cfg.maxStale)
+	case cfg.maxKeys <= 0:
+		return nil, fmt.Errorf("distributed: WithAsyncMaxKeys: must be positive, got %d", cfg.maxKeys)
+	}
+	if cfg.timeout == 0 {
+		cfg.timeout = max(cfg.interval, 100*time.Millisecond)
+	}
+	a := &Async{next: store, counters: counters, clock: cfg.clock, interval: cfg.interval,
+		timeout: cfg.timeout, maxStale: cfg.maxStale, syncWrites: cfg.syncWrites, manual: cfg.manual,
+		perShard: max(1, cfg.maxKeys/asyncShards), seed: maphash.MakeSeed(),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range a.shards {
+		a.shards[i].m = make(map[string]*keyState)
+	}
+	a.lastSync.Store(now(a.clock))
+	if cfg.manual {
+		close(a.done)
+	} else {
+		go a.loop()
+	}
+	return a, nil
+}
+
+func windowed(r sluice.Rule) bool {
+	return r.Algorithm == sluice.AlgorithmFixedWindow || r.Algorithm == sluice.AlgorithmSlidingWindow
+}
+
+// Take implements sluice.Store.
+func (a *Async) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if a.closed.Load() {
+		return sluice.Decision{}, fmt.Errorf("distributed: async: %w", sluice.ErrClosed)
+	}
+	if !windowed(req.Rule) {
+		return a.next.Take(ctx, req)
+	}
+	if err := req.Validate(0); err != nil {
+		return sluice.Decision{}, err
+	}
+	t := now(a.clock)
+	if a.maxStale > 0 && t-a.lastSync.Load() > int64(a.maxStale) {
+		return sluice.Decision{}, fmt.Errorf("distributed: async: no successful sync for %v: %w",
+			time.Duration(t-a.lastSync.Load()), sluice.ErrStoreUnavailable)
+	}
+	sh := &a.shards[maphash.String(a.seed, req.Key)%asyncShards]
+	sh.mu.Lock()
+	ks := sh.m[req.Key]
+	if ks == nil {
+		if ks = a.admit(sh, req, t); ks == nil {
+			sh.mu.Unlock()
+			return a.next.Take(ctx, req) // no room for a local view
+		}
+	} else if !ks.sameShape(req.Rule) {
+		ks.reset(req.Rule)
+	}
+	d := ks.decide(t, req.Rule, req.N)
+	if !ks.dirty {
+		ks.dirty = true
+		sh.dirty = append(sh.dirty, ks)
+	}
+	if !a.syncWrites || !d.Allowed || req.N == 0 {
+		sh.mu.Unlock()
+		return d, nil
+	}
+	item := a.takePending(ks)
+	sh.mu.Unlock()
+	if err := a.writeThrough(ctx, sh, ks, item); err != nil {
+		return sluice.Decision{}, err
+	}
+	return d, nil
+}
+
+// admit makes room for and inserts a new key's state, or returns nil when the shard is full
+// of keys with state still in use.
+func (a *Async) admit(sh *asyncShard, req sluice.Request, t int64) *keyState {
+	if len(sh.m) >= a.perShard {
+		i := 0
+		for k, v := range sh.m { // map iteration starts at a random place: a random sample
+			if v.idle(t) {
+				delete(sh.m, k)
+				break
+			}
+			if i++; i == 8 {
+				return nil
+			}
+		}
+	}
+	ks := newKeyState(strings.Clone(req.Key), req.Rule)
+	sh.m[ks.key] = ks
+	return ks
+}
+
+// takePending moves the key's pending deltas (windows of the view) into flight and returns
+// the item that sends them and reads every window of the view; orphans are left for the
+// next sync.
+func (a *Async) takePending(ks *keyState) sluice.WindowCounts {
+	n := len(ks.slots)
+	buf := make([]int64, 2*n)
+	item := sluice.WindowCounts{Key: ks.key, Length: time.Duration(ks.length), First: ks.first(),
+		Deltas: buf[:n:n], Totals: buf[n:], TTL: a.ttl(ks)}
+	for j := range n {
+		if s := ks.slotFor(item.First + int64(j)); s != nil {
+			item.Deltas[j] = s.pending
+			s.inflight += s.pending
+			s.pending = 0
+		}
+	}
+	return item
+}
+
+// ttl keeps a key's counters while any process may still read them.
+func (a *Async) ttl(ks *keyState) time.Duration {
+	return time.Duration(int64(len(ks.slots)+1)*ks.length) + 2*a.interval + time.Second
+}
+
+// writeThrough sends one admission (WithSyncWrites) and folds the fresh totals into the view.
+func (a *Async) writeThrough(ctx context.Context, sh *asyncShard, ks *keyState, item sluice.WindowCounts) error {
+	batch := [1]sluice.WindowCounts{item}
+	err := a.counters.AddWindowCounts(ctx, batch[:])
+	if err == nil {
+		err = batch[0].Err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if err != nil {
+		// The admission is not known to be recorded: undo it locally and report.
+		for j, d := range item.Deltas {
+			if s := ks.at(item.First + int64(j)); s.idx == item.First+int64(j) {
+				s.inflight -= d
+			}
+		}
+		return fmt.Errorf("distributed: async write: %w", err)
+	}
+	a.apply(ks, &batch[0], nil)
+	return nil
+}
+
+// apply folds a finished round trip into the view: totals replace the global counts (the
+// greater one in write-through mode, where writes overlap), or, on failure, the deltas go
+// back to pending (or to the orphans when their window has left the ring).
+func (a *Async) apply(ks *keyState, item *sluice.WindowCounts, err error) {
+	same := time.Duration(ks.length) == item.Length
+	for j, d := range item.Deltas {
+		idx := item.First + int64(j)
+		var s *slot
+		if same {
+			s = ks.slotFor(idx)
+		}
+		if s != nil {
+			s.inflight -= d
+		}
+		switch {
+		case err != nil && s != nil:
+			s.pending += d
+		case err != nil && d != 0:
+			ks.orphans = append(ks.orphans, orphan{item.Length, idx, d})
+		case s == nil:
+		case a.syncWrites:
+			s.global = max(s.global+d, item.Totals[j])
+		default:
+			s.global = item.Totals[j]
+		}
+	}
+}
+
+// Sync pushes every pending delta and pulls the global totals of every key decided on since
+// the last sync, in one round trip. The background loop calls it every interval; call it
+// yourself with WithManualSync. On error the deltas stay pending for the next sync.
+func (a *Async) Sync(ctx context.Context) error {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	var (
+		batch []sluice.WindowCounts
+		owner []*keyState // nil for orphan items
+		shard []int
+	)
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		for _, ks := range sh.dirty {
+			ks.dirty = false
+			batch = append(batch, a.takePending(ks))
+			owner, shard = append(owner, ks), append(shard, i)
+			for _, o := range ks.orphans {
+				batch = append(batch, sluice.WindowCounts{Key: ks.key, Length: o.length, First: o.idx,
+					Deltas: []int64{o.delta}, Totals: make([]int64, 1), TTL: a.ttl(ks)})
+				owner, shard = append(owner, nil), append(shard, i)
+			}
+			ks.orphans = ks.orphans[:0]
+		}
+		clear(sh.dirty)
+		sh.dirty = sh.dirty[:0]
+		sh.mu.Unlock()
+	}
+	a.sweep()
+	if len(batch) == 0 {
+		a.lastSync.Store(now(a.clock))
+		return nil
+	}
+	err := a.counters.AddWindowCounts(ctx, batch)
+	var itemErr error
+	for i := range batch {
+		sh := &a.shards[shard[i]]
+		sh.mu.Lock()
+		ks := owner[i]
+		if ks == nil { // an orphan: find its key again to keep the delta on failure
+			ks = owner[lastOwner(owner, i)]
+		}
+		e := err
+		if e == nil && batch[i].Err != nil {
+			e = batch[i].Err
+			itemErr = errors.Join(itemErr, fmt.Errorf("key %q: %w", ks.key, e))
+		}
+		if owner[i] != nil {
+			a.apply(ks, &batch[i], e)
+		} else if e != nil && !errors.Is(e, sluice.ErrInvalidKey) {
+			ks.orphans = append(ks.orphans, orphan{batch[i].Length, batch[i].First, batch[i].Deltas[0]})
+		}
+		if e != nil && !ks.dirty {
+			ks.dirty = true
+			sh.dirty = append(sh.dirty, ks)
+		}
+		sh.mu.Unlock()
+	}
+	if err != nil {
+		a.lastErr.Store(&err)
+		return fmt.Errorf("distributed: async sync of %d keys: %w", len(batch), err)
+	}
+	a.lastSync.Store(now(a.clock))
+	return itemErr
+}
+
+// lastOwner finds the key item i (an orphan) belongs to: the nearest owner before it.
+func lastOwner(owner []*keyState, i int) int {
+	for owner[i] == nil {
+		i--
+	}
+	return i
+}
+
+// sweep drops idle keys from one shard per sync.
+func (a *Async) sweep() {
+	sh := &a.shards[a.sweepAt]
+	a.sweepAt = (a.sweepAt + 1) % asyncShards
+	t := now(a.clock)
+	sh.mu.Lock()
+	for k, ks := range sh.m {
+		if ks.idle(t) {
+			delete(sh.m, k)
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// Len reports the number of keys with a local view.
+func (a *Async) Len() int {
+	n := 0
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// LastSyncError returns the error of the last failed background sync, or nil.
+func (a *Async) LastSyncError() error {
+	if p := a.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (a *Async) loop() {
+	defer close(a.done)
+	for {
+		t := now(a.clock)
+		wait := int64(a.interval) - t%int64(a.interval) // to the next multiple of the interval
+		var tick <-chan time.Time
+		var timer *time.Timer
+		if a.clock == nil {
+			timer = time.NewTimer(time.Duration(wait))
+			tick = timer.C
+		} else {
+			tick = a.clock.After(time.Duration(wait))
+		}
+		select {
+		case <-a.stop:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-tick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+		if err := a.Sync(ctx); err == nil {
+			a.lastErr.Store(nil)
+		}
+		cancel()
+	}
+}
+
+// Flush syncs pending deltas, then flushes the wrapped store if it is a Flusher.
+func (a *Async) Flush(ctx context.Context) error {
+	return errors.Join(a.Sync(ctx), flushNext(ctx, a.next))
+}
+
+// Close stops the background sync and syncs what is pending (within 5 s), so nothing counted
+// is lost. Later calls to Take fail with sluice.ErrClosed. It does not close the wrapped store.
+func (a *Async) Close() error {
+	var err error
+	a.once.Do(func() {
+		a.closed.Store(true)
+		close(a.stop)
+		<-a.done
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		err = a.Flush(ctx)
+	})
+	return err
+}

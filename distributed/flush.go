@@ -1,0 +1,33 @@
+package distributed
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Flusher is implemented by decorators (and stores) that hold pending state: Flush pushes it
+// into the wrapped store, then flushes that store in turn.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// flushNext flushes s when it is a Flusher.
+func flushNext(ctx context.Context, s sluice.Store) error {
+	if f, ok := s.(Flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// closeTimeout bounds the final flush of Close.
+const closeTimeout = 5 * time.Second
+
+// now reads c as Unix ns; a nil clock is the fast system clock.
+func now(c sluice.Clock) int64 {
+	if c == nil {
+		return sluice.SystemClock{}.UnixNano()
+	}
+	return c.Now().UnixNano()
+}

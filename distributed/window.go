@@ -1,0 +1,287 @@
+package distributed
+
+import (
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// keyState is one key's local view in Async: a ring of window counters, each the last synced
+// global total plus what this process added since. The decision math mirrors
+// algorithm.FixedWindow and algorithm.SlidingWindow exactly (a single process that syncs
+// after every decision decides exactly as the memory store does; async_test checks it).
+type keyState struct {
+	key      string
+	rule     sluice.Rule
+	sliding  bool
+	length   int64 // window length, ns
+	recentN  int64 // windows counted in full: 1 (fixed) or SubWindows (sliding)
+	slots    []slot
+	cur      int64 // newest window index decided in
+	dirty    bool
+	lastUsed int64 // Unix ns of the last decision
+	orphans  []orphan
+}
+
+// slot is one window's counter. The view of window idx is global + inflight + pending.
+type slot struct {
+	idx      int64
+	global   int64 // total at the last sync, this process's synced units included
+	inflight int64 // sent in the sync (or write) now in flight
+	pending  int64 // not sent yet
+}
+
+// orphan is a pending delta of a window that left the ring before it was synced.
+type orphan struct {
+	length time.Duration
+	idx    int64
+	delta  int64
+}
+
+func newKeyState(key string, r sluice.Rule) *keyState {
+	ks := &keyState{key: key}
+	ks.reset(r)
+	return ks
+}
+
+// reset shapes the state for rule r, keeping unsynced deltas as orphans.
+func (ks *keyState) reset(r sluice.Rule) {
+	for i := range ks.slots {
+		s := &ks.slots[i]
+		if s.pending != 0 {
+			ks.orphans = append(ks.orphans, orphan{time.Duration(ks.length), s.idx, s.pending})
+		}
+	}
+	ks.rule = r
+	ks.sliding = r.Algorithm == sluice.AlgorithmSlidingWindow
+	if ks.sliding {
+		ks.recentN = r.Windows()
+		ks.length = int64(r.Period) / ks.recentN
+		ks.slots = make([]slot, ks.recentN+1)
+	} else {
+		ks.recentN = 1
+		ks.length = int64(r.Period)
+		ks.slots = make([]slot, 1)
+	}
+	ks.cur = math.MinInt64
+	for i := range ks.slots {
+		ks.slots[i].idx = math.MinInt64
+	}
+}
+
+// sameShape reports whether r counts in the same windows as the state.
+func (ks *keyState) sameShape(r sluice.Rule) bool {
+	if r.Algorithm != ks.rule.Algorithm {
+		return false
+	}
+	return r.Period == ks.rule.Period && r.Windows() == ks.rule.Windows()
+}
+
+func (ks *keyState) at(j int64) *slot {
+	n := int64(len(ks.slots))
+	i := j % n
+	if i < 0 {
+		i += n
+	}
+	return &ks.slots[i]
+}
+
+// val is the view of window j (0 when the ring holds no counter for it).
+func (ks *keyState) val(j int64) int64 {
+	s := ks.at(j)
+	if s.idx != j {
+		return 0
+	}
+	return max(0, s.global+s.inflight+s.pending)
+}
+
+// slotFor returns window j's slot, recycling an older window's slot (its unsynced delta
+// becomes an orphan), or nil when the slot holds a newer window.
+func (ks *keyState) slotFor(j int64) *slot {
+	s := ks.at(j)
+	if s.idx == j {
+		return s
+	}
+	if s.idx > j {
+		return nil
+	}
+	if s.pending != 0 {
+		ks.orphans = append(ks.orphans, orphan{time.Duration(ks.length), s.idx, s.pending})
+	}
+	*s = slot{idx: j}
+	return s
+}
+
+// first is the oldest window index the view reads.
+func (ks *keyState) first() int64 { return ks.cur - int64(len(ks.slots)) + 1 }
+
+// decide decides n units at now under r (which has the state's shape) and adds what it
+// counts (or refunds) to the pending deltas.
+func (ks *keyState) decide(now int64, r sluice.Rule, n int64) sluice.Decision {
+	ks.rule = r // same shape; a new limit applies at once
+	w := floorDiv(now, ks.length)
+	if w < ks.cur { // the clock went backwards: stay in the newest window
+		w = ks.cur
+		if ks.sliding {
+			now = ks.cur * ks.length
+		}
+	}
+	ks.cur = w
+	ks.lastUsed = now
+	if ks.sliding {
+		return ks.decideSliding(now, r.Limit, n)
+	}
+	return ks.decideFixed(now, r.Limit, n)
+}
+
+func (ks *keyState) decideFixed(now, limit, n int64) sluice.Decision {
+	end := (ks.cur + 1) * ks.length
+	count := ks.val(ks.cur)
+	d := sluice.Decision{Limit: limit}
+	switch {
+	case n > limit:
+		d.RetryAfter = sluice.Never
+	case n < 0:
+		n = max(n, -count)
+		ks.slotFor(ks.cur).pending += n
+		count += n
+		d.Allowed = true
+	case count+n <= limit:
+		if n != 0 {
+			ks.slotFor(ks.cur).pending += n
+		}
+		count += n
+		d.Allowed = true
+	default:
+		d.RetryAfter = time.Duration(end - now)
+	}
+	d.Remaining = max(0, limit-count)
+	if count != 0 {
+		d.ResetAfter = time.Duration(end - now)
+	}
+	return d
+}
+
+func (ks *keyState) estimate(now int64) (recent, old, f int64) {
+	for j := ks.cur - ks.recentN + 1; j <= ks.cur; j++ {
+		recent += ks.val(j)
+	}
+	return recent, ks.val(ks.cur - ks.recentN), now - ks.cur*ks.length
+}
+
+func (ks *keyState) decideSliding(now, limit, n int64) sluice.Decision {
+	sub := ks.length
+	recent, old, f := ks.estimate(now)
+	used := recent + mulDivCeil(old, sub-f, sub)
+	d := sluice.Decision{Limit: limit}
+	switch {
+	case n > limit:
+		d.RetryAfter = sluice.Never
+	case n < 0:
+		rem := -n // newest windows first, as algorithm.SlidingWindow.refund
+		for j := ks.cur; j > ks.cur-int64(len(ks.slots)) && rem > 0; j-- {
+			if take := min(ks.val(j), rem); take > 0 {
+				ks.slotFor(j).pending -= take
+				rem -= take
+			}
+		}
+		d.Allowed = true
+		recent, old, f = ks.estimate(now)
+		used = recent + mulDivCeil(old, sub-f, sub)
+	case used+n <= limit:
+		if n != 0 {
+			ks.slotFor(ks.cur).pending += n
+		}
+		used += n
+		d.Allowed = true
+	default:
+		d.RetryAfter = time.Duration(ks.retryAfter(now, limit-n, recent, old, f))
+	}
+	d.Remaining = max(0, limit-used)
+	d.ResetAfter = time.Duration(ks.resetAfter(now))
+	return d
+}
+
+// retryAfter mirrors algorithm.SlidingWindow.retryAfter over the view.
+func (ks *keyState) retryAfter(now, need, recent, old, f0 int64) int64 {
+	n, sub, cur := ks.recentN, ks.length, ks.cur
+	for k := int64(0); k <= n+1; k++ {
+		wk := cur + k
+		if recent <= need {
+			var f int64
+			if old > 0 {
+				f = max(0, sub-mulDiv(need-recent, sub, old))
+			}
+			if k == 0 {
+				f = max(f, f0)
+			}
+			if f < sub {
+				return wk*sub + f - now
+			}
+		}
+		var leaving int64
+		if j := wk - n + 1; j <= cur {
+			leaving = ks.val(j)
+		}
+		recent -= leaving
+		old = leaving
+	}
+	return (cur+n+1)*sub - now
+}
+
+// resetAfter is how long until every counted unit has slid out of the window.
+func (ks *keyState) resetAfter(now int64) int64 {
+	n := ks.recentN
+	for j := ks.cur; j >= ks.cur-n; j-- {
+		if ks.val(j) != 0 {
+			return (j+n+1)*ks.length - now
+		}
+	}
+	return 0
+}
+
+// idle reports whether the state has nothing to sync and no counter still in its window.
+func (ks *keyState) idle(now int64) bool {
+	if ks.dirty || len(ks.orphans) > 0 {
+		return false
+	}
+	for i := range ks.slots {
+		if s := &ks.slots[i]; s.pending != 0 || s.inflight != 0 {
+			return false
+		}
+	}
+	return now >= (ks.cur+int64(len(ks.slots))+1)*ks.length
+}
+
+// mulDiv returns floor(a*b/c) for a, b >= 0 and c > 0, saturating.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(min(q, math.MaxInt64))
+}
+
+// mulDivCeil returns ceil(a*b/c) for a, b >= 0 and c > 0, saturating.
+func mulDivCeil(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	return int64(min(q, math.MaxInt64))
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
