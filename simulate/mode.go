@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"time"
 
@@ -140,6 +139,19 @@ type outageStore struct {
 	from, to int64
 }
 
+// AddWindowCounts implements sluice.CounterStore when the wrapped store does, failing as Take
+// does during the outage.
+func (s *outageStore) AddWindowCounts(ctx context.Context, batch []sluice.WindowCounts) error {
+	if now := s.clock.Now().UnixNano(); now >= s.from && now < s.to {
+		return fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
+	}
+	cs, ok := s.Store.(sluice.CounterStore)
+	if !ok {
+		return fmt.Errorf("simulate: shared store %T is not a sluice.CounterStore", s.Store)
+	}
+	return cs.AddWindowCounts(ctx, batch)
+}
+
 func (s *outageStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	if now := s.clock.Now().UnixNano(); now >= s.from && now < s.to {
 		return sluice.Decision{}, fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
@@ -160,9 +172,9 @@ func ParseModes(list string, nodes int, routings []Routing) ([]Mode, error) {
 			out = append(out, Single())
 			continue
 		}
-		build, ok := distributedModes()[name]
-		if !ok {
-			return nil, fmt.Errorf("simulate: modes: unknown %q (want one of %s)", name, strings.Join(ModeNames(), ", "))
+		build, err := distributedMode(name)
+		if err != nil {
+			return nil, err
 		}
 		for _, r := range routings {
 			m := build(nodes, r)
@@ -177,17 +189,20 @@ func ParseModes(list string, nodes int, routings []Routing) ([]Mode, error) {
 
 // ModeNames lists the mode names ParseModes accepts.
 func ModeNames() []string {
-	names := []string{"single"}
-	for name := range distributedModes() {
-		names = append(names, name)
-	}
-	sort.Strings(names[1:])
-	return names
+	return []string{"single", "sync", "async_INTERVAL (e.g. async_50ms)"}
 }
 
-// distributedModes maps each distributed mode name to its constructor.
-func distributedModes() map[string]func(nodes int, r Routing) Mode {
-	return map[string]func(int, Routing) Mode{
-		"sync": Sync,
+// distributedMode returns the constructor of the named distributed mode.
+func distributedMode(name string) (func(nodes int, r Routing) Mode, error) {
+	if name == "sync" {
+		return Sync, nil
 	}
+	if rest, ok := strings.CutPrefix(name, "async_"); ok {
+		d, err := time.ParseDuration(rest)
+		if err == nil && d >= time.Millisecond {
+			return func(nodes int, r Routing) Mode { return Async(nodes, r, d) }, nil
+		}
+		return nil, fmt.Errorf("simulate: modes: %q: the sync interval must be a duration of at least 1ms, like async_50ms", name)
+	}
+	return nil, fmt.Errorf("simulate: modes: unknown %q (want one of %s)", name, strings.Join(ModeNames(), ", "))
 }

@@ -165,7 +165,7 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 	if m.Build == nil {
 		dec = &single{states: make([]algorithm.State, trace.Clients), algo: v.Algorithm}
 	} else {
-		d, err := newDistributed(trace, cfg.Seed, m)
+		d, err := newFleet(trace, cfg.Seed, m)
 		if err != nil {
 			return Row{}, nil, err
 		}
@@ -264,20 +264,21 @@ func (s *single) decide(_ context.Context, ev Event, rule sluice.Rule) (sluice.D
 
 func (*single) close() error { return nil }
 
-// distributed decides through Nodes limiters over stores built from one shared memory store,
+// fleet decides through Nodes limiters over stores built from one shared memory store,
 // all on one virtual clock.
-type distributed struct {
-	clock     *sluice.ManualClock
-	shared    *memory.Store
-	stores    []sluice.Store
-	limiters  []*sluice.Limiter
-	router    *router
-	keys      []string
-	syncEvery int64
-	nextSync  int64
+type fleet struct {
+	clock      *sluice.ManualClock
+	shared     *memory.Store
+	sharedView sluice.Store // shared, or shared behind the outage
+	stores     []sluice.Store
+	limiters   []*sluice.Limiter
+	router     *router
+	keys       []string
+	syncEvery  int64
+	nextSync   int64
 }
 
-func newDistributed(trace Trace, seed uint64, m Mode) (*distributed, error) {
+func newFleet(trace Trace, seed uint64, m Mode) (*fleet, error) {
 	clock := sluice.NewManualClock(time.Unix(0, trace.Start).UTC())
 	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
 	if err != nil {
@@ -292,7 +293,7 @@ func newDistributed(trace Trace, seed uint64, m Mode) (*distributed, error) {
 	if routing == "" {
 		routing = RoundRobin
 	}
-	d := &distributed{clock: clock, shared: mem, router: newRouter(routing, m.Nodes, seed),
+	d := &fleet{clock: clock, shared: mem, sharedView: shared, router: newRouter(routing, m.Nodes, seed),
 		keys: make([]string, trace.Clients), syncEvery: int64(m.SyncEvery)}
 	if d.syncEvery > 0 {
 		d.nextSync = trace.Start + d.syncEvery
@@ -312,7 +313,7 @@ func newDistributed(trace Trace, seed uint64, m Mode) (*distributed, error) {
 	return d, nil
 }
 
-func (d *distributed) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
+func (d *fleet) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
 	for d.syncEvery > 0 && d.nextSync <= ev.At {
 		d.clock.Set(time.Unix(0, d.nextSync).UTC())
 		for _, st := range d.stores {
@@ -327,15 +328,13 @@ func (d *distributed) decide(ctx context.Context, ev Event, rule sluice.Rule) (s
 	return d.limiters[node].AllowN(ctx, d.keys[ev.Client], rule, ev.N)
 }
 
-func (d *distributed) close() error {
+func (d *fleet) close() error {
 	var errs []error
-	seen := map[sluice.Store]bool{}
+	seen := map[sluice.Store]bool{d.sharedView: true}
 	for _, st := range d.stores {
 		if c, ok := st.(sluice.Closer); ok && !seen[st] {
 			seen[st] = true
-			if _, isShared := st.(*memory.Store); !isShared {
-				errs = append(errs, c.Close())
-			}
+			errs = append(errs, c.Close())
 		}
 	}
 	errs = append(errs, d.shared.Close())

@@ -70,7 +70,7 @@ func (s Scenario) Generate(d time.Duration, seed uint64) (Trace, error) {
 
 // Scenarios lists the built-in scenarios; the first is the default.
 func Scenarios() []Scenario {
-	return []Scenario{steady, bursty, diurnal, boundary, manyClients, cloudflare}
+	return []Scenario{steady, bursty, diurnal, boundary, manyClients, cloudflare, flood}
 }
 
 // ScenarioByName returns the built-in scenario with the given name.
@@ -206,5 +206,16 @@ var cloudflare = Scenario{
 			events = poisson(rng, events, int32(i), start, start+d, constant(r))
 		}
 		return events, clients
+	},
+}
+
+var flood = Scenario{
+	Name:    "flood",
+	Summary: "one client hammering at 10x the limit (stresses async counters)",
+	Definition: "1 client; limit 100 per 1m; Poisson arrivals at 1000 per minute (10 x limit), " +
+		"cost 1; 10m.",
+	Limit: 100, Period: time.Minute, Duration: 10 * time.Minute,
+	generate: func(rng *rand.Rand, start, d, limit, period int64) ([]Event, int) {
+		return poisson(rng, nil, 0, start, start+d, constant(10*float64(limit)/float64(period))), 1
 	},
 }
