@@ -1,0 +1,333 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Handler returns the HTTP API: POST /v1/allow, POST /json, GET /metrics, /healthz, /readyz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/allow", s.handleAllow)
+	mux.HandleFunc("POST /json", s.handleJSON)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	return mux
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// writeError answers a gRPC status error with the matching HTTP status and a JSON body.
+func (s *Server) writeError(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	code := http.StatusInternalServerError
+	switch st.Code() {
+	case codes.InvalidArgument:
+		code = http.StatusBadRequest
+		s.metrics.httpInvalid.Inc()
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	case codes.Canceled, codes.DeadlineExceeded:
+		code = http.StatusGatewayTimeout
+	}
+	writeJSON(w, code, errorBody{Error: st.Message(), Code: st.Code().String()})
+}
+
+func isInvalid(err error) bool { return status.Code(err) == codes.InvalidArgument }
+
+// readBody reads a bounded request body.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, invalid("body: more than %d bytes", tooBig.Limit)
+		}
+		return nil, invalid("body: %v", err)
+	}
+	return body, nil
+}
+
+// handleJSON is envoyproxy/ratelimit's /json endpoint: the RLS request and response in
+// protobuf JSON; 429 when over limit.
+func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() { s.metrics.httpLatency.Observe(time.Since(start).Seconds()) }()
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.writeError(w, invalid("body: not a RateLimitRequest in protobuf JSON: %v", err))
+		return
+	}
+	resp, err := s.decide(r.Context(), &req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil {
+		s.writeError(w, status.Error(codes.Internal, err.Error()))
+		return
+	}
+	code := http.StatusOK
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		code = http.StatusTooManyRequests
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(out)
+}
+
+// ruleJSON is a rule in the /v1/allow API.
+type ruleJSON struct {
+	Algorithm  string `json:"algorithm"`
+	Limit      int64  `json:"limit"`
+	Period     string `json:"period"`
+	Burst      int64  `json:"burst"`
+	SubWindows int    `json:"sub_windows"`
+}
+
+// allowRequest is the key form of POST /v1/allow.
+type allowRequest struct {
+	Key  string    `json:"key"`
+	Rule *ruleJSON `json:"rule"`
+	N    *int64    `json:"n"`
+}
+
+// DecisionJSON is a decision in the /v1/allow API. Durations are milliseconds;
+// retry_after_ms is -1 when the request can never be allowed.
+type DecisionJSON struct {
+	Allowed      bool   `json:"allowed"`
+	Code         string `json:"code,omitempty"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	ResetAfterMs int64  `json:"reset_after_ms"`
+}
+
+// AllowResponse is the answer of POST /v1/allow: the combined decision, and one per
+// descriptor for the descriptors form.
+type AllowResponse struct {
+	DecisionJSON
+	Descriptors []DecisionJSON `json:"descriptors,omitempty"`
+}
+
+func decisionJSON(d sluice.Decision) DecisionJSON {
+	out := DecisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+		RetryAfterMs: d.RetryAfter.Milliseconds(), ResetAfterMs: d.ResetAfter.Milliseconds()}
+	if d.RetryAfter < 0 {
+		out.RetryAfterMs = -1
+	}
+	return out
+}
+
+// handleAllow is POST /v1/allow: either {"key", "rule", "n"} decided directly, or
+// {"domain", "descriptors", "hits_addend"} decided against the rules like an RLS request.
+func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	defer func() { s.metrics.httpLatency.Observe(time.Since(start).Seconds()) }()
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(body, &probe); err != nil {
+		s.writeError(w, invalid("body: not a JSON object: %v", err))
+		return
+	}
+	_, hasDomain := probe["domain"]
+	_, hasDescriptors := probe["descriptors"]
+	if hasDomain || hasDescriptors {
+		s.allowDescriptors(w, r.Context(), body)
+		return
+	}
+	var req allowRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.writeError(w, invalid("body: want {\"key\", \"rule\", \"n\"} or {\"domain\", \"descriptors\"}: %v", err))
+		return
+	}
+	key, rule, n, err := s.checkAllow(&req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	d, err := s.limiter.AllowN(r.Context(), key, rule, n)
+	if err != nil {
+		s.writeError(w, s.storeError(err))
+		return
+	}
+	s.metrics.keyDecisions[b2i(d.Allowed)].Inc()
+	writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: decisionJSON(d)})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *Server) checkAllow(req *allowRequest) (string, sluice.Rule, int64, error) {
+	if req.Key == "" {
+		return "", sluice.Rule{}, 0, invalid("key: empty")
+	}
+	if len(req.Key) > s.maxKeyLen {
+		return "", sluice.Rule{}, 0, invalid("key: %d bytes, more than the maximum of %d", len(req.Key), s.maxKeyLen)
+	}
+	if err := config.CheckKey(req.Key); err != nil {
+		return "", sluice.Rule{}, 0, invalid("key %s: %v", quote(req.Key), err)
+	}
+	if req.Rule == nil {
+		return "", sluice.Rule{}, 0, invalid("rule: missing")
+	}
+	rule := sluice.Rule{Algorithm: sluice.AlgorithmSlidingWindow, Limit: req.Rule.Limit, Burst: req.Rule.Burst, SubWindows: req.Rule.SubWindows}
+	if req.Rule.Algorithm != "" {
+		a, err := sluice.ParseAlgorithm(req.Rule.Algorithm)
+		if err != nil {
+			return "", sluice.Rule{}, 0, invalid("rule.%v", trimSentinel(err))
+		}
+		rule.Algorithm = a
+	}
+	p, err := time.ParseDuration(req.Rule.Period)
+	if err != nil {
+		return "", sluice.Rule{}, 0, invalid("rule.period: want a duration like 1s, 30s or 1m, got %s", quote(req.Rule.Period))
+	}
+	rule.Period = p
+	if err := rule.Validate(); err != nil {
+		return "", sluice.Rule{}, 0, invalid("rule.%v", trimSentinel(err))
+	}
+	n := int64(1)
+	if req.N != nil {
+		n = *req.N
+	}
+	if n < 0 || n > maxHits {
+		return "", sluice.Rule{}, 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
+	}
+	return req.Key, rule, n, nil
+}
+
+// trimSentinel drops the "sluice: invalid rule: " prefix of a rule error, keeping the field.
+func trimSentinel(err error) string {
+	msg := err.Error()
+	prefix := sluice.ErrInvalidRule.Error() + ": "
+	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+		return msg[len(prefix):]
+	}
+	return msg
+}
+
+// allowDescriptors is the descriptors form of /v1/allow.
+func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, body []byte) {
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.writeError(w, invalid("body: want {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits_addend\"}: %v", err))
+		return
+	}
+	resp, err := s.decide(ctx, &req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := AllowResponse{Descriptors: make([]DecisionJSON, len(resp.Statuses))}
+	out.Allowed = resp.OverallCode == rlsv3.RateLimitResponse_OK
+	out.Code = resp.OverallCode.String()
+	out.Remaining = -1
+	for i, st := range resp.Statuses {
+		d := DecisionJSON{Allowed: st.Code == rlsv3.RateLimitResponse_OK, Code: st.Code.String(),
+			Remaining: int64(st.LimitRemaining), Limit: -1}
+		if st.CurrentLimit != nil {
+			d.Limit = int64(st.CurrentLimit.RequestsPerUnit)
+			d.ResetAfterMs = st.DurationUntilReset.AsDuration().Milliseconds()
+			if !d.Allowed {
+				d.RetryAfterMs = d.ResetAfterMs
+			}
+			if out.Remaining < 0 || d.Remaining < out.Remaining {
+				out.Limit, out.Remaining = d.Limit, d.Remaining
+			}
+			out.ResetAfterMs = max(out.ResetAfterMs, d.ResetAfterMs)
+			out.RetryAfterMs = max(out.RetryAfterMs, d.RetryAfterMs)
+		} else {
+			d.Remaining = -1
+		}
+		out.Descriptors[i] = d
+	}
+	if out.Remaining < 0 { // nothing limited
+		out.Limit = -1
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readiness probes the store at most once a second.
+type readiness struct {
+	store   sluice.Store
+	checked atomic.Int64
+	ok      atomic.Bool
+}
+
+// handleReady answers 200 once serving and while the store answers; 503 otherwise.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		writeText(w, http.StatusServiceUnavailable, "not ready: starting or shutting down")
+		return
+	}
+	if err := s.readyCheck.check(r.Context()); err != nil {
+		writeText(w, http.StatusServiceUnavailable, "not ready: store: "+err.Error())
+		return
+	}
+	writeText(w, http.StatusOK, "ready")
+}
+
+var readyRule = sluice.Per(1, time.Second)
+
+func (rc *readiness) check(ctx context.Context) error {
+	now := time.Now().UnixNano()
+	if now-rc.checked.Load() < int64(time.Second) {
+		if rc.ok.Load() {
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 0})
+	rc.ok.Store(err == nil)
+	rc.checked.Store(now)
+	return err
+}

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+)
+
+// Store keys of descriptors are "domain|k1=v1|k2=v2", the request's own values (so a
+// value-less rule counts each value separately), with '|', '=' and '\' escaped by '\' so no
+// two descriptors share a key. A limit with several rules keys its second and later rules
+// "...|#1", "...|#2".
+
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '|' || c == '=' || c == '\\' {
+			n++
+		}
+	}
+	return n
+}
+
+// keyLen is the length of the store key of a descriptor, with room for a rule suffix.
+func keyLen(domainLen int, entries []*rlcommon.RateLimitDescriptor_Entry) int {
+	n := domainLen + 4 // "|#NN"
+	for _, e := range entries {
+		if e != nil {
+			n += 2 + escapedLen(e.Key) + escapedLen(e.Value)
+		}
+	}
+	return n
+}
+
+func writeEscaped(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '|' || c == '=' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+}
+
+// descriptorKey builds the store key of a descriptor in one allocation.
+func descriptorKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry) string {
+	var b strings.Builder
+	b.Grow(keyLen(escapedLen(domain), entries))
+	writeEscaped(&b, domain)
+	for _, e := range entries {
+		b.WriteByte('|')
+		writeEscaped(&b, e.Key)
+		b.WriteByte('=')
+		writeEscaped(&b, e.Value)
+	}
+	return b.String()
+}
+
+// ruleKey is the key of the i-th rule of a limit.
+func ruleKey(key string, i int) string {
+	if i == 0 {
+		return key
+	}
+	return key + "|#" + strconv.Itoa(i)
+}

@@ -1,0 +1,367 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultGRPCAddr        = "127.0.0.1:8081"
+	DefaultHTTPAddr        = "127.0.0.1:8080"
+	DefaultMaxDescriptors  = 64
+	DefaultMaxEntries      = 16
+	DefaultMaxBodyBytes    = 4 << 20
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Config configures a Server. The zero value of every field is a documented default; a
+// Server needs rules (RulesPath or Rules).
+type Config struct {
+	// GRPCAddr is the RLS gRPC listen address (default DefaultGRPCAddr); "-" disables gRPC.
+	GRPCAddr string
+	// HTTPAddr is the HTTP API, metrics and health listen address (default DefaultHTTPAddr);
+	// "-" disables HTTP.
+	HTTPAddr string
+	// RulesPath is a rules file or directory, watched for changes (see config.Watcher).
+	RulesPath string
+	// ReloadInterval is how often RulesPath is polled (default config.DefaultWatchInterval);
+	// negative disables polling (Reload still works).
+	ReloadInterval time.Duration
+	// Rules are static rules, used when RulesPath is empty (e.g. embedded defaults).
+	Rules *config.Config
+	// Store decides; when nil, StoreURL is opened (see OpenStore) and closed on shutdown.
+	// A Store passed here is not closed by the server.
+	Store sluice.Store
+	// StoreURL names the store to open when Store is nil (default "memory").
+	StoreURL string
+	// Logger receives startup, reload, shutdown and (rate-limited) store error lines; nothing
+	// is logged per request. Default: discard.
+	Logger *slog.Logger
+	// Registry receives the metrics; default a new registry of the server's own.
+	Registry *prometheus.Registry
+	// MaxDescriptors and MaxEntries bound a request (defaults DefaultMaxDescriptors,
+	// DefaultMaxEntries); MaxKeyLength bounds a descriptor's store key (default
+	// sluice.DefaultMaxKeyLength); MaxBodyBytes bounds an HTTP body (default
+	// DefaultMaxBodyBytes).
+	MaxDescriptors, MaxEntries, MaxKeyLength int
+	MaxBodyBytes                             int64
+	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset headers to RLS responses
+	// (response_headers_to_add), for Envoy to pass to the client.
+	ResponseHeaders bool
+	// ShutdownTimeout bounds the graceful shutdown (default DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+}
+
+// Server is a running rate-limit service. Build it with New, run it with Serve.
+type Server struct {
+	cfg             Config
+	log             *slog.Logger
+	store           sluice.Store
+	ownStore        bool
+	limiter         *sluice.Limiter
+	rules           atomic.Pointer[rules]
+	watcher         *config.Watcher
+	metrics         *metrics
+	registry        *prometheus.Registry
+	maxDescriptors  int
+	maxEntries      int
+	maxKeyLen       int
+	responseHeaders bool
+	lastStoreLog    atomic.Int64
+
+	grpcLis, httpLis net.Listener
+	grpc             *grpc.Server
+	health           *health.Server
+	http             *http.Server
+	ready            atomic.Bool
+	readyCheck       readiness
+	closeOnce        sync.Once
+}
+
+// New validates cfg, loads the rules, opens the store and listens on the addresses. Call
+// Serve to answer requests, or Close to release what New acquired.
+func New(cfg Config) (*Server, error) {
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: cfg.Registry,
+		maxDescriptors:  orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
+		maxEntries:      orDefault(cfg.MaxEntries, DefaultMaxEntries),
+		maxKeyLen:       orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
+		responseHeaders: cfg.ResponseHeaders}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	if s.cfg.MaxBodyBytes <= 0 {
+		s.cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.cfg.ShutdownTimeout <= 0 {
+		s.cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	m, err := newMetrics(s.registry)
+	if err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	s.metrics = m
+	if err := s.loadRules(); err != nil {
+		return nil, err
+	}
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	if err := s.listen(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func (s *Server) loadRules() error {
+	switch {
+	case s.cfg.RulesPath != "":
+		w, err := config.NewWatcher(s.cfg.RulesPath, func(c *config.Config) {
+			s.setRules(c)
+			s.metrics.reloads.WithLabelValues("success").Inc()
+			s.log.Info("rules reloaded", "path", s.cfg.RulesPath, "domains", c.Domains(), "limits", len(c.Limits()))
+		}, func(err error) {
+			s.metrics.reloads.WithLabelValues("failure").Inc()
+			s.log.Error("rules reload rejected; the previous rules keep serving", "path", s.cfg.RulesPath, "err", err)
+		})
+		if err != nil {
+			return fmt.Errorf("server: rules: %w", err)
+		}
+		s.watcher = w
+		s.setRules(w.Config())
+	case s.cfg.Rules != nil:
+		s.setRules(s.cfg.Rules)
+	default:
+		return errors.New("server: rules: set Config.RulesPath or Config.Rules")
+	}
+	return nil
+}
+
+func (s *Server) openStore() error {
+	s.store = s.cfg.Store
+	if s.store == nil {
+		st, err := OpenStore(s.cfg.StoreURL)
+		if err != nil {
+			return err
+		}
+		s.store, s.ownStore = st, true
+	}
+	s.limiter = sluice.New(s.store)
+	s.readyCheck.store = s.store
+	return nil
+}
+
+func (s *Server) listen() error {
+	grpcAddr, httpAddr := s.cfg.GRPCAddr, s.cfg.HTTPAddr
+	if grpcAddr == "" {
+		grpcAddr = DefaultGRPCAddr
+	}
+	if httpAddr == "" {
+		httpAddr = DefaultHTTPAddr
+	}
+	if grpcAddr != "-" {
+		lis, err := net.Listen("tcp", grpcAddr)
+		if err != nil {
+			return fmt.Errorf("server: grpc-addr: %w", err)
+		}
+		s.grpcLis = lis
+		s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)))
+		rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
+		s.health = health.NewServer()
+		healthpb.RegisterHealthServer(s.grpc, s.health)
+		reflection.Register(s.grpc)
+	}
+	if httpAddr != "-" {
+		lis, err := net.Listen("tcp", httpAddr)
+		if err != nil {
+			return fmt.Errorf("server: http-addr: %w", err)
+		}
+		s.httpLis = lis
+		s.http = &http.Server{
+			Handler:           s.Handler(),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		}
+	}
+	return nil
+}
+
+// GRPCAddr returns the address gRPC listens on ("" when disabled).
+func (s *Server) GRPCAddr() string { return addr(s.grpcLis) }
+
+// HTTPAddr returns the address HTTP listens on ("" when disabled).
+func (s *Server) HTTPAddr() string { return addr(s.httpLis) }
+
+func addr(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+// Registry returns the registry the server's metrics are on.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Rules returns the rules in force.
+func (s *Server) Rules() *config.Config { return s.rules.Load().cfg }
+
+// Reload checks the rules files now (as the periodic poll does) and reports whether new
+// rules were applied; an invalid change is an error and the previous rules stay.
+func (s *Server) Reload() (bool, error) {
+	if s.watcher == nil {
+		return false, errors.New("server: reload: the rules are static (no RulesPath)")
+	}
+	return s.watcher.Check()
+}
+
+// Serve answers requests until ctx is done, then shuts down gracefully: health turns
+// NOT_SERVING, listeners close, in-flight requests finish (up to ShutdownTimeout), and the
+// store it opened is closed (flushing decorators). It returns the first serving error.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 2)
+	if s.grpc != nil {
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		go func() { errc <- s.grpc.Serve(s.grpcLis) }()
+	}
+	if s.http != nil {
+		go func() {
+			if err := s.http.Serve(s.httpLis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+				return
+			}
+			errc <- nil
+		}()
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if s.watcher != nil && s.cfg.ReloadInterval >= 0 {
+		go s.watcher.Run(watchCtx, s.cfg.ReloadInterval)
+	}
+	s.ready.Store(true)
+	s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "domains", s.Rules().Domains())
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if err != nil {
+			s.log.Error("server failed", "err", err)
+		}
+	}
+	s.shutdown()
+	return err
+}
+
+// shutdown stops accepting, lets in-flight requests finish and releases resources.
+func (s *Server) shutdown() {
+	s.ready.Store(false)
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	if s.grpc != nil {
+		s.health.Shutdown()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				s.grpc.Stop()
+			}
+		}()
+	}
+	if s.http != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.http.Shutdown(ctx); err != nil {
+				_ = s.http.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	s.Close()
+}
+
+// Close releases what New acquired (listeners, the store it opened) without a graceful
+// shutdown. Serve calls it; it is safe to call more than once.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.grpc != nil {
+			s.grpc.Stop()
+		}
+		if s.http != nil {
+			_ = s.http.Close()
+		}
+		for _, l := range []net.Listener{s.grpcLis, s.httpLis} {
+			if l != nil {
+				_ = l.Close() // not yet served, or already closed
+			}
+		}
+		if c, ok := s.store.(sluice.Closer); ok && s.ownStore {
+			err = c.Close()
+		}
+	})
+	return err
+}
+
+// Run builds a Server from cfg and serves until ctx is done (see New and Serve).
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+type rlsService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// ShouldRateLimit implements the Envoy RLS v3 API.
+func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	start := time.Now()
+	resp, err := r.s.decide(ctx, req)
+	r.s.metrics.grpcLatency.Observe(time.Since(start).Seconds())
+	if err != nil && isInvalid(err) {
+		r.s.metrics.grpcInvalid.Inc()
+	}
+	return resp, err
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// invalid returns an INVALID_ARGUMENT error whose message names the field.
+func invalid(format string, args ...any) error {
+	return status.Error(codes.InvalidArgument, "sluice: "+fmt.Sprintf(format, args...))
+}
+
+// quote quotes s for an error message, cut to 64 bytes so a huge value is not echoed.
+func quote(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return strconv.Quote(s)
+}
+
+// validate checks a request's shape before anything else is done: domain known, descriptor
+// and entry counts bounded, keys and values well formed, store keys not too long.
+func (s *Server) validate(st *rules, req *rlsv3.RateLimitRequest) (*config.Domain, error) {
+	if req.Domain == "" {
+		return nil, invalid("domain: empty")
+	}
+	dom := st.cfg.Domain(req.Domain)
+	if dom == nil {
+		return nil, invalid("domain: unknown %s (configured: %v)", quote(req.Domain), st.cfg.Domains())
+	}
+	n := len(req.Descriptors)
+	if n == 0 {
+		return nil, invalid("descriptors: empty")
+	}
+	if n > s.maxDescriptors {
+		return nil, invalid("descriptors: %d, more than the maximum of %d", n, s.maxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if err := s.validateDescriptor(i, len(req.Domain), d); err != nil {
+			return nil, err
+		}
+	}
+	return dom, nil
+}
+
+func (s *Server) validateDescriptor(i, domainLen int, d *rlcommon.RateLimitDescriptor) error {
+	if d == nil || len(d.Entries) == 0 {
+		return invalid("descriptors[%d].entries: empty", i)
+	}
+	if len(d.Entries) > s.maxEntries {
+		return invalid("descriptors[%d].entries: %d, more than the maximum of %d", i, len(d.Entries), s.maxEntries)
+	}
+	size := keyLen(domainLen, d.Entries)
+	if size > s.maxKeyLen {
+		return invalid("descriptors[%d]: its store key would be %d bytes, more than the maximum of %d", i, size, s.maxKeyLen)
+	}
+	for j, e := range d.Entries {
+		if e == nil || e.Key == "" {
+			return invalid("descriptors[%d].entries[%d].key: empty", i, j)
+		}
+		if err := config.CheckKey(e.Key); err != nil {
+			return invalid("descriptors[%d].entries[%d].key %s: %v", i, j, quote(e.Key), err)
+		}
+		if err := config.CheckValue(e.Value); err != nil {
+			return invalid("descriptors[%d].entries[%d].value %s: %v", i, j, quote(e.Value), err)
+		}
+	}
+	if l := d.Limit; l != nil {
+		if _, err := overrideRule(l); err != nil {
+			return invalid("descriptors[%d].limit: %v", i, err)
+		}
+	}
+	return nil
+}
+
+// overrideRule is the rule of a limit supplied by the request: a sliding window of
+// requests_per_unit per unit x unit_multiplier.
+func overrideRule(l *rlcommon.RateLimitDescriptor_RateLimitOverride) (sluice.Rule, error) {
+	if l.RequestsPerUnit == 0 {
+		return sluice.Rule{}, fmt.Errorf("requests_per_unit: must be positive")
+	}
+	unit := config.Unit(l.Unit).Duration()
+	if unit == 0 || l.Unit > 6 {
+		return sluice.Rule{}, fmt.Errorf("unit: unknown value %d", l.Unit)
+	}
+	mult := uint32(1)
+	if l.UnitMultiplier != nil && l.UnitMultiplier.Value > 0 {
+		mult = l.UnitMultiplier.Value
+	}
+	if time.Duration(mult) > sluice.MaxPeriod/unit {
+		return sluice.Rule{}, fmt.Errorf("unit_multiplier: %d %s is longer than %v", mult, config.Unit(l.Unit), sluice.MaxPeriod)
+	}
+	r := sluice.Per(int64(l.RequestsPerUnit), unit*time.Duration(mult))
+	if err := r.Validate(); err != nil {
+		return sluice.Rule{}, err
+	}
+	return r, nil
+}
