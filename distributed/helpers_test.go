@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/memory"
@@ -42,4 +43,11 @@ func (f *flakyStore) AddWindowCounts(ctx context.Context, batch []sluice.WindowC
 		return err
 	}
 	return f.Store.AddWindowCounts(ctx, batch)
+}
+
+func (f *flakyStore) Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (int, error) {
+	if err := f.check(ctx); err != nil {
+		return 0, err
+	}
+	return f.Store.Heartbeat(ctx, group, instance, ttl)
 }

@@ -1,0 +1,425 @@
+package distributed
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// Defaults of Fallback.
+const (
+	DefaultTimeout           = 50 * time.Millisecond
+	DefaultFailures          = 3
+	DefaultProbeInterval     = 100 * time.Millisecond
+	DefaultHeartbeatInterval = time.Second
+	DefaultGroup             = "default"
+)
+
+// errTimeout marks a store call that outlived the Fallback's timeout.
+var errTimeout = errors.New("distributed: store did not answer within the timeout")
+
+// Fallback is a Store decorator for store failures. While the store answers, decisions are
+// the store's. When a call fails with sluice.ErrStoreUnavailable or takes longer than the
+// timeout, that request is decided by policy at once; after K consecutive failures, or one
+// timeout, the circuit opens: no more store calls, every decision is made by policy, and the
+// store is probed in the background until it answers within the timeout, when decisions go
+// back to it. No decision waits longer than the timeout.
+//
+// PolicyLocal (the default) keeps the global budget: each instance decides with a local
+// limiter (a memory store) whose limit is the rule's limit divided by the number of live
+// instances. Instances count themselves with heartbeats in the store (sluice.InstanceRegistry,
+// when the store has it; the last count is kept while it is down); WithInstances gives the
+// count for stores without it and before the first heartbeat, and WithSafeCapacity overrides
+// both. So the fleet admits at most about one limit per period during an outage, not one per
+// instance.
+//
+// Fallback is safe for concurrent use.
+type Fallback struct {
+	next      sluice.Store
+	registry  sluice.InstanceRegistry
+	local     *memory.Store
+	clock     sluice.Clock
+	timeout   time.Duration
+	failures  int64
+	probe     time.Duration
+	heartbeat time.Duration
+	policy    func(sluice.Rule) Policy
+	safe      float64
+	group, id string
+	onChange  func(from, to Mode)
+
+	mode        atomic.Uint32
+	consecutive atomic.Int64
+	instances   atomic.Int64
+	modeMu      sync.Mutex
+	closed      atomic.Bool
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	once        sync.Once
+}
+
+// FallbackOption configures a Fallback.
+type FallbackOption interface{ applyFallback(*fallbackConfig) }
+
+type fallbackConfig struct {
+	clock     sluice.Clock
+	timeout   time.Duration
+	failures  int
+	probe     time.Duration
+	heartbeat time.Duration
+	policy    Policy
+	policyFn  func(sluice.Rule) Policy
+	instances int
+	safe      float64
+	group, id string
+	onChange  func(from, to Mode)
+}
+
+type fallbackOptionFunc func(*fallbackConfig)
+
+func (f fallbackOptionFunc) applyFallback(c *fallbackConfig) { f(c) }
+
+// WithTimeout bounds every store call (default DefaultTimeout). A call that takes longer is
+// decided by policy and opens the circuit.
+func WithTimeout(d time.Duration) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.timeout = d })
+}
+
+// WithFailures sets K, the consecutive failures that open the circuit (default
+// DefaultFailures). A timeout opens it at once.
+func WithFailures(k int) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.failures = k })
+}
+
+// WithProbeInterval sets how often an open circuit probes the store (default
+// DefaultProbeInterval).
+func WithProbeInterval(d time.Duration) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.probe = d })
+}
+
+// WithHeartbeat sets how often the instance announces itself (default
+// DefaultHeartbeatInterval); the heartbeat lives three intervals.
+func WithHeartbeat(d time.Duration) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.heartbeat = d })
+}
+
+// WithPolicy sets the policy for every rule (default PolicyLocal).
+func WithPolicy(p Policy) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.policy = p })
+}
+
+// WithPolicyFunc chooses the policy per rule; an invalid result means PolicyLocal.
+func WithPolicyFunc(f func(sluice.Rule) Policy) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.policyFn = f })
+}
+
+// WithInstances sets the estimate of live instances used when the store cannot count them
+// (no sluice.InstanceRegistry) and until the first heartbeat answers (default 1).
+func WithInstances(n int) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.instances = n })
+}
+
+// WithSafeCapacity sets the share of each rule's limit this instance may admit while the
+// store is down, in (0, 1], overriding the instance count.
+func WithSafeCapacity(fraction float64) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.safe = fraction })
+}
+
+// WithGroup names the group of instances that share the budget (default DefaultGroup).
+func WithGroup(name string) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.group = name })
+}
+
+// WithInstanceID names this instance in heartbeats (default a random id).
+func WithInstanceID(id string) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.id = id })
+}
+
+// WithFallbackClock sets the clock of the local limiter (default the system clock).
+func WithFallbackClock(clock sluice.Clock) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.clock = clock })
+}
+
+// OnModeChange registers f, called on every change of mode (for metrics and logs). It runs
+// synchronously in the goroutine that changes the mode and must not block.
+func OnModeChange(f func(from, to Mode)) FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.onChange = f })
+}
+
+// NewFallback wraps store. Invalid options are errors naming the option.
+func NewFallback(store sluice.Store, opts ...FallbackOption) (*Fallback, error) {
+	cfg := fallbackConfig{timeout: DefaultTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
+		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, group: DefaultGroup}
+	for _, o := range opts {
+		o.applyFallback(&cfg)
+	}
+	if err := cfg.check(store); err != nil {
+		return nil, err
+	}
+	if cfg.id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		cfg.id = hex.EncodeToString(b[:])
+	}
+	localOpts := []memory.Option{}
+	if cfg.clock != nil {
+		localOpts = append(localOpts, memory.WithClock(cfg.clock))
+	}
+	local, err := memory.New(localOpts...)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fallback{next: store, local: local, clock: cfg.clock, timeout: cfg.timeout,
+		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
+		group: cfg.group, id: cfg.id, onChange: cfg.onChange, stop: make(chan struct{})}
+	f.policy = func(sluice.Rule) Policy { return cfg.policy }
+	if fn := cfg.policyFn; fn != nil {
+		f.policy = func(r sluice.Rule) Policy {
+			if p := fn(r); p.Valid() {
+				return p
+			}
+			return PolicyLocal
+		}
+	}
+	f.mode.Store(uint32(ModeStore))
+	f.instances.Store(int64(cfg.instances))
+	if reg, ok := store.(sluice.InstanceRegistry); ok {
+		f.registry = reg
+		f.beat() // a first count before any decision
+		f.wg.Add(1)
+		go f.heartbeatLoop()
+	}
+	return f, nil
+}
+
+func (c *fallbackConfig) check(store sluice.Store) error {
+	switch {
+	case store == nil:
+		return fmt.Errorf("distributed: NewFallback: %w", sluice.ErrNoStore)
+	case c.timeout <= 0:
+		return fmt.Errorf("distributed: WithTimeout: must be positive, got %v", c.timeout)
+	case c.failures <= 0:
+		return fmt.Errorf("distributed: WithFailures: must be positive, got %d", c.failures)
+	case c.probe <= 0:
+		return fmt.Errorf("distributed: WithProbeInterval: must be positive, got %v", c.probe)
+	case c.heartbeat <= 0:
+		return fmt.Errorf("distributed: WithHeartbeat: must be positive, got %v", c.heartbeat)
+	case !c.policy.Valid():
+		return fmt.Errorf("distributed: WithPolicy: unknown policy %d (want local, fail_open or fail_closed)", uint8(c.policy))
+	case c.instances <= 0:
+		return fmt.Errorf("distributed: WithInstances: must be positive, got %d", c.instances)
+	case c.safe < 0 || c.safe > 1 || c.safe != c.safe:
+		return fmt.Errorf("distributed: WithSafeCapacity: must be in (0, 1], got %v", c.safe)
+	}
+	return nil
+}
+
+// Mode reports the current mode.
+func (f *Fallback) Mode() Mode { return Mode(f.mode.Load()) }
+
+// Instances reports the last known number of live instances.
+func (f *Fallback) Instances() int { return int(f.instances.Load()) }
+
+// Take implements sluice.Store.
+func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if f.closed.Load() {
+		return sluice.Decision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
+	}
+	if f.Mode() == ModeFallback {
+		return f.decideLocally(ctx, req)
+	}
+	d, err := within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+		return f.next.Take(ctx, req)
+	})
+	switch {
+	case err == nil:
+		f.consecutive.Store(0)
+		return d, nil
+	case errors.Is(err, errTimeout):
+		f.open()
+	case sluice.IsUnavailable(err):
+		if f.consecutive.Add(1) >= f.failures {
+			f.open()
+		}
+	default:
+		return d, err // bad input, or the caller's context ended: not the store's fault
+	}
+	return f.decideLocally(ctx, req)
+}
+
+// decideLocally applies the rule's policy.
+func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	switch f.policy(req.Rule) {
+	case PolicyFailOpen:
+		if err := req.Validate(0); err != nil {
+			return sluice.Decision{}, err
+		}
+		c := req.Rule.Capacity()
+		return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
+	case PolicyFailClosed:
+		if err := req.Validate(0); err != nil {
+			return sluice.Decision{}, err
+		}
+		return sluice.Decision{Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
+	}
+	fraction := f.safe
+	if fraction == 0 {
+		fraction = 1 / float64(max(1, f.instances.Load()))
+	}
+	req.Rule = share(req.Rule, fraction)
+	return f.local.Take(ctx, req)
+}
+
+// open stops calling the store and starts probing it.
+func (f *Fallback) open() {
+	f.modeMu.Lock()
+	defer f.modeMu.Unlock()
+	if f.Mode() != ModeStore || f.closed.Load() {
+		return
+	}
+	f.mode.Store(uint32(ModeFallback))
+	if f.onChange != nil {
+		f.onChange(ModeStore, ModeFallback)
+	}
+	f.wg.Add(1)
+	go f.probeLoop()
+}
+
+// reclose goes back to the store after a successful probe.
+func (f *Fallback) reclose() {
+	f.modeMu.Lock()
+	defer f.modeMu.Unlock()
+	if f.Mode() != ModeFallback {
+		return
+	}
+	f.consecutive.Store(0)
+	f.mode.Store(uint32(ModeStore))
+	if f.onChange != nil {
+		f.onChange(ModeFallback, ModeStore)
+	}
+}
+
+func (f *Fallback) probeLoop() {
+	defer f.wg.Done()
+	req := sluice.Request{Key: "sluice:probe", Rule: sluice.FixedWindow(1, time.Second), N: 0}
+	wait := f.probe
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(wait):
+		}
+		start := time.Now()
+		_, err := within(context.Background(), time.Hour, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+			ctx, cancel := context.WithTimeout(ctx, f.timeout)
+			defer cancel()
+			if f.registry != nil {
+				n, err := f.registry.Heartbeat(ctx, f.group, f.id, 3*f.heartbeat)
+				if err == nil {
+					f.instances.Store(int64(n))
+				}
+				return sluice.Decision{}, err
+			}
+			return f.next.Take(ctx, req)
+		})
+		switch {
+		case errors.Is(err, sluice.ErrClosed) && f.closed.Load():
+			return
+		case err == nil && time.Since(start) <= f.timeout:
+			f.reclose()
+			return
+		case err == nil:
+			wait = 0 // answered late: probe again at once
+		default:
+			wait = f.probe
+		}
+	}
+}
+
+func (f *Fallback) heartbeatLoop() {
+	defer f.wg.Done()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(f.heartbeat):
+		}
+		if f.Mode() == ModeStore {
+			f.beat()
+		}
+	}
+}
+
+// beat announces the instance and updates the count; on failure the last count stays.
+func (f *Fallback) beat() {
+	_, _ = within(context.Background(), f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+		n, err := f.registry.Heartbeat(ctx, f.group, f.id, 3*f.heartbeat)
+		if err == nil && n > 0 {
+			f.instances.Store(int64(n))
+		}
+		return sluice.Decision{}, err
+	})
+}
+
+// within runs call in its own goroutine with a context that ends after timeout, and returns
+// its result, or errTimeout when the timeout passes first (the call is left to finish on its
+// own), or the context's error, or sluice.ErrClosed when stop closes.
+func within(ctx context.Context, timeout time.Duration, stop <-chan struct{},
+	call func(context.Context) (sluice.Decision, error)) (sluice.Decision, error) {
+	type result struct {
+		d   sluice.Decision
+		err error
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ch := make(chan result, 1)
+	go func() {
+		d, err := call(cctx)
+		ch <- result{d, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return r.d, fmt.Errorf("%w: %w", errTimeout, r.err)
+		}
+		return r.d, r.err
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return sluice.Decision{}, ctx.Err()
+		}
+		return sluice.Decision{}, errTimeout
+	case <-stop:
+		return sluice.Decision{}, sluice.ErrClosed
+	}
+}
+
+// Flush flushes the wrapped store when it is a Flusher.
+func (f *Fallback) Flush(ctx context.Context) error { return flushNext(ctx, f.next) }
+
+// Close stops probing and heartbeats (without waiting for a store call in flight), flushes
+// the wrapped store and releases the local limiter. It does not close the wrapped store.
+func (f *Fallback) Close() error {
+	var err error
+	f.once.Do(func() {
+		f.modeMu.Lock()
+		f.closed.Store(true)
+		close(f.stop)
+		f.modeMu.Unlock()
+		f.wg.Wait()
+		if f.Mode() == ModeStore {
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			defer cancel()
+			err = f.Flush(ctx)
+		}
+		err = errors.Join(err, f.local.Close())
+	})
+	return err
+}

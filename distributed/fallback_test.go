@@ -1,0 +1,259 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestFallbackBadOptions(t *testing.T) {
+	s := newMemory(t, nil)
+	for _, c := range []struct {
+		opt  FallbackOption
+		name string
+	}{
+		{WithTimeout(0), "WithTimeout"},
+		{WithFailures(0), "WithFailures"},
+		{WithProbeInterval(-1), "WithProbeInterval"},
+		{WithHeartbeat(0), "WithHeartbeat"},
+		{WithPolicy(Policy(9)), "WithPolicy"},
+		{WithInstances(0), "WithInstances"},
+		{WithSafeCapacity(1.5), "WithSafeCapacity"},
+	} {
+		if _, err := NewFallback(s, c.opt); err == nil || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("%s: got %v, want an error naming it", c.name, err)
+		}
+	}
+	if _, err := ParsePolicy("fail_sideways"); err == nil {
+		t.Error("ParsePolicy accepted an unknown name")
+	}
+	for _, p := range []Policy{PolicyLocal, PolicyFailOpen, PolicyFailClosed} {
+		if q, err := ParsePolicy(p.String()); err != nil || q != p {
+			t.Errorf("ParsePolicy(%q) = %v, %v", p, q, err)
+		}
+	}
+}
+
+// modeLog records mode changes.
+type modeLog struct {
+	mu      sync.Mutex
+	changes []Mode
+}
+
+func (l *modeLog) record(_, to Mode) { l.mu.Lock(); l.changes = append(l.changes, to); l.mu.Unlock() }
+
+func (l *modeLog) get() []Mode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Mode(nil), l.changes...)
+}
+
+// outage runs the shared fallback scenario against a store that can be broken and repaired:
+// three instances hammer one key; the store breaks (refuses or hangs); decisions stay within
+// timeout + 50 ms, the fleet admits at most the limit (+5%) during the outage, and decisions
+// go back to the store soon after it is repaired; no goroutine is left behind.
+type outageEnv struct {
+	store   func(i int) sluice.Store // the store instance i talks to
+	breakIt func(t *testing.T)
+	repair  func(t *testing.T)
+}
+
+func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
+	baseline := runtime.NumGoroutine()
+	rule := sluice.FixedWindow(300, time.Hour) // one window covers the whole test
+	logs := make([]*modeLog, 3)
+	fbs := make([]*Fallback, 3)
+	for i := range fbs {
+		logs[i] = &modeLog{}
+		f, err := NewFallback(env.store(i), WithTimeout(timeout), WithProbeInterval(20*time.Millisecond),
+			WithHeartbeat(50*time.Millisecond), OnModeChange(logs[i].record), WithGroup(t.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fbs[i] = f
+	}
+	waitFor(t, 2*time.Second, "3 live instances", func() bool {
+		for _, f := range fbs {
+			if f.Instances() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	var (
+		phase     atomic.Int32 // 0 before, 1 outage, 2 after
+		admitted  [3]atomic.Int64
+		slowest   atomic.Int64
+		stopLoad  = make(chan struct{})
+		wg        sync.WaitGroup
+		keyPrefix = "k"
+	)
+	for i, f := range fbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				p := phase.Load()
+				start := time.Now()
+				d, err := f.Take(context.Background(), sluice.Request{Key: keyPrefix, Rule: rule, N: 1})
+				el := time.Since(start)
+				for old := slowest.Load(); el > time.Duration(old) && !slowest.CompareAndSwap(old, int64(el)); old = slowest.Load() {
+				}
+				if err != nil {
+					t.Errorf("instance %d: %v", i, err)
+					return
+				}
+				if d.Allowed && p == 1 && phase.Load() == 1 {
+					admitted[i].Add(1)
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	env.breakIt(t)
+	phase.Store(1)
+	waitFor(t, 2*time.Second, "fallback mode on every instance", func() bool {
+		for _, f := range fbs {
+			if f.Mode() != ModeFallback {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(500 * time.Millisecond)
+	phase.Store(2)
+	env.repair(t)
+	repaired := time.Now()
+	waitFor(t, 3*time.Second, "store mode on every instance", func() bool {
+		for _, f := range fbs {
+			if f.Mode() != ModeStore {
+				return false
+			}
+		}
+		return true
+	})
+	resumed := time.Since(repaired)
+	close(stopLoad)
+	wg.Wait()
+	var total int64
+	for i := range admitted {
+		total += admitted[i].Load()
+	}
+	t.Logf("admitted during the outage: %d (limit %d); slowest decision %v; store path resumed %v after repair",
+		total, rule.Limit, time.Duration(slowest.Load()), resumed)
+	if total > rule.Limit*105/100 {
+		t.Errorf("the fleet admitted %d during the outage, more than the limit %d + 5%%", total, rule.Limit)
+	}
+	if total < rule.Limit/2 {
+		t.Errorf("the fleet admitted only %d during the outage: the fallback is not deciding", total)
+	}
+	if s := time.Duration(slowest.Load()); s > timeout+50*time.Millisecond {
+		t.Errorf("slowest decision took %v, more than the timeout %v + 50ms", s, timeout)
+	}
+	if resumed > time.Second {
+		t.Errorf("store path resumed %v after the store came back, want within 1s", resumed)
+	}
+	for i, l := range logs {
+		if got := l.get(); len(got) < 2 || got[0] != ModeFallback || got[len(got)-1] != ModeStore {
+			t.Errorf("instance %d: mode changes %v, want fallback then store", i, got)
+		}
+	}
+	for _, f := range fbs {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	waitFor(t, 5*time.Second, "goroutines back to the baseline", func() bool {
+		return runtime.NumGoroutine() <= baseline+1
+	})
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFallbackOutageMemory(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		name := map[bool]string{false: "refused", true: "black_hole"}[hang]
+		t.Run(name, func(t *testing.T) {
+			flaky := &flakyStore{Store: newMemory(t, nil)}
+			env := outageEnv{
+				store: func(int) sluice.Store { return flaky },
+				breakIt: func(*testing.T) {
+					if hang {
+						flaky.hang.Store(true)
+					} else {
+						flaky.fail.Store(true)
+					}
+				},
+				repair: func(*testing.T) { flaky.hang.Store(false); flaky.fail.Store(false) },
+			}
+			runOutage(t, env, 30*time.Millisecond)
+		})
+	}
+}
+
+func TestFallbackPolicies(t *testing.T) {
+	flaky := &flakyStore{Store: newMemory(t, nil)}
+	flaky.fail.Store(true)
+	rule := sluice.FixedWindow(10, time.Hour)
+	f, err := NewFallback(flaky, WithFailures(1), WithPolicyFunc(func(r sluice.Rule) Policy {
+		if r.Limit == 10 {
+			return PolicyFailOpen
+		}
+		return PolicyFailClosed
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	for range 20 {
+		if d, err := f.Take(ctx, sluice.Request{Key: "a", Rule: rule, N: 1}); err != nil || !d.Allowed {
+			t.Fatalf("fail open: %+v %v", d, err)
+		}
+	}
+	if d, err := f.Take(ctx, sluice.Request{Key: "a", Rule: sluice.FixedWindow(11, time.Hour), N: 1}); err != nil || d.Allowed {
+		t.Fatalf("fail closed: %+v %v", d, err)
+	}
+	if _, err := f.Take(ctx, sluice.Request{Key: "", Rule: rule, N: 1}); !errors.Is(err, sluice.ErrInvalidKey) {
+		t.Fatalf("bad input under fallback: %v", err)
+	}
+}
+
+// Bad input is the caller's fault: it never opens the circuit.
+func TestFallbackBadInputKeepsCircuitClosed(t *testing.T) {
+	f, err := NewFallback(newMemory(t, nil), WithFailures(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 5 {
+		if _, err := f.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.Rule{}, N: 1}); !errors.Is(err, sluice.ErrInvalidRule) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if f.Mode() != ModeStore {
+		t.Fatal("bad input opened the circuit")
+	}
+}

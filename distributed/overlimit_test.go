@@ -1,0 +1,136 @@
+package distributed
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// countingStore is a hand-written wrapper that counts Take calls.
+type countingStore struct {
+	sluice.Store
+	calls int
+}
+
+func (c *countingStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	c.calls++
+	return c.Store.Take(ctx, req)
+}
+
+// checkOverLimitFlood floods a denied key and checks that no call reaches the store until the
+// RetryAfter instant, and that the request is allowed exactly then. calls reports the store
+// calls so far (a counting wrapper, or Redis INFO commandstats).
+func checkOverLimitFlood(t *testing.T, o *OverLimit, clock *sluice.ManualClock, rule sluice.Rule, calls func() int64) {
+	t.Helper()
+	ctx := context.Background()
+	req := sluice.Request{Key: "flood", Rule: rule, N: 1}
+	for range rule.Limit {
+		if d, err := o.Take(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("under the limit: %+v %v", d, err)
+		}
+	}
+	d, err := o.Take(ctx, req)
+	if err != nil || d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("over the limit: %+v %v", d, err)
+	}
+	retryAt := clock.Now().Add(d.RetryAfter)
+	before := calls()
+	for i := range 10_000 {
+		if i%1000 == 999 {
+			clock.Set(retryAt.Add(-time.Millisecond))
+		}
+		d, err := o.Take(ctx, req)
+		if err != nil || d.Allowed {
+			t.Fatalf("flood request %d: %+v %v", i, d, err)
+		}
+		if want := retryAt.Sub(clock.Now()); d.RetryAfter != want {
+			t.Fatalf("cached RetryAfter %v, want %v", d.RetryAfter, want)
+		}
+	}
+	if got := calls() - before; got != 0 {
+		t.Fatalf("the flood made %d store calls, want 0", got)
+	}
+	clock.Set(retryAt)
+	if d, err := o.Take(ctx, req); err != nil || !d.Allowed {
+		t.Fatalf("at RetryAfter: %+v %v, want allowed", d, err)
+	}
+	if got := calls() - before; got != 1 {
+		t.Fatalf("at RetryAfter: %d store calls, want 1", got)
+	}
+}
+
+func TestOverLimitFloodMemory(t *testing.T) {
+	for _, rule := range []sluice.Rule{sluice.FixedWindow(5, time.Second), sluice.TokenBucket(5, time.Second, 5),
+		sluice.SlidingWindow(5, time.Second, 4), sluice.GCRA(5, time.Second, 0)} {
+		t.Run(rule.String(), func(t *testing.T) {
+			clock := sluice.NewManualClock(t0)
+			cs := &countingStore{Store: newMemory(t, clock)}
+			o, err := NewOverLimit(cs, WithOverLimitClock(clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkOverLimitFlood(t, o, clock, rule, func() int64 { return int64(cs.calls) })
+		})
+	}
+}
+
+// A rule change (a dynamic limit) drops the cached denial: envoyproxy/ratelimit#1077.
+func TestOverLimitRuleChange(t *testing.T) {
+	clock := sluice.NewManualClock(t0)
+	cs := &countingStore{Store: newMemory(t, clock)}
+	o, _ := NewOverLimit(cs, WithOverLimitClock(clock))
+	ctx := context.Background()
+	rule := sluice.FixedWindow(2, time.Minute)
+	for range 3 {
+		o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
+	}
+	raised := sluice.FixedWindow(10, time.Minute)
+	if d, err := o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1}); err != nil || !d.Allowed {
+		t.Fatalf("after raising the limit: %+v %v, want allowed", d, err)
+	}
+	// A smaller cost than the cached denial still asks the store.
+	for range 8 {
+		o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1})
+	}
+	o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 5})
+	calls := cs.calls
+	if d, _ := o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1}); !d.Allowed || cs.calls != calls+1 {
+		t.Fatalf("n=1 after n=5 was denied: %+v, %d calls", d, cs.calls-calls)
+	}
+}
+
+func TestOverLimitBounded(t *testing.T) {
+	clock := sluice.NewManualClock(t0)
+	o, err := NewOverLimit(newMemory(t, clock), WithOverLimitClock(clock), WithMaxEntries(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rule := sluice.FixedWindow(1, time.Hour)
+	for i := range 5000 {
+		key := "k" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + time.Duration(i).String()
+		o.Take(ctx, sluice.Request{Key: key, Rule: rule, N: 1})
+		o.Take(ctx, sluice.Request{Key: key, Rule: rule, N: 1})
+	}
+	if n := o.Len(); n > 64 {
+		t.Fatalf("%d entries, want at most 64", n)
+	}
+	if _, err := NewOverLimit(newMemory(t, clock), WithMaxEntries(0)); err == nil || !strings.Contains(err.Error(), "WithMaxEntries") {
+		t.Fatalf("WithMaxEntries(0): %v", err)
+	}
+}
+
+func TestOverLimitDeniedAllocatesNothing(t *testing.T) {
+	clock := sluice.NewManualClock(t0)
+	o, _ := NewOverLimit(newMemory(t, clock), WithOverLimitClock(clock))
+	ctx := context.Background()
+	req := sluice.Request{Key: "k", Rule: sluice.FixedWindow(1, time.Hour), N: 1}
+	o.Take(ctx, req)
+	o.Take(ctx, req)
+	if a := testing.AllocsPerRun(1000, func() { o.Take(ctx, req) }); a != 0 {
+		t.Fatalf("a cached denial allocates %v times", a)
+	}
+}
