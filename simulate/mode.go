@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
 )
 
 // Routing says which instance receives each request in a distributed mode.
@@ -80,13 +81,14 @@ type Mode struct {
 	// implements Syncer each time virtual time crosses a multiple of it, so decorators that
 	// synchronise in the background do so deterministically in virtual time.
 	SyncEvery time.Duration
-	// Outage, when End > Start, makes the shared store fail every call with
-	// sluice.ErrStoreUnavailable over that part of the run (offsets from the run's start).
+	// Outage, when To > From, makes the shared store fail every call with
+	// sluice.ErrStoreUnavailable over that part of the run.
 	Outage Outage
 }
 
-// Outage is a span of a run, as offsets from its start, during which the shared store is down.
-type Outage struct{ Start, End time.Duration }
+// Outage is the part of a run during which the shared store is down, as fractions of the
+// run's duration: {From: 1.0/3, To: 2.0/3} is the middle third.
+type Outage struct{ From, To float64 }
 
 // Syncer is implemented by instance stores that synchronise with the shared store at an
 // interval (async counters); the harness calls Sync at every SyncEvery of virtual time.
@@ -120,6 +122,8 @@ func (m Mode) validate() error {
 		return fmt.Errorf("simulate: nodes: must be between 1 and 1024, got %d", m.Nodes)
 	case m.Build == nil && m.Nodes != 1:
 		return fmt.Errorf("simulate: nodes: the single mode has 1 instance, got %d", m.Nodes)
+	case m.Outage.From < 0 || m.Outage.To > 1 || m.Outage.From > m.Outage.To:
+		return fmt.Errorf("simulate: outage: must satisfy 0 <= from <= to <= 1, got %v..%v", m.Outage.From, m.Outage.To)
 	case m.SyncEvery < 0:
 		return fmt.Errorf("simulate: sync interval: negative (%v)", m.SyncEvery)
 	}
@@ -189,13 +193,20 @@ func ParseModes(list string, nodes int, routings []Routing) ([]Mode, error) {
 
 // ModeNames lists the mode names ParseModes accepts.
 func ModeNames() []string {
-	return []string{"single", "sync", "async_INTERVAL (e.g. async_50ms)"}
+	return []string{"single", "sync", "async_INTERVAL (e.g. async_50ms)", "fallback", "fallback_fail_open", "fallback_fail_closed"}
 }
 
 // distributedMode returns the constructor of the named distributed mode.
 func distributedMode(name string) (func(nodes int, r Routing) Mode, error) {
-	if name == "sync" {
+	switch name {
+	case "sync":
 		return Sync, nil
+	case "fallback":
+		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyLocal) }, nil
+	case "fallback_fail_open":
+		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyFailOpen) }, nil
+	case "fallback_fail_closed":
+		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyFailClosed) }, nil
 	}
 	if rest, ok := strings.CutPrefix(name, "async_"); ok {
 		d, err := time.ParseDuration(rest)

@@ -285,9 +285,10 @@ func newFleet(trace Trace, seed uint64, m Mode) (*fleet, error) {
 		return nil, err
 	}
 	var shared sluice.Store = mem
-	if m.Outage.End > m.Outage.Start {
+	if m.Outage.To > m.Outage.From {
+		span := float64(trace.End - trace.Start)
 		shared = &outageStore{Store: mem, clock: clock,
-			from: trace.Start + int64(m.Outage.Start), to: trace.Start + int64(m.Outage.End)}
+			from: trace.Start + int64(m.Outage.From*span), to: trace.Start + int64(m.Outage.To*span)}
 	}
 	routing := m.Routing
 	if routing == "" {

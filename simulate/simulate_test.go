@@ -243,7 +243,7 @@ func TestParseErrorsNameTheField(t *testing.T) {
 func TestOutageCountsErrors(t *testing.T) {
 	m := Sync(2, RoundRobin)
 	m.Name = "sync_outage"
-	m.Outage = Outage{Start: 10 * time.Minute, End: 20 * time.Minute}
+	m.Outage = Outage{From: 1.0 / 3, To: 2.0 / 3}
 	res := run(t, Config{Scenario: steady, Seed: 1, Duration: 30 * time.Minute, Modes: []Mode{m},
 		Variants: []Variant{{Algorithm: sluice.AlgorithmSlidingLog}}})
 	r := res.Rows[0]
@@ -252,5 +252,36 @@ func TestOutageCountsErrors(t *testing.T) {
 	}
 	if r.OverAdmission > 1 {
 		t.Errorf("failing closed cannot over-admit: %v", r.OverAdmission)
+	}
+}
+
+func TestFallbackKeepsTheGlobalBudget(t *testing.T) {
+	modes, err := ParseModes("fallback,fallback_fail_open,fallback_fail_closed", 4, []Routing{RoundRobin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, Config{Scenario: flood, Seed: 1, Modes: modes,
+		Variants: []Variant{{Algorithm: sluice.AlgorithmSlidingLog}, {Algorithm: sluice.AlgorithmGCRA}}})
+	for _, r := range res.Rows {
+		if r.Errors != 0 {
+			t.Errorf("%s/%s: errors %v, want the fallback to decide", r.Algorithm, r.Mode, r.Errors)
+		}
+		// The local limiters start empty when the store goes down, so the period around the
+		// switch can see the store's limit plus the fleet's local budget: 2 x limit, never
+		// nodes x limit. Failing closed adds nothing to what the store admitted.
+		bound := 2.0
+		if r.Algorithm == "sliding_log" && r.Mode == "fallback_fail_closed" {
+			bound = 1
+		}
+		switch r.Mode {
+		case "fallback", "fallback_fail_closed":
+			if r.OverAdmission > bound {
+				t.Errorf("%s/%s: over_admission %v, want at most %v", r.Algorithm, r.Mode, r.OverAdmission, bound)
+			}
+		case "fallback_fail_open":
+			if r.OverAdmission < 5 {
+				t.Errorf("%s/%s: over_admission %v, failing open under a flood should admit far more", r.Algorithm, r.Mode, r.OverAdmission)
+			}
+		}
 	}
 }
