@@ -18,7 +18,7 @@ type sampler struct {
 func newSampler(trace Trace, cfg Config) *sampler {
 	samples, periods := cfg.Samples, cfg.PlotPeriods
 	if samples <= 0 {
-		samples = 600
+		samples = 400
 	}
 	if periods <= 0 {
 		periods = 10

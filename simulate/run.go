@@ -26,7 +26,7 @@ type Config struct {
 	// Progress, when set, is called now and then with the work done and the total, in
 	// request decisions.
 	Progress func(done, total int64)
-	// Samples is the number of instants the plot series are sampled at (default 600), over
+	// Samples is the number of instants the plot series are sampled at (default 400), over
 	// the first PlotPeriods periods of the run (default 10).
 	Samples, PlotPeriods int
 }
