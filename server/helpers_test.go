@@ -1,0 +1,166 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// countingStore counts the calls that reach the store: a hand-written wrapper, not a mock.
+type countingStore struct {
+	sluice.Store
+	calls atomic.Int64
+}
+
+func (c *countingStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	c.calls.Add(1)
+	return c.Store.Take(ctx, req)
+}
+
+type harness struct {
+	srv    *server.Server
+	store  *countingStore
+	clock  *sluice.ManualClock
+	client rlsv3.RateLimitServiceClient
+	conn   *grpc.ClientConn
+	base   string // http://host:port
+	stop   func()
+}
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// start runs a server on 127.0.0.1:0 with rules (YAML text, or a path when rulesPath is set)
+// over a memory store on a manual clock.
+func start(t *testing.T, rules string, mutate ...func(*server.Config)) *harness {
+	t.Helper()
+	clock := sluice.NewManualClock(t0)
+	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	h := &harness{store: &countingStore{Store: mem}, clock: clock}
+	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Store: h.store, ReloadInterval: -1}
+	if rules != "" {
+		cfg.Rules = compile(t, rules)
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	return h.run(t, cfg)
+}
+
+func (h *harness) run(t *testing.T, cfg server.Config) *harness {
+	t.Helper()
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv, h.conn, h.client = srv, conn, rlsv3.NewRateLimitServiceClient(conn)
+	h.base = "http://" + srv.HTTPAddr()
+	stopped := false
+	h.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		conn.Close()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("Serve did not return after cancel")
+		}
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+func compile(t *testing.T, rules string) *config.Config {
+	t.Helper()
+	doc, err := config.Decode("rules.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Compile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// desc builds a descriptor from alternating keys and values.
+func desc(kv ...string) *rlcommon.RateLimitDescriptor {
+	d := &rlcommon.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func (h *harness) ask(t *testing.T, domain string, descs ...*rlcommon.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp, err := h.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: descs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func (h *harness) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(h.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// metric returns the line of the metrics page that starts with prefix, or "".
+func (h *harness) metric(t *testing.T, prefix string) string {
+	for _, line := range strings.Split(h.metrics(t), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}
+
+type serverConfig = server.Config
