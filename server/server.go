@@ -51,8 +51,9 @@ type Config struct {
 	// Store decides; when nil, StoreURL is opened (see OpenStore) and closed on shutdown.
 	// A Store passed here is not closed by the server.
 	Store sluice.Store
-	// StoreURL names the store to open when Store is nil (default "memory").
-	StoreURL string
+	// StoreOptions name the store to open when Store is nil (default: memory, sync mode,
+	// no fallback).
+	StoreOptions StoreOptions
 	// Logger receives startup, reload, shutdown and (rate-limited) store error lines; nothing
 	// is logged per request. Default: discard.
 	Logger *slog.Logger
@@ -169,7 +170,7 @@ func (s *Server) loadRules() error {
 func (s *Server) openStore() error {
 	s.store = s.cfg.Store
 	if s.store == nil {
-		st, err := OpenStore(s.cfg.StoreURL)
+		st, err := OpenStore(s.cfg.StoreOptions)
 		if err != nil {
 			return err
 		}

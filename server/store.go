@@ -1,23 +1,125 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
 )
 
-// OpenStore opens the store named by rawURL: "memory" (or "memory://", or empty) for the
-// embedded in-process store. The caller closes it (see sluice.Closer).
-func OpenStore(rawURL string) (sluice.Store, error) {
+// StoreOptions say which store to open and how to distribute decisions over it.
+type StoreOptions struct {
+	// URL names the store: "memory" (default, also "" and "memory://"); "redis://host:port/db"
+	// or "rediss://..." (TLS) for one Redis; "redis-cluster://host:port?addr=host2:port2" for
+	// Redis Cluster; "redis-sentinel://host:port?master_name=NAME&addr=host2:port2" for a
+	// Sentinel-managed primary. Credentials go in the URL's user info.
+	URL string
+	// Mode is the distribution mode: "sync" (default: one store call per decision),
+	// "overlimit" (keys already over their limit are denied locally until they reset) or
+	// "async" (local counters synchronised in the background; bounded over-admission).
+	Mode string
+	// Fallback is the policy while the store is unavailable: "" (none: requests fail with
+	// UNAVAILABLE and Envoy applies failure_mode_deny), "local" (a local limiter keeping the
+	// global budget), "fail_open" or "fail_closed".
+	Fallback string
+}
+
+// openedStore is a store with the decorators and clients to close, outermost first.
+type openedStore struct {
+	sluice.Store
+	closers []func() error
+}
+
+// Close closes decorators (flushing them), then the store, then its client.
+func (o *openedStore) Close() error {
+	var errs []error
+	for _, c := range o.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// OpenStore opens the store and decorators described by opts. Close the result (it
+// implements sluice.Closer) to flush decorators and release connections.
+func OpenStore(opts StoreOptions) (sluice.Store, error) {
+	base, closers, err := openBase(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	o := &openedStore{Store: base, closers: closers}
+	fail := func(err error) (sluice.Store, error) { _ = o.Close(); return nil, err }
+	switch opts.Mode {
+	case "", "sync":
+	case "overlimit":
+		d, err := distributed.NewOverLimit(o.Store)
+		if err != nil {
+			return fail(fmt.Errorf("server: mode overlimit: %w", err))
+		}
+		o.Store, o.closers = d, append([]func() error{d.Close}, o.closers...)
+	case "async":
+		d, err := distributed.NewAsync(o.Store)
+		if err != nil {
+			return fail(fmt.Errorf("server: mode async: %w", err))
+		}
+		o.Store, o.closers = d, append([]func() error{d.Close}, o.closers...)
+	default:
+		return fail(fmt.Errorf("server: mode: unknown %q (want sync, overlimit or async)", opts.Mode))
+	}
+	if opts.Fallback != "" {
+		p, err := distributed.ParsePolicy(opts.Fallback)
+		if err != nil {
+			return fail(fmt.Errorf("server: fallback: %w", err))
+		}
+		d, err := distributed.NewFallback(o.Store, distributed.WithPolicy(p))
+		if err != nil {
+			return fail(fmt.Errorf("server: fallback: %w", err))
+		}
+		o.Store, o.closers = d, append([]func() error{d.Close}, o.closers...)
+	}
+	return o, nil
+}
+
+func openBase(rawURL string) (sluice.Store, []func() error, error) {
 	scheme, _, _ := strings.Cut(rawURL, "://")
+	var client goredis.UniversalClient
 	switch scheme {
 	case "", "memory":
-		return memory.New()
-	case "redis", "rediss", "redis-sentinel", "redis-cluster":
-		return nil, fmt.Errorf("server: store %q: the Redis store is not built into this binary yet", scheme)
+		st, err := memory.New()
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, []func() error{st.Close}, nil
+	case "redis", "rediss":
+		o, err := goredis.ParseURL(rawURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: store: %w", err)
+		}
+		client = goredis.NewClient(o)
+	case "redis-cluster":
+		o, err := goredis.ParseClusterURL("redis" + strings.TrimPrefix(rawURL, "redis-cluster"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: store: %w", err)
+		}
+		client = goredis.NewClusterClient(o)
+	case "redis-sentinel":
+		o, err := goredis.ParseFailoverURL("redis" + strings.TrimPrefix(rawURL, "redis-sentinel"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: store: %w", err)
+		}
+		client = goredis.NewFailoverClient(o)
 	default:
-		return nil, fmt.Errorf("server: store: unknown scheme %q (want memory, redis://, rediss://, redis-sentinel:// or redis-cluster://)", scheme)
+		return nil, nil, fmt.Errorf("server: store: unknown scheme %q (want memory, redis://, rediss://, redis-cluster:// or redis-sentinel://)", scheme)
 	}
+	st, err := redis.New(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("server: store: %w", err)
+	}
+	return st, []func() error{st.Close, client.Close}, nil
 }
