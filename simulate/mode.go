@@ -106,14 +106,6 @@ func Sync(nodes int, routing Routing) Mode {
 		Build: func(shared sluice.Store, _ sluice.Clock, _ int) (sluice.Store, error) { return shared, nil }}
 }
 
-// label is the mode's name with its nodes and routing, for plots.
-func (m Mode) label() string {
-	if m.Build == nil {
-		return m.Name
-	}
-	return fmt.Sprintf("%s x%d %s", m.Name, m.Nodes, m.Routing)
-}
-
 func (m Mode) validate() error {
 	switch {
 	case m.Name == "":

@@ -119,7 +119,7 @@ func TestSyncModeMatchesSingle(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	table := func(seed uint64) string {
-		modes := []Mode{Single(), Sync(2, Skewed)}
+		modes := []Mode{Single(), Sync(2, Skewed), Async(3, RoundRobin, time.Second)}
 		res := run(t, Config{Scenario: bursty, Seed: seed, Duration: 20 * time.Minute, Modes: modes})
 		var b bytes.Buffer
 		if err := WriteTable(&b, res.Rows, "csv"); err != nil {
