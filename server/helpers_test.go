@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,3 +165,20 @@ func (h *harness) metric(t *testing.T, prefix string) string {
 }
 
 type serverConfig = server.Config
+
+// startReal runs a server with a store opened from a URL (real clock), for load and
+// multi-instance tests.
+func startReal(t *testing.T, rules, storeURL string) *server.Server {
+	t.Helper()
+	h := &harness{}
+	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, rules),
+		StoreOptions: server.StoreOptions{URL: storeURL}, ReloadInterval: -1}
+	return h.run(t, cfg).srv
+}
+
+func redisConfig(t *testing.T, url string) server.Config {
+	return server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, sharedRules),
+		StoreOptions: server.StoreOptions{URL: url}, ReloadInterval: -1}
+}
+
+func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }

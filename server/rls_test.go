@@ -108,9 +108,9 @@ func TestGoldenNestedDescriptors(t *testing.T) {
 		{0, req(login("ann")), "OVER_LIMIT: OVER_LIMIT 0/1 per hour per_user_login reset 2h0m0s"},
 		{0, req(login("bob")), "OK: OK 0/1 per hour per_user_login reset 2h0m0s"},
 		{0, req(desc("path", "/login")), "OK: OK 2/3 per minute reset 2m0s"},
-		{0, req(desc("path", "/other")), "OK: OK"},                    // no rule
-		{0, req(desc("path", "/login", "x", "y")), "OK: OK"},          // deeper than the config
-		{0, req(desc("user", "ann")), "OK: OK"},                       // nested key alone
+		{0, req(desc("path", "/other")), "OK: OK"},                   // no rule
+		{0, req(desc("path", "/login", "x", "y")), "OK: OK"},         // deeper than the config
+		{0, req(desc("user", "ann")), "OK: OK"},                      // nested key alone
 		{0, req(desc("remote_address", "a", "user", "b")), "OK: OK"}, // no children
 	})
 }
