@@ -43,8 +43,17 @@ type Closer interface {
 }
 
 // Validate checks the request's key (non-empty, at most maxKeyLen bytes; 0 means
-// DefaultMaxKeyLength) and rule. Stores call it before any state is touched.
+// DefaultMaxKeyLength), cost, delay and rule. Stores call it before any state is touched.
 func (req *Request) Validate(maxKeyLen int) error {
+	if err := req.ValidateArgs(maxKeyLen); err != nil {
+		return err
+	}
+	return req.Rule.Validate()
+}
+
+// ValidateArgs is Validate without the rule check, for stores that cache rules they have
+// already validated.
+func (req *Request) ValidateArgs(maxKeyLen int) error {
 	if maxKeyLen <= 0 {
 		maxKeyLen = DefaultMaxKeyLength
 	}
@@ -60,5 +69,5 @@ func (req *Request) Validate(maxKeyLen int) error {
 	if req.MaxDelay < 0 {
 		return fmt.Errorf("%w: max_delay: negative (%v)", ErrInvalidN, req.MaxDelay)
 	}
-	return req.Rule.Validate()
+	return nil
 }

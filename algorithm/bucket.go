@@ -9,36 +9,35 @@ type level struct {
 	Level, Last int64
 }
 
-// drain brings the level to now. A clock that went backwards drains nothing and does not move
-// Last back, so it never creates capacity.
-func (b *level) drain(now int64, r sluice.Rule) {
+// drainTo brings the level to now. A clock that went backwards drains nothing and does not
+// move Last back, so it never creates capacity. The drained amount is rounded down.
+func (b *level) drainTo(now int64, p *Params) {
 	if now > b.Last {
 		if b.Level > 0 {
-			b.Level = max(0, b.Level-mulDiv(now-b.Last, r.Limit*Scale, int64(r.Period)))
+			b.Level = max(0, b.Level-p.fill.floor(now-b.Last))
 		}
 		b.Last = now
 	}
 }
 
 // timeFor is how long the bucket takes to drain x fixed-point sub-units (rounded up).
-func timeFor(x int64, r sluice.Rule) int64 {
+func timeFor(x int64, p *Params) int64 {
 	if x <= 0 {
 		return 0
 	}
-	return mulDivCeil(x, int64(r.Period), r.Limit*Scale)
+	return p.drain.ceil(x)
 }
 
 // decide applies n units to the bucket. queue selects the leaky bucket's queue discipline
 // for reservations: a reserved request starts when the level ahead of it has drained, rather
 // than when enough room has drained for it (token bucket).
-func (b *level) decide(now int64, r sluice.Rule, n, maxDelay int64, queue bool) sluice.Decision {
-	b.drain(now, r)
-	capacity := r.Capacity()
-	full := capacity * Scale
+func (b *level) decide(now int64, p *Params, n, maxDelay int64, queue bool) sluice.Decision {
+	b.drainTo(now, p)
+	capacity, full := p.capacity, p.full
 	d := sluice.Decision{Limit: capacity}
 	switch {
 	case n > capacity:
-		return never(capacity, max(0, (full-b.Level)/Scale), timeFor(b.Level, r))
+		return never(capacity, max(0, (full-b.Level)/Scale), timeFor(b.Level, p))
 	case n < 0:
 		b.Level = max(0, b.Level+n*Scale)
 		d.Allowed = true
@@ -48,21 +47,21 @@ func (b *level) decide(now int64, r sluice.Rule, n, maxDelay int64, queue bool) 
 		case over <= 0 && (maxDelay == 0 || !queue):
 			b.Level += n * Scale
 			d.Allowed = true
-		case maxDelay > 0 && queue && over <= 0 && timeFor(b.Level, r) <= maxDelay:
-			d.Delay = dur(timeFor(b.Level, r))
+		case maxDelay > 0 && queue && over <= 0 && timeFor(b.Level, p) <= maxDelay:
+			d.Delay = dur(timeFor(b.Level, p))
 			b.Level += n * Scale
 			d.Allowed = true
-		case maxDelay > 0 && !queue && timeFor(over, r) <= maxDelay:
-			d.Delay = dur(timeFor(over, r))
+		case maxDelay > 0 && !queue && timeFor(over, p) <= maxDelay:
+			d.Delay = dur(timeFor(over, p))
 			b.Level += n * Scale
 			d.Allowed = true
 		default:
 			// Until the same call would succeed: room for n, and for a queue a short enough
 			// line ahead.
-			wait := timeFor(over, r)
+			wait := timeFor(over, p)
 			if maxDelay > 0 {
 				if queue {
-					wait = max(wait, timeFor(b.Level, r)-maxDelay)
+					wait = max(wait, timeFor(b.Level, p)-maxDelay)
 				} else {
 					wait -= maxDelay
 				}
@@ -71,14 +70,15 @@ func (b *level) decide(now int64, r sluice.Rule, n, maxDelay int64, queue bool) 
 		}
 	}
 	d.Remaining = max(0, (full-b.Level)/Scale)
-	d.ResetAfter = dur(timeFor(b.Level, r))
+	d.ResetAfter = dur(timeFor(b.Level, p))
 	return d
 }
 
 // TokenBucket refills Limit tokens per Period continuously, holding at most Capacity (Burst,
-// or Limit). Exact: any span of length t admits at most Capacity + Limit x t/Period. Memory:
-// 16 bytes. Reservations (Wait) borrow tokens ahead: the request starts when the tokens it
-// needs have refilled. A new rule applies at once to the tokens used so far.
+// or Limit). Exact: any span of length t admits at most Capacity + Limit x t/Period (refill is
+// counted in billionths of a token, rounded down). Memory: 16 bytes. Reservations (Wait)
+// borrow tokens ahead: the request starts when the tokens it needs have refilled. A new rule
+// applies at once to the tokens used so far.
 type TokenBucket struct{ level }
 
 // Algorithm returns sluice.AlgorithmTokenBucket.
@@ -86,7 +86,13 @@ func (*TokenBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmTokenB
 
 // Take implements State.
 func (s *TokenBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	return s.decide(now, r, n, maxDelay, false)
+	p := Compile(r)
+	return s.decide(now, &p, n, maxDelay, false)
+}
+
+// TakeParams implements State.
+func (s *TokenBucket) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+	return s.decide(now, p, n, maxDelay, false)
 }
 
 // LeakyBucket holds up to Capacity (Burst, or Limit) units and leaks Limit per Period. As a
@@ -100,5 +106,11 @@ func (*LeakyBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmLeakyB
 
 // Take implements State.
 func (s *LeakyBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	return s.decide(now, r, n, maxDelay, true)
+	p := Compile(r)
+	return s.decide(now, &p, n, maxDelay, true)
+}
+
+// TakeParams implements State.
+func (s *LeakyBucket) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+	return s.decide(now, p, n, maxDelay, true)
 }

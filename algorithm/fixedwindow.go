@@ -17,13 +17,19 @@ type FixedWindow struct {
 func (*FixedWindow) Algorithm() sluice.Algorithm { return sluice.AlgorithmFixedWindow }
 
 // Take implements State.
-func (s *FixedWindow) Take(now int64, r sluice.Rule, n, _ int64) sluice.Decision {
+func (s *FixedWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
+	p := Compile(r)
+	return s.TakeParams(now, &p, n, maxDelay)
+}
+
+// TakeParams implements State.
+func (s *FixedWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
 	if now >= s.End { // a new window; a clock gone backwards stays in the current one
-		p := int64(r.Period)
+		p := pr.period
 		s.End = floorDiv(now, p)*p + p
 		s.Count = 0
 	}
-	limit := r.Limit
+	limit := pr.Rule.Limit
 	d := sluice.Decision{Limit: limit}
 	switch {
 	case n > limit:

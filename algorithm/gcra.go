@@ -26,14 +26,18 @@ func Interval(r sluice.Rule) int64 { return mulDivCeil(1, int64(r.Period), r.Lim
 
 // Take implements State.
 func (s *GCRA) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	capacity := r.Capacity()
-	t := Interval(r)
-	window := mulDiv(capacity, t, 1) // saturating
+	p := Compile(r)
+	return s.TakeParams(now, &p, n, maxDelay)
+}
+
+// TakeParams implements State.
+func (s *GCRA) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+	capacity, t, window := p.capacity, p.interval, p.window
 	tat := max(s.TAT, now)
 	d := sluice.Decision{Limit: capacity}
 	switch {
 	case n > capacity:
-		return never(capacity, max(0, window-(tat-now))/t, tat-now)
+		return never(capacity, p.perUnit.floor(max(0, window-(tat-now))), tat-now)
 	case n < 0:
 		s.TAT = max(now, tat+n*t)
 		tat = s.TAT
@@ -53,7 +57,7 @@ func (s *GCRA) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision
 			d.RetryAfter = dur(wait - maxDelay)
 		}
 	}
-	d.Remaining = max(0, window-(tat-now)) / t
+	d.Remaining = p.perUnit.floor(max(0, window-(tat-now)))
 	d.ResetAfter = dur(tat - now)
 	return d
 }

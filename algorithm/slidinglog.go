@@ -37,15 +37,21 @@ func (s *SlidingLog) resize(limit int) {
 }
 
 // Take implements State.
-func (s *SlidingLog) Take(now int64, r sluice.Rule, n, _ int64) sluice.Decision {
-	limit := r.Limit
+func (s *SlidingLog) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
+	p := Compile(r)
+	return s.TakeParams(now, &p, n, maxDelay)
+}
+
+// TakeParams implements State.
+func (s *SlidingLog) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
+	limit := pr.Rule.Limit
 	if len(s.ring) != int(limit) {
 		s.resize(int(limit))
 	}
 	if s.count > 0 && now < s.newest() {
 		now = s.newest() // the clock went backwards: time stands still
 	}
-	p := int64(r.Period)
+	p := pr.period
 	for s.count > 0 && s.ring[s.head] <= now-p {
 		s.head = (s.head + 1) % len(s.ring)
 		s.count--

@@ -73,20 +73,27 @@ func (s *SlidingWindow) reshape(now, windows, sub int64) int64 {
 }
 
 // Take implements State.
-func (s *SlidingWindow) Take(now int64, r sluice.Rule, n, _ int64) sluice.Decision {
-	windows := r.Windows()
-	sub := int64(r.Period) / windows
+func (s *SlidingWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
+	p := Compile(r)
+	return s.TakeParams(now, &p, n, maxDelay)
+}
+
+// TakeParams implements State.
+func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
+	windows, sub := pr.windows, pr.sub
 	if int64(len(s.counts)) != windows+1 || s.sub != sub {
 		now = s.reshape(now, windows, sub)
 	}
-	w := floorDiv(now, sub)
-	if w < s.cur { // the clock went backwards: stand at the start of the newest sub-window
-		w, now = s.cur, s.cur*sub
+	w := s.cur
+	if start := s.cur * sub; now < start { // the clock went backwards: stand at the start of the newest sub-window
+		now = start
+	} else if now >= start+sub {
+		w = floorDiv(now, sub)
+		s.advance(w)
 	}
-	s.advance(w)
 	recent, old, f := s.estimate(now)
 	used := recent + mulDivCeil(old, sub-f, sub)
-	limit := r.Limit
+	limit := pr.Rule.Limit
 	d := sluice.Decision{Limit: limit}
 	switch {
 	case n > limit:

@@ -15,6 +15,9 @@ type State interface {
 	// slot. The rule must be valid (sluice.Rule.Validate) and n must be >= -sluice.MaxLimit;
 	// a rule different from the last call's is applied from this call on.
 	Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision
+	// TakeParams is Take with the rule compiled beforehand (see Compile): no division on the
+	// common path.
+	TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision
 	// Algorithm reports which algorithm the state belongs to.
 	Algorithm() sluice.Algorithm
 }

@@ -1,0 +1,48 @@
+package algorithm
+
+import "github.com/sluicehq/sluice"
+
+// Params is a rule compiled for fast decisions: the divisions every decision would otherwise
+// repeat are done once. Stores that keep state per key keep one Params per distinct rule (see
+// store/memory) and call State.TakeParams; State.Take compiles on every call.
+//
+// A Params is read-only after Compile and safe to share between goroutines.
+type Params struct {
+	// Rule is the rule the params were compiled from.
+	Rule sluice.Rule
+
+	capacity int64
+	period   int64
+	sub      int64 // sliding window: sub-window length
+	windows  int64 // sliding window: sub-window count
+
+	// Buckets, in fixed point with Scale sub-units per unit.
+	full   int64 // capacity x Scale
+	fill   ratio // sub-units per ns: Limit x Scale / Period
+	drain  ratio // ns per sub-unit: Period / (Limit x Scale)
+	fillPS int64 // Limit x Scale
+
+	// GCRA.
+	interval int64 // ns per unit, rounded up
+	window   int64 // capacity x interval
+	perUnit  ratio // 1 / interval
+}
+
+// Compile precomputes the parameters of a valid rule (see sluice.Rule.Validate); an invalid
+// rule gives meaningless params.
+func Compile(r sluice.Rule) Params {
+	p := Params{Rule: r, capacity: r.Capacity(), period: int64(r.Period)}
+	if r.Limit <= 0 || p.period <= 0 {
+		return p
+	}
+	p.windows = r.Windows()
+	p.sub = p.period / p.windows
+	p.fillPS = r.Limit * Scale
+	p.full = p.capacity * Scale
+	p.fill = newRatio(p.fillPS, p.period)
+	p.drain = newRatio(p.period, p.fillPS)
+	p.interval = (p.period + r.Limit - 1) / r.Limit
+	p.window = p.capacity * p.interval
+	p.perUnit = newRatio(1, p.interval)
+	return p
+}

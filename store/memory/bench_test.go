@@ -1,0 +1,80 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// benchRule admits (almost) everything, so the benchmarks measure the admit path.
+func benchRule(a sluice.Algorithm) sluice.Rule {
+	limit := int64(1_000_000_000)
+	if a == sluice.AlgorithmSlidingLog {
+		limit = 1000 // O(limit) memory: the log's cost is eviction, measured in the denied path
+	}
+	if a == sluice.AlgorithmGCRA {
+		limit = 1_000_000
+	}
+	return sluice.Rule{Algorithm: a, Limit: limit, Period: time.Second}
+}
+
+func benchKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+	return keys
+}
+
+// BenchmarkAllowN measures Limiter.AllowN on the memory store with the system clock: one key,
+// 10k keys, and 10k keys from parallel goroutines.
+func BenchmarkAllowN(b *testing.B) {
+	ctx := context.Background()
+	keys := benchKeys(10_000)
+	for _, a := range sluice.Algorithms() {
+		rule := benchRule(a)
+		b.Run(a.String()+"/one_key", func(b *testing.B) {
+			s, _ := memory.New()
+			defer s.Close()
+			l := sluice.New(s)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				l.AllowN(ctx, "user:1", rule, 1)
+			}
+		})
+		b.Run(a.String()+"/10k_keys", func(b *testing.B) {
+			s, _ := memory.New()
+			defer s.Close()
+			l := sluice.New(s)
+			for _, k := range keys {
+				l.AllowN(ctx, k, rule, 1)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l.AllowN(ctx, keys[i%len(keys)], rule, 1)
+			}
+		})
+		b.Run(a.String()+"/10k_keys_parallel", func(b *testing.B) {
+			s, _ := memory.New()
+			defer s.Close()
+			l := sluice.New(s)
+			for _, k := range keys {
+				l.AllowN(ctx, k, rule, 1)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(time.Now().UnixNano())
+				for pb.Next() {
+					i++
+					l.AllowN(ctx, keys[i%len(keys)], rule, 1)
+				}
+			})
+		})
+	}
+}
