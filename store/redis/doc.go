@@ -1,0 +1,31 @@
+// Package redis is Sluice's Redis store: every algorithm as one atomic Lua script, on a single
+// Redis, a Sentinel-managed primary or a Redis Cluster, with concurrent decisions coalesced
+// into pipelines.
+//
+// Build a Store on any go-redis v9 UniversalClient with New, or from a URL with NewFromURL:
+//
+//	redis://[user:password@]host:port[/db]                     a single Redis (rediss:// for TLS)
+//	redis-sentinel://[:password@]host:port,host:port/MASTER     a primary found through Sentinels
+//	redis-cluster://[user:password@]host:port,host:port        a Redis Cluster (seed nodes)
+//
+// Query parameters: password (Sentinel: the data nodes' password), sentinel_password, db,
+// dial_timeout, pool_size; see NewFromURL.
+//
+// Each decision runs one EVALSHA of the algorithm's script (embedded from lua/*.lua; EVAL on
+// NOSCRIPT) on one key, "<prefix>{<escaped user key>}", so every script works on Cluster and a
+// user key holding '{' or '}' cannot choose the slot. The scripts mirror package algorithm
+// exactly (the store/storetest suite holds them to it) using integer arithmetic that stays
+// exact in Lua's doubles. Every key written has a TTL no longer than its state needs (a state
+// that is back to full is kept one more second, so a clock stepping back still sees it).
+//
+// Time: by default the scripts read the Redis server clock (TIME), so clients with skewed
+// clocks agree; WithClock passes the client's clock instead. Elapsed time is clamped at zero,
+// so a failover to a server whose clock is behind creates no capacity.
+//
+// Failure: every call is bounded by its context and WithTimeout (default 250ms). Script calls
+// are never retried by go-redis (a call that timed out may have committed). Transport errors,
+// timeouts and Redis errors (OOM, READONLY, CROSSSLOT, ...) wrap sluice.ErrStoreUnavailable;
+// invalid requests wrap ErrInvalidRule, ErrInvalidKey or ErrInvalidN and never reach Redis.
+//
+// A Store is safe for concurrent use.
+package redis

@@ -1,0 +1,64 @@
+package redis
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults for the options.
+const (
+	DefaultTimeout     = 250 * time.Millisecond
+	DefaultPrefix      = "sluice:"
+	DefaultMaxBatch    = 128
+	DefaultMaxInFlight = 4
+)
+
+// Option configures a Store.
+type Option interface{ apply(*config) }
+
+type config struct {
+	clock       sluice.Clock
+	timeout     time.Duration
+	prefix      string
+	maxKeyLen   int
+	maxBatch    int
+	maxDelay    time.Duration
+	maxInFlight int
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithClock makes the scripts use c's time, passed with each call, instead of the Redis
+// server's TIME. Tests pass a sluice.ManualClock; every client sharing keys must then have
+// synchronised clocks. Keys then live at least one minute, since the server expires them on
+// its own clock.
+func WithClock(c sluice.Clock) Option { return optionFunc(func(cfg *config) { cfg.clock = c }) }
+
+// WithTimeout bounds every decision (default DefaultTimeout); the caller's context, when it
+// ends sooner, bounds it too.
+func WithTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.timeout = d }) }
+
+// WithPrefix sets the prefix of every key (default DefaultPrefix). It must not contain '{'
+// or '}', which would choose the Cluster slot.
+func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+
+// WithMaxKeyLength sets the longest accepted user key in bytes (default
+// sluice.DefaultMaxKeyLength).
+func WithMaxKeyLength(n int) Option { return optionFunc(func(c *config) { c.maxKeyLen = n }) }
+
+// WithMaxBatch sets how many concurrent decisions may share one pipeline (default
+// DefaultMaxBatch); 1 sends every decision on its own.
+func WithMaxBatch(n int) Option { return optionFunc(func(c *config) { c.maxBatch = n }) }
+
+// WithMaxBatchDelay sets how long a pipeline may wait for more decisions before it is sent
+// (default 0: send at once what has queued up while the previous pipelines were in flight).
+func WithMaxBatchDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxDelay = d })
+}
+
+// WithMaxInFlight sets how many pipelines may be in flight at once (default
+// DefaultMaxInFlight); each holds one connection of the client's pool.
+func WithMaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlight = n }) }

@@ -1,0 +1,195 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Store is the Redis store. It is safe for concurrent use. Build it with New or NewFromURL and
+// Close it when done.
+type Store struct {
+	client goredis.UniversalClient
+	owned  bool // Close closes client (NewFromURL)
+	cfg    config
+
+	queue     chan *call
+	closing   chan struct{}
+	closed    atomic.Bool
+	closeOnce sync.Once
+	workers   sync.WaitGroup
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a Store deciding on client, which may be a *goredis.Client (single node or
+// Sentinel failover client), a *goredis.ClusterClient or any other UniversalClient. The Store
+// does not contact Redis until the first decision and does not close client. Script calls are
+// never retried whatever the client's MaxRetries (a call that timed out may have committed);
+// other commands keep the client's settings.
+func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redis: New: client is nil")
+	}
+	cfg := config{
+		timeout:     DefaultTimeout,
+		prefix:      DefaultPrefix,
+		maxBatch:    DefaultMaxBatch,
+		maxInFlight: DefaultMaxInFlight,
+	}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	switch {
+	case cfg.timeout <= 0:
+		return nil, fmt.Errorf("redis: WithTimeout: must be positive, got %v", cfg.timeout)
+	case strings.ContainsAny(cfg.prefix, "{}"):
+		return nil, fmt.Errorf("redis: WithPrefix: must not contain '{' or '}', got %q", cfg.prefix)
+	case cfg.maxKeyLen < 0:
+		return nil, fmt.Errorf("redis: WithMaxKeyLength: must not be negative, got %d", cfg.maxKeyLen)
+	case cfg.maxBatch <= 0:
+		return nil, fmt.Errorf("redis: WithMaxBatch: must be positive, got %d", cfg.maxBatch)
+	case cfg.maxDelay < 0:
+		return nil, fmt.Errorf("redis: WithMaxBatchDelay: must not be negative, got %v", cfg.maxDelay)
+	case cfg.maxInFlight <= 0:
+		return nil, fmt.Errorf("redis: WithMaxInFlight: must be positive, got %d", cfg.maxInFlight)
+	}
+	s := &Store{
+		client:  client,
+		cfg:     cfg,
+		queue:   make(chan *call, cfg.maxBatch*cfg.maxInFlight),
+		closing: make(chan struct{}),
+	}
+	s.workers.Add(cfg.maxInFlight)
+	for i := 0; i < cfg.maxInFlight; i++ {
+		go s.worker()
+	}
+	return s, nil
+}
+
+// Client returns the store's go-redis client.
+func (s *Store) Client() goredis.UniversalClient { return s.client }
+
+// Key returns the Redis key holding a user key's state.
+func (s *Store) Key(userKey string) string { return redisKey(s.cfg.prefix, userKey) }
+
+// Take implements sluice.Store: one script call, coalesced with concurrent calls into a
+// pipeline, bounded by ctx and the store's timeout.
+func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if err := req.Validate(s.cfg.maxKeyLen); err != nil {
+		return sluice.Decision{}, err
+	}
+	if s.closed.Load() {
+		return sluice.Decision{}, fmt.Errorf("redis: take: %w", sluice.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	c := s.newCall(ctx, &req)
+	select {
+	case s.queue <- c:
+	case <-ctx.Done():
+		return sluice.Decision{}, unavailable(ctx.Err())
+	case <-s.closing:
+		return sluice.Decision{}, fmt.Errorf("redis: take: %w", sluice.ErrClosed)
+	}
+	select {
+	case r := <-c.done:
+		return r.d, r.err
+	case <-ctx.Done():
+		return sluice.Decision{}, unavailable(ctx.Err())
+	}
+}
+
+func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
+	sc, argv := scriptArgs(req)
+	args := make([]any, 0, 6+len(argv))
+	args = append(args, nil, nil, 1, s.Key(req.Key))
+	if s.cfg.clock == nil {
+		args = append(args, "", "", 0)
+	} else {
+		ns := s.cfg.clock.Now().UnixNano()
+		ms := ns / 1e6
+		if ns%1e6 < 0 {
+			ms--
+		}
+		args = append(args, ms, ns-ms*1e6, clientClockMinTTL.Milliseconds())
+	}
+	args = append(args, argv...)
+	return &call{ctx: ctx, script: sc, args: args, limit: req.Rule.Capacity(), done: make(chan result, 1)}
+}
+
+// Close stops the store's workers, and closes the client when the store was built by
+// NewFromURL. Decisions after Close fail with sluice.ErrClosed.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.closing)
+		s.workers.Wait()
+		for {
+			select {
+			case c := <-s.queue:
+				c.done <- result{err: fmt.Errorf("redis: take: %w", sluice.ErrClosed)}
+				continue
+			default:
+			}
+			break
+		}
+		if s.owned {
+			err = s.client.Close()
+		}
+	})
+	return err
+}
+
+// clientClockMinTTL is the shortest TTL of a key written with a client clock (WithClock),
+// which need not run at the rate of the server's, which expires keys: a manual clock in tests
+// moves in jumps, and the real time between two of its steps may exceed the state's life.
+const clientClockMinTTL = time.Minute
+
+func unavailable(err error) error {
+	return fmt.Errorf("redis: %w: %w", sluice.ErrStoreUnavailable, err)
+}
+
+// maxDuration is the largest double below 2^63, where the scripts saturate durations (as
+// package algorithm saturates at math.MaxInt64).
+const maxDuration = 1<<63 - 1024
+
+// decode turns a script's reply into a Decision. Durations in replies are nanoseconds.
+func decode(vals []any, limit int64) (sluice.Decision, error) {
+	if len(vals) != 5 {
+		return sluice.Decision{}, fmt.Errorf("redis: %w: script reply has %d values, want 5", sluice.ErrStoreUnavailable, len(vals))
+	}
+	var n [5]int64
+	for i, v := range vals {
+		x, ok := v.(int64)
+		if !ok {
+			return sluice.Decision{}, fmt.Errorf("redis: %w: script reply value %d is %T, want an integer", sluice.ErrStoreUnavailable, i, v)
+		}
+		if x >= maxDuration {
+			x = math.MaxInt64
+		}
+		n[i] = x
+	}
+	d := sluice.Decision{
+		Allowed:    n[0] == 1,
+		Limit:      limit,
+		Remaining:  n[1],
+		RetryAfter: time.Duration(n[2]),
+		ResetAfter: time.Duration(n[3]),
+		Delay:      time.Duration(n[4]),
+	}
+	if n[2] < 0 {
+		d.RetryAfter = sluice.Never
+	}
+	return d, nil
+}
