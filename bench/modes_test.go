@@ -73,3 +73,17 @@ func BenchmarkModesMemory(b *testing.B) {
 		benchDecide(b, o, deniedRule, 1000)
 	})
 }
+
+// BenchmarkModesFallback is the healthy-path overhead of distributed.Fallback: the same
+// memory-store decision with and without the decorator, in the same run.
+func BenchmarkModesFallback(b *testing.B) {
+	b.Run("memory/allow", func(b *testing.B) { benchDecide(b, newMemoryStore(b), modeRule, 1000) })
+	b.Run("fallback/allow", func(b *testing.B) {
+		f, err := distributed.NewFallback(newMemoryStore(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		benchDecide(b, f, modeRule, 1000)
+	})
+}

@@ -55,8 +55,10 @@ type Fallback struct {
 	safe      float64
 	group, id string
 	onChange  func(from, to Mode)
+	manual    bool
 
 	mode        atomic.Uint32
+	lastBeat    atomic.Int64 // clock instant (Unix ns) of the last successful heartbeat
 	consecutive atomic.Int64
 	instances   atomic.Int64
 	modeMu      sync.Mutex
@@ -81,6 +83,7 @@ type fallbackConfig struct {
 	safe      float64
 	group, id string
 	onChange  func(from, to Mode)
+	manual    bool
 }
 
 type fallbackOptionFunc func(*fallbackConfig)
@@ -143,9 +146,17 @@ func WithInstanceID(id string) FallbackOption {
 	return fallbackOptionFunc(func(c *fallbackConfig) { c.id = id })
 }
 
-// WithFallbackClock sets the clock of the local limiter (default the system clock).
+// WithFallbackClock sets the Fallback's clock (default the system clock): the local limiter
+// decides on it, and it says when to probe an open circuit and when to send a heartbeat. The
+// timeout of a store call stays a real-time bound (a context deadline) whatever the clock.
 func WithFallbackClock(clock sluice.Clock) FallbackOption {
 	return fallbackOptionFunc(func(c *fallbackConfig) { c.clock = clock })
+}
+
+// WithManualProbe disables the background probe and heartbeat: the caller drives them with
+// Probe, for example a simulation on virtual time (like WithManualSync for Async).
+func WithManualProbe() FallbackOption {
+	return fallbackOptionFunc(func(c *fallbackConfig) { c.manual = true })
 }
 
 // OnModeChange registers f, called on every change of mode (for metrics and logs). It runs
@@ -177,9 +188,12 @@ func NewFallback(store sluice.Store, opts ...FallbackOption) (*Fallback, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.clock == nil {
+		cfg.clock = sluice.SystemClock{}
+	}
 	f := &Fallback{next: store, local: local, clock: cfg.clock, timeout: cfg.timeout,
 		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
-		group: cfg.group, id: cfg.id, onChange: cfg.onChange, stop: make(chan struct{})}
+		group: cfg.group, id: cfg.id, onChange: cfg.onChange, manual: cfg.manual, stop: make(chan struct{})}
 	f.policy = func(sluice.Rule) Policy { return cfg.policy }
 	if fn := cfg.policyFn; fn != nil {
 		f.policy = func(r sluice.Rule) Policy {
@@ -193,9 +207,11 @@ func NewFallback(store sluice.Store, opts ...FallbackOption) (*Fallback, error) 
 	f.instances.Store(int64(cfg.instances))
 	if reg, ok := store.(sluice.InstanceRegistry); ok {
 		f.registry = reg
-		f.beat() // a first count before any decision
-		f.wg.Add(1)
-		go f.heartbeatLoop()
+		_ = f.beat(context.Background()) // a first count before any decision
+		if !f.manual {
+			f.wg.Add(1)
+			go f.heartbeatLoop()
+		}
 	}
 	return f, nil
 }
@@ -236,14 +252,15 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 	if f.Mode() == ModeFallback {
 		return f.decideLocally(ctx, req)
 	}
-	d, err := within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
-		return f.next.Take(ctx, req)
-	})
+	d, late, err := f.call(ctx, req)
 	switch {
 	case err == nil:
 		f.consecutive.Store(0)
+		if late {
+			f.open() // the store answered, but too slowly: stop asking it
+		}
 		return d, nil
-	case errors.Is(err, errTimeout):
+	case late:
 		f.open()
 	case sluice.IsUnavailable(err):
 		if f.consecutive.Add(1) >= f.failures {
@@ -253,6 +270,23 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 		return d, err // bad input, or the caller's context ended: not the store's fault
 	}
 	return f.decideLocally(ctx, req)
+}
+
+// call asks the store under a deadline of the timeout, in the caller's goroutine: no goroutine
+// or channel per decision. late reports that the deadline passed during the call (the
+// caller's own context still live), so the store answered too late or not at all. Every
+// Sluice store honours its context; a store that ignores it holds the decision as long as it
+// blocks.
+func (f *Fallback) call(ctx context.Context, req sluice.Request) (d sluice.Decision, late bool, err error) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= f.timeout {
+		d, err = f.next.Take(ctx, req) // the caller's deadline is already the tighter bound
+		return d, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.timeout)
+	d, err = f.next.Take(cctx, req)
+	late = cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	return d, late, err
 }
 
 // decideLocally applies the rule's policy.
@@ -289,8 +323,10 @@ func (f *Fallback) open() {
 	if f.onChange != nil {
 		f.onChange(ModeStore, ModeFallback)
 	}
-	f.wg.Add(1)
-	go f.probeLoop()
+	if !f.manual {
+		f.wg.Add(1)
+		go f.probeLoop()
+	}
 }
 
 // reclose goes back to the store after a successful probe.
@@ -307,66 +343,93 @@ func (f *Fallback) reclose() {
 	}
 }
 
+// Probe runs the background work of a Fallback built WithManualProbe, at the instant of its
+// clock: in fallback mode it probes the store and switches back to it when the store answers
+// within the timeout; in store mode it sends a heartbeat when one is due (a heartbeat interval
+// after the last). It returns the probe's or heartbeat's error. A simulation calls it every
+// probe interval of virtual time; on a Fallback with background probing it is a way to probe
+// at once.
+func (f *Fallback) Probe(ctx context.Context) error {
+	if f.closed.Load() {
+		return fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
+	}
+	if f.Mode() == ModeFallback {
+		_, err := f.probeOnce(ctx)
+		return err
+	}
+	if f.registry != nil && f.clock.Now().UnixNano()-f.lastBeat.Load() >= int64(f.heartbeat) {
+		return f.beat(ctx)
+	}
+	return nil
+}
+
+// probeLoop probes an open circuit every probe interval of the Fallback's clock until the
+// store answers (or Close).
 func (f *Fallback) probeLoop() {
 	defer f.wg.Done()
-	req := sluice.Request{Key: "sluice:probe", Rule: sluice.FixedWindow(1, time.Second), N: 0}
-	wait := f.probe
 	for {
 		select {
 		case <-f.stop:
 			return
-		case <-time.After(wait):
+		case <-f.clock.After(f.probe):
 		}
-		start := time.Now()
-		_, err := within(context.Background(), time.Hour, f.stop, func(ctx context.Context) (sluice.Decision, error) {
-			ctx, cancel := context.WithTimeout(ctx, f.timeout)
-			defer cancel()
-			if f.registry != nil {
-				n, err := f.registry.Heartbeat(ctx, f.group, f.id, 3*f.heartbeat)
-				if err == nil {
-					f.instances.Store(int64(n))
-				}
-				return sluice.Decision{}, err
-			}
-			return f.next.Take(ctx, req)
-		})
-		switch {
-		case errors.Is(err, sluice.ErrClosed) && f.closed.Load():
+		back, err := f.probeOnce(context.Background())
+		if back || (errors.Is(err, sluice.ErrClosed) && f.closed.Load()) {
 			return
-		case err == nil && time.Since(start) <= f.timeout:
-			f.reclose()
-			return
-		case err == nil:
-			wait = 0 // answered late: probe again at once
-		default:
-			wait = f.probe
 		}
 	}
 }
 
+// probeOnce asks the store once, bounded by the timeout in real time: a heartbeat when the
+// store counts instances (which also refreshes the count), else a peek. When it answers in
+// time the circuit closes and back is true.
+func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
+	if f.registry != nil {
+		err = f.beat(ctx)
+	} else {
+		req := sluice.Request{Key: "sluice:probe", Rule: sluice.FixedWindow(1, time.Second), N: 0}
+		_, err = within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+			return f.next.Take(ctx, req)
+		})
+	}
+	if err != nil {
+		return false, err
+	}
+	f.reclose()
+	return true, nil
+}
+
+// heartbeatLoop sends a heartbeat every heartbeat interval of the Fallback's clock while the
+// store is in use.
 func (f *Fallback) heartbeatLoop() {
 	defer f.wg.Done()
 	for {
 		select {
 		case <-f.stop:
 			return
-		case <-time.After(f.heartbeat):
+		case <-f.clock.After(f.heartbeat):
 		}
 		if f.Mode() == ModeStore {
-			f.beat()
+			_ = f.beat(context.Background())
 		}
 	}
 }
 
-// beat announces the instance and updates the count; on failure the last count stays.
-func (f *Fallback) beat() {
-	_, _ = within(context.Background(), f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+// beat announces the instance and updates the count, bounded by the timeout in real time
+// (in its own goroutine, so a store that ignores its context cannot hold it); on failure the
+// last count stays.
+func (f *Fallback) beat(ctx context.Context) error {
+	_, err := within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
 		n, err := f.registry.Heartbeat(ctx, f.group, f.id, 3*f.heartbeat)
 		if err == nil && n > 0 {
 			f.instances.Store(int64(n))
 		}
 		return sluice.Decision{}, err
 	})
+	if err == nil {
+		f.lastBeat.Store(f.clock.Now().UnixNano())
+	}
+	return err
 }
 
 // within runs call in its own goroutine with a context that ends after timeout, and returns

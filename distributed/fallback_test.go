@@ -123,6 +123,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 		}()
 	}
 	time.Sleep(100 * time.Millisecond)
+	heapBefore := heapInuse() // the store's connections are open by now
 	env.breakIt(t)
 	phase.Store(1)
 	waitFor(t, 2*time.Second, "fallback mode on every instance", func() bool {
@@ -179,6 +180,26 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	waitFor(t, 5*time.Second, "goroutines back to the baseline", func() bool {
 		return runtime.NumGoroutine() <= baseline+1
 	})
+	// Memory: what the run allocated must be garbage once the instances are closed. The
+	// margin is generous (the test's own bookkeeping, the runtime's caches), far below what
+	// a goroutine, timer or buffer kept per decision would leave (thousands of decisions).
+	heapAfter := heapInuse()
+	t.Logf("heap in use after GC: %d KiB before the outage, %d KiB after Close", heapBefore>>10, heapAfter>>10)
+	if grown := int64(heapAfter) - int64(heapBefore); grown > heapMargin {
+		t.Errorf("heap in use grew by %d KiB over the run, more than %d KiB", grown>>10, heapMargin>>10)
+	}
+}
+
+// heapMargin is the growth of HeapInuse that runOutage tolerates.
+const heapMargin = 4 << 20
+
+// heapInuse returns HeapInuse after a full collection.
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }
 
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
