@@ -26,7 +26,15 @@ type Params struct {
 	interval int64 // ns per unit, rounded up
 	window   int64 // capacity x interval
 	perUnit  ratio // 1 / interval
+
+	coarseTick int64 // the longest clock tick during which at most 1% of capacity refills
 }
+
+// ToleratesTick reports whether a clock that advances in steps of tick can decide this rule
+// without changing any decision by more than 1% of its capacity: one step's worth of refill
+// (Limit x tick / Period) is at most Capacity / 100. Stores use it to pick a coarse clock for
+// the rules that can afford one.
+func (p *Params) ToleratesTick(tick int64) bool { return tick <= p.coarseTick }
 
 // Compile precomputes the parameters of a valid rule (see sluice.Rule.Validate); an invalid
 // rule gives meaningless params.
@@ -44,5 +52,6 @@ func Compile(r sluice.Rule) Params {
 	p.interval = (p.period + r.Limit - 1) / r.Limit
 	p.window = p.capacity * p.interval
 	p.perUnit = newRatio(1, p.interval)
+	p.coarseTick = mulDiv(p.period, p.capacity, 100*r.Limit)
 	return p
 }

@@ -37,6 +37,7 @@ type Store struct {
 	mask      uint64
 	seed      maphash.Seed
 	clock     sluice.Clock // nil: the fast system clock
+	coarse    bool         // clock is sluice.CoarseClock: read it without an interface call
 	perShard  int
 	maxKeyLen int
 	evictions atomic.Int64
@@ -115,7 +116,8 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithClock sets the clock (default: the monotonic system clock). Tests pass a
-// sluice.ManualClock.
+// sluice.ManualClock; sluice.CoarseClock makes decisions about a quarter cheaper at 500 µs
+// resolution.
 func WithClock(c sluice.Clock) Option { return optionFunc(func(cfg *config) { cfg.clock = c }) }
 
 // WithMaxKeys bounds the number of keys held (default DefaultMaxKeys). When a shard is full, a
@@ -164,6 +166,7 @@ func New(opts ...Option) (*Store, error) {
 		mask:      uint64(n - 1),
 		seed:      maphash.MakeSeed(),
 		clock:     cfg.clock,
+		coarse:    cfg.clock == sluice.Clock(sluice.CoarseClock{}),
 		perShard:  max(1, cfg.maxKeys/n),
 		maxKeyLen: cmp.Or(cfg.maxKeyLen, sluice.DefaultMaxKeyLength),
 		stop:      make(chan struct{}),
@@ -181,77 +184,103 @@ func New(opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) now() int64 {
-	if s.clock == nil {
-		return sluice.SystemClock{}.UnixNano()
+// now reads the store's clock for work not tied to one rule (sweeps, counters).
+func (s *Store) now() int64 { return s.nowFor(nil) }
+
+// nowFor reads the store's clock for a decision under p. Without a configured clock, rules that
+// tolerate it (see algorithm.Params.ToleratesTick) read sluice.CoarseClock, a quarter of the
+// cost of a decision, and the others the precise monotonic clock.
+func (s *Store) nowFor(p *algorithm.Params) int64 {
+	switch {
+	case s.coarse:
+		return sluice.CoarseClock{}.UnixNano()
+	case s.clock != nil:
+		return s.clock.Now().UnixNano()
+	case p != nil && p.ToleratesTick(coarseTick):
+		return sluice.CoarseClock{}.UnixNano()
 	}
-	return s.clock.Now().UnixNano()
+	return sluice.SystemClock{}.UnixNano()
 }
+
+const coarseTick = int64(sluice.CoarseResolution)
 
 // Take implements sluice.Store.
 func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, error) {
 	if err := req.ValidateArgs(s.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
-	now := s.now()
-	h := maphash.String(s.seed, req.Key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	if e := sh.get(h, req.Key); e != nil && e.params.Rule == req.Rule { // the common case
-		d := take(e, now, req.N, int64(req.MaxDelay))
-		sh.mu.Unlock()
-		return d, nil
+	sh, h, e := s.lock(req.Key, &req.Rule)
+	if e == nil {
+		return s.takeNew(sh, h, req)
 	}
+	now := s.nowFor(e.params)
+	d := e.state.TakeParams(now, e.params, req.N, int64(req.MaxDelay))
+	e.expires = now + int64(d.ResetAfter)
 	sh.mu.Unlock()
-	return s.takeNew(sh, h, now, req)
+	return d, nil
 }
 
-// take decides on an entry whose params match the request. The small states are called
-// directly rather than through the interface: it saves a tenth of a decision.
-func take(e *entry, now, n, maxDelay int64) sluice.Decision {
+// TakeLocal implements sluice.LocalStore: Take for in-process callers, with arguments and
+// results in registers. sluice.Limiter uses it for AllowN.
+func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error) {
+	if len(key) == 0 || len(key) > s.maxKeyLen || n < -sluice.MaxLimit {
+		_, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: n})
+		return false, 0, 0, 0, err
+	}
+	sh, h, e := s.lock(key, &rule)
+	if e == nil {
+		d, err := s.takeNew(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
+		return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
+	}
+	// The small states are called directly rather than through the interface, and the
+	// Decision is taken apart field by field: both save copies of it through memory.
+	now := s.nowFor(e.params)
 	var d sluice.Decision
 	switch st := e.state.(type) {
 	case *algorithm.GCRA:
-		d = st.TakeParams(now, e.params, n, maxDelay)
+		d = st.TakeParams(now, e.params, n, 0)
 	case *algorithm.TokenBucket:
-		d = st.TakeParams(now, e.params, n, maxDelay)
+		d = st.TakeParams(now, e.params, n, 0)
 	case *algorithm.FixedWindow:
-		d = st.TakeParams(now, e.params, n, maxDelay)
+		d = st.TakeParams(now, e.params, n, 0)
 	default:
-		d = e.state.TakeParams(now, e.params, n, maxDelay)
+		d = e.state.TakeParams(now, e.params, n, 0)
 	}
 	e.expires = now + int64(d.ResetAfter)
-	return d
+	sh.mu.Unlock()
+	return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, nil
 }
 
-// TakeLocal is Take for in-process callers: no context (nothing here blocks) and arguments
-// that fit in registers. sluice.Limiter uses it when the store provides it.
-func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (sluice.Decision, error) {
-	if len(key) == 0 || len(key) > s.maxKeyLen || n < -sluice.MaxLimit {
-		return s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: n})
-	}
-	now := s.now()
+// lock finds key's shard and hash, and returns with the shard locked and the key's entry when
+// the key exists with exactly this rule (the common case). Otherwise the entry is nil and the
+// shard unlocked, for takeNew.
+func (s *Store) lock(key string, rule *sluice.Rule) (*shard, uint64, *entry) {
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	if e := sh.get(h, key); e != nil && e.params.Rule == rule {
-		d := take(e, now, n, 0)
-		sh.mu.Unlock()
-		return d, nil
+	if e := sh.get(h, key); e != nil && sameRule(&e.params.Rule, rule) {
+		return sh, h, e
 	}
 	sh.mu.Unlock()
-	return s.takeNew(sh, h, now, sluice.Request{Key: key, Rule: rule, N: n})
+	return sh, h, nil
+}
+
+// sameRule is r == *o, field by field: cheaper than the generated struct comparison.
+func sameRule(r, o *sluice.Rule) bool {
+	return r.Limit == o.Limit && r.Period == o.Period && r.Algorithm == o.Algorithm &&
+		r.Burst == o.Burst && r.SubWindows == o.SubWindows
 }
 
 // takeNew decides for a key that is absent or whose rule changed: the rule is validated and
 // compiled before the shard is locked again.
-func (s *Store) takeNew(sh *shard, h uint64, now int64, req sluice.Request) (sluice.Decision, error) {
+func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request) (sluice.Decision, error) {
 	if err := req.Rule.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
 	params := s.compiled(req.Rule)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := s.nowFor(params)
 	e := sh.get(h, req.Key)
 	if e == nil {
 		e = &entry{state: algorithm.New(req.Rule.Algorithm), params: params}

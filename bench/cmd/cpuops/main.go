@@ -39,11 +39,19 @@ func measure(name string, f func(string)) {
 
 func main() {
 	ctx := context.Background()
-	for _, a := range []sluice.Algorithm{sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA, sluice.AlgorithmFixedWindow} {
-		s, _ := memory.New()
-		l := sluice.New(s)
-		rule := sluice.Rule{Algorithm: a, Limit: 1_000_000, Period: time.Second}
-		measure("sluice_"+a.String(), func(k string) { l.AllowN(ctx, k, rule, 1) })
+	for _, coarse := range []bool{false, true} {
+		for _, a := range []sluice.Algorithm{sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA, sluice.AlgorithmFixedWindow} {
+			var opts []memory.Option
+			name := "sluice_" + a.String()
+			if coarse {
+				opts = append(opts, memory.WithClock(sluice.CoarseClock{}))
+				name += "_coarse"
+			}
+			s, _ := memory.New(opts...)
+			l := sluice.New(s)
+			rule := sluice.Rule{Algorithm: a, Limit: 1_000_000, Period: time.Second}
+			measure(name, func(k string) { l.AllowN(ctx, k, rule, 1) })
+		}
 	}
 	var m sync.Map
 	measure("x_time_rate", func(k string) {
