@@ -20,7 +20,7 @@ var t0 = time.Unix(1_700_000_000, 0)
 // standalone returns a client of the standalone server from scripts/test.sh.
 func standalone(t testing.TB) goredis.UniversalClient {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t), MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

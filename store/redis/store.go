@@ -35,7 +35,9 @@ var _ sluice.Store = (*Store)(nil)
 // Sentinel failover client), a *goredis.ClusterClient or any other UniversalClient. The Store
 // does not contact Redis until the first decision and does not close client. Script calls are
 // never retried whatever the client's MaxRetries (a call that timed out may have committed);
-// other commands keep the client's settings.
+// other commands keep the client's settings. Give the client ContextTimeoutEnabled: true so a
+// stuck server holds a pipeline no longer than the store's timeout (callers never wait longer
+// than their timeout either way).
 func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redis: New: client is nil")

@@ -1,0 +1,20 @@
+package redis_test
+
+import (
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// conformance runs the storetest suite on client, then checks every key it wrote has a TTL.
+func conformance(t *testing.T, c goredis.UniversalClient) {
+	storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Store {
+		return newStore(t, c, redis.WithClock(clock))
+	})
+}
+
+func TestConformanceStandalone(t *testing.T) { conformance(t, standalone(t)) }

@@ -1,0 +1,142 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// NewFromURL connects to the Redis named by rawURL and returns a Store on it that closes the
+// connection on Close:
+//
+//	redis://[user:password@]host:port[/db]                   one Redis
+//	rediss://[user:password@]host:port[/db]                  one Redis over TLS
+//	redis-sentinel://[user:password@]host:port,host:port/MASTER[?password=..]
+//	                                                          the primary MASTER, found through Sentinels
+//	redis-cluster://[user:password@]host:port,host:port      a Redis Cluster (any nodes as seeds)
+//
+// For Sentinel, the userinfo authenticates to the Sentinels and the password query parameter
+// (with username) to the data nodes; the path is the master name. Query parameters for every
+// scheme: db (also the path of redis://), dial_timeout (a Go duration), pool_size. The client
+// never retries (MaxRetries -1) and honours context deadlines (ContextTimeoutEnabled), so a
+// stuck server holds a pipeline no longer than the store's timeout. Errors name the part of
+// the URL that is wrong.
+func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis: url: %w", err)
+	}
+	q := u.Query()
+	p, err := parseCommon(u, q)
+	if err != nil {
+		return nil, err
+	}
+	var client goredis.UniversalClient
+	switch u.Scheme {
+	case "redis", "rediss":
+		o := &goredis.Options{Addr: p.addrs[0], Username: p.user, Password: p.pass, DB: p.db,
+			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true}
+		if len(p.addrs) != 1 {
+			return nil, fmt.Errorf("redis: url: host: %s takes one host:port, got %d (use redis-cluster:// or redis-sentinel:// for more)", u.Scheme, len(p.addrs))
+		}
+		if u.Scheme == "rediss" {
+			o.TLSConfig = tlsConfig(p.addrs[0])
+		}
+		client = goredis.NewClient(o)
+	case "redis-sentinel":
+		master := strings.Trim(u.Path, "/")
+		if master == "" || strings.Contains(master, "/") {
+			return nil, fmt.Errorf("redis: url: path: redis-sentinel:// needs the master name as the path, got %q", u.Path)
+		}
+		client = goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName: master, SentinelAddrs: p.addrs,
+			SentinelUsername: p.user, SentinelPassword: p.pass,
+			Username: q.Get("username"), Password: q.Get("password"), DB: p.db,
+			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
+		})
+	case "redis-cluster":
+		if u.Path != "" && u.Path != "/" {
+			return nil, fmt.Errorf("redis: url: path: redis-cluster:// takes no path (Cluster has database 0 only), got %q", u.Path)
+		}
+		client = goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs: p.addrs, Username: p.user, Password: p.pass,
+			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
+		})
+	default:
+		return nil, fmt.Errorf("redis: url: scheme: want redis, rediss, redis-sentinel or redis-cluster, got %q", u.Scheme)
+	}
+	s, err := New(client, opts...)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+type urlParts struct {
+	addrs      []string
+	user, pass string
+	db, pool   int
+	dial       time.Duration
+}
+
+func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
+	var p urlParts
+	if u.Host == "" {
+		return p, errors.New("redis: url: host: missing (want host:port)")
+	}
+	for _, a := range strings.Split(u.Host, ",") {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			return p, fmt.Errorf("redis: url: host: %q is not host:port", a)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return p, fmt.Errorf("redis: url: host: %q has an invalid port", a)
+		}
+		p.addrs = append(p.addrs, a)
+	}
+	if u.User != nil {
+		p.user = u.User.Username()
+		p.pass, _ = u.User.Password()
+	}
+	if u.Scheme == "redis" || u.Scheme == "rediss" {
+		if path := strings.Trim(u.Path, "/"); path != "" {
+			db, err := strconv.Atoi(path)
+			if err != nil || db < 0 {
+				return p, fmt.Errorf("redis: url: path: want a database number, got %q", u.Path)
+			}
+			p.db = db
+		}
+	}
+	var err error
+	if v := q.Get("db"); v != "" {
+		if p.db, err = strconv.Atoi(v); err != nil || p.db < 0 {
+			return p, fmt.Errorf("redis: url: db: want a database number, got %q", v)
+		}
+	}
+	if v := q.Get("pool_size"); v != "" {
+		if p.pool, err = strconv.Atoi(v); err != nil || p.pool <= 0 {
+			return p, fmt.Errorf("redis: url: pool_size: want a positive integer, got %q", v)
+		}
+	}
+	if v := q.Get("dial_timeout"); v != "" {
+		if p.dial, err = time.ParseDuration(v); err != nil || p.dial <= 0 {
+			return p, fmt.Errorf("redis: url: dial_timeout: want a positive duration such as 500ms, got %q", v)
+		}
+	}
+	for k := range q {
+		switch k {
+		case "db", "pool_size", "dial_timeout", "password", "username":
+		default:
+			return p, fmt.Errorf("redis: url: %s: unknown query parameter (want db, pool_size, dial_timeout, username, password)", k)
+		}
+	}
+	return p, nil
+}
