@@ -3,10 +3,10 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
-	"math/rand/v2"
 	"testing"
 	"time"
 
