@@ -81,16 +81,42 @@ func (rawCodec) Name() string                       { return "proto" }
 
 var _ encoding.Codec = rawCodec{}
 
+// TestMalformedProtobuf sends raw bytes that are not a RateLimitRequest over a real
+// connection: INVALID_ARGUMENT with the decoding error, no store call, nothing kept.
 func TestMalformedProtobuf(t *testing.T) {
 	h := start(t, goldenRules)
-	for _, garbage := range [][]byte{{0xff, 0xff, 0xff}, {0x0a, 0x50, 'x'}, bytes.Repeat([]byte{0x12}, 100)} {
+	for _, garbage := range [][]byte{
+		{0xff, 0xff, 0xff},                   // invalid tag
+		{0x0a, 0x50, 'x'},                    // domain longer than the message
+		bytes.Repeat([]byte{0x12}, 100),      // descriptors, truncated
+		{0x0a, 0x02, 0xc3, 0x28},             // domain not UTF-8
+		{0x12, 0x04, 0x0a, 0x02, 0x0a, 0x7f}, // entry truncated inside a descriptor
+	} {
 		var out []byte
+		start := time.Now()
 		err := h.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
 			garbage, &out, grpc.ForceCodec(rawCodec{}))
-		// grpc-go rejects undecodable messages itself, with INTERNAL, before any handler runs.
-		if c := status.Code(err); c != codes.InvalidArgument && c != codes.Internal {
-			t.Errorf("%x: got %v, want INVALID_ARGUMENT or INTERNAL", garbage, err)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%x: got %v, want INVALID_ARGUMENT", garbage, err)
+			continue
 		}
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, "not a valid RateLimitRequest protobuf") {
+			t.Errorf("%x: message %q does not say what is wrong", garbage, msg)
+		}
+		t.Logf("%x: %v: %s", garbage, time.Since(start).Round(time.Microsecond), status.Convert(err).Message())
+	}
+	if n := h.srv.MalformedPending(); n != 0 {
+		t.Errorf("%d malformed-request errors kept after their answers", n)
+	}
+	if n := h.store.calls.Load(); n != 0 {
+		t.Errorf("%d store calls for malformed requests", n)
+	}
+	// An empty (but well-formed) request is still an ordinary invalid request.
+	var out []byte
+	err := h.conn.Invoke(context.Background(), "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+		[]byte{}, &out, grpc.ForceCodec(rawCodec{}))
+	if msg := status.Convert(err).Message(); status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, "domain: empty") {
+		t.Errorf("empty request: %v", err)
 	}
 	// The server still works.
 	if got := summary(h.ask(t, "golden", desc("remote_address", "x"))); !strings.HasPrefix(got, "OK") {

@@ -95,6 +95,7 @@ type Server struct {
 	http             *http.Server
 	ready            atomic.Bool
 	readyCheck       readiness
+	malformed        sync.Map // see rlsCodec
 	closeOnce        sync.Once
 }
 
@@ -195,7 +196,7 @@ func (s *Server) listen() error {
 			return fmt.Errorf("server: grpc-addr: %w", err)
 		}
 		s.grpcLis = lis
-		s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)))
+		s.grpc = grpc.NewServer(s.grpcOptions()...)
 		rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
 		s.health = health.NewServer()
 		healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -359,6 +360,10 @@ type rlsService struct {
 // ShouldRateLimit implements the Envoy RLS v3 API.
 func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
+	if err := r.s.takeMalformed(req); err != nil {
+		r.s.metrics.grpcInvalid.Inc()
+		return nil, err
+	}
 	resp, err := r.s.decide(ctx, req)
 	r.s.metrics.grpcLatency.Observe(time.Since(start).Seconds())
 	if err != nil && isInvalid(err) {

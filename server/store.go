@@ -45,9 +45,39 @@ func (o *openedStore) Close() error {
 	return errors.Join(errs...)
 }
 
+// CheckMode returns an error unless mode is a distribution mode OpenStore knows ("" is
+// sync). The error does not name the option, so a caller can prefix its own name
+// (--mode, SLUICE_MODE).
+func CheckMode(mode string) error {
+	switch mode {
+	case "", "sync", "overlimit", "async":
+		return nil
+	}
+	return fmt.Errorf("unknown distribution mode %q (want sync, overlimit or async)", mode)
+}
+
+// CheckFallback returns an error unless policy is a fallback policy OpenStore knows ("" is
+// none), without naming the option (see CheckMode).
+func CheckFallback(policy string) error {
+	if policy == "" {
+		return nil
+	}
+	if _, err := distributed.ParsePolicy(policy); err != nil {
+		return fmt.Errorf("unknown fallback policy %q (want local, fail_open or fail_closed, or empty for none)", policy)
+	}
+	return nil
+}
+
 // OpenStore opens the store and decorators described by opts. Close the result (it
-// implements sluice.Closer) to flush decorators and release connections.
+// implements sluice.Closer) to flush decorators and release connections. Invalid options
+// are errors that name them, before anything is opened.
 func OpenStore(opts StoreOptions) (sluice.Store, error) {
+	if err := CheckMode(opts.Mode); err != nil {
+		return nil, fmt.Errorf("server: mode: %w", err)
+	}
+	if err := CheckFallback(opts.Fallback); err != nil {
+		return nil, fmt.Errorf("server: fallback: %w", err)
+	}
 	base, closers, err := openBase(opts.URL)
 	if err != nil {
 		return nil, err
@@ -55,7 +85,6 @@ func OpenStore(opts StoreOptions) (sluice.Store, error) {
 	o := &openedStore{Store: base, closers: closers}
 	fail := func(err error) (sluice.Store, error) { _ = o.Close(); return nil, err }
 	switch opts.Mode {
-	case "", "sync":
 	case "overlimit":
 		d, err := distributed.NewOverLimit(o.Store)
 		if err != nil {
@@ -68,8 +97,6 @@ func OpenStore(opts StoreOptions) (sluice.Store, error) {
 			return fail(fmt.Errorf("server: mode async: %w", err))
 		}
 		o.Store, o.closers = d, append([]func() error{d.Close}, o.closers...)
-	default:
-		return fail(fmt.Errorf("server: mode: unknown %q (want sync, overlimit or async)", opts.Mode))
 	}
 	if opts.Fallback != "" {
 		p, err := distributed.ParsePolicy(opts.Fallback)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -25,7 +28,7 @@ func init() {
 // serveFlags are the flags of serve, each defaulting to its SLUICE_* environment variable.
 type serveFlags struct {
 	config, grpcAddr, httpAddr, store, mode, fallback string
-	logLevel, logFormat                               string
+	logLevel, logFormat, pprofAddr                    string
 	reload                                            time.Duration
 	headers                                           bool
 }
@@ -41,6 +44,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", serveEnv("SLUICE_LOG_FORMAT", "text"), "log format: text or json [SLUICE_LOG_FORMAT]")
 	reload, _ := time.ParseDuration(serveEnv("SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
 	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
+	fs.StringVar(&f.pprofAddr, "pprof", serveEnv("SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
 	headers, _ := strconv.ParseBool(serveEnv("SLUICE_RESPONSE_HEADERS", "false"))
 	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS]")
 }
@@ -58,6 +62,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var f serveFlags
 	f.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := server.CheckMode(f.mode); err != nil {
+		fmt.Fprintln(stderr, "sluice serve: --mode:", err)
+		return 2
+	}
+	if err := server.CheckFallback(f.fallback); err != nil {
+		fmt.Fprintln(stderr, "sluice serve: --fallback:", err)
 		return 2
 	}
 	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
@@ -83,6 +95,15 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		cfg.Rules = rules
 		logger.Info("no --config given: serving the embedded example rules (examples/config/rules.yaml)")
 	}
+	if f.pprofAddr != "" {
+		stopPprof, err := servePprof(f.pprofAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice serve:", err)
+			return 2
+		}
+		defer stopPprof()
+		logger.Info("pprof debug listener", "addr", f.pprofAddr)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg); err != nil {
@@ -105,4 +126,29 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
+}
+
+// servePprof serves /debug/pprof/ on addr, which must be a loopback address: profiles
+// reveal internals and cost CPU, so they are never exposed beyond the host.
+func servePprof(addr string) (stop func(), err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--pprof: %q is not a loopback address (want e.g. 127.0.0.1:6060)", addr)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }() // returns when closed
+	return func() { _ = srv.Close() }, nil
 }

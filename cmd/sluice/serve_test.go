@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,49 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		var out, errOut bytes.Buffer
 		if code := run(args, &out, &errOut); code == 0 {
 			t.Errorf("%v: exit 0", args)
+		}
+	}
+}
+
+// TestServeValidatesModeAndFallback: a bad --mode or --fallback (flag or environment) is a
+// usage error that names the flag, before anything listens.
+func TestServeValidatesModeAndFallback(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{args: []string{"--mode", "psychic"}, flag: "--mode"},
+		{args: []string{"--mode", "SYNC"}, flag: "--mode"},
+		{args: []string{"--fallback", "pray"}, flag: "--fallback"},
+		{args: []string{"--fallback", "open"}, flag: "--fallback"},
+		{env: map[string]string{"SLUICE_MODE": "eventually"}, flag: "--mode"},
+		{env: map[string]string{"SLUICE_FALLBACK": "maybe"}, flag: "--fallback"},
+	} {
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		var out, errOut bytes.Buffer
+		args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)
+		if code := run(args, &out, &errOut); code != 2 {
+			t.Errorf("%v %v: exit %d, want 2 (%s)", tc.args, tc.env, code, errOut.String())
+		}
+		if msg := errOut.String(); !strings.Contains(msg, tc.flag+":") {
+			t.Errorf("%v %v: %q does not name %s", tc.args, tc.env, msg, tc.flag)
+		}
+		for k := range tc.env {
+			os.Unsetenv(k) // t.Setenv restores it after the test
+
+		}
+	}
+}
+
+func TestServePprofLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "192.0.2.1:0", ":0", "nohost"} {
+		var out, errOut bytes.Buffer
+		args := []string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--pprof", addr}
+		if code := run(args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--pprof") {
+			t.Errorf("--pprof %s: exit %d, %q", addr, code, errOut.String())
 		}
 	}
 }
