@@ -201,7 +201,7 @@ func (a *Async) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 			return a.next.Take(ctx, req) // no room for a local view
 		}
 	} else if !ks.sameShape(req.Rule) {
-		ks.reset(req.Rule)
+		ks.reshape(req.Rule, t)
 	}
 	d := ks.decide(t, req.Rule, req.N)
 	if !ks.dirty {

@@ -23,6 +23,12 @@ type keyState struct {
 	dirty    bool
 	lastUsed int64 // Unix ns of the last decision
 	orphans  []orphan
+	// carried is the estimate carried over a rule change of shape (fixed windows: until
+	// carriedEnd, the end of the window it was counted in); sliding windows carry it in the
+	// current slot's carried field instead. It is this process's view of units counted
+	// under the old shape, never synced: every process carries its own view of the same
+	// global counters.
+	carried, carriedEnd int64
 }
 
 // slot is one window's counter. The view of window idx is global + inflight + pending.
@@ -31,6 +37,7 @@ type slot struct {
 	global   int64 // total at the last sync, this process's synced units included
 	inflight int64 // sent in the sync (or write) now in flight
 	pending  int64 // not sent yet
+	carried  int64 // estimate carried over a rule change (sliding windows), never synced
 }
 
 // orphan is a pending delta of a window that left the ring before it was synced.
@@ -46,8 +53,87 @@ func newKeyState(key string, r sluice.Rule) *keyState {
 	return ks
 }
 
-// reset shapes the state for rule r, keeping unsynced deltas as orphans.
+// reshape shapes the state for rule r at now, carrying the current estimate over as
+// algorithm.SlidingWindow.reshape does: a sliding window carries its estimate (the weighted
+// oldest window rounded up) into the new current sub-window; a fixed window carries its
+// current window's count until that window's end (algorithm.FixedWindow keeps counting in the
+// current window until it ends). Unsynced deltas are kept as orphans.
+func (ks *keyState) reshape(r sluice.Rule, now int64) {
+	if ks.cur != math.MinInt64 && ks.length == shapeLength(r) {
+		ks.rering(r)
+		return
+	}
+	var carried, carriedEnd int64
+	if ks.cur != math.MinInt64 {
+		w := max(ks.cur, floorDiv(now, ks.length))
+		if ks.sliding {
+			if w > ks.cur {
+				ks.cur = w
+			} else {
+				now = max(now, ks.cur*ks.length)
+			}
+			recent, old, f := ks.estimate(now)
+			carried = recent + mulDivCeil(old, ks.length-f, ks.length)
+		} else if w == ks.cur {
+			carried, carriedEnd = ks.val(ks.cur)+ks.carriedAt(now), (ks.cur+1)*ks.length
+		}
+	}
+	ks.reset(r)
+	if carried <= 0 {
+		return
+	}
+	if ks.sliding {
+		ks.cur = floorDiv(now, ks.length)
+		ks.slotFor(ks.cur).carried = carried
+	} else {
+		ks.carried, ks.carriedEnd = carried, carriedEnd
+	}
+}
+
+// shapeLength is the length of the windows rule r counts in.
+func shapeLength(r sluice.Rule) int64 {
+	if r.Algorithm == sluice.AlgorithmSlidingWindow {
+		return int64(r.Period) / r.Windows()
+	}
+	return int64(r.Period)
+}
+
+// rering reshapes the state for a rule whose windows have the same length (only the number
+// of sub-windows, or fixed vs sliding, changed): the windows are the same ones, so their
+// counters are kept as they are (those that fit the new ring), which is more exact than a
+// carried estimate and keeps matching the store's counters of those windows.
+func (ks *keyState) rering(r sluice.Rule) {
+	old, cur := ks.slots, ks.cur
+	carried, carriedEnd := ks.carried, ks.carriedEnd
+	ks.slots = nil
+	ks.reset(r)
+	ks.carried, ks.carriedEnd = carried, carriedEnd
+	ks.cur = cur
+	for _, s := range old {
+		if s.idx == math.MinInt64 {
+			continue
+		}
+		if s.idx <= cur-int64(len(ks.slots)) || ks.at(s.idx).idx > s.idx {
+			if s.pending != 0 { // left the ring: keep its delta for the next sync
+				ks.orphans = append(ks.orphans, orphan{time.Duration(ks.length), s.idx, s.pending})
+			}
+			continue
+		}
+		*ks.at(s.idx) = s
+	}
+}
+
+// carriedAt is a fixed window's carried count still in force at now.
+func (ks *keyState) carriedAt(now int64) int64 {
+	if now < ks.carriedEnd {
+		return ks.carried
+	}
+	return 0
+}
+
+// reset shapes the state for rule r with empty counters, keeping unsynced deltas as orphans.
 func (ks *keyState) reset(r sluice.Rule) {
+	ks.carried, ks.carriedEnd = 0, 0
 	for i := range ks.slots {
 		s := &ks.slots[i]
 		if s.pending != 0 {
@@ -94,7 +180,7 @@ func (ks *keyState) val(j int64) int64 {
 	if s.idx != j {
 		return 0
 	}
-	return max(0, s.global+s.inflight+s.pending)
+	return max(0, s.global+s.inflight+s.pending+s.carried)
 }
 
 // slotFor returns window j's slot, recycling an older window's slot (its unsynced delta
@@ -138,14 +224,20 @@ func (ks *keyState) decide(now int64, r sluice.Rule, n int64) sluice.Decision {
 
 func (ks *keyState) decideFixed(now, limit, n int64) sluice.Decision {
 	end := (ks.cur + 1) * ks.length
-	count := ks.val(ks.cur)
+	own := ks.val(ks.cur)
+	carried := ks.carriedAt(now)
+	count := own + carried
 	d := sluice.Decision{Limit: limit}
 	switch {
 	case n > limit:
 		d.RetryAfter = sluice.Never
 	case n < 0:
 		n = max(n, -count)
-		ks.slotFor(ks.cur).pending += n
+		fromCarried := max(n, -carried) // refund the carried units first
+		ks.carried += fromCarried
+		if rest := n - fromCarried; rest != 0 {
+			ks.slotFor(ks.cur).pending += rest
+		}
 		count += n
 		d.Allowed = true
 	case count+n <= limit:
@@ -154,12 +246,17 @@ func (ks *keyState) decideFixed(now, limit, n int64) sluice.Decision {
 		}
 		count += n
 		d.Allowed = true
+	case own+n <= limit && ks.carriedEnd < end:
+		d.RetryAfter = time.Duration(ks.carriedEnd - now) // the carried units leave first
 	default:
 		d.RetryAfter = time.Duration(end - now)
 	}
 	d.Remaining = max(0, limit-count)
 	if count != 0 {
 		d.ResetAfter = time.Duration(end - now)
+		if count == ks.carriedAt(now) {
+			d.ResetAfter = time.Duration(min(end, ks.carriedEnd) - now)
+		}
 	}
 	return d
 }
@@ -183,7 +280,10 @@ func (ks *keyState) decideSliding(now, limit, n int64) sluice.Decision {
 		rem := -n // newest windows first, as algorithm.SlidingWindow.refund
 		for j := ks.cur; j > ks.cur-int64(len(ks.slots)) && rem > 0; j-- {
 			if take := min(ks.val(j), rem); take > 0 {
-				ks.slotFor(j).pending -= take
+				s := ks.slotFor(j)
+				fromCarried := min(s.carried, take)
+				s.carried -= fromCarried
+				s.pending -= take - fromCarried
 				rem -= take
 			}
 		}
