@@ -72,7 +72,9 @@ export SLUICE_REDIS_PID=${PIDS[-1]}
 export SLUICE_REDIS_SERVER_BIN=$(command -v redis-server)
 
 MEMCACHED_PORT=$((BASE + 1))
-memcached -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 64 &
+MEMCACHED_USER=()
+[ "$(id -u)" -ne 0 ] || MEMCACHED_USER=(-u nobody) # memcached refuses to run as root
+memcached -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 64 "${MEMCACHED_USER[@]}" &
 PIDS+=($!)
 wait_port 127.0.0.1 "$MEMCACHED_PORT" memcached
 export SLUICE_MEMCACHED_ADDR=127.0.0.1:$MEMCACHED_PORT
