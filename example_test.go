@@ -1,0 +1,54 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+func ExampleLimiter_Allow() {
+	clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, _ := memory.New(memory.WithClock(clock)) // omit WithClock outside tests
+	defer store.Close()
+	limiter := sluice.New(store)
+	rule := sluice.TokenBucket(2, time.Second, 0) // 2 a second, bursts of 2
+
+	for i := 0; i < 3; i++ {
+		d, err := limiter.Allow(context.Background(), "client:42", rule)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("allowed=%v remaining=%d retry_after=%v\n", d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// allowed=true remaining=1 retry_after=0s
+	// allowed=true remaining=0 retry_after=0s
+	// allowed=false remaining=0 retry_after=500ms
+}
+
+func ExampleLimiter_AllowAll() {
+	store, _ := memory.New()
+	defer store.Close()
+	limiter := sluice.New(store)
+	checks := []sluice.Check{
+		{Key: "client:42", Rule: sluice.PerHour(1000)},                 // business quota
+		{Key: "instance", Rule: sluice.TokenBucket(1, time.Minute, 0)}, // overload guard
+	}
+	for i := 0; i < 2; i++ {
+		d, _ := limiter.AllowAll(context.Background(), checks)
+		fmt.Printf("allowed=%v quota left=%d\n", d.Allowed, checks[0].Decision.Remaining)
+	}
+	// Output:
+	// allowed=true quota left=999
+	// allowed=false quota left=999
+}
+
+func ExampleRule_Validate() {
+	err := sluice.TokenBucket(10, time.Second, -1).Validate()
+	fmt.Println(err)
+	// Output: sluice: invalid rule: burst: must be between 0 (= limit) and 1000000000, got -1
+}
