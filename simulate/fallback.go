@@ -1,33 +1,42 @@
 package simulate
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 )
 
+// Fallback probe and heartbeat intervals in virtual time, and the real-time bound of a store
+// call (the simulated stores answer at once; Redis within it).
+const (
+	FallbackProbeInterval = time.Second
+	FallbackHeartbeat     = time.Second
+	fallbackTimeout       = time.Second
+)
+
 // Fallback returns a fallback mode: nodes instances, each a distributed.Fallback with the
-// given policy over the shared store, which is down for the middle third of the run. The
-// circuit opens at the first failure. Each instance is told the fleet size (WithInstances),
-// because the simulated shared store does not count instances while it is behind the outage
-// wrapper.
-//
-// Recovery is not simulated: distributed.Fallback probes the store on the wall clock, not on
-// its injected clock, so a probe cannot be placed deterministically in virtual time. The probe
-// interval is set beyond any run, and an instance stays in fallback from the outage to the end
-// of the run. Store calls are bounded by a wall-clock timeout, set to an hour for the same
-// reason.
+// given policy over the shared store, which is down for the middle third of the run and
+// answers again in the last third. The circuit opens at the first failure. Every instance
+// announces itself with heartbeats in the shared store (so the local policy's share is the
+// rule's limit divided by the live instances it counted) and, while the store is down, probes
+// it; both run on the harness's virtual clock (WithManualProbe, driven every
+// FallbackProbeInterval), so the switch back to the store happens at the first probe after
+// the outage, deterministically.
 func Fallback(nodes int, routing Routing, policy distributed.Policy) Mode {
 	name := "fallback"
 	if policy != distributed.PolicyLocal {
 		name += "_" + policy.String()
 	}
 	return Mode{Name: name, Nodes: nodes, Routing: routing, Outage: Outage{From: 1.0 / 3, To: 2.0 / 3},
-		Build: func(shared sluice.Store, clock sluice.Clock, _ int) (sluice.Store, error) {
+		ProbeEvery: FallbackProbeInterval,
+		Build: func(shared sluice.Store, clock sluice.Clock, node int) (sluice.Store, error) {
 			return distributed.NewFallback(shared, distributed.WithFallbackClock(clock),
-				distributed.WithPolicy(policy), distributed.WithInstances(nodes),
-				distributed.WithFailures(1), distributed.WithTimeout(time.Hour),
-				distributed.WithProbeInterval(365*24*time.Hour))
+				distributed.WithPolicy(policy), distributed.WithFailures(1),
+				distributed.WithTimeout(fallbackTimeout), distributed.WithManualProbe(),
+				distributed.WithProbeInterval(FallbackProbeInterval),
+				distributed.WithHeartbeat(FallbackHeartbeat),
+				distributed.WithInstanceID(fmt.Sprint("node-", node)))
 		}}
 }

@@ -81,8 +81,12 @@ type Mode struct {
 	// implements Syncer each time virtual time crosses a multiple of it, so decorators that
 	// synchronise in the background do so deterministically in virtual time.
 	SyncEvery time.Duration
+	// ProbeEvery, when positive, makes the harness call Probe on every instance store that
+	// implements Prober each time virtual time crosses a multiple of it, so a fallback probes
+	// the store and sends heartbeats deterministically in virtual time.
+	ProbeEvery time.Duration
 	// Outage, when To > From, makes the shared store fail every call with
-	// sluice.ErrStoreUnavailable over that part of the run.
+	// sluice.ErrStoreUnavailable over that part of the run; it answers again after To.
 	Outage Outage
 }
 
@@ -94,6 +98,13 @@ type Outage struct{ From, To float64 }
 // interval (async counters); the harness calls Sync at every SyncEvery of virtual time.
 type Syncer interface {
 	Sync(ctx context.Context) error
+}
+
+// Prober is implemented by instance stores that probe a failed store and announce
+// themselves in the background (distributed.Fallback with WithManualProbe); the harness calls
+// Probe at every ProbeEvery of virtual time.
+type Prober interface {
+	Probe(ctx context.Context) error
 }
 
 // Single is the single mode.
@@ -118,6 +129,8 @@ func (m Mode) validate() error {
 		return fmt.Errorf("simulate: outage: must satisfy 0 <= from <= to <= 1, got %v..%v", m.Outage.From, m.Outage.To)
 	case m.SyncEvery < 0:
 		return fmt.Errorf("simulate: sync interval: negative (%v)", m.SyncEvery)
+	case m.ProbeEvery < 0:
+		return fmt.Errorf("simulate: probe interval: negative (%v)", m.ProbeEvery)
 	}
 	if m.Routing != "" {
 		if _, err := ParseRouting(string(m.Routing)); err != nil {
@@ -138,7 +151,7 @@ type outageStore struct {
 // AddWindowCounts implements sluice.CounterStore when the wrapped store does, failing as Take
 // does during the outage.
 func (s *outageStore) AddWindowCounts(ctx context.Context, batch []sluice.WindowCounts) error {
-	if now := s.clock.Now().UnixNano(); now >= s.from && now < s.to {
+	if s.down() {
 		return fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
 	}
 	cs, ok := s.Store.(sluice.CounterStore)
@@ -148,8 +161,27 @@ func (s *outageStore) AddWindowCounts(ctx context.Context, batch []sluice.Window
 	return cs.AddWindowCounts(ctx, batch)
 }
 
+// Heartbeat implements sluice.InstanceRegistry when the wrapped store does, failing as Take
+// does during the outage.
+func (s *outageStore) Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (int, error) {
+	if s.down() {
+		return 0, fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
+	}
+	reg, ok := s.Store.(sluice.InstanceRegistry)
+	if !ok {
+		return 0, fmt.Errorf("simulate: shared store %T is not a sluice.InstanceRegistry", s.Store)
+	}
+	return reg.Heartbeat(ctx, group, instance, ttl)
+}
+
+// down reports whether the clock is in the outage.
+func (s *outageStore) down() bool {
+	now := s.clock.Now().UnixNano()
+	return now >= s.from && now < s.to
+}
+
 func (s *outageStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	if now := s.clock.Now().UnixNano(); now >= s.from && now < s.to {
+	if s.down() {
 		return sluice.Decision{}, fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
 	}
 	return s.Store.Take(ctx, req)

@@ -86,7 +86,8 @@ func WriteTable(w io.Writer, rows []Row, format string) error {
 func (r Row) values() []any {
 	return []any{r.Scenario, r.Algorithm, r.Mode, r.Nodes, r.Routing, r.Requests,
 		r.AdmittedFraction, r.OverAdmission, r.LimitViolations, r.NeedlessDenials,
-		r.MeanAbsError, r.Errors, r.RateEstimationWrong, r.RateEstimationError}
+		r.MeanAbsError, r.Errors, r.RateEstimationWrong, r.RateEstimationError,
+		r.OverAdmissionOutage, r.OverAdmissionRecovery}
 }
 
 // cells formats the row's values, floats with prec significant digits (-1: exact).

@@ -36,11 +36,18 @@ type Row struct {
 	RateEstimationWrong float64 `json:"rate_estimation_wrong"`
 	// RateEstimationError is the mean |estimated rate - exact rate| / limit in the same view.
 	RateEstimationError float64 `json:"rate_estimation_error"`
+	// OverAdmissionOutage is OverAdmission over the instants of the store outage (modes with
+	// one; NaN otherwise).
+	OverAdmissionOutage float64 `json:"over_admission_outage"`
+	// OverAdmissionRecovery is OverAdmission over the period after the store comes back: the
+	// trailing periods that span the switch back (modes with an outage; NaN otherwise).
+	OverAdmissionRecovery float64 `json:"over_admission_recovery"`
 }
 
 // Columns lists the table columns in order, as named in JSON.
 var Columns = []string{"scenario", "algorithm", "mode", "nodes", "routing", "requests",
 	"admitted_fraction", "over_admission", "limit_violations", "needless_denials",
-	"mean_abs_error", "errors", "rate_estimation_wrong", "rate_estimation_error"}
+	"mean_abs_error", "errors", "rate_estimation_wrong", "rate_estimation_error",
+	"over_admission_outage", "over_admission_recovery"}
 
 var nan = math.NaN()

@@ -29,6 +29,12 @@ type Config struct {
 	// Samples is the number of instants the plot series are sampled at (default 400), over
 	// the first PlotPeriods periods of the run (default 10).
 	Samples, PlotPeriods int
+	// Store, when set, builds the store the instances of a distributed mode share, once per
+	// algorithm and mode, on the run's virtual clock; each call must return a store with
+	// fresh state (e.g. Redis under a new key prefix). It must implement sluice.CounterStore
+	// for the async modes and sluice.InstanceRegistry for the fallback heartbeats, and is
+	// closed after use when it is a sluice.Closer. Default: a memory store.
+	Store func(clock sluice.Clock) (sluice.Store, error)
 }
 
 // Result is the outcome of Run: the table and the series the plots are drawn from.
@@ -165,7 +171,7 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 	if m.Build == nil {
 		dec = &single{states: make([]algorithm.State, trace.Clients), algo: v.Algorithm}
 	} else {
-		d, err := newFleet(trace, cfg.Seed, m)
+		d, err := newFleet(trace, cfg, m)
 		if err != nil {
 			return Row{}, nil, err
 		}
@@ -173,7 +179,8 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 	}
 	row := Row{Scenario: cfg.Scenario.Name, Algorithm: v.Name(), Mode: m.Name, Nodes: m.Nodes,
 		Routing: string(m.Routing), Requests: int64(len(trace.Events)),
-		MeanAbsError: nan, RateEstimationWrong: nan, RateEstimationError: nan}
+		MeanAbsError: nan, RateEstimationWrong: nan, RateEstimationError: nan,
+		OverAdmissionOutage: nan, OverAdmissionRecovery: nan}
 	if m.Build == nil {
 		row.Routing = "-"
 	} else if row.Routing == "" {
@@ -186,7 +193,8 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 	focus := &admitted[s.series.Client]
 	samples := make([]int64, 0, len(s.at))
 	var allowed, violations, needless, errs, decided int64
-	var maxCount int64
+	var maxCount, maxOutage, maxRecovery int64
+	from, to, outage := m.outageSpan(trace)
 	var absErr float64
 	for _, ev := range trace.Events {
 		for len(samples) < len(s.at) && s.at[len(samples)] < ev.At {
@@ -208,6 +216,13 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 			allowed++
 			w.Add(ev.At, ev.N)
 			maxCount = max(maxCount, before+ev.N)
+			switch {
+			case !outage:
+			case ev.At >= from && ev.At < to:
+				maxOutage = max(maxOutage, before+ev.N)
+			case ev.At >= to && ev.At < to+period:
+				maxRecovery = max(maxRecovery, before+ev.N)
+			}
 			if before+ev.N > limit {
 				violations++
 			}
@@ -231,6 +246,10 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 	n := float64(max(1, len(trace.Events)))
 	row.AdmittedFraction = float64(allowed) / n
 	row.OverAdmission = float64(maxCount) / float64(limit)
+	if outage {
+		row.OverAdmissionOutage = float64(maxOutage) / float64(limit)
+		row.OverAdmissionRecovery = float64(maxRecovery) / float64(limit)
+	}
 	row.LimitViolations = float64(violations) / n
 	row.NeedlessDenials = float64(needless) / n
 	row.Errors = float64(errs) / n
@@ -264,11 +283,11 @@ func (s *single) decide(_ context.Context, ev Event, rule sluice.Rule) (sluice.D
 
 func (*single) close() error { return nil }
 
-// fleet decides through Nodes limiters over stores built from one shared memory store,
-// all on one virtual clock.
+// fleet decides through Nodes limiters over stores built from one shared store (memory by
+// default), all on one virtual clock.
 type fleet struct {
 	clock      *sluice.ManualClock
-	shared     *memory.Store
+	shared     sluice.Store
 	sharedView sluice.Store // shared, or shared behind the outage
 	stores     []sluice.Store
 	limiters   []*sluice.Limiter
@@ -276,29 +295,43 @@ type fleet struct {
 	keys       []string
 	syncEvery  int64
 	nextSync   int64
+	probeEvery int64
+	nextProbe  int64
 }
 
-func newFleet(trace Trace, seed uint64, m Mode) (*fleet, error) {
-	clock := sluice.NewManualClock(time.Unix(0, trace.Start).UTC())
-	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
-	if err != nil {
-		return nil, err
+// outageSpan returns the instants the mode's outage starts and ends in the trace.
+func (m Mode) outageSpan(trace Trace) (from, to int64, ok bool) {
+	if m.Outage.To <= m.Outage.From {
+		return 0, 0, false
 	}
-	var shared sluice.Store = mem
-	if m.Outage.To > m.Outage.From {
-		span := float64(trace.End - trace.Start)
-		shared = &outageStore{Store: mem, clock: clock,
-			from: trace.Start + int64(m.Outage.From*span), to: trace.Start + int64(m.Outage.To*span)}
+	span := float64(trace.End - trace.Start)
+	return trace.Start + int64(m.Outage.From*span), trace.Start + int64(m.Outage.To*span), true
+}
+
+func newFleet(trace Trace, cfg Config, m Mode) (*fleet, error) {
+	clock := sluice.NewManualClock(time.Unix(0, trace.Start).UTC())
+	var mem sluice.Store
+	var err error
+	if cfg.Store != nil {
+		mem, err = cfg.Store(clock)
+	} else {
+		mem, err = memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("simulate: shared store: %w", err)
+	}
+	shared := mem
+	if from, to, ok := m.outageSpan(trace); ok {
+		shared = &outageStore{Store: mem, clock: clock, from: from, to: to}
 	}
 	routing := m.Routing
 	if routing == "" {
 		routing = RoundRobin
 	}
-	d := &fleet{clock: clock, shared: mem, sharedView: shared, router: newRouter(routing, m.Nodes, seed),
-		keys: make([]string, trace.Clients), syncEvery: int64(m.SyncEvery)}
-	if d.syncEvery > 0 {
-		d.nextSync = trace.Start + d.syncEvery
-	}
+	d := &fleet{clock: clock, shared: mem, sharedView: shared, router: newRouter(routing, m.Nodes, cfg.Seed),
+		keys: make([]string, trace.Clients), syncEvery: int64(m.SyncEvery), probeEvery: int64(m.ProbeEvery)}
+	d.nextSync = trace.Start + d.syncEvery
+	d.nextProbe = trace.Start + d.probeEvery
 	for i := range d.keys {
 		d.keys[i] = fmt.Sprintf("client-%d", i)
 	}
@@ -315,14 +348,25 @@ func newFleet(trace Trace, seed uint64, m Mode) (*fleet, error) {
 }
 
 func (d *fleet) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
-	for d.syncEvery > 0 && d.nextSync <= ev.At {
-		d.clock.Set(time.Unix(0, d.nextSync).UTC())
+	for (d.syncEvery > 0 && d.nextSync <= ev.At) || (d.probeEvery > 0 && d.nextProbe <= ev.At) {
+		// The background work due first, at its own instant: syncs, then probes and heartbeats.
+		if d.syncEvery > 0 && (d.probeEvery <= 0 || d.nextSync <= d.nextProbe) {
+			d.clock.Set(time.Unix(0, d.nextSync).UTC())
+			for _, st := range d.stores {
+				if s, ok := st.(Syncer); ok {
+					_ = s.Sync(ctx) // a failed sync (store down) is retried at the next interval
+				}
+			}
+			d.nextSync += d.syncEvery
+			continue
+		}
+		d.clock.Set(time.Unix(0, d.nextProbe).UTC())
 		for _, st := range d.stores {
-			if s, ok := st.(Syncer); ok {
-				_ = s.Sync(ctx) // a failed sync (store down) is retried at the next interval
+			if p, ok := st.(Prober); ok {
+				_ = p.Probe(ctx) // a failed probe (store down) is retried at the next interval
 			}
 		}
-		d.nextSync += d.syncEvery
+		d.nextProbe += d.probeEvery
 	}
 	d.clock.Set(time.Unix(0, ev.At).UTC())
 	node := d.router.route(ev.Client)
@@ -331,13 +375,15 @@ func (d *fleet) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.
 
 func (d *fleet) close() error {
 	var errs []error
-	seen := map[sluice.Store]bool{d.sharedView: true}
+	seen := map[sluice.Store]bool{d.sharedView: true, d.shared: true}
 	for _, st := range d.stores {
 		if c, ok := st.(sluice.Closer); ok && !seen[st] {
 			seen[st] = true
 			errs = append(errs, c.Close())
 		}
 	}
-	errs = append(errs, d.shared.Close())
+	if c, ok := d.shared.(sluice.Closer); ok {
+		errs = append(errs, c.Close())
+	}
 	return errors.Join(errs...)
 }
