@@ -35,6 +35,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "directory to write the PNG and SVG plots to (none when empty)")
 	list := fs.Bool("list", false, "list the scenarios with their exact definitions and exit")
 	quiet := fs.Bool("quiet", false, "no progress indicator on stderr")
+	storeURL := fs.String("store", "memory", "store the instances of distributed modes share: memory, or redis://host:port/db (keys under a fresh sluice-simulate:* prefix per run, client clock)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice simulate [flags]\n\nReplays seeded traffic in virtual time through each algorithm and mode and prints\none row of accuracy metrics per algorithm and mode (see docs/ACCURACY.md).\n\nflags:")
 		fs.PrintDefaults()
@@ -60,6 +61,12 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 		return 2
 	}
+	closeStore, err := simulateStore(&cfg, *storeURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+		return 2
+	}
+	defer closeStore()
 	if !*quiet {
 		cfg.Progress = progressPrinter(stderr)
 	}
