@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -45,4 +46,28 @@ type InstanceRegistry interface {
 	// Heartbeat marks instance live in group for ttl and returns the number of live instances
 	// in the group, this one included.
 	Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (live int, err error)
+}
+
+// Validate checks the item's key (non-empty, at most maxKeyLen bytes; 0 means
+// DefaultMaxKeyLength), window length, TTL and slices. Stores call it on every item before
+// touching state, and report its error in the item's Err.
+func (w *WindowCounts) Validate(maxKeyLen int) error {
+	if maxKeyLen <= 0 {
+		maxKeyLen = DefaultMaxKeyLength
+	}
+	switch {
+	case w.Key == "":
+		return fmt.Errorf("%w: key: empty", ErrInvalidKey)
+	case len(w.Key) > maxKeyLen:
+		return fmt.Errorf("%w: key: %d bytes, longer than the maximum of %d", ErrInvalidKey, len(w.Key), maxKeyLen)
+	case w.Length < MinPeriod || w.Length%time.Millisecond != 0:
+		return fmt.Errorf("%w: length: must be a whole number of milliseconds, got %v", ErrInvalidRule, w.Length)
+	case w.TTL <= 0:
+		return fmt.Errorf("%w: ttl: must be positive, got %v", ErrInvalidRule, w.TTL)
+	case len(w.Deltas) == 0 || len(w.Deltas) > MaxSubWindows+1:
+		return fmt.Errorf("%w: deltas: want 1 to %d windows, got %d", ErrInvalidN, MaxSubWindows+1, len(w.Deltas))
+	case len(w.Totals) != len(w.Deltas):
+		return fmt.Errorf("%w: totals: length %d, want %d (one per delta)", ErrInvalidN, len(w.Totals), len(w.Deltas))
+	}
+	return nil
 }
