@@ -31,7 +31,10 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // timeout, that request is decided by policy at once; after K consecutive failures, or one
 // timeout, the circuit opens: no more store calls, every decision is made by policy, and the
 // store is probed in the background until it answers within the timeout, when decisions go
-// back to it. No decision waits longer than the timeout.
+// back to it. No decision waits longer than the timeout, provided the store honours its
+// context (every Sluice store does): the call runs in the caller's goroutine under a context
+// deadline. When to probe and when to send a heartbeat are decided on the Fallback's clock
+// (WithFallbackClock); WithManualProbe hands both to the caller (Probe).
 //
 // PolicyLocal (the default) keeps the global budget: each instance decides with a local
 // limiter (a memory store) whose limit is the rule's limit divided by the number of live
@@ -90,8 +93,8 @@ type fallbackOptionFunc func(*fallbackConfig)
 
 func (f fallbackOptionFunc) applyFallback(c *fallbackConfig) { f(c) }
 
-// WithTimeout bounds every store call (default DefaultTimeout). A call that takes longer is
-// decided by policy and opens the circuit.
+// WithTimeout bounds every store call in real time, as a context deadline (default
+// DefaultTimeout). A call that takes longer is decided by policy and opens the circuit.
 func WithTimeout(d time.Duration) FallbackOption {
 	return fallbackOptionFunc(func(c *fallbackConfig) { c.timeout = d })
 }
