@@ -262,14 +262,12 @@ func (s *Server) logStoreError(err error) {
 
 // respond builds the RLS response and counts the decisions.
 func (s *Server) respond(st *rules, domain string, items []item) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{OverallCode: codeOK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items))}
-	block := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(items))
-	var durations []durationpb.Duration
+	resp, block := newResponse(len(items))
 	dc := st.domains[domain]
 	tightest := -1
 	for i := range items {
 		it := &items[i]
-		ds := &block[i]
+		ds := &block[i].status
 		resp.Statuses[i] = ds
 		ds.Code = codeOK
 		if !it.limited() {
@@ -279,9 +277,6 @@ func (s *Server) respond(st *rules, domain string, items []item) *rlsv3.RateLimi
 				dc.noRule.Inc()
 			}
 			continue
-		}
-		if durations == nil {
-			durations = make([]durationpb.Duration, len(items))
 		}
 		d := it.decision
 		if it.over && !it.shadow() {
@@ -293,8 +288,9 @@ func (s *Server) respond(st *rules, domain string, items []item) *rlsv3.RateLimi
 		if it.over && d.RetryAfter > 0 {
 			wait = d.RetryAfter
 		}
-		durations[i] = durationpb.Duration{Seconds: int64(wait / time.Second), Nanos: int32(wait % time.Second)}
-		ds.DurationUntilReset = &durations[i]
+		dur := &block[i].duration
+		dur.Seconds, dur.Nanos = int64(wait/time.Second), int32(wait%time.Second)
+		ds.DurationUntilReset = dur
 		s.count(st, dc, it, ds)
 		if tightest < 0 || d.Remaining < items[tightest].decision.Remaining {
 			tightest = i
@@ -304,6 +300,33 @@ func (s *Server) respond(st *rules, domain string, items []item) *rlsv3.RateLimi
 		resp.ResponseHeadersToAdd = rateLimitHeaders(&items[tightest], resp.Statuses[tightest])
 	}
 	return resp
+}
+
+// statusBlock holds a descriptor's status and its duration_until_reset together.
+type statusBlock struct {
+	status   rlsv3.RateLimitResponse_DescriptorStatus
+	duration durationpb.Duration
+}
+
+// oneResponse is the response to a request of one descriptor (the usual case) in a single
+// allocation.
+type oneResponse struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	block    [1]statusBlock
+}
+
+// newResponse allocates a response and the statuses of n descriptors (one allocation for
+// n == 1, three otherwise); resp.Statuses has length n and is filled by the caller.
+func newResponse(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
+	if n == 1 {
+		o := &oneResponse{}
+		o.resp.OverallCode = codeOK
+		o.resp.Statuses = o.statuses[:]
+		return &o.resp, o.block[:]
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: codeOK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)},
+		make([]statusBlock, n)
 }
 
 // count sets the status's current_limit and counts the decision.

@@ -1,20 +1,22 @@
 package server
 
 import (
-	"os"
-	"strconv"
-
 	"google.golang.org/grpc"
 )
 
-// grpcOptions are the options of the RLS gRPC server (experiment knobs).
+// grpcOptions are the options of the RLS gRPC server. Everything here is scoped to this
+// server: an application embedding it keeps its own codecs and settings.
 func (s *Server) grpcOptions() []grpc.ServerOption {
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)), grpc.ForceServerCodecV2(newRLSCodec(&s.malformed))}
-	if n, _ := strconv.Atoi(os.Getenv("X_WORKERS")); n > 0 {
-		opts = append(opts, grpc.NumStreamWorkers(uint32(n)))
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
+		grpc.ForceServerCodecV2(newRLSCodec(&s.malformed)),
 	}
-	if os.Getenv("X_STATIC") != "" {
-		opts = append(opts, grpc.StaticStreamWindowSize(1<<20), grpc.StaticConnWindowSize(1<<20))
+	workers := s.cfg.StreamWorkers
+	if workers == 0 {
+		workers = DefaultStreamWorkers
+	}
+	if workers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(workers)))
 	}
 	return opts
 }

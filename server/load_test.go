@@ -17,6 +17,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // loadResult is what a load run measured.
@@ -36,6 +37,10 @@ func (r loadResult) String() string {
 // load runs `clients` gRPC clients, each on its own connection, calling ShouldRateLimit in a
 // closed loop for d (bounded) against addr. Keys cycle over `keys` client addresses, so most
 // requests are allowed and some hit their limit.
+//
+// When domain is "grpc.health.v1" the clients call the gRPC health service's Check
+// instead: an empty handler on the same server and connections, the floor of what any
+// unary gRPC call costs there.
 func load(t *testing.T, addr, domain string, clients int, d time.Duration, keys int) loadResult {
 	t.Helper()
 	var mu sync.Mutex
@@ -52,6 +57,7 @@ func load(t *testing.T, addr, domain string, clients int, d time.Duration, keys 
 		}
 		defer conn.Close()
 		client := rlsv3.NewRateLimitServiceClient(conn)
+		health := healthpb.NewHealthClient(conn)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -63,7 +69,14 @@ func load(t *testing.T, addr, domain string, clients int, d time.Duration, keys 
 					desc("remote_address", "10.0."+strconv.Itoa(c)+"."+strconv.Itoa(i%keys)),
 				}}
 				s := time.Now()
-				resp, err := client.ShouldRateLimit(context.Background(), req)
+				var resp *rlsv3.RateLimitResponse
+				var err error
+				if domain == healthDomain {
+					_, err = health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+					resp = &rlsv3.RateLimitResponse{}
+				} else {
+					resp, err = client.ShouldRateLimit(context.Background(), req)
+				}
 				lat = append(lat, time.Since(s))
 				n++
 				switch {
@@ -97,6 +110,9 @@ func load(t *testing.T, addr, domain string, clients int, d time.Duration, keys 
 	return res
 }
 
+// healthDomain makes load call the health service (see load).
+const healthDomain = "grpc.health.v1"
+
 // loadDuration is the bounded length of a load run: 2 s, or SLUICE_LOAD_SECONDS up to 10.
 func loadDuration() time.Duration {
 	if s, err := strconv.Atoi(os.Getenv("SLUICE_LOAD_SECONDS")); err == nil && s > 0 {
@@ -128,7 +144,9 @@ func TestLoadMemory(t *testing.T) {
 
 // TestLoadExternal measures a separately running `sluice serve` (the benchmark in
 // docs/BENCHMARKS.md): SLUICE_BENCH_GRPC=host:port and SLUICE_BENCH_HTTP=host:port, whose
-// /metrics gives the server's own CPU time. Skipped unless set.
+// /metrics gives the server's own CPU time. SLUICE_BENCH_DOMAIN (default "load") is the
+// domain asked; "grpc.health.v1" measures the gRPC floor instead (see load). Skipped unless
+// set.
 func TestLoadExternal(t *testing.T) {
 	grpcAddr, httpAddr := os.Getenv("SLUICE_BENCH_GRPC"), os.Getenv("SLUICE_BENCH_HTTP")
 	if grpcAddr == "" || httpAddr == "" {

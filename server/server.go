@@ -31,6 +31,7 @@ const (
 	DefaultMaxEntries      = 16
 	DefaultMaxBodyBytes    = 4 << 20
 	DefaultShutdownTimeout = 10 * time.Second
+	DefaultStreamWorkers   = 256
 )
 
 // Config configures a Server. The zero value of every field is a documented default; a
@@ -70,6 +71,11 @@ type Config struct {
 	ResponseHeaders bool
 	// ShutdownTimeout bounds the graceful shutdown (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// StreamWorkers is the number of long-lived goroutines answering RLS calls (default
+	// DefaultStreamWorkers): a call finds a worker whose stack has already grown instead of
+	// a new goroutine growing its stack each time; calls beyond it get their own goroutine,
+	// as without workers. Negative: no workers.
+	StreamWorkers int
 }
 
 // Server is a running rate-limit service. Build it with New, run it with Serve.
