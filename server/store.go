@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/store/memory"
@@ -15,10 +13,12 @@ import (
 
 // StoreOptions say which store to open and how to distribute decisions over it.
 type StoreOptions struct {
-	// URL names the store: "memory" (default, also "" and "memory://"); "redis://host:port/db"
-	// or "rediss://..." (TLS) for one Redis; "redis-cluster://host:port?addr=host2:port2" for
-	// Redis Cluster; "redis-sentinel://host:port?master_name=NAME&addr=host2:port2" for a
-	// Sentinel-managed primary. Credentials go in the URL's user info.
+	// URL names the store: "memory" (default, also "" and "memory://"), or a Redis URL as
+	// redis.NewFromURL reads it: "redis://[user:pass@]host:port[/db]" or "rediss://..."
+	// (TLS) for one Redis; "redis-cluster://host:port,host:port" for Redis Cluster;
+	// "redis-sentinel://host:port,host:port/MASTER" for a Sentinel-managed primary. Query
+	// parameters: db, dial_timeout, pool_size (and username, password for Sentinel's data
+	// nodes).
 	URL string
 	// Mode is the distribution mode: "sync" (default: one store call per decision),
 	// "overlimit" (keys already over their limit are denied locally until they reset) or
@@ -114,7 +114,6 @@ func OpenStore(opts StoreOptions) (sluice.Store, error) {
 
 func openBase(rawURL string) (sluice.Store, []func() error, error) {
 	scheme, _, _ := strings.Cut(rawURL, "://")
-	var client goredis.UniversalClient
 	switch scheme {
 	case "", "memory":
 		st, err := memory.New()
@@ -122,31 +121,12 @@ func openBase(rawURL string) (sluice.Store, []func() error, error) {
 			return nil, nil, err
 		}
 		return st, []func() error{st.Close}, nil
-	case "redis", "rediss":
-		o, err := goredis.ParseURL(rawURL)
+	case "redis", "rediss", "redis-cluster", "redis-sentinel":
+		st, err := redis.NewFromURL(rawURL) // owns its client: Close closes it
 		if err != nil {
 			return nil, nil, fmt.Errorf("server: store: %w", err)
 		}
-		client = goredis.NewClient(o)
-	case "redis-cluster":
-		o, err := goredis.ParseClusterURL("redis" + strings.TrimPrefix(rawURL, "redis-cluster"))
-		if err != nil {
-			return nil, nil, fmt.Errorf("server: store: %w", err)
-		}
-		client = goredis.NewClusterClient(o)
-	case "redis-sentinel":
-		o, err := goredis.ParseFailoverURL("redis" + strings.TrimPrefix(rawURL, "redis-sentinel"))
-		if err != nil {
-			return nil, nil, fmt.Errorf("server: store: %w", err)
-		}
-		client = goredis.NewFailoverClient(o)
-	default:
-		return nil, nil, fmt.Errorf("server: store: unknown scheme %q (want memory, redis://, rediss://, redis-cluster:// or redis-sentinel://)", scheme)
+		return st, []func() error{st.Close}, nil
 	}
-	st, err := redis.New(client)
-	if err != nil {
-		client.Close()
-		return nil, nil, fmt.Errorf("server: store: %w", err)
-	}
-	return st, []func() error{st.Close, client.Close}, nil
+	return nil, nil, fmt.Errorf("server: store: unknown scheme %q (want memory, redis://, rediss://, redis-cluster:// or redis-sentinel://)", scheme)
 }
