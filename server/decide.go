@@ -125,7 +125,7 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	}
 	if len(sc.checks) > 0 {
 		if _, err := s.limiter.AllowAll(ctx, sc.checks); err != nil {
-			return nil, s.storeError(err)
+			return nil, s.storeError(ctx, err)
 		}
 		denied := len(sc.checks)
 		for j := range sc.checks {
@@ -194,7 +194,7 @@ func (s *Server) decideAlone(ctx context.Context, sc *scratch, it *item) error {
 		for j := range it.rules() {
 			d, err := s.limiter.AllowN(ctx, ruleKey(it.key, j), it.rule(j), n)
 			if err != nil {
-				return s.storeError(err)
+				return s.storeError(ctx, err)
 			}
 			it.merge(j, d, !d.Allowed && n == 0)
 		}
@@ -205,7 +205,7 @@ func (s *Server) decideAlone(ctx context.Context, sc *scratch, it *item) error {
 		sc.own = append(sc.own, sluice.Check{Key: ruleKey(it.key, j), Rule: it.rule(j), N: it.hits})
 	}
 	if _, err := s.limiter.AllowAll(ctx, sc.own); err != nil {
-		return s.storeError(err)
+		return s.storeError(ctx, err)
 	}
 	denied := len(sc.own)
 	for j := range sc.own {
@@ -235,12 +235,14 @@ func applyReplaces(items []item) {
 	}
 }
 
-// storeError maps a store failure to a gRPC status and counts it.
-func (s *Server) storeError(err error) error {
+// storeError maps a store failure to a gRPC status and counts it. Only the caller's own
+// context ending is CANCELLED / DEADLINE_EXCEEDED; a store that timed out on its own
+// deadline is unavailable like any other store failure (counted and logged).
+func (s *Server) storeError(ctx context.Context, err error) error {
 	switch {
-	case errors.Is(err, context.Canceled):
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
+	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, sluice.ErrInvalidRule), errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrInvalidN):
 		return status.Error(codes.InvalidArgument, err.Error())

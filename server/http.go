@@ -191,7 +191,7 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := s.limiter.AllowN(r.Context(), key, rule, n)
 	if err != nil {
-		s.writeError(w, s.storeError(err))
+		s.writeError(w, s.storeError(r.Context(), err))
 		return
 	}
 	s.metrics.keyDecisions[b2i(d.Allowed)].Inc()
