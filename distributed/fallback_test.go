@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func TestFallbackBadOptions(t *testing.T) {
@@ -66,6 +67,7 @@ type outageEnv struct {
 }
 
 func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
+	testenv.Timing(t)
 	baseline := runtime.NumGoroutine()
 	rule := sluice.FixedWindow(300, time.Hour) // one window covers the whole test
 	logs := make([]*modeLog, 3)

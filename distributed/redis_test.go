@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -71,6 +72,7 @@ func TestOverLimitFloodRedis(t *testing.T) {
 // Three Async instances, each with its own client, share a key on Redis at a known rate in
 // real time; every window stays within the documented bound.
 func TestAsyncOverAdmissionRedis(t *testing.T) {
+	testenv.Timing(t)
 	srv := startRedisServer(t)
 	const nodes, rate = 3, 400 // units per second offered to each node
 	for _, interval := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond} {

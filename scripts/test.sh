@@ -110,8 +110,16 @@ if [ -z "${SLUICE_TEST_QUICK:-}" ]; then
 	done
 fi
 
-log "go test -race"
-go test -race -count=1 -timeout 30m ./...
+log "go test -race (real-time tests deferred to the timing phase)"
+SLUICE_TIMING=defer go test -race -count=1 -timeout 30m ./...
+
+# Tests that assert real elapsed time (testenv.Timing) run again here, one package at a time,
+# so no other package's tests compete with them for the CPUs.
+timing_pkgs=$(grep -rl --include='*_test.go' 'testenv.Timing(t)' . | xargs -r -n1 dirname | sort -u)
+for pkg in $timing_pkgs; do
+	log "go test -race (timing phase) $pkg"
+	go test -race -count=1 -p 1 -timeout 10m "$pkg"
+done
 if [ -f bench/go.mod ]; then
 	log "go test (bench module: correctness of the comparison harness, no benchmarks)"
 	(cd bench && go test -count=1 -timeout 10m ./...)

@@ -46,3 +46,15 @@ func RedisAddr(t testing.TB) string { t.Helper(); return Get(t, "SLUICE_REDIS_AD
 
 // MemcachedAddr returns SLUICE_MEMCACHED_ADDR, a memcached's host:port.
 func MemcachedAddr(t testing.TB) string { t.Helper(); return Get(t, "SLUICE_MEMCACHED_ADDR") }
+
+// Timing marks a test whose assertions are about real elapsed time (a decision within its
+// timeout plus 50 ms, a store path resuming within a second). scripts/test.sh runs the whole
+// suite with SLUICE_TIMING=defer, which skips these tests, and then runs the packages that
+// have them again one at a time, so no other package's tests compete for the CPUs while they
+// measure. Run directly (go test), they always run.
+func Timing(t testing.TB) {
+	t.Helper()
+	if os.Getenv("SLUICE_TIMING") == "defer" {
+		t.Skip("real-time test: scripts/test.sh runs it in its serial timing phase")
+	}
+}
