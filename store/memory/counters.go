@@ -47,7 +47,7 @@ func (s *Store) AddWindowCounts(_ context.Context, batch []sluice.WindowCounts) 
 	}
 	for i := range batch {
 		item := &batch[i]
-		item.Err = checkWindowCounts(item, s.maxKeyLen)
+		item.Err = item.Validate(s.maxKeyLen)
 		if item.Err != nil {
 			continue
 		}
@@ -74,27 +74,6 @@ func (s *Store) AddWindowCounts(_ context.Context, batch []sluice.WindowCounts) 
 			}
 		}
 		t.cleanedAt = len(t.counters)
-	}
-	return nil
-}
-
-func checkWindowCounts(item *sluice.WindowCounts, maxKeyLen int) error {
-	if maxKeyLen <= 0 {
-		maxKeyLen = sluice.DefaultMaxKeyLength
-	}
-	switch {
-	case item.Key == "":
-		return fmt.Errorf("%w: key: empty", sluice.ErrInvalidKey)
-	case len(item.Key) > maxKeyLen:
-		return fmt.Errorf("%w: key: %d bytes, longer than the maximum of %d", sluice.ErrInvalidKey, len(item.Key), maxKeyLen)
-	case item.Length < sluice.MinPeriod || item.Length%time.Millisecond != 0:
-		return fmt.Errorf("%w: length: must be a whole number of milliseconds, got %v", sluice.ErrInvalidRule, item.Length)
-	case item.TTL <= 0:
-		return fmt.Errorf("%w: ttl: must be positive, got %v", sluice.ErrInvalidRule, item.TTL)
-	case len(item.Deltas) == 0 || len(item.Deltas) > sluice.MaxSubWindows+1:
-		return fmt.Errorf("%w: deltas: want 1 to %d windows, got %d", sluice.ErrInvalidN, sluice.MaxSubWindows+1, len(item.Deltas))
-	case len(item.Totals) != len(item.Deltas):
-		return fmt.Errorf("%w: totals: length %d, want %d (one per delta)", sluice.ErrInvalidN, len(item.Totals), len(item.Deltas))
 	}
 	return nil
 }
