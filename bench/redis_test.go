@@ -215,8 +215,29 @@ func BenchmarkRedisMemory(b *testing.B) {
 	}
 }
 
+// plainBucketLua is the issue's anchor: a plain token bucket on a hash, HMGET/HSET/PEXPIRE,
+// client time, no exactness.
+const plainBucketLua = `
+local v = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local rate = tonumber(ARGV[1])
+local cap = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local tokens = tonumber(v[1]) or cap
+local ts = tonumber(v[2]) or now
+tokens = math.min(cap, tokens + (now - ts) * rate)
+local allowed = 0
+if tokens >= n then tokens = tokens - n; allowed = 1 end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(cap / rate))
+return {allowed, tokens}
+`
+
 // BenchmarkRedisCPU: Redis server CPU per decision (INFO commandstats usec_per_call of the
-// script calls), with baselines: a script that returns 1, and INCR.
+// script calls, after CONFIG RESETSTAT), for each algorithm with the server clock (TIME) and
+// with the client's clock, with anchors: a script that returns 1, the plain
+// HMGET/HSET/PEXPIRE token bucket, and INCR. 16 goroutines, 10k keys, a limit high enough that
+// every decision is admitted. bench/redis_cpu.sh runs it next to redis-benchmark.
 func BenchmarkRedisCPU(b *testing.B) {
 	c := redisClient(b)
 	ctx := context.Background()
@@ -224,11 +245,34 @@ func BenchmarkRedisCPU(b *testing.B) {
 	b.Cleanup(func() { unlinkPrefix(c, prefix) })
 	algs := []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket, sluice.AlgorithmLeakyBucket,
 		sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow, sluice.AlgorithmSlidingLog}
-	cts := redisContenders(b, c, prefix, perSecond, time.Second, algs)
+	var cts []redisContender
+	for _, a := range algs {
+		for _, clock := range []string{"server", "client"} {
+			opts := []redis.Option{redis.WithPrefix(prefix + clock + ":" + a.String() + ":")}
+			if clock == "client" {
+				opts = append(opts, redis.WithClock(sluice.SystemClock{}))
+			}
+			s, err := redis.New(c, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := sluice.New(s)
+			rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second}
+			cts = append(cts, redisContender{name: "sluice/" + a.String() + "/" + clock + "_clock",
+				decide: func(ctx context.Context, key string) (bool, error) {
+					d, err := l.Allow(ctx, key, rule)
+					return d.Allowed, err
+				}, close: func() { _ = s.Close() }})
+		}
+	}
 	ret1 := goredis.NewScript("return 1")
+	plain := goredis.NewScript(plainBucketLua)
 	cts = append(cts,
 		redisContender{name: "baseline/return_1", decide: func(ctx context.Context, key string) (bool, error) {
 			return true, ret1.Run(ctx, c, []string{prefix + key}).Err()
+		}, close: func() {}},
+		redisContender{name: "baseline/plain_hmget_hset_pexpire", decide: func(ctx context.Context, key string) (bool, error) {
+			return true, plain.Run(ctx, c, []string{prefix + "plain:" + key}, perSecond, perSecond, time.Now().UnixMilli(), 1).Err()
 		}, close: func() {}},
 		redisContender{name: "baseline/incr", decide: func(ctx context.Context, key string) (bool, error) {
 			return true, c.Incr(ctx, prefix+"incr:"+key).Err()

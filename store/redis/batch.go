@@ -117,11 +117,25 @@ func (s *Store) exec(batch []*call, cmds []noRetry) []noRetry {
 	return cmds
 }
 
+// run sends one call on its own, in the caller's goroutine, bounded by the call's context (the
+// client honours it), with EVAL after NOSCRIPT (a script that was not found did not run).
+func (s *Store) run(c *call) result {
+	c.args[0], c.args[1] = "evalsha", c.script.sha
+	cmd := noRetry{goredis.NewCmd(c.ctx, c.args...)}
+	_ = s.client.Process(c.ctx, cmd)
+	if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		c.args[0], c.args[1] = "eval", c.script.src
+		cmd = noRetry{goredis.NewCmd(c.ctx, c.args...)}
+		_ = s.client.Process(c.ctx, cmd)
+	}
+	return answer(cmd, c.limit)
+}
+
 func answer(cmd noRetry, limit int64) result {
-	vals, err := cmd.Slice()
+	reply, err := cmd.Text()
 	if err != nil {
 		return result{err: unavailable(err)}
 	}
-	d, err := decode(vals, limit)
+	d, err := decode(reply, limit)
 	return result{d: d, err: err}
 }

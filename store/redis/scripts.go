@@ -3,6 +3,7 @@ package redis
 import (
 	"crypto/sha1"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"math"
 	"math/bits"
@@ -48,26 +49,39 @@ var (
 	gcraScript          = newScript("gcra", gcraLua)
 )
 
-// scriptArgs returns the script deciding req and its ARGV after the clock (ARGV[3:]).
-func scriptArgs(req *sluice.Request) (*script, []any) {
+// params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the
+// ms, shortest TTL in ms; see lua/prelude.lua), then the algorithm's parameters. One
+// struct.unpack in Lua costs Redis less than a tonumber per argument. Integers up to 2^53 are
+// exact; larger ones round to the nearest double, as tonumber rounds their decimal form.
+type params []byte
+
+// paramsLen is the length of a script's parameters: nine doubles, zeros past the last.
+const paramsLen = 8 * 9
+
+func (p params) add(x int64) params {
+	return binary.LittleEndian.AppendUint64(p, math.Float64bits(float64(x)))
+}
+
+// scriptArgs returns the script deciding req and its parameters, after the clock fields.
+func scriptArgs(p params, req *sluice.Request) (*script, params) {
 	r := req.Rule
 	pms := int64(r.Period / time.Millisecond)
 	maxDelay := int64(req.MaxDelay)
 	switch r.Algorithm {
 	case sluice.AlgorithmFixedWindow:
-		return fixedWindowScript, []any{req.N, r.Limit, pms}
+		return fixedWindowScript, p.add(req.N).add(r.Limit).add(pms)
 	case sluice.AlgorithmSlidingLog:
-		return slidingLogScript, []any{req.N, r.Limit, pms}
+		return slidingLogScript, p.add(req.N).add(r.Limit).add(pms)
 	case sluice.AlgorithmSlidingWindow:
 		w := r.Windows()
-		return slidingWindowScript, []any{req.N, r.Limit, w, pms / w}
+		return slidingWindowScript, p.add(req.N).add(r.Limit).add(w).add(pms / w)
 	case sluice.AlgorithmTokenBucket:
-		return bucketScript, []any{req.N, maxDelay, r.Limit, pms, r.Capacity(), "0"}
+		return bucketScript, p.add(req.N).add(maxDelay).add(r.Limit).add(pms).add(r.Capacity()).add(0)
 	case sluice.AlgorithmLeakyBucket:
-		return bucketScript, []any{req.N, maxDelay, r.Limit, pms, r.Capacity(), "1"}
+		return bucketScript, p.add(req.N).add(maxDelay).add(r.Limit).add(pms).add(r.Capacity()).add(1)
 	default: // sluice.AlgorithmGCRA; Validate rejected the rest
 		t := algorithm.Interval(r)
-		return gcraScript, []any{req.N, maxDelay, t, satMul(r.Capacity(), t), r.Capacity()}
+		return gcraScript, p.add(req.N).add(maxDelay).add(t).add(satMul(r.Capacity(), t)).add(r.Capacity())
 	}
 }
 

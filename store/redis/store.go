@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -21,6 +22,9 @@ type Store struct {
 	client goredis.UniversalClient
 	owned  bool // Close closes client (NewFromURL)
 	cfg    config
+
+	direct bool         // the client honours contexts: an idle store lets callers send their own call
+	active atomic.Int64 // decisions under way (direct, queued or in a pipeline)
 
 	queue     chan *call
 	closing   chan struct{}
@@ -66,6 +70,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redis: WithMaxInFlight: must be positive, got %d", cfg.maxInFlight)
 	}
 	s := &Store{
+		direct:  honoursContext(client),
 		client:  client,
 		cfg:     cfg,
 		queue:   make(chan *call, cfg.maxBatch*cfg.maxInFlight),
@@ -84,8 +89,10 @@ func (s *Store) Client() goredis.UniversalClient { return s.client }
 // Key returns the Redis key holding a user key's state.
 func (s *Store) Key(userKey string) string { return redisKey(s.cfg.prefix, userKey) }
 
-// Take implements sluice.Store: one script call, coalesced with concurrent calls into a
-// pipeline, bounded by ctx and the store's timeout.
+// Take implements sluice.Store: one script call, bounded by ctx and the store's timeout. When
+// no other decision is under way and the client bounds its I/O by the context, the caller
+// sends the call itself (no hand-off to a worker); otherwise the call is coalesced with
+// concurrent ones into a pipeline.
 func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	if err := req.Validate(s.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
@@ -96,6 +103,14 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	c := s.newCall(ctx, &req)
+	if s.direct && s.active.CompareAndSwap(0, 1) {
+		r := s.run(c)
+		s.active.Add(-1)
+		return r.d, r.err
+	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	c.done = make(chan result, 1)
 	select {
 	case s.queue <- c:
 	case <-ctx.Done():
@@ -111,22 +126,37 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	}
 }
 
+// honoursContext reports whether client bounds every network wait by the context's deadline
+// (ContextTimeoutEnabled), so that a caller may do its own I/O and still never wait longer
+// than its timeout.
+func honoursContext(client goredis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
 func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
-	sc, argv := scriptArgs(req)
-	args := make([]any, 0, 6+len(argv))
-	args = append(args, nil, nil, 1, s.Key(req.Key))
+	p := make(params, 0, paramsLen)
 	if s.cfg.clock == nil {
-		args = append(args, "", "", 0)
+		p = p.add(0).add(0).add(0) // a shortest TTL of 0 asks for the server clock
 	} else {
 		ns := s.cfg.clock.Now().UnixNano()
 		ms := ns / 1e6
 		if ns%1e6 < 0 {
 			ms--
 		}
-		args = append(args, ms, ns-ms*1e6, clientClockMinTTL.Milliseconds())
+		p = p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
 	}
-	args = append(args, argv...)
-	return &call{ctx: ctx, script: sc, args: args, limit: req.Rule.Capacity(), done: make(chan result, 1)}
+	sc, p := scriptArgs(p, req)
+	for len(p) < paramsLen {
+		p = p.add(0)
+	}
+	return &call{ctx: ctx, script: sc, args: []any{nil, nil, 1, s.Key(req.Key), []byte(p)},
+		limit: req.Rule.Capacity()}
 }
 
 // Close stops the store's workers, and closes the client when the store was built by
@@ -166,21 +196,23 @@ func unavailable(err error) error {
 // package algorithm saturates at math.MaxInt64).
 const maxDuration = 1<<63 - 1024
 
-// decode turns a script's reply into a Decision. Durations in replies are nanoseconds.
-func decode(vals []any, limit int64) (sluice.Decision, error) {
-	if len(vals) != 5 {
-		return sluice.Decision{}, fmt.Errorf("redis: %w: script reply has %d values, want 5", sluice.ErrStoreUnavailable, len(vals))
+// decode turns a script's reply, five little-endian doubles (allowed, remaining, and
+// retry-after, reset-after and delay in ns), into a Decision.
+func decode(reply string, limit int64) (sluice.Decision, error) {
+	if len(reply) != 40 {
+		return sluice.Decision{}, fmt.Errorf("redis: %w: script reply has %d bytes, want 40", sluice.ErrStoreUnavailable, len(reply))
 	}
 	var n [5]int64
-	for i, v := range vals {
-		x, ok := v.(int64)
-		if !ok {
-			return sluice.Decision{}, fmt.Errorf("redis: %w: script reply value %d is %T, want an integer", sluice.ErrStoreUnavailable, i, v)
+	for i := range n {
+		x := math.Float64frombits(binary.LittleEndian.Uint64([]byte(reply[8*i : 8*i+8])))
+		switch {
+		case x >= maxDuration:
+			n[i] = math.MaxInt64
+		case x < 0:
+			n[i] = -1
+		default:
+			n[i] = int64(x)
 		}
-		if x >= maxDuration {
-			x = math.MaxInt64
-		}
-		n[i] = x
 	}
 	d := sluice.Decision{
 		Allowed:    n[0] == 1,

@@ -1,44 +1,42 @@
--- Token bucket and leaky bucket (algorithm/bucket.go: level.decide). ARGV: 4 n, 5 max delay
--- ns, 6 limit, 7 period ms, 8 capacity, 9 '1' for the leaky bucket's queue discipline.
--- State 'T' or 'L' + (last ms, last sub-ms ns, level units U, level sub-units F): the Go
--- fixed-point level is U x 1e9 + F, kept in two parts so it stays exact.
-local n = tonumber(ARGV[4])
-local max_delay = tonumber(ARGV[5])
-local limit = tonumber(ARGV[6])
-local pms = tonumber(ARGV[7])
-local capacity = tonumber(ARGV[8])
-local queue = ARGV[9] == '1'
+-- Token bucket and leaky bucket (algorithm/bucket.go: level.decide). Parameters: n, max delay
+-- ns, limit, period ms, capacity, 1 for the leaky bucket's queue discipline (else 0).
+-- State: byte 't' or 'l', last (ms, sub-ms ns), level units U and sub-units F (the Go
+-- fixed-point level is U x 1e9 + F, kept in two parts so it stays exact), key expiry ms.
+local n, max_delay, limit, pms, capacity, queue = P1, P2, P3, P4, P5, P6
 local period = pms * MS
-local tag = 84 -- 'T'
-if queue then tag = 76 end -- 'L'
+local want = 116 -- 't'
+if queue == 1 then want = 108 end -- 'l'
+queue = queue == 1
 
-local U, F = 0, 0
-local last_ms, last_sub = now_ms, now_sub
-local dirty = false
-local v = load(tag)
-if v then
-  last_ms, last_sub, U, F = struct.unpack('dddd', v, 2)
-  -- drain: level -= floor(elapsed x limit x 1e9 / period), never below 0; Last only moves on.
-  local e = (now_ms - last_ms) * MS + (now_sub - last_sub)
-  if e > 0 then
-    if U > 0 or F > 0 then
-      if e * limit / period > U + 2 then
-        U, F = 0, 0
-      else
-        local q, r = muldiv(e, limit, pms) -- drained = q x 1000 + floor(r x 1000 / pms)
-        local d2 = floor(r * 1000 / pms)
-        local du = floor(q / 1000000)
-        local df = (q - du * 1000000) * 1000 + d2
-        U, F = U - du, F - df
-        if F < 0 then U, F = U - 1, F + SCALE end
-        if U < 0 then U, F = 0, 0 end
-      end
-    end
-    last_ms, last_sub, dirty = now_ms, now_sub, true
+-- muldiv returns floor(a*b/c) and a*b mod c, exactly, for integers a, b >= 0 and c > 0
+-- whose quotient is below 2^53 (the mulDiv of package algorithm); below 2^52 a product is
+-- exact and one division does (Dekker's two-product corrects the rest).
+local function muldiv(a, b, c)
+  local p = a * b
+  local q = floor(p / c)
+  local r
+  if p < EXACT then
+    r = p - q * c
+  else
+    local qc = q * c
+    local x = 134217729 * a
+    local ah = x - (x - a)
+    x = 134217729 * b
+    local bh = x - (x - b)
+    local pe = ((ah * bh - p) + ah * (b - bh) + (a - ah) * bh) + (a - ah) * (b - bh)
+    x = 134217729 * q
+    local qh = x - (x - q)
+    x = 134217729 * c
+    local ch = x - (x - c)
+    local qe = ((qh * ch - qc) + qh * (c - ch) + (q - qh) * ch) + (q - qh) * (c - ch)
+    r = (p - qc) + (pe - qe)
   end
+  while r < 0 do q = q - 1; r = r + c end
+  while r >= c do q = q + 1; r = r - c end
+  return q, r
 end
 
--- time_for: ns to drain xu x 1e9 + xf sub-units, rounded up (timeFor).
+-- time_for: ns to drain xu x 1e9 + xf sub-units, rounded up (timeFor), saturating.
 local function time_for(xu, xf)
   if xu < 0 or (xu == 0 and xf <= 0) then return 0 end
   local qa, ra = muldiv(xu, period, limit)
@@ -47,28 +45,53 @@ local function time_for(xu, xf)
   local s = ra * 1000 + rb
   local x = qa + qb
   if s > m then x = x + 2 elseif s > 0 then x = x + 1 end
-  return math.min(x, MAXD) -- saturating, as mulDivCeil
+  if x > MAXD then return MAXD end
+  return x
 end
 
-local function remaining()
-  local r = capacity - U
-  if F > 0 then r = r - 1 end
-  if r < 0 then return 0 end
-  return r
-end
-
-local function persist()
-  if dirty then
-    save('' .. string.char(tag) .. struct.pack('dddd', last_ms, last_sub, U, F), time_for(U, F))
+local tag, last_ms, last_sub, U, F, exp = 0, now_ms, now_sub, 0, 0, 0
+local dirty = false
+local v = redis.pcall('GET', key)
+if v then
+  if #v == 41 then tag, last_ms, last_sub, U, F, exp = struct.unpack('<Bddddd', v) end
+  if tag ~= want then -- another algorithm's state (or type): a new algorithm starts from full
+    redis.call('DEL', key)
+    v = false
+    last_ms, last_sub, U, F, exp = now_ms, now_sub, 0, 0, 0
+  else
+    -- drain: level -= floor(elapsed x limit x 1e9 / period), never below 0; Last only moves on.
+    local e = (now_ms - last_ms) * MS + (now_sub - last_sub)
+    if e > 0 then
+      if U > 0 or F > 0 then
+        if e * limit / period > U + 2 then
+          U, F = 0, 0
+        else
+          -- drained = q x 1000 + floor(r x 1000 / pms), q and r from muldiv(e, limit, pms)
+          local q, r
+          local p = e * limit
+          if p < EXACT then -- inline: the common path calls no function
+            q = floor(p / pms)
+            r = p - q * pms
+            if r < 0 then q, r = q - 1, r + pms elseif r >= pms then q, r = q + 1, r - pms end
+          else
+            q, r = muldiv(e, limit, pms)
+          end
+          local du = floor(q / 1000000)
+          local df = (q - du * 1000000) * 1000 + floor(r * 1000 / pms)
+          U, F = U - du, F - df
+          if F < 0 then U, F = U - 1, F + SCALE end
+          if U < 0 then U, F = 0, 0 end
+        end
+      end
+      last_ms, last_sub, dirty = now_ms, now_sub, true
+    end
   end
 end
 
-if n > capacity then
-  persist()
-  return reply(0, remaining(), -1, time_for(U, F), 0)
-end
 local allowed, retry, delay = 0, 0, 0
-if n < 0 then
+if n > capacity then
+  retry = -1
+elseif n < 0 then
   U = U + n
   if U < 0 then U, F = 0, 0 end
   allowed = 1
@@ -96,11 +119,43 @@ else
   if allowed == 1 then U = U + n end
 end
 if allowed == 1 and n ~= 0 then
-  if not v and U == 0 and F == 0 then
-    dirty = false -- nothing to keep for a key that was full and still is
+  dirty = v ~= false or U ~= 0 or F ~= 0 -- nothing to keep for a key full before and after
+end
+-- reset = time_for(U, F), inline while the products are exact
+local reset = 0
+if U > 0 or F > 0 then
+  local a, b, m = U * period, F * pms, limit * 1000
+  if U >= 0 and a < EXACT and b < EXACT then
+    local qa = floor(a / limit)
+    local ra = a - qa * limit
+    if ra < 0 then qa, ra = qa - 1, ra + limit elseif ra >= limit then qa, ra = qa + 1, ra - limit end
+    local qb = floor(b / m)
+    local rb = b - qb * m
+    if rb < 0 then qb, rb = qb - 1, rb + m elseif rb >= m then qb, rb = qb + 1, rb - m end
+    local s = ra * 1000 + rb
+    reset = qa + qb
+    if s > m then reset = reset + 2 elseif s > 0 then reset = reset + 1 end
   else
-    dirty = true
+    reset = time_for(U, F)
   end
 end
-persist()
-return reply(allowed, remaining(), retry, time_for(U, F), delay)
+if dirty then
+  local need = GRACE
+  if reset > 0 then -- ceil(reset / MS)
+    need = floor(reset / MS)
+    if need * MS < reset then need = need + 1 end
+  end
+  if need < ttl_floor then need = ttl_floor end
+  local life = now_ms + need
+  if exp >= life and exp <= life + SLACK then
+    redis.call('SET', key, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, exp), 'KEEPTTL')
+  else
+    local px = need + SLACK
+    if px > MAX_TTL then px = MAX_TTL end
+    redis.call('SET', key, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, now_ms + px), 'PX', px)
+  end
+end
+local remaining = capacity - U
+if F > 0 then remaining = remaining - 1 end
+if remaining < 0 then remaining = 0 end
+return struct.pack('<ddddd', allowed, remaining, retry, reset, delay)

@@ -1,40 +1,31 @@
--- Fixed window (algorithm/fixedwindow.go). ARGV: 4 n, 5 limit, 6 period ms.
--- State 'F' + (window end ms, count).
-local n = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
-local pms = tonumber(ARGV[6])
+-- Fixed window (algorithm/fixedwindow.go). Parameters: n, limit, period ms.
+-- State: byte 'f', window end ms, count, key expiry ms.
+local n, limit, pms = P1, P2, P3
 
-local end_ms, count = 0, 0
+local tag, end_ms, count, exp = 0, 0, 0, 0
 local dirty = false
-local v = load(70)
+local v = redis.pcall('GET', key)
 if v then
-  end_ms, count = struct.unpack('dd', v, 2)
-end
-if not v or now_ms >= end_ms then -- a new window; a clock gone backwards stays in this one
-  end_ms = muldiv(now_ms, 1, pms) * pms + pms
-  count = 0
-  dirty = v ~= nil
-end
-
-local function reset()
-  if count == 0 then return 0 end
-  return (end_ms - now_ms) * MS - now_sub
-end
-
-local function persist()
-  if dirty then
-    -- the window's end bounds the state's life (it matters until then even when empty)
-    redis.call('SET', key, 'F' .. struct.pack('dd', end_ms, count), 'PX', px((end_ms - now_ms) * MS))
+  if #v == 25 then tag, end_ms, count, exp = struct.unpack('<Bddd', v) end
+  if tag ~= 102 then -- another algorithm's state (or type): a new algorithm starts from full
+    redis.call('DEL', key)
+    v, exp = false, 0
   end
 end
-
-if n > limit then
-  persist()
-  return reply(0, math.max(0, limit - count), -1, reset(), 0)
+if not v or now_ms >= end_ms then -- a new window; a clock gone backwards stays in this one
+  local w = floor(now_ms / pms) -- now_ms < 2^53: exact up to the off-by-one fixed here
+  if w * pms > now_ms then w = w - 1 elseif (w + 1) * pms <= now_ms then w = w + 1 end
+  end_ms = w * pms + pms
+  count = 0
+  dirty = v ~= false
 end
+
 local allowed, retry = 0, 0
-if n < 0 then
-  count = math.max(0, count + n)
+if n > limit then
+  retry = -1
+elseif n < 0 then
+  count = count + n
+  if count < 0 then count = 0 end
   allowed = 1
 elseif count + n <= limit then
   count = count + n
@@ -45,5 +36,22 @@ end
 if allowed == 1 and n ~= 0 and (v or count > 0) then
   dirty = true
 end
-persist()
-return reply(allowed, math.max(0, limit - count), retry, reset(), 0)
+if dirty then
+  -- the window's end bounds the state's life (it matters until then even when empty)
+  local need = end_ms - now_ms
+  if need < ttl_floor then need = ttl_floor end
+  if need < 1 then need = 1 end
+  local life = now_ms + need
+  if exp >= life and exp <= life + SLACK then
+    redis.call('SET', key, struct.pack('<Bddd', 102, end_ms, count, exp), 'KEEPTTL')
+  else
+    local px = need + SLACK
+    if px > MAX_TTL then px = MAX_TTL end
+    redis.call('SET', key, struct.pack('<Bddd', 102, end_ms, count, now_ms + px), 'PX', px)
+  end
+end
+local reset = 0
+if count > 0 then reset = (end_ms - now_ms) * MS - now_sub end
+local remaining = limit - count
+if remaining < 0 then remaining = 0 end
+return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)

@@ -1,31 +1,26 @@
--- GCRA (algorithm/gcra.go). ARGV: 4 n, 5 max delay ns, 6 interval T ns, 7 window ns
--- (capacity x T), 8 capacity. State 'G' + (TAT ms, TAT sub-ms ns).
-local n = tonumber(ARGV[4])
-local max_delay = tonumber(ARGV[5])
-local t = tonumber(ARGV[6])
-local window = tonumber(ARGV[7])
-local capacity = tonumber(ARGV[8])
+-- GCRA (algorithm/gcra.go). Parameters: n, max delay ns, interval T ns, window ns
+-- (capacity x T), capacity. State: byte 'g', TAT (ms, sub-ms ns), key expiry ms.
+local n, max_delay, t, window, capacity = P1, P2, P3, P4, P5
 
 local ahead = 0 -- max(TAT, now) - now, ns
 local stale = false -- TAT is before now: an admitted request moves it to now
-local v = load(71)
+local tag, ms, sub, exp = 0, 0, 0, 0
+local v = redis.pcall('GET', key)
 if v then
-  local ms, sub = struct.unpack('dd', v, 2)
-  ahead = (ms - now_ms) * MS + (sub - now_sub)
-  if ahead < 0 then ahead, stale = 0, true end
+  if #v == 25 then tag, ms, sub, exp = struct.unpack('<Bddd', v) end
+  if tag == 103 then
+    ahead = (ms - now_ms) * MS + (sub - now_sub)
+    if ahead < 0 then ahead, stale = 0, true end
+  else -- another algorithm's state (or type): a new algorithm starts from full
+    redis.call('DEL', key)
+    v = false
+  end
 end
 
-local function remaining()
-  local room = window - ahead
-  if room <= 0 then return 0 end
-  return (muldiv(room, 1, t))
-end
-
-if n > capacity then
-  return reply(0, remaining(), -1, ahead, 0)
-end
 local allowed, retry, delay = 0, 0, 0
-if n < 0 then
+if n > capacity then
+  retry = -1
+elseif n < 0 then
   ahead = ahead + n * t
   if ahead < 0 then ahead = 0 end
   allowed = 1
@@ -47,6 +42,42 @@ if allowed == 1 and (n ~= 0 or stale) and (ahead > 0 or v) then
   local c = floor(s / MS)
   local r = s - c * MS
   if r < 0 then c = c - 1; r = r + MS elseif r >= MS then c = c + 1; r = r - MS end
-  save('G' .. struct.pack('dd', now_ms + c, r), ahead)
+  local need = GRACE
+  if ahead > 0 then -- ceil(ahead / MS)
+    need = floor(ahead / MS)
+    if need * MS < ahead then need = need + 1 end
+  end
+  if need < ttl_floor then need = ttl_floor end
+  local life = now_ms + need
+  if exp >= life and exp <= life + SLACK then
+    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, exp), 'KEEPTTL')
+  else
+    local px = need + SLACK
+    if px > MAX_TTL then px = MAX_TTL end
+    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, now_ms + px), 'PX', px)
+  end
 end
-return reply(allowed, remaining(), retry, ahead, delay)
+
+-- remaining = floor(max(0, window - ahead) / T), exact (see muldiv in bucket.lua)
+local remaining = 0
+local room = window - ahead
+if room > 0 then
+  remaining = floor(room / t)
+  local rem
+  if room < EXACT then
+    rem = room - remaining * t
+  else -- Dekker: room - remaining x T, exactly
+    local qt = remaining * t
+    local x = 134217729 * remaining
+    local qh = x - (x - remaining)
+    local y = 134217729 * t
+    local th = y - (y - t)
+    rem = (room - qt) - ((((qh * th - qt) + qh * (t - th)) + (remaining - qh) * th) + (remaining - qh) * (t - th))
+  end
+  while rem < 0 do remaining = remaining - 1; rem = rem + t end
+  while rem >= t do remaining = remaining + 1; rem = rem - t end
+end
+if retry > MAXD then retry = MAXD end
+if ahead > MAXD then ahead = MAXD end
+if delay > MAXD then delay = MAXD end
+return struct.pack('<ddddd', allowed, remaining, retry, ahead, delay)

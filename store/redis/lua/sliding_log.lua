@@ -1,11 +1,20 @@
--- Sliding log (algorithm/slidinglog.go). ARGV: 4 n, 5 limit, 6 period ms.
+-- Sliding log (algorithm/slidinglog.go). Parameters: n, limit, period ms.
 -- State: a sorted set of admitted units, score = admission time in Unix microseconds, member
 -- "<µs>" for the first unit admitted at that instant and "<µs>:<digits of k><k>" for the k-th
 -- more, so members sort by admission order within one instant.
-local n = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
-local p = tonumber(ARGV[6]) * 1000 -- period, µs
+local n, limit, p = P1, P2, P3
+p = p * 1000 -- period, µs
 local now = now_ms * 1000 + floor(now_sub / 1000)
+
+-- px is the TTL in ms of a log that is empty in ns nanoseconds.
+local function px(ns)
+  return math.min(MAX_TTL, math.max(1, ttl_floor, math.ceil(ns / MS)))
+end
+
+-- reply packs the answer (see prelude.lua).
+local function reply(allowed, remaining, retry, reset)
+  return struct.pack('<ddddd', allowed, remaining, math.min(retry, MAXD), math.min(reset, MAXD), 0)
+end
 
 local c = 0
 local newest, newest_member
@@ -29,7 +38,7 @@ local function reset()
 end
 
 if n > limit then
-  return reply(0, limit - c, -1, reset(), 0)
+  return reply(0, limit - c, -1, reset())
 end
 local allowed, retry = 0, 0
 if n < 0 then
@@ -76,4 +85,4 @@ else
   local s = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
   retry = (tonumber(s[2]) + p - now) * 1000
 end
-return reply(allowed, limit - c, retry, reset(), 0)
+return reply(allowed, limit - c, retry, reset())

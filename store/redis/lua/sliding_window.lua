@@ -1,21 +1,49 @@
--- Sliding window (algorithm/slidingwindow.go). ARGV: 4 n, 5 limit, 6 sub-windows N,
--- 7 sub-window length ms. State 'W' + (sub ms, cur, N, N+1 counters): counter of sub-window w
--- at index w mod (N+1).
-local n = tonumber(ARGV[4])
-local limit = tonumber(ARGV[5])
-local windows = tonumber(ARGV[6])
-local sub_ms = tonumber(ARGV[7])
+-- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
+-- sub-window length ms. State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters:
+-- the counter of sub-window w at index w mod (N+1).
+local n, limit, windows, sub_ms = P1, P2, P3, P4
 local sub = sub_ms * MS
 
 local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start if behind it
-local s_sub_ms, cur, nw = 0, 0, 0
+local tag, s_sub_ms, cur, nw, exp = 0, 0, 0, 0, 0
 local counts
 local dirty = false
-local v = load(87)
+local v = redis.pcall('GET', key)
 if v then
-  s_sub_ms, cur, nw = struct.unpack('ddd', v, 2)
-  counts = {struct.unpack(string.rep('d', nw + 1), v, 26)}
-  counts[nw + 2] = nil -- struct.unpack's next position
+  if #v >= 49 then tag, s_sub_ms, cur, nw, exp = struct.unpack('<Bdddd', v) end
+  if tag == 119 and #v == 33 + 8 * (nw + 1) then
+    counts = {struct.unpack('<' .. string.rep('d', nw + 1), v, 34)}
+    counts[nw + 2] = nil -- struct.unpack's next position
+  else -- another algorithm's state (or type): a new algorithm starts from full
+    redis.call('DEL', key)
+    v, exp = false, 0
+  end
+end
+
+-- muldiv returns floor(a*b/c) and a*b mod c, exactly (see bucket.lua).
+local function muldiv(a, b, c)
+  local p = a * b
+  local q = floor(p / c)
+  local r
+  if p < EXACT then
+    r = p - q * c
+  else
+    local qc = q * c
+    local x = 134217729 * a
+    local ah = x - (x - a)
+    x = 134217729 * b
+    local bh = x - (x - b)
+    local pe = ((ah * bh - p) + ah * (b - bh) + (a - ah) * bh) + (a - ah) * (b - bh)
+    x = 134217729 * q
+    local qh = x - (x - q)
+    x = 134217729 * c
+    local ch = x - (x - c)
+    local qe = ((qh * ch - qc) + qh * (c - ch) + (q - qh) * ch) + (q - qh) * (c - ch)
+    r = (p - qc) + (pe - qe)
+  end
+  while r < 0 do q = q - 1; r = r + c end
+  while r >= c do q = q + 1; r = r - c end
+  return q, r
 end
 
 local function fdiv(a, b) return (muldiv(a, 1, b)) end
@@ -100,13 +128,31 @@ end
 local function persist()
   local reset = reset_after()
   if (dirty and v) or reset > 0 and (dirty or not v) then
-    save('W' .. struct.pack('ddd' .. string.rep('d', size), sub_ms, cur, windows, unpack(counts)), reset)
+    local need = GRACE
+    if reset > 0 then need = math.ceil(reset / MS) end
+    if need < ttl_floor then need = ttl_floor end
+    local life = now_ms + need
+    local fmt = '<Bdddd' .. string.rep('d', size)
+    if exp >= life and exp <= life + SLACK then
+      redis.call('SET', key, struct.pack(fmt, 119, sub_ms, cur, windows, exp, unpack(counts)), 'KEEPTTL')
+    else
+      local px = need + SLACK
+      if px > MAX_TTL then px = MAX_TTL end
+      redis.call('SET', key, struct.pack(fmt, 119, sub_ms, cur, windows, now_ms + px, unpack(counts)), 'PX', px)
+    end
   end
   return reset
 end
 
+-- reply packs the answer (see prelude.lua).
+local function reply(allowed, remaining, retry, reset)
+  if retry > MAXD then retry = MAXD end
+  if reset > MAXD then reset = MAXD end
+  return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)
+end
+
 if n > limit then
-  return reply(0, math.max(0, limit - used), -1, persist(), 0)
+  return reply(0, math.max(0, limit - used), -1, persist())
 end
 local allowed, retry = 0, 0
 if n < 0 then
@@ -130,4 +176,4 @@ elseif used + n <= limit then
 else
   retry = retry_after(limit - n)
 end
-return reply(allowed, math.max(0, limit - used), retry, persist(), 0)
+return reply(allowed, math.max(0, limit - used), retry, persist())
