@@ -61,7 +61,7 @@ func concurrency(t *testing.T, newClient func(testing.TB) goredis.UniversalClien
 		// Two stores on two clients (two "instances") sharing one Redis share one limit.
 		c1, c2 := newClient(t), newClient(t)
 		s1 := newStore(t, c1, redis.WithClock(clock))
-		s2, err := redis.New(c2, redis.WithClock(clock), redis.WithPrefix(prefixOf(s1)))
+		s2, err := redis.New(c2, redis.WithClock(clock), redis.WithPrefix(prefixOf(s1)), redis.WithTimeout(testTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}

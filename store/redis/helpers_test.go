@@ -66,9 +66,16 @@ func checkTTLs(t testing.TB, c goredis.UniversalClient, prefix string, del bool)
 	}
 }
 
+// testTimeout bounds every call of the correctness tests: generous, so that a loaded CI box
+// (-race, 2 cores, packages in parallel) never turns a slow call into a failure. Only the
+// tests about timeouts use short ones.
+const testTimeout = 5 * time.Second
+
+// newStore returns a store on c with a prefix of the test's own and testTimeout; opts come
+// after, so they may override both.
 func newStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *redis.Store {
 	t.Helper()
-	opts = append([]redis.Option{redis.WithPrefix(testPrefix(t, c)), redis.WithTimeout(2 * time.Second)}, opts...)
+	opts = append([]redis.Option{redis.WithPrefix(testPrefix(t, c)), redis.WithTimeout(testTimeout)}, opts...)
 	s, err := redis.New(c, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func TestReadOnlyReplica(t *testing.T) {
 		t.Fatal("no node of the Sentinel setup is a replica")
 	}
 	defer c.Close()
-	s, err := redis.New(c)
+	s, err := redis.New(c, redis.WithTimeout(testTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Skip("failover takes seconds")
 	}
 	c := sentinelClient(t)
-	s := newStore(t, c, redis.WithTimeout(500*time.Millisecond))
+	s := newStore(t, c)
 	addrs := testenv.List(t, "SLUICE_REDIS_SENTINEL_ADDRS")
 	master := testenv.Get(t, "SLUICE_REDIS_SENTINEL_MASTER")
 	sc := goredis.NewSentinelClient(&goredis.Options{Addr: addrs[0]})
@@ -148,7 +148,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	// Let the replica catch up, then fail over (retrying while Sentinel still settles a
 	// previous failover).
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		err := sc.Failover(ctx, master).Err()
 		if err == nil {
@@ -180,5 +180,5 @@ func TestSentinelFailover(t *testing.T) {
 		errs++
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("decisions did not resume on a new primary within 30s (primary before %v, now %v)", before, after)
+	t.Fatalf("decisions did not resume on a new primary within 60s (primary before %v, now %v)", before, after)
 }

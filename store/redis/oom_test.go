@@ -1,0 +1,112 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// startOwnRedis starts a redis-server of the test's own (SLUICE_REDIS_SERVER_BIN) on a free
+// 127.0.0.1 port with extra arguments, and kills that process, by its PID, at the end.
+func startOwnRedis(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := testenv.Get(t, "SLUICE_REDIS_SERVER_BIN")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--daemonize", "no",
+		"--loglevel", "warning"}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not start on %s: %v", addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOutOfMemory fills a dedicated redis-server up to its maxmemory (noeviction) and wants
+// every decision, on the direct path and through pipelines, to fail with an error wrapping
+// ErrStoreUnavailable, never to be allowed; once memory is freed, decisions resume.
+func TestOutOfMemory(t *testing.T) {
+	addr := startOwnRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	ctx := context.Background()
+	admin := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer admin.Close()
+	filler := strings.Repeat("x", 64<<10)
+	full := false
+	for i := 0; i < 1000 && !full; i++ {
+		err := admin.Set(ctx, "filler:"+strconv.Itoa(i), filler, 0).Err()
+		switch {
+		case err != nil && strings.HasPrefix(err.Error(), "OOM"):
+			full = true
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("64 MB written under maxmemory 4mb without an OOM error")
+	}
+	for _, direct := range []bool{true, false} {
+		// ContextTimeoutEnabled lets an idle store's callers send their own call; without it
+		// every call goes through the pipeline workers.
+		c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: direct})
+		s, err := redis.New(c, redis.WithTimeout(testTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range sluice.Algorithms() {
+			rule := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
+			for i := 0; i < 3; i++ {
+				d, err := s.Take(ctx, sluice.Request{Key: "oom-" + strconv.Itoa(i), Rule: rule, N: 1})
+				if d.Allowed || !errors.Is(err, sluice.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM") {
+					t.Errorf("%s (direct %v) under OOM: %+v, %v; want an OOM error wrapping ErrStoreUnavailable", a, direct, d, err)
+				}
+			}
+		}
+		_ = s.Close()
+		_ = c.Close()
+	}
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := redis.New(c, redis.WithTimeout(testTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, err := s.Take(ctx, sluice.Request{Key: "after", Rule: sluice.GCRA(10, time.Second, 0), N: 1})
+	if err != nil || !d.Allowed {
+		t.Fatalf("after freeing memory: %+v, %v; want allowed", d, err)
+	}
+}
