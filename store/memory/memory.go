@@ -243,6 +243,10 @@ func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 		d = st.TakeParams(now, e.params, n, 0)
 	case *algorithm.FixedWindow:
 		d = st.TakeParams(now, e.params, n, 0)
+	case *algorithm.LeakyBucket:
+		d = st.TakeParams(now, e.params, n, 0)
+	case *algorithm.SlidingWindow:
+		d = st.TakeParams(now, e.params, n, 0)
 	default:
 		d = e.state.TakeParams(now, e.params, n, 0)
 	}
