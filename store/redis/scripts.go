@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"math"
 	"math/bits"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -84,6 +85,16 @@ func scriptArgs(p params, req *sluice.Request) (*script, params) {
 		return gcraScript, p.add(req.N).add(maxDelay).add(t).add(satMul(r.Capacity(), t)).add(r.Capacity())
 	}
 }
+
+// windowFormats[w] is the struct format of a sliding window's state with w sub-windows, passed
+// to the script as ARGV[2] so that it builds no string (see lua/sliding_window.lua).
+var windowFormats = func() []string {
+	f := make([]string, sluice.MaxSubWindows+1)
+	for w := range f {
+		f[w] = "<Bdddd" + strings.Repeat("d", w+1)
+	}
+	return f
+}()
 
 // satMul returns a*b for a, b >= 0, saturating at math.MaxInt64.
 func satMul(a, b int64) int64 {

@@ -155,8 +155,11 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 	for len(p) < paramsLen {
 		p = p.add(0)
 	}
-	return &call{ctx: ctx, script: sc, args: []any{nil, nil, 1, s.Key(req.Key), []byte(p)},
-		limit: req.Rule.Capacity()}
+	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p)}
+	if sc == slidingWindowScript {
+		args = append(args, windowFormats[req.Rule.Windows()])
+	}
+	return &call{ctx: ctx, script: sc, args: args, limit: req.Rule.Capacity()}
 }
 
 // Close stops the store's workers, and closes the client when the store was built by

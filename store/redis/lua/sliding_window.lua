@@ -1,24 +1,12 @@
 -- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms. State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters:
--- the counter of sub-window w at index w mod (N+1).
+-- sub-window length ms; ARGV[2] is the state's struct format ('<Bdddd' and N+1 'd'). State:
+-- byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's at index
+-- w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's counter)
+-- and the common path inlines what the Go code does in helpers.
 local n, limit, windows, sub_ms = P1, P2, P3, P4
+local fmt = ARGV[2]
+local size = windows + 1
 local sub = sub_ms * MS
-
-local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start if behind it
-local tag, s_sub_ms, cur, nw, exp = 0, 0, 0, 0, 0
-local counts
-local dirty = false
-local v = redis.pcall('GET', key)
-if v then
-  if #v >= 49 then tag, s_sub_ms, cur, nw, exp = struct.unpack('<Bdddd', v) end
-  if tag == 119 and #v == 33 + 8 * (nw + 1) then
-    counts = {struct.unpack('<' .. string.rep('d', nw + 1), v, 34)}
-    counts[nw + 2] = nil -- struct.unpack's next position
-  else -- another algorithm's state (or type): a new algorithm starts from full
-    redis.call('DEL', key)
-    v, exp = false, 0
-  end
-end
 
 -- muldiv returns floor(a*b/c) and a*b mod c, exactly (see bucket.lua).
 local function muldiv(a, b, c)
@@ -46,67 +34,125 @@ local function muldiv(a, b, c)
   return q, r
 end
 
-local function fdiv(a, b) return (muldiv(a, 1, b)) end
-
--- advance makes w the newest sub-window, zeroing the ones in between.
-local function advance(w)
-  if w <= cur then return end
-  local size = #counts
-  for i = cur + 1, math.min(w, cur + size) do counts[i % size + 1] = 0 end
-  cur, dirty = w, true
+local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start if behind it
+local t
+local exp = 0
+local dirty = false
+local v = redis.pcall('GET', key)
+if v then
+  local len = #v
+  local nw = (len - 33) / 8 - 1
+  if len == 33 + 8 * size then
+    t = {struct.unpack(fmt, v)}
+  elseif len >= 49 and nw == floor(nw) then -- another N: a reshape
+    t = {struct.unpack('<Bdddd' .. string.rep('d', nw + 1), v)}
+  end
+  if t and t[1] == 119 and t[4] == nw then
+    t[7 + nw] = nil -- struct.unpack's next position
+    exp = t[5]
+  else -- another algorithm's state (or type): a new algorithm starts from full
+    redis.call('DEL', key)
+    v, t = false, nil
+  end
 end
 
--- estimate returns the N newest sub-windows' sum, the oldest one's count and now's offset
--- (ns) into sub-window cur of length sms ms.
-local function estimate(sms)
-  local size = #counts
-  local recent = 0
-  for j = cur - size + 2, cur do recent = recent + counts[j % size + 1] end
-  return recent, counts[(cur - size + 1) % size + 1], (nms - cur * sms) * MS + nsub
-end
-
--- weighted is ceil(old x (sb - f) / sb): the oldest sub-window's part still inside.
-local function weighted(old, f, sb)
-  if old == 0 then return 0 end
-  local q, r = muldiv(old, sb - f, sb)
-  if r > 0 then q = q + 1 end
-  return q
-end
-
-if not v or nw ~= windows or s_sub_ms ~= sub_ms then -- reshape, carrying the estimate
+if not v or t[4] ~= windows or t[2] ~= sub_ms then -- reshape, carrying the estimate
   local carried = 0
   if v then
-    local w = fdiv(nms, s_sub_ms)
-    if w < cur then w, nms, nsub = cur, cur * s_sub_ms, 0 end
-    advance(w)
-    local recent, old, f = estimate(s_sub_ms)
-    carried = recent + weighted(old, f, s_sub_ms * MS)
+    local s_sub_ms, ocur, osize = t[2], t[3], t[4] + 1
+    local w = (muldiv(nms, 1, s_sub_ms))
+    if w < ocur then w, nms, nsub = ocur, ocur * s_sub_ms, 0 end
+    if w > ocur then
+      for i = ocur + 1, math.min(w, ocur + osize) do t[6 + i % osize] = 0 end
+      ocur = w
+    end
+    local recent = 0
+    for j = ocur - osize + 2, ocur do recent = recent + t[6 + j % osize] end
+    local old = t[6 + (ocur - osize + 1) % osize]
+    local f = (nms - ocur * s_sub_ms) * MS + nsub
+    carried = recent
+    if old > 0 then
+      local sb = s_sub_ms * MS
+      local q, r = muldiv(old, sb - f, sb)
+      if r > 0 then q = q + 1 end
+      carried = carried + q
+    end
     dirty = true
   end
-  counts = {}
-  for i = 1, windows + 1 do counts[i] = 0 end
-  cur = fdiv(nms, sub_ms)
-  counts[cur % (windows + 1) + 1] = carried
+  t = {119, sub_ms, 0, windows, exp}
+  for i = 1, size do t[5 + i] = 0 end
+  local c = (muldiv(nms, 1, sub_ms))
+  t[3] = c
+  t[6 + c % size] = carried
 end
-local size = windows + 1
 
-local w = fdiv(nms, sub_ms)
+local cur = t[3]
+local w = floor(nms / sub_ms) -- nms < 2^53: exact up to the off-by-one fixed here
+if w * sub_ms > nms then w = w - 1 elseif (w + 1) * sub_ms <= nms then w = w + 1 end
 if w < cur then w, nms, nsub = cur, cur * sub_ms, 0 end -- the clock went backwards
-advance(w)
-local recent, old, f = estimate(sub_ms)
-local used = recent + weighted(old, f, sub)
-
-local function reset_after()
-  for j = cur, cur - windows, -1 do
-    if counts[j % size + 1] ~= 0 then
-      return ((j + windows + 1) * sub_ms - nms) * MS - nsub
-    end
-  end
-  return 0
+if w > cur then -- w becomes the newest sub-window; the ones in between are zeroed
+  local last = cur + size
+  if w < last then last = w end
+  for i = cur + 1, last do t[6 + i % size] = 0 end
+  cur, dirty = w, true
+  t[3] = cur
 end
 
-local function retry_after(need)
+-- the estimate: the N newest sub-windows' sum, plus ceil(old x (sub - f) / sub), the part of
+-- the oldest sub-window still inside (f: now's offset into sub-window cur, ns)
+local recent = 0
+for j = cur - size + 2, cur do recent = recent + t[6 + j % size] end
+local old = t[6 + (cur - size + 1) % size]
+local f = (nms - cur * sub_ms) * MS + nsub
+local used = recent
+if old > 0 then
+  local a = sub - f
+  local p = old * a
+  local q, r
+  if p < EXACT then
+    q = floor(p / sub)
+    r = p - q * sub
+    if r < 0 then q, r = q - 1, r + sub elseif r >= sub then q, r = q + 1, r - sub end
+  else
+    q, r = muldiv(old, a, sub)
+  end
+  if r > 0 then q = q + 1 end
+  used = used + q
+end
+
+local allowed, retry = 0, 0
+if n > limit then
+  retry = -1
+elseif n < 0 then
+  local m = -n
+  for j = cur, cur - size + 1, -1 do -- newest sub-windows first
+    if m <= 0 then break end
+    local i = 6 + j % size
+    local take = math.min(t[i], m)
+    t[i], m = t[i] - take, m - take
+  end
+  allowed, dirty = 1, true
+  recent = 0
+  for j = cur - size + 2, cur do recent = recent + t[6 + j % size] end
+  old = t[6 + (cur - size + 1) % size]
+  used = recent
+  if old > 0 then
+    local q, r = muldiv(old, sub - f, sub)
+    if r > 0 then q = q + 1 end
+    used = used + q
+  end
+elseif used + n <= limit then
+  if n > 0 then
+    local i = 6 + w % size
+    t[i] = t[i] + n
+    used, dirty = used + n, true
+  end
+  allowed = 1
+else
+  -- retry-after: the first instant the estimate leaves room for n (limit - n used)
+  local need = limit - n
   local rc, od = recent, old
+  retry = ((cur + windows + 1) * sub_ms - nms) * MS - nsub
   for k = 0, windows + 1 do
     local wk = cur + k
     if rc <= need then
@@ -115,65 +161,46 @@ local function retry_after(need)
         fk = sub - muldiv(need - rc, sub, od)
       end
       if k == 0 and f > fk then fk = f end
-      if fk < sub then return (wk * sub_ms - nms) * MS + fk - nsub end
+      if fk < sub then
+        retry = (wk * sub_ms - nms) * MS + fk - nsub
+        break
+      end
     end
     local leaving = 0
     local j = wk - windows + 1
-    if j <= cur then leaving = counts[j % size + 1] end
+    if j <= cur then leaving = t[6 + j % size] end
     rc, od = rc - leaving, leaving
   end
-  return ((cur + windows + 1) * sub_ms - nms) * MS - nsub
 end
 
-local function persist()
-  local reset = reset_after()
-  if (dirty and v) or reset > 0 and (dirty or not v) then
-    local need = GRACE
-    if reset > 0 then need = math.ceil(reset / MS) end
-    if need < ttl_floor then need = ttl_floor end
-    local life = now_ms + need
-    local fmt = '<Bdddd' .. string.rep('d', size)
-    if exp >= life and exp <= life + SLACK then
-      redis.call('SET', key, struct.pack(fmt, 119, sub_ms, cur, windows, exp, unpack(counts)), 'KEEPTTL')
-    else
-      local px = need + SLACK
-      if px > MAX_TTL then px = MAX_TTL end
-      redis.call('SET', key, struct.pack(fmt, 119, sub_ms, cur, windows, now_ms + px, unpack(counts)), 'PX', px)
-    end
+-- reset-after: when the newest non-empty sub-window leaves the window
+local reset = 0
+for j = cur, cur - windows, -1 do
+  if t[6 + j % size] ~= 0 then
+    reset = ((j + windows + 1) * sub_ms - nms) * MS - nsub
+    break
   end
-  return reset
 end
-
--- reply packs the answer (see prelude.lua).
-local function reply(allowed, remaining, retry, reset)
-  if retry > MAXD then retry = MAXD end
-  if reset > MAXD then reset = MAXD end
-  return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)
-end
-
-if n > limit then
-  return reply(0, math.max(0, limit - used), -1, persist())
-end
-local allowed, retry = 0, 0
-if n < 0 then
-  local m = -n
-  for j = cur, cur - size + 1, -1 do -- newest sub-windows first
-    if m <= 0 then break end
-    local i = j % size + 1
-    local take = math.min(counts[i], m)
-    counts[i], m = counts[i] - take, m - take
+if (dirty and v) or reset > 0 and (dirty or not v) then
+  local need = GRACE
+  if reset > 0 then -- ceil(reset / MS)
+    need = floor(reset / MS)
+    if need * MS < reset then need = need + 1 end
   end
-  allowed, dirty = 1, true
-  recent, old, f = estimate(sub_ms)
-  used = recent + weighted(old, f, sub)
-elseif used + n <= limit then
-  if n > 0 then
-    local i = w % size + 1
-    counts[i] = counts[i] + n
-    used, dirty = used + n, true
+  if need < ttl_floor then need = ttl_floor end
+  local life = now_ms + need
+  if exp >= life and exp <= life + SLACK then
+    t[5] = exp
+    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'KEEPTTL')
+  else
+    local px = need + SLACK
+    if px > MAX_TTL then px = MAX_TTL end
+    t[5] = now_ms + px
+    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', px)
   end
-  allowed = 1
-else
-  retry = retry_after(limit - n)
 end
-return reply(allowed, math.max(0, limit - used), retry, persist())
+local remaining = limit - used
+if remaining < 0 then remaining = 0 end
+if retry > MAXD then retry = MAXD end
+if reset > MAXD then reset = MAXD end
+return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)
