@@ -178,7 +178,7 @@ func startReal(t *testing.T, rules, storeURL string) *server.Server {
 
 func redisConfig(t *testing.T, url string) server.Config {
 	return server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, sharedRules),
-		StoreOptions: server.StoreOptions{URL: url}, ReloadInterval: -1}
+		StoreOptions: server.StoreOptions{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}
 }
 
 func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
@@ -24,6 +25,10 @@ type StoreOptions struct {
 	// "overlimit" (keys already over their limit are denied locally until they reset) or
 	// "async" (local counters synchronised in the background; bounded over-admission).
 	Mode string
+	// Timeout bounds each store call (Redis stores; default redis.DefaultTimeout). A call
+	// that takes longer fails as the store being unavailable. Keep it below the timeout of
+	// the callers (Envoy's rate limit filter: 20 ms by default).
+	Timeout time.Duration
 	// Fallback is the policy while the store is unavailable: "" (none: requests fail with
 	// UNAVAILABLE and Envoy applies failure_mode_deny), "local" (a local limiter keeping the
 	// global budget), "fail_open" or "fail_closed".
@@ -78,7 +83,10 @@ func OpenStore(opts StoreOptions) (sluice.Store, error) {
 	if err := CheckFallback(opts.Fallback); err != nil {
 		return nil, fmt.Errorf("server: fallback: %w", err)
 	}
-	base, closers, err := openBase(opts.URL)
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("server: store timeout: must not be negative, got %v", opts.Timeout)
+	}
+	base, closers, err := openBase(opts.URL, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +120,7 @@ func OpenStore(opts StoreOptions) (sluice.Store, error) {
 	return o, nil
 }
 
-func openBase(rawURL string) (sluice.Store, []func() error, error) {
+func openBase(rawURL string, timeout time.Duration) (sluice.Store, []func() error, error) {
 	scheme, _, _ := strings.Cut(rawURL, "://")
 	switch scheme {
 	case "", "memory":
@@ -122,7 +130,11 @@ func openBase(rawURL string) (sluice.Store, []func() error, error) {
 		}
 		return st, []func() error{st.Close}, nil
 	case "redis", "rediss", "redis-cluster", "redis-sentinel":
-		st, err := redis.NewFromURL(rawURL) // owns its client: Close closes it
+		var opts []redis.Option
+		if timeout > 0 {
+			opts = append(opts, redis.WithTimeout(timeout))
+		}
+		st, err := redis.NewFromURL(rawURL, opts...) // owns its client: Close closes it
 		if err != nil {
 			return nil, nil, fmt.Errorf("server: store: %w", err)
 		}

@@ -72,6 +72,7 @@ func TestStoreOptionsValidated(t *testing.T) {
 		{server.StoreOptions{Mode: "psychic"}, "mode"},
 		{server.StoreOptions{Fallback: "pray"}, "fallback"},
 		{server.StoreOptions{URL: "redis://127.0.0.1:1", Mode: "Sync"}, "mode"},
+		{server.StoreOptions{URL: "redis://127.0.0.1:1", Timeout: -time.Second}, "timeout"},
 	} {
 		if _, err := server.OpenStore(tc.opts); err == nil || !strings.Contains(err.Error(), tc.names) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.opts, err, tc.names)

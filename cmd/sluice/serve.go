@@ -29,7 +29,7 @@ func init() {
 type serveFlags struct {
 	config, grpcAddr, httpAddr, store, mode, fallback string
 	logLevel, logFormat, pprofAddr                    string
-	reload                                            time.Duration
+	reload, storeTimeout                              time.Duration
 	headers                                           bool
 }
 
@@ -45,6 +45,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	reload, _ := time.ParseDuration(serveEnv("SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
 	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
 	fs.StringVar(&f.pprofAddr, "pprof", serveEnv("SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
+	storeTimeout, _ := time.ParseDuration(serveEnv("SLUICE_STORE_TIMEOUT", "0s"))
+	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
 	headers, _ := strconv.ParseBool(serveEnv("SLUICE_RESPONSE_HEADERS", "false"))
 	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS]")
 }
@@ -68,6 +70,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve: --mode:", err)
 		return 2
 	}
+	if f.storeTimeout < 0 {
+		fmt.Fprintln(stderr, "sluice serve: --store-timeout: must not be negative, got", f.storeTimeout)
+		return 2
+	}
 	if err := server.CheckFallback(f.fallback); err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --fallback:", err)
 		return 2
@@ -82,7 +88,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		HTTPAddr:        f.httpAddr,
 		RulesPath:       f.config,
 		ReloadInterval:  f.reload,
-		StoreOptions:    server.StoreOptions{URL: f.store, Mode: f.mode, Fallback: f.fallback},
+		StoreOptions:    server.StoreOptions{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout},
 		Logger:          logger,
 		ResponseHeaders: f.headers,
 	}

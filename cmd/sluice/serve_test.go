@@ -36,9 +36,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// TestServeValidatesModeAndFallback: a bad --mode or --fallback (flag or environment) is a
-// usage error that names the flag, before anything listens.
-func TestServeValidatesModeAndFallback(t *testing.T) {
+// TestServeValidatesStoreFlags: a bad --mode, --fallback or --store-timeout (flag or
+// environment) is a usage error that names the flag, before anything listens.
+func TestServeValidatesStoreFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -48,6 +48,7 @@ func TestServeValidatesModeAndFallback(t *testing.T) {
 		{args: []string{"--mode", "SYNC"}, flag: "--mode"},
 		{args: []string{"--fallback", "pray"}, flag: "--fallback"},
 		{args: []string{"--fallback", "open"}, flag: "--fallback"},
+		{args: []string{"--store-timeout", "-1s"}, flag: "--store-timeout"},
 		{env: map[string]string{"SLUICE_MODE": "eventually"}, flag: "--mode"},
 		{env: map[string]string{"SLUICE_FALLBACK": "maybe"}, flag: "--fallback"},
 	} {
