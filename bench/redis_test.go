@@ -116,17 +116,22 @@ var throughputAlgs = []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTo
 	sluice.AlgorithmSlidingWindow, sluice.AlgorithmFixedWindow}
 
 // BenchmarkRedisThroughput: decisions/s and latency percentiles with 1 and 64 goroutines over
-// 10k keys, with a limit high enough that (almost) every decision is admitted.
+// 10k keys, with a limit high enough that (almost) every decision is admitted. The contenders
+// run one after the other for each goroutine count, so that with -count N the runs of
+// different contenders interleave and a burst of load from other jobs hits them alike.
 func BenchmarkRedisThroughput(b *testing.B) {
 	c := redisClient(b)
 	prefix := fmt.Sprintf("bench:tp:%d:", time.Now().UnixNano())
 	b.Cleanup(func() { unlinkPrefix(c, prefix) })
-	for _, ct := range redisContenders(b, c, prefix, perSecond, time.Second, throughputAlgs) {
-		for _, g := range []int{1, 64} {
-			b.Run(fmt.Sprintf("%s/goroutines=%d", ct.name, g), func(b *testing.B) {
+	cts := redisContenders(b, c, prefix, perSecond, time.Second, throughputAlgs)
+	for _, g := range []int{1, 64} {
+		for _, ct := range cts {
+			b.Run(fmt.Sprintf("goroutines=%d/%s", g, ct.name), func(b *testing.B) {
 				runLatency(b, g, ct.decide)
 			})
 		}
+	}
+	for _, ct := range cts {
 		ct.close()
 	}
 }
@@ -233,6 +238,15 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(cap / rate))
 return {allowed, tokens}
 `
 
+// cpuWorkers is how many goroutines BenchmarkRedisCPU decides from: few, so that the client
+// steals little CPU from the server it measures (as redis-benchmark -c 4).
+var cpuWorkers = func() int {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_CPU_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}()
+
 // BenchmarkRedisCPU: Redis server CPU per decision (INFO commandstats usec_per_call of the
 // script calls, after CONFIG RESETSTAT), for each algorithm with the server clock (TIME) and
 // with the client's clock, with anchors: a script that returns 1, the plain
@@ -287,11 +301,11 @@ func BenchmarkRedisCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 			var wg sync.WaitGroup
-			for w := 0; w < 16; w++ {
+			for w := 0; w < cpuWorkers; w++ {
 				wg.Add(1)
 				go func(w int) {
 					defer wg.Done()
-					for i := w; i < n; i += 16 {
+					for i := w; i < n; i += cpuWorkers {
 						_, _ = ct.decide(ctx, keys[i%1000])
 					}
 				}(w)

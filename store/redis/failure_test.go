@@ -162,6 +162,30 @@ func TestStuckServer(t *testing.T) {
 	failedCalls(t, f.addr(), 1000)
 }
 
+// TestStuckServerDirect: one goroutine, so every call takes the direct path (no worker
+// between the caller and the socket); each still fails within its timeout.
+func TestStuckServerDirect(t *testing.T) {
+	f := newFakeServer(t)
+	c := goredis.NewClient(&goredis.Options{Addr: f.addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	const timeout = 30 * time.Millisecond
+	s, err := redis.New(c, redis.WithTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		_, err := s.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.GCRA(10, time.Second, 0), N: 1})
+		if !errors.Is(err, sluice.ErrStoreUnavailable) {
+			t.Fatalf("call %d: %v, want ErrStoreUnavailable", i, err)
+		}
+		if d := time.Since(start); d > timeout+250*time.Millisecond {
+			t.Fatalf("call %d took %v, timeout %v", i, d, timeout)
+		}
+	}
+}
+
 func TestCloseThenTake(t *testing.T) {
 	s, err := redis.New(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}))
 	if err != nil {

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Redis server CPU per decision (INFO commandstats usec_per_call of EVALSHA, after CONFIG
+# RESETSTAT) for Sluice's scripts and the anchors, in one session on one redis-server:
+#   - redis-benchmark -c 4 -P 8 EVALSHA of `return 1` and of the plain HMGET/HSET/PEXPIRE
+#     token bucket (bench/redis_test.go, plainBucketLua), 10k keys;
+#   - BenchmarkRedisCPUReplay (the exact EVALSHA the store sends, captured by a hook, replayed
+#     like redis-benchmark: 4 connections, pipelines of 8, 1,000 keys; the same anchors);
+#   - BenchmarkRedisCPU (decisions through the store from 4 goroutines: every algorithm with the
+#     server clock and with the client clock, the same anchors, INCR), where the Go client
+#     shares the cores with the server;
+#   - with BEFORE=<commit>, BenchmarkRedisCPU again on that commit's store (the current
+#     benchmark file copied into an archive of it), for a before/after comparison.
+# Rounds alternate between the contenders; the summary gives the minimum and the median over
+# rounds: on a shared machine other jobs only ever add time, so the minimum is the closest to
+# the scripts' own cost.
+#
+# Usage: SLUICE_REDIS_ADDR=127.0.0.1:6379 [ROUNDS=5] [BEFORE=604dc5a] bench/redis_cpu.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+ADDR=${SLUICE_REDIS_ADDR:?set SLUICE_REDIS_ADDR to a redis-server host:port}
+HOST=${ADDR%:*}
+PORT=${ADDR##*:}
+ROUNDS=${ROUNDS:-5}
+OUT=$(mktemp)
+OLD=""
+cleanup() { rm -f "$OUT"; [ -z "$OLD" ] || rm -rf "$OLD"; }
+trap cleanup EXIT
+
+cli() { redis-cli -h "$HOST" -p "$PORT" "$@"; }
+usec() { cli INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'; }
+
+if [ -n "${BEFORE:-}" ]; then
+	OLD=$(mktemp -d)
+	git -C .. archive "$BEFORE" | tar -x -C "$OLD"
+	cp redis_test.go redis_cpu_test.go "$OLD/bench/"
+fi
+
+plain=$(sed -n '/^const plainBucketLua = `/,/^`/p' redis_test.go | sed '1d;$d')
+ret1_sha=$(cli SCRIPT LOAD "return 1")
+plain_sha=$(cli SCRIPT LOAD "$plain")
+now=$(date +%s%3N)
+
+for r in $(seq 1 "$ROUNDS"); do
+	cli CONFIG RESETSTAT >/dev/null
+	redis-benchmark -h "$HOST" -p "$PORT" -n 100000 -c 4 -P 8 -r 10000 -q \
+		EVALSHA "$ret1_sha" 1 rb:ret1:__rand_int__ >/dev/null 2>&1
+	echo "redis-benchmark/return_1 $(usec)" >>"$OUT"
+	cli CONFIG RESETSTAT >/dev/null
+	redis-benchmark -h "$HOST" -p "$PORT" -n 100000 -c 4 -P 8 -r 10000 -q \
+		EVALSHA "$plain_sha" 1 rb:plain:__rand_int__ 1000000 1000000 "$now" 1 >/dev/null 2>&1
+	echo "redis-benchmark/plain_hmget_hset_pexpire $(usec)" >>"$OUT"
+	for tree in after before; do
+		dir=.
+		if [ "$tree" = before ]; then
+			[ -n "$OLD" ] || continue
+			dir=$OLD/bench
+		fi
+		(cd "$dir" && go test -run '^$' -bench 'RedisCPU' -benchtime 1x 2>/dev/null) |
+			sed -n 's/^BenchmarkRedisCPU\(Replay\)*\/\([^ ]*\)-[0-9]* .* \([0-9.]*\) redis-µs\/call.*/\1 \2 \3/p' |
+			awk -v t="$tree" '{ if (NF == 3) print t ":replay:" $2, $3; else print t ":store:" $1, $2 }' >>"$OUT"
+	done
+done
+
+echo "# $(date -u +%FT%TZ), $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# contender: min / median usec_per_call (all rounds)"
+awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' "$OUT" | sort | while read -r name vals; do
+	sorted=$(echo "$vals" | tr ' ' '\n' | sort -g | tr '\n' ' ')
+	n=$(echo "$sorted" | wc -w)
+	min=$(echo "$sorted" | cut -d' ' -f1)
+	med=$(echo "$sorted" | cut -d' ' -f$(((n + 1) / 2)))
+	printf '%-58s %6s / %6s   (%s)\n' "$name" "$min" "$med" "$vals"
+done

@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// captureHook records the arguments of the last EVALSHA a client sent.
+type captureHook struct {
+	mu   sync.Mutex
+	args []any
+}
+
+func (h *captureHook) record(cmd goredis.Cmder) {
+	if args := cmd.Args(); len(args) > 0 && args[0] == "evalsha" {
+		h.mu.Lock()
+		h.args = append([]any(nil), args...)
+		h.mu.Unlock()
+	}
+}
+
+func (h *captureHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *captureHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *captureHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		for _, cmd := range cmds {
+			h.record(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkRedisCPUReplay measures Redis CPU per decision the way redis-benchmark -c 4 -P 8
+// measures the anchors: the store makes one decision, a hook captures the exact EVALSHA it
+// sent, and 4 connections replay it in pipelines of 8 over 1,000 keys (the client clock stands
+// still at the captured instant; the server clock reads TIME). A light client, so the figure
+// is the script's own cost rather than the cost of sharing two cores with a busy Go process.
+// Anchors, replayed alike: `return 1` and the plain HMGET/HSET/PEXPIRE token bucket.
+func BenchmarkRedisCPUReplay(b *testing.B) {
+	c := redisClient(b)
+	hook := &captureHook{}
+	c.AddHook(hook)
+	ctx := context.Background()
+	prefix := fmt.Sprintf("bench:cpur:%d:", time.Now().UnixNano())
+	b.Cleanup(func() { unlinkPrefix(c, prefix) })
+	type template struct {
+		name string
+		args []any // EVALSHA sha 1 key ARGV...; the key is replaced per call
+	}
+	var tpls []template
+	algs := []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket, sluice.AlgorithmLeakyBucket,
+		sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow}
+	for _, a := range algs {
+		for _, clock := range []string{"server", "client"} {
+			opts := []redis.Option{redis.WithPrefix(prefix + clock + ":" + a.String() + ":")}
+			if clock == "client" {
+				opts = append(opts, redis.WithClock(sluice.SystemClock{}))
+			}
+			s, err := redis.New(c, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second}
+			if _, err := s.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil {
+				b.Fatal(err)
+			}
+			_ = s.Close()
+			hook.mu.Lock()
+			tpls = append(tpls, template{name: "sluice/" + a.String() + "/" + clock + "_clock", args: hook.args})
+			hook.mu.Unlock()
+		}
+	}
+	ret1 := goredis.NewScript("return 1")
+	plain := goredis.NewScript(plainBucketLua)
+	for _, sc := range []*goredis.Script{ret1, plain} {
+		if err := sc.Load(ctx, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tpls = append(tpls,
+		template{name: "baseline/return_1", args: []any{"evalsha", ret1.Hash(), 1, prefix + "ret1"}},
+		template{name: "baseline/plain_hmget_hset_pexpire", args: []any{"evalsha", plain.Hash(), 1, prefix + "plain",
+			perSecond, perSecond, time.Now().UnixMilli(), 1}})
+	for _, tpl := range tpls {
+		b.Run(tpl.name, func(b *testing.B) {
+			key := tpl.args[3].(string)
+			send := func(n int, rng *rand.Rand) {
+				pipe := c.Pipeline()
+				for i := 0; i < n; i++ {
+					args := append([]any(nil), tpl.args...)
+					args[3] = key + ":" + strconv.Itoa(rng.IntN(1000))
+					_ = pipe.Process(ctx, goredis.NewCmd(ctx, args...))
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Error(err)
+				}
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := 0; i < 125; i++ { // create the keys
+				send(8, rng)
+			}
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func(w uint64) {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(w, 3))
+					for i := 0; i < 20_000/4/8; i++ {
+						send(8, rng)
+					}
+				}(uint64(w))
+			}
+			wg.Wait()
+			calls, usec := commandStats(b, c)
+			b.ReportMetric(usec/float64(calls), "redis-µs/call")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
