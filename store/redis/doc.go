@@ -15,8 +15,17 @@
 // NOSCRIPT) on one key, "<prefix>{<escaped user key>}", so every script works on Cluster and a
 // user key holding '{' or '}' cannot choose the slot. The scripts mirror package algorithm
 // exactly (the store/storetest suite holds them to it) using integer arithmetic that stays
-// exact in Lua's doubles. Every key written has a TTL no longer than its state needs (a state
-// that is back to full is kept one more second, so a clock stepping back still sees it).
+// exact in Lua's doubles. Every key written has a TTL, at most one second longer than its
+// state needs (a state that is back to full is kept one more second, so a clock stepping back
+// still sees it): the state records its key's expiry, and while that covers the state the
+// script rewrites it with SET KEEPTTL, which costs Redis much less than setting a TTL. Scripts
+// take their parameters packed in one argument and answer in one string; the GCRA and fixed
+// window scripts make no Lua closure or table (see lua/prelude.lua).
+//
+// Throughput: when no other decision of the store is under way and the client honours
+// context deadlines (ContextTimeoutEnabled, as NewFromURL sets it), the caller sends its
+// script call itself; otherwise calls queue for a few workers (WithMaxInFlight), each sending
+// what has queued up as one pipeline (WithMaxBatch, WithMaxBatchDelay).
 //
 // Time: by default the scripts read the Redis server clock (TIME), so clients with skewed
 // clocks agree; WithClock passes the client's clock instead. Elapsed time is clamped at zero,

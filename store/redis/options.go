@@ -34,7 +34,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 // WithClock makes the scripts use c's time, passed with each call, instead of the Redis
 // server's TIME. Tests pass a sluice.ManualClock; every client sharing keys must then have
 // synchronised clocks. Keys then live at least one minute, since the server expires them on
-// its own clock.
+// its own clock; a key rewritten without a new TTL (see the package doc) keeps the one set
+// last, so a clock that stands still for more than a minute of real time, as a test's manual
+// clock may, can see a key expire under it.
 func WithClock(c sluice.Clock) Option { return optionFunc(func(cfg *config) { cfg.clock = c }) }
 
 // WithTimeout bounds every decision (default DefaultTimeout); the caller's context, when it
