@@ -94,10 +94,13 @@ func BenchmarkRedisCPUReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	tpls = append(tpls,
-		template{name: "baseline/return_1", args: []any{"evalsha", ret1.Hash(), 1, prefix + "ret1"}},
-		template{name: "baseline/plain_hmget_hset_pexpire", args: []any{"evalsha", plain.Hash(), 1, prefix + "plain",
-			perSecond, perSecond, time.Now().UnixMilli(), 1}})
+	// The anchors go first: the first contender of a process runs while the test binary is
+	// still starting up, which costs the server a little.
+	tpls = append([]template{
+		{name: "baseline/return_1", args: []any{"evalsha", ret1.Hash(), 1, prefix + "ret1"}},
+		{name: "baseline/plain_hmget_hset_pexpire", args: []any{"evalsha", plain.Hash(), 1, prefix + "plain",
+			perSecond, perSecond, time.Now().UnixMilli(), 1}},
+	}, tpls...)
 	for _, tpl := range tpls {
 		b.Run(tpl.name, func(b *testing.B) {
 			key := tpl.args[3].(string)
