@@ -7,16 +7,18 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestCoarseClockTracksRealTime reads the coarse clock for a bounded 20 ms and checks it never
-// runs backwards and never leads the precise clock. How far it may lag depends on the
-// scheduler, so the lag bound is generous: this checks the clock moves, not its resolution.
+// TestCoarseClockTracksRealTime reads the coarse clock until it has moved at least 5 ms (at
+// most 5 s of real time) and checks it never runs backwards and never leads the precise clock.
+// How far it may lag depends on the scheduler (a loaded CI machine can starve the refreshing
+// goroutine for a while), so the lag bound is generous: this checks the clock moves, not its
+// resolution.
 func TestCoarseClockTracksRealTime(t *testing.T) {
 	var c sluice.CoarseClock
 	var sys sluice.SystemClock
 	first := c.UnixNano()
 	prev := first
-	deadline := time.Now().Add(20 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	deadline := time.Now().Add(5 * time.Second)
+	for prev-first < int64(5*time.Millisecond) && time.Now().Before(deadline) {
 		got := c.UnixNano()
 		if got < prev {
 			t.Fatalf("coarse clock ran backwards by %v", time.Duration(prev-got))
@@ -26,8 +28,8 @@ func TestCoarseClockTracksRealTime(t *testing.T) {
 		}
 		prev = got
 	}
-	if prev == first {
-		t.Fatal("coarse clock did not move in 20 ms")
+	if prev-first < int64(5*time.Millisecond) {
+		t.Fatalf("coarse clock moved %v in 5 s", time.Duration(prev-first))
 	}
 	if lag := time.Duration(sys.UnixNano() - c.UnixNano()); lag > time.Second {
 		t.Errorf("coarse clock lags by %v", lag)
