@@ -55,7 +55,7 @@ func (s *Store) AddWindowCounts(ctx context.Context, batch []sluice.WindowCounts
 	live := 0
 	for i := range batch {
 		item := &batch[i]
-		if item.Err = checkWindowCounts(item, s.cfg.maxKeyLen); item.Err != nil {
+		if item.Err = item.Validate(s.cfg.maxKeyLen); item.Err != nil {
 			continue
 		}
 		args := make([]any, 0, 3+2*len(item.Deltas)+1)
@@ -123,27 +123,6 @@ func (s *Store) readTotals(ctx context.Context, batch []sluice.WindowCounts, cmd
 func isRedisError(err error) bool {
 	_, ok := err.(goredis.Error)
 	return ok && err != goredis.Nil
-}
-
-func checkWindowCounts(item *sluice.WindowCounts, maxKeyLen int) error {
-	if maxKeyLen <= 0 {
-		maxKeyLen = sluice.DefaultMaxKeyLength
-	}
-	switch {
-	case item.Key == "":
-		return fmt.Errorf("%w: key: empty", sluice.ErrInvalidKey)
-	case len(item.Key) > maxKeyLen:
-		return fmt.Errorf("%w: key: %d bytes, longer than the maximum of %d", sluice.ErrInvalidKey, len(item.Key), maxKeyLen)
-	case item.Length < sluice.MinPeriod || item.Length%time.Millisecond != 0:
-		return fmt.Errorf("%w: length: must be a whole number of milliseconds, got %v", sluice.ErrInvalidRule, item.Length)
-	case item.TTL <= 0:
-		return fmt.Errorf("%w: ttl: must be positive, got %v", sluice.ErrInvalidRule, item.TTL)
-	case len(item.Deltas) == 0 || len(item.Deltas) > sluice.MaxSubWindows+1:
-		return fmt.Errorf("%w: deltas: want 1 to %d windows, got %d", sluice.ErrInvalidN, sluice.MaxSubWindows+1, len(item.Deltas))
-	case len(item.Totals) != len(item.Deltas):
-		return fmt.Errorf("%w: totals: length %d, want %d (one per delta)", sluice.ErrInvalidN, len(item.Totals), len(item.Deltas))
-	}
-	return nil
 }
 
 // Heartbeat implements sluice.InstanceRegistry with lua/counters/heartbeat.lua: a sorted set
