@@ -56,7 +56,7 @@ type shard struct {
 	mu sync.Mutex
 	m  map[uint64]*entry
 	n  int      // entries, chained ones included
-	_  [32]byte // keep shards on separate cache lines
+	_  [104]byte // keep shards on separate cache-line pairs (adjacent-line prefetch)
 }
 
 type entry struct {
