@@ -55,7 +55,7 @@ type Store struct {
 type shard struct {
 	mu sync.Mutex
 	m  map[uint64]*entry
-	n  int      // entries, chained ones included
+	n  int       // entries, chained ones included
 	_  [104]byte // keep shards on separate cache-line pairs (adjacent-line prefetch)
 }
 
