@@ -49,7 +49,7 @@ func Compile(r sluice.Rule) Params {
 	p.full = p.capacity * Scale
 	p.fill = newRatio(p.fillPS, p.period)
 	p.drain = newRatio(p.period, p.fillPS)
-	p.interval = (p.period + r.Limit - 1) / r.Limit
+	p.interval = Interval(r)
 	p.window = p.capacity * p.interval
 	p.perUnit = newRatio(1, p.interval)
 	p.coarseTick = mulDiv(p.period, p.capacity, 100*r.Limit)
