@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,57 +46,6 @@ type Store struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	counters  counterTable // window counters and heartbeats (counters.go)
-}
-
-// shard maps the 64-bit hash of a key to its entry; the rare keys that share a hash are
-// chained. Keying by the hash already computed to pick the shard saves hashing the string
-// twice.
-type shard struct {
-	mu sync.Mutex
-	m  map[uint64]*entry
-	n  int       // entries, chained ones included
-	_  [104]byte // keep shards on separate cache-line pairs (adjacent-line prefetch)
-}
-
-type entry struct {
-	key     string
-	params  *algorithm.Params // the rule of the last decision, compiled
-	state   algorithm.State
-	expires int64  // Unix ns at which the state is back to full
-	next    *entry // another key with the same hash
-}
-
-// get returns the entry of key, or nil.
-func (sh *shard) get(h uint64, key string) *entry {
-	e := sh.m[h]
-	for e != nil && e.key != key {
-		e = e.next
-	}
-	return e
-}
-
-// remove unlinks the entry of key.
-func (sh *shard) remove(h uint64, key string) {
-	head := sh.m[h]
-	if head == nil {
-		return
-	}
-	if head.key == key {
-		if head.next == nil {
-			delete(sh.m, h)
-		} else {
-			sh.m[h] = head.next
-		}
-		sh.n--
-		return
-	}
-	for p := head; p.next != nil; p = p.next {
-		if p.next.key == key {
-			p.next = p.next.next
-			sh.n--
-			return
-		}
-	}
 }
 
 // Option configures a Store.
@@ -174,7 +122,7 @@ func New(opts ...Option) (*Store, error) {
 		rules:     make(map[sluice.Rule]*algorithm.Params),
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[uint64]*entry)
+		s.shards[i].tab.Store(newTable(minTable))
 	}
 	if cfg.sweepInterval > 0 {
 		go s.sweepLoop(cfg.sweepInterval)
@@ -204,20 +152,33 @@ func (s *Store) nowFor(p *algorithm.Params) int64 {
 
 const coarseTick = int64(sluice.CoarseResolution)
 
+// hash returns the key's 64-bit hash, never 0 (an empty slot of the index).
+func (s *Store) hash(key string) uint64 {
+	if h := maphash.String(s.seed, key); h != 0 {
+		return h
+	}
+	return 1
+}
+
 // Take implements sluice.Store.
 func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, error) {
 	if err := req.ValidateArgs(s.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
-	sh, h, e := s.lock(req.Key, &req.Rule)
-	if e == nil {
-		return s.takeNew(sh, h, req)
+	h := s.hash(req.Key)
+	sh := &s.shards[h&s.mask]
+	if e := sh.tab.Load().find(h, req.Key); e != nil {
+		e.mu.Lock()
+		if !e.dead && sameRule(&e.params.Rule, &req.Rule) {
+			now := s.nowFor(e.params)
+			d := e.state.TakeParams(now, e.params, req.N, int64(req.MaxDelay))
+			e.expires = now + int64(d.ResetAfter)
+			e.mu.Unlock()
+			return d, nil
+		}
+		e.mu.Unlock()
 	}
-	now := s.nowFor(e.params)
-	d := e.state.TakeParams(now, e.params, req.N, int64(req.MaxDelay))
-	e.expires = now + int64(d.ResetAfter)
-	sh.mu.Unlock()
-	return d, nil
+	return s.takeSlow(sh, h, req)
 }
 
 // TakeLocal implements sluice.LocalStore: Take for in-process callers, with arguments and
@@ -227,46 +188,37 @@ func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 		_, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: n})
 		return false, 0, 0, 0, err
 	}
-	sh, h, e := s.lock(key, &rule)
-	if e == nil {
-		d, err := s.takeNew(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
-		return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
-	}
-	// The small states are called directly rather than through the interface, and the
-	// Decision is taken apart field by field: both save copies of it through memory.
-	now := s.nowFor(e.params)
-	var d sluice.Decision
-	switch st := e.state.(type) {
-	case *algorithm.GCRA:
-		d = st.TakeParams(now, e.params, n, 0)
-	case *algorithm.TokenBucket:
-		d = st.TakeParams(now, e.params, n, 0)
-	case *algorithm.FixedWindow:
-		d = st.TakeParams(now, e.params, n, 0)
-	case *algorithm.LeakyBucket:
-		d = st.TakeParams(now, e.params, n, 0)
-	case *algorithm.SlidingWindow:
-		d = st.TakeParams(now, e.params, n, 0)
-	default:
-		d = e.state.TakeParams(now, e.params, n, 0)
-	}
-	e.expires = now + int64(d.ResetAfter)
-	sh.mu.Unlock()
-	return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, nil
-}
-
-// lock finds key's shard and hash, and returns with the shard locked and the key's entry when
-// the key exists with exactly this rule (the common case). Otherwise the entry is nil and the
-// shard unlocked, for takeNew.
-func (s *Store) lock(key string, rule *sluice.Rule) (*shard, uint64, *entry) {
-	h := maphash.String(s.seed, key)
+	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	if e := sh.get(h, key); e != nil && sameRule(&e.params.Rule, rule) {
-		return sh, h, e
+	if e := sh.tab.Load().find(h, key); e != nil {
+		e.mu.Lock()
+		if !e.dead && sameRule(&e.params.Rule, &rule) {
+			// The small states are called directly rather than through the interface, and the
+			// Decision is taken apart field by field: both save copies of it through memory.
+			now := s.nowFor(e.params)
+			var d sluice.Decision
+			switch st := e.state.(type) {
+			case *algorithm.GCRA:
+				d = st.TakeParams(now, e.params, n, 0)
+			case *algorithm.TokenBucket:
+				d = st.TakeParams(now, e.params, n, 0)
+			case *algorithm.FixedWindow:
+				d = st.TakeParams(now, e.params, n, 0)
+			case *algorithm.LeakyBucket:
+				d = st.TakeParams(now, e.params, n, 0)
+			case *algorithm.SlidingWindow:
+				d = st.TakeParams(now, e.params, n, 0)
+			default:
+				d = e.state.TakeParams(now, e.params, n, 0)
+			}
+			e.expires = now + int64(d.ResetAfter)
+			e.mu.Unlock()
+			return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, nil
+		}
+		e.mu.Unlock()
 	}
-	sh.mu.Unlock()
-	return sh, h, nil
+	d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
+	return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
 }
 
 // sameRule is r == *o, field by field: cheaper than the generated struct comparison.
@@ -275,34 +227,56 @@ func sameRule(r, o *sluice.Rule) bool {
 		r.Burst == o.Burst && r.SubWindows == o.SubWindows
 }
 
-// takeNew decides for a key that is absent or whose rule changed: the rule is validated and
-// compiled before the shard is locked again.
-func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request) (sluice.Decision, error) {
+// takeSlow decides for a key that is absent, was removed under the caller, or whose rule
+// changed: the rule is validated and compiled before any lock is taken.
+func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decision, error) {
 	if err := req.Rule.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
 	params := s.compiled(req.Rule)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.nowFor(params)
-	e := sh.get(h, req.Key)
-	if e == nil {
-		e = &entry{state: algorithm.New(req.Rule.Algorithm), params: params}
-		d := e.state.TakeParams(now, params, req.N, int64(req.MaxDelay))
-		if d.ResetAfter > 0 { // a peek or refund on an absent key leaves nothing to keep
-			e.expires = now + int64(d.ResetAfter)
-			e.key = strings.Clone(req.Key)
-			s.insert(sh, h, e, now)
+	for {
+		e := sh.tab.Load().find(h, req.Key)
+		if e == nil {
+			sh.mu.Lock()
+			if e = sh.tab.Load().find(h, req.Key); e == nil {
+				d := s.takeNew(sh, h, req, params)
+				sh.mu.Unlock()
+				return d, nil
+			}
+			sh.mu.Unlock()
 		}
+		e.mu.Lock()
+		if e.dead { // removed since it was found: look again
+			e.mu.Unlock()
+			continue
+		}
+		if e.state.Algorithm() != req.Rule.Algorithm {
+			e.state = e.newState(req.Rule.Algorithm) // a new algorithm starts from full
+		}
+		e.params = params
+		now := s.nowFor(params)
+		d := e.state.TakeParams(now, params, req.N, int64(req.MaxDelay))
+		e.expires = now + int64(d.ResetAfter)
+		e.mu.Unlock()
 		return d, nil
 	}
-	if e.state.Algorithm() != req.Rule.Algorithm {
-		e.state = algorithm.New(req.Rule.Algorithm) // a new algorithm starts from full
-	}
-	e.params = params
+}
+
+// takeNew decides for an absent key, and keeps its entry when the decision left state behind
+// (a peek or refund on an absent key leaves nothing to keep); sh.mu is held.
+func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorithm.Params) sluice.Decision {
+	now := s.nowFor(params)
+	e := newEntry(req.Rule.Algorithm, req.Key, params)
 	d := e.state.TakeParams(now, params, req.N, int64(req.MaxDelay))
+	if d.ResetAfter <= 0 {
+		return d
+	}
 	e.expires = now + int64(d.ResetAfter)
-	return d, nil
+	if sh.n >= s.perShard && sh.evict(now) {
+		s.evictions.Add(1)
+	}
+	sh.insert(h, e)
+	return d
 }
 
 // compiled returns the shared compiled form of a valid rule. Up to maxCompiled distinct rules
@@ -320,44 +294,28 @@ func (s *Store) compiled(r sluice.Rule) *algorithm.Params {
 	return &p
 }
 
-// insert adds e under hash h, evicting first when the shard is full: an expired entry if the
-// sample holds one, else the sampled entry closest to full capacity.
-func (s *Store) insert(sh *shard, h uint64, e *entry, now int64) {
-	if sh.n >= s.perShard {
-		var victim *entry
-		var victimHash uint64
-		i := 0
-		for vh, v := range sh.m { // map iteration starts at a random place: a random sample
-			if victim == nil || v.expires < victim.expires {
-				victim, victimHash = v, vh
-			}
-			if i++; i == evictionSamples || victim.expires <= now {
-				break
-			}
-		}
-		if victim.expires > now {
-			s.evictions.Add(1)
-		}
-		sh.remove(victimHash, victim.key)
-	}
-	e.next = sh.m[h]
-	sh.m[h] = e
-	sh.n++
-}
-
-// Sweep removes every key whose state is back to full capacity. The background sweep calls
-// it; tests with a manual clock call it directly.
+// Sweep removes every key whose state is back to full capacity, and shrinks tables left
+// mostly empty. The background sweep calls it; tests with a manual clock call it directly.
 func (s *Store) Sweep() {
 	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for h, e := range sh.m {
-			for ; e != nil; e = e.next {
-				if e.expires <= now {
-					sh.remove(h, e.key)
-				}
+		t := sh.tab.Load()
+		for j := range t.slots {
+			sl := &t.slots[j]
+			e := sl.e.Load()
+			if e == nil {
+				continue
 			}
+			e.mu.Lock()
+			if e.expires <= now {
+				sh.kill(sl, e)
+			}
+			e.mu.Unlock()
+		}
+		if len(t.slots) > minTable && sh.n*8 < len(t.slots) {
+			sh.rebuild(2 * sh.n)
 		}
 		sh.mu.Unlock()
 	}
