@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -30,11 +31,12 @@ type noRetry struct{ *goredis.Cmd }
 func (noRetry) NoRetry() bool { return true }
 
 // worker sends pipelines: it takes one call, adds whatever else is queued (waiting up to
-// MaxBatchDelay) up to MaxBatch, executes them in one pipeline and answers each caller.
+// MaxBatchDelay) up to MaxBatch, decides them in one pipeline (see exec) and answers each
+// caller.
 func (s *Store) worker() {
 	defer s.workers.Done()
 	batch := make([]*call, 0, s.cfg.maxBatch)
-	cmds := make([]noRetry, 0, s.cfg.maxBatch)
+	b := newBatcher(s.cfg.maxBatch)
 	var timer *time.Timer
 	for {
 		batch = batch[:0]
@@ -70,13 +72,18 @@ func (s *Store) worker() {
 				break drain
 			}
 		}
-		cmds = s.exec(batch, cmds[:0])
+		s.exec(batch, b)
 	}
 }
 
-// exec runs the live calls of batch in one pipeline, then those that met NOSCRIPT again with
-// EVAL (a script that was not found did not run), and answers every caller.
-func (s *Store) exec(batch []*call, cmds []noRetry) []noRetry {
+// exec decides the live calls of batch and answers every caller: it groups them (see
+// batcher.group), sends each group of several calls as one call of its script's batched
+// variant and every other call on its own, all in one pipeline, then those that met NOSCRIPT
+// again with EVAL (a script that was not found did not run). A batched call that fails (an
+// error reply, a timeout, a lost connection) fails every decision in it with
+// sluice.ErrStoreUnavailable, never "allowed"; as with a single script that timed out, the
+// keys before the failure may have been decided and committed.
+func (s *Store) exec(batch []*call, b *batcher) {
 	live := batch[:0]
 	for _, c := range batch {
 		if c.ctx.Err() == nil { // a caller that gave up is not decided for
@@ -84,37 +91,82 @@ func (s *Store) exec(batch []*call, cmds []noRetry) []noRetry {
 		}
 	}
 	if len(live) == 0 {
-		return cmds
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
 	defer cancel()
+	groups := b.group(live, s.batching)
 	pipe := s.client.Pipeline()
-	for _, c := range live {
-		c.args[0], c.args[1] = "evalsha", c.script.sha
-		cmd := noRetry{goredis.NewCmd(ctx, c.args...)}
-		cmds = append(cmds, cmd)
-		_ = pipe.Process(ctx, cmd)
+	for i := range groups {
+		g := &groups[i]
+		if len(g.calls) == 1 {
+			c := g.calls[0]
+			c.args[0], c.args[1] = "evalsha", c.script.sha
+			g.args = c.args
+		} else {
+			n := len(b.args)
+			b.args = multiArgs(g.calls, b.args)
+			g.args = b.args[n:len(b.args):len(b.args)]
+			s.batched.Add(int64(len(g.calls)))
+		}
+		g.cmd = noRetry{goredis.NewCmd(ctx, g.args...)}
+		_ = pipe.Process(ctx, g.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
 	var again goredis.Pipeliner
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+	for i := range groups {
+		g := &groups[i]
+		if err := g.cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 			if again == nil {
 				again = s.client.Pipeline()
 			}
-			c := live[i]
-			c.args[0], c.args[1] = "eval", c.script.src
-			cmds[i] = noRetry{goredis.NewCmd(ctx, c.args...)}
-			_ = again.Process(ctx, cmds[i])
+			g.args[0], g.args[1] = "eval", g.script().src
+			g.cmd = noRetry{goredis.NewCmd(ctx, g.args...)}
+			_ = again.Process(ctx, g.cmd)
 		}
 	}
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
-	for i, c := range live {
-		c.done <- answer(cmds[i], c.limit)
+	for i := range groups {
+		g := &groups[i]
+		if len(g.calls) == 1 {
+			g.calls[0].done <- answer(g.cmd, g.calls[0].limit)
+			continue
+		}
+		reply, err := g.cmd.Text()
+		if err == nil && len(reply) != 40*len(g.calls) {
+			err = fmt.Errorf("batched script reply has %d bytes, want %d", len(reply), 40*len(g.calls))
+		}
+		for j, c := range g.calls {
+			if err != nil {
+				c.done <- result{err: unavailable(err)}
+				continue
+			}
+			d, err := decode(reply[40*j:40*j+40], c.limit)
+			c.done <- result{d: d, err: err}
+		}
 	}
-	return cmds
+}
+
+// multiArgs appends to args the batched call deciding calls, which share one script:
+// "evalsha", its SHA, K, the K keys, the K packed parameters and, if the script takes one,
+// the K extra arguments.
+func multiArgs(calls []*call, args []any) []any {
+	sc := calls[0].script
+	args = append(args, "evalsha", sc.multi.sha, len(calls))
+	for _, c := range calls {
+		args = append(args, c.args[3])
+	}
+	for _, c := range calls {
+		args = append(args, c.args[4])
+	}
+	if sc.extra {
+		for _, c := range calls {
+			args = append(args, c.args[5])
+		}
+	}
+	return args
 }
 
 // run sends one call on its own, in the caller's goroutine, bounded by the call's context (the

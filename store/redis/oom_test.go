@@ -54,7 +54,8 @@ func startOwnRedis(t *testing.T, args ...string) string {
 }
 
 // TestOutOfMemory fills a dedicated redis-server up to its maxmemory (noeviction) and wants
-// every decision, on the direct path and through pipelines, to fail with an error wrapping
+// every decision, on the direct path, through pipelines and in batched script calls, to fail
+// with an error wrapping
 // ErrStoreUnavailable, never to be allowed; once memory is freed, decisions resume.
 func TestOutOfMemory(t *testing.T) {
 	addr := startOwnRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
@@ -89,6 +90,18 @@ func TestOutOfMemory(t *testing.T) {
 				d, err := s.Take(ctx, sluice.Request{Key: "oom-" + strconv.Itoa(i), Rule: rule, N: 1})
 				if d.Allowed || !errors.Is(err, sluice.ErrStoreUnavailable) || !strings.Contains(err.Error(), "OOM") {
 					t.Errorf("%s (direct %v) under OOM: %+v, %v; want an OOM error wrapping ErrStoreUnavailable", a, direct, d, err)
+				}
+			}
+		}
+		// A batched script call fails as a whole: every decision in it is an error.
+		for _, a := range sluice.Algorithms() {
+			rule := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
+			ds, errs := redis.TakeBatch(ctx, s, 4, func(i int) sluice.Request {
+				return sluice.Request{Key: "oom-batch-" + strconv.Itoa(i%2), Rule: rule, N: 1}
+			})
+			for i, d := range ds {
+				if d.Allowed || !errors.Is(errs[i], sluice.ErrStoreUnavailable) || !strings.Contains(errs[i].Error(), "OOM") {
+					t.Errorf("%s batched call %d under OOM: %+v, %v; want an OOM error wrapping ErrStoreUnavailable", a, i, d, errs[i])
 				}
 			}
 		}

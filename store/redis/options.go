@@ -25,6 +25,7 @@ type config struct {
 	maxBatch    int
 	maxDelay    time.Duration
 	maxInFlight int
+	noDirect    bool // every decision goes through a worker (tests)
 }
 
 type optionFunc func(*config)

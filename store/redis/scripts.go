@@ -27,27 +27,61 @@ var (
 	bucketLua string
 	//go:embed lua/gcra.lua
 	gcraLua string
+	//go:embed lua/multi.lua
+	multiLua string
 )
 
-// script is one algorithm's Lua source (prelude included) and its SHA1 for EVALSHA.
+// script is one algorithm's Lua source and its SHA1 for EVALSHA, with its batched variant.
 type script struct {
-	name string
-	src  string
-	sha  string
+	name  string
+	src   string
+	sha   string
+	multi *script // decides for many keys of one slot in one call; nil: one key per call
+	extra bool    // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
 }
 
-func newScript(name, body string) *script {
-	src := preludeLua + body
+// Markers splitting the Lua files (see lua/prelude.lua and lua/multi.lua).
+const (
+	singleMark = "\n--@single\n" // prelude: the constants above, one decision's arguments below
+	decideMark = "\n--@decide\n" // algorithm: helpers above, the body below
+	bodyMark   = "\n--@body\n"   // multi: where the body goes
+)
+
+// newScript assembles an algorithm's script from the prelude and its file (see
+// lua/prelude.lua) and, if batched, the batched variant from lua/multi.lua, so that each
+// algorithm's logic lives in its file alone.
+func newScript(name, file string, batched, extra bool) *script {
+	consts, single, ok := strings.Cut(preludeLua, singleMark)
+	if !ok { // the markers are the embedded files' own (scripts_test.go checks them)
+		consts, single, batched = "", preludeLua, false
+	}
+	helpers, body, ok := strings.Cut(file, decideMark)
+	if !ok {
+		helpers, body = "", file
+	}
+	sc := &script{name: name, extra: extra}
+	sc.src, sc.sha = source(consts + "\n" + helpers + "\n" + single + "\n" + body)
+	if batched {
+		if head, tail, ok := strings.Cut(multiLua, bodyMark); ok {
+			m := &script{name: name + "/multi", extra: extra}
+			m.src, m.sha = source(consts + "\n" + helpers + "\n" + head + "\n" + body + "\n" + tail)
+			sc.multi = m
+		}
+	}
+	return sc
+}
+
+func source(src string) (string, string) {
 	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	return src, hex.EncodeToString(sum[:])
 }
 
 var (
-	fixedWindowScript   = newScript("fixed_window", fixedWindowLua)
-	slidingLogScript    = newScript("sliding_log", slidingLogLua)
-	slidingWindowScript = newScript("sliding_window", slidingWindowLua)
-	bucketScript        = newScript("bucket", bucketLua)
-	gcraScript          = newScript("gcra", gcraLua)
+	fixedWindowScript   = newScript("fixed_window", fixedWindowLua, true, false)
+	slidingLogScript    = newScript("sliding_log", slidingLogLua, false, false)
+	slidingWindowScript = newScript("sliding_window", slidingWindowLua, true, true)
+	bucketScript        = newScript("bucket", bucketLua, true, false)
+	gcraScript          = newScript("gcra", gcraLua, true, false)
 )
 
 // params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the

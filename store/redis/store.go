@@ -23,8 +23,10 @@ type Store struct {
 	owned  bool // Close closes client (NewFromURL)
 	cfg    config
 
-	direct bool         // the client honours contexts: an idle store lets callers send their own call
-	active atomic.Int64 // decisions under way (direct, queued or in a pipeline)
+	direct   bool         // the client honours contexts: an idle store lets callers send their own call
+	batching batching     // how several decisions may share one script call
+	active   atomic.Int64 // decisions under way (direct, queued or in a pipeline)
+	batched  atomic.Int64 // decisions made by batched script calls (for tests)
 
 	queue     chan *call
 	closing   chan struct{}
@@ -70,11 +72,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redis: WithMaxInFlight: must be positive, got %d", cfg.maxInFlight)
 	}
 	s := &Store{
-		direct:  honoursContext(client),
-		client:  client,
-		cfg:     cfg,
-		queue:   make(chan *call, cfg.maxBatch*cfg.maxInFlight),
-		closing: make(chan struct{}),
+		direct:   honoursContext(client) && !cfg.noDirect,
+		batching: batchingOf(client),
+		client:   client,
+		cfg:      cfg,
+		queue:    make(chan *call, cfg.maxBatch*cfg.maxInFlight),
+		closing:  make(chan struct{}),
 	}
 	s.workers.Add(cfg.maxInFlight)
 	for i := 0; i < cfg.maxInFlight; i++ {

@@ -2,11 +2,7 @@
 -- ns, limit, period ms, capacity, 1 for the leaky bucket's queue discipline (else 0).
 -- State: byte 't' or 'l', last (ms, sub-ms ns), level units U and sub-units F (the Go
 -- fixed-point level is U x 1e9 + F, kept in two parts so it stays exact), key expiry ms.
-local n, max_delay, limit, pms, capacity, queue = P1, P2, P3, P4, P5, P6
-local period = pms * MS
-local want = 116 -- 't'
-if queue == 1 then want = 108 end -- 'l'
-queue = queue == 1
+-- Helpers (defined once per script), then, below "--@decide", the body (see prelude.lua).
 
 -- muldiv returns floor(a*b/c) and a*b mod c, exactly, for integers a, b >= 0 and c > 0
 -- whose quotient is below 2^53 (the mulDiv of package algorithm); below 2^52 a product is
@@ -36,8 +32,9 @@ local function muldiv(a, b, c)
   return q, r
 end
 
--- time_for: ns to drain xu x 1e9 + xf sub-units, rounded up (timeFor), saturating.
-local function time_for(xu, xf)
+-- time_for: ns to drain xu x 1e9 + xf sub-units at limit per period ns (pms ms), rounded up
+-- (timeFor), saturating.
+local function time_for(xu, xf, period, limit, pms)
   if xu < 0 or (xu == 0 and xf <= 0) then return 0 end
   local qa, ra = muldiv(xu, period, limit)
   local m = limit * 1000
@@ -48,6 +45,13 @@ local function time_for(xu, xf)
   if x > MAXD then return MAXD end
   return x
 end
+
+--@decide
+local n, max_delay, limit, pms, capacity, queue = P1, P2, P3, P4, P5, P6
+local period = pms * MS
+local want = 116 -- 't'
+if queue == 1 then want = 108 end -- 'l'
+queue = queue == 1
 
 local tag, last_ms, last_sub, U, F, exp = 0, now_ms, now_sub, 0, 0, 0
 local dirty = false
@@ -100,15 +104,15 @@ else
   local fits = ou < 0 or (ou == 0 and F == 0)
   if fits and (max_delay == 0 or not queue) then
     allowed = 1
-  elseif max_delay > 0 and queue and fits and time_for(U, F) <= max_delay then
-    allowed, delay = 1, time_for(U, F)
-  elseif max_delay > 0 and not queue and time_for(ou, F) <= max_delay then
-    allowed, delay = 1, time_for(ou, F)
+  elseif max_delay > 0 and queue and fits and time_for(U, F, period, limit, pms) <= max_delay then
+    allowed, delay = 1, time_for(U, F, period, limit, pms)
+  elseif max_delay > 0 and not queue and time_for(ou, F, period, limit, pms) <= max_delay then
+    allowed, delay = 1, time_for(ou, F, period, limit, pms)
   else
-    local wait = time_for(ou, F)
+    local wait = time_for(ou, F, period, limit, pms)
     if max_delay > 0 then
       if queue then
-        wait = math.max(wait, time_for(U, F) - max_delay)
+        wait = math.max(wait, time_for(U, F, period, limit, pms) - max_delay)
       else
         wait = wait - max_delay
       end
@@ -121,7 +125,7 @@ end
 if allowed == 1 and n ~= 0 then
   dirty = v ~= false or U ~= 0 or F ~= 0 -- nothing to keep for a key full before and after
 end
--- reset = time_for(U, F), inline while the products are exact
+-- reset = time_for(U, F, period, limit, pms), inline while the products are exact
 local reset = 0
 if U > 0 or F > 0 then
   local a, b, m = U * period, F * pms, limit * 1000
@@ -136,7 +140,7 @@ if U > 0 or F > 0 then
     reset = qa + qb
     if s > m then reset = reset + 2 elseif s > 0 then reset = reset + 1 end
   else
-    reset = time_for(U, F)
+    reset = time_for(U, F, period, limit, pms)
   end
 end
 if dirty then

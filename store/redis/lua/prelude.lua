@@ -1,23 +1,29 @@
--- Prelude of every Sluice script (the Go package prepends it to each algorithm's file).
+-- Prelude of every Sluice script. The Go package assembles each script (scripts.go): this
+-- file's constants, then the algorithm file's helpers (the part above its "--@decide" line, if
+-- any: functions of their arguments only, defined once per script), then this file's part
+-- below "--@single" (the arguments of one decision) and the algorithm's body, which decides
+-- for `key` and returns the reply. The batched variant (multi.lua) puts the body in a function
+-- instead, called once per key.
 --
 -- Conventions: KEYS[1] is the only key (one hash tag per decision). ARGV[1] holds every
 -- parameter as nine little-endian doubles (one struct.unpack instead of a tonumber per
 -- argument): the client clock as Unix milliseconds and the nanoseconds within that
 -- millisecond, the shortest TTL in ms (0 reads the Redis server clock, TIME, and ignores the
 -- two clock values; with a client clock, which need not run at the server's rate, it is
--- more), then the algorithm's own parameters, P1 to P6 (zeros past the last). Times are
+-- more), then the algorithm's own parameters, P1 to P6 (zeros past the last). ARGV[2], X1 in
+-- the body, is an algorithm's extra argument (the sliding window's struct format). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
 -- arithmetic (retry -1 is never).
 --
--- Cost: the GCRA and fixed window scripts make no closure and no table (the bucket makes two
--- closures, for its rare paths, and inlines the common one), call Redis twice (GET, then SET only
--- when the state changed) and skips TIME when the client passes the time. States carry the
--- instant their key expires (script clock, ms): while it covers what the state needs, and by
--- at most SLACK more, the state is rewritten with KEEPTTL, which costs Redis far less than
--- PX; otherwise PX sets a TTL of what the state needs plus SLACK. So no key lives more than
--- SLACK ms longer than its state matters, and none lives for ever.
+-- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
+-- ones no table, call Redis twice (GET, then SET only when the state changed) and skip TIME
+-- when the client passes the time. States carry the instant their key expires (script clock,
+-- ms): while it covers what the state needs, and by at most SLACK more, the state is rewritten
+-- with KEEPTTL, which costs Redis far less than PX; otherwise PX sets a TTL of what the state
+-- needs plus SLACK. So no key lives more than SLACK ms longer than its state matters, and none
+-- lives for ever.
 --
 -- Each script mirrors one state machine of Sluice's Go package algorithm, step for step.
 local floor = math.floor
@@ -29,6 +35,7 @@ local SLACK = 1000        -- ms a TTL may exceed what the state needs (see above
 local MAXD = 9223372036854774784 -- largest double below 2^63: durations saturate there
 local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept longer
 
+--@single
 local key = KEYS[1]
 local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6 = struct.unpack('<ddddddddd', ARGV[1])
 if ttl_floor == 0 then
@@ -37,3 +44,4 @@ if ttl_floor == 0 then
   now_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
   now_sub = (us % 1000) * 1000
 end
+local X1 = ARGV[2]

@@ -1,12 +1,9 @@
 -- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms; ARGV[2] is the state's struct format ('<Bdddd' and N+1 'd'). State:
--- byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's at index
--- w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's counter)
--- and the common path inlines what the Go code does in helpers.
-local n, limit, windows, sub_ms = P1, P2, P3, P4
-local fmt = ARGV[2]
-local size = windows + 1
-local sub = sub_ms * MS
+-- sub-window length ms; X1, the extra argument, is the state's struct format ('<Bdddd' and
+-- N+1 'd'). State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
+-- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
+-- counter) and the common path inlines what the Go code does in helpers.
+-- A helper (defined once per script), then, below "--@decide", the body (see prelude.lua).
 
 -- muldiv returns floor(a*b/c) and a*b mod c, exactly (see bucket.lua).
 local function muldiv(a, b, c)
@@ -33,6 +30,12 @@ local function muldiv(a, b, c)
   while r >= c do q = q + 1; r = r - c end
   return q, r
 end
+
+--@decide
+local n, limit, windows, sub_ms = P1, P2, P3, P4
+local fmt = X1
+local size = windows + 1
+local sub = sub_ms * MS
 
 local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start if behind it
 local t

@@ -1,0 +1,224 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// TestScriptsAssembled: every algorithm's script is assembled from the prelude and its file,
+// and every algorithm but the sliding log has a batched variant.
+func TestScriptsAssembled(t *testing.T) {
+	for _, sc := range redis.Scripts() {
+		name, src, multi := redis.ScriptInfo(sc)
+		if !strings.Contains(src, "local MAXD =") || !strings.Contains(src, "\nlocal key = KEYS[1]\n") {
+			t.Errorf("%s: the script lacks the prelude", name)
+		}
+		if (multi == "") != (name == "sliding_log") {
+			t.Errorf("%s: batched variant %v", name, multi != "")
+		}
+		if multi != "" && (!strings.Contains(multi, "local function decide(") || strings.Contains(multi, "\nlocal key = KEYS[1]\n") ||
+			!strings.Contains(multi, "table.concat(out)")) {
+			t.Errorf("%s: the batched variant is not assembled from lua/multi.lua", name)
+		}
+		for _, mark := range []string{"--@single", "--@decide", "--@body"} {
+			if strings.Contains(src, "\n"+mark+"\n") || strings.Contains(multi, "\n"+mark+"\n") {
+				t.Errorf("%s: marker %s left in the script", name, mark)
+			}
+		}
+	}
+}
+
+// TestSlot: the store's hash slots are Redis Cluster's (the reference value of the Cluster
+// specification, and CLUSTER KEYSLOT when a Cluster is configured).
+func TestSlot(t *testing.T) {
+	for key, want := range map[string]uint16{"123456789": 12739, "{123456789}x": 12739, "x{}123456789": redis.Slot("x{}123456789")} {
+		if got := redis.Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if os.Getenv("SLUICE_REDIS_CLUSTER_ADDRS") == "" && os.Getenv("CI") == "" {
+		return
+	}
+	c := clusterClient(t).(*goredis.ClusterClient)
+	s := newStore(t, c)
+	for _, k := range []string{"", "a", "{a}", "a}{", "}", "{", `\{a\}`, "x{y}z", "{}", "{{}}", "ünï", "k17"} {
+		for _, key := range []string{s.Key(k), k, "p{" + k + "}q{r}"} {
+			want, err := c.ClusterKeySlot(context.Background(), key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := redis.Slot(key); int64(got) != want {
+				t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
+			}
+		}
+	}
+}
+
+// sameSlotKeys returns n user keys whose Redis keys in s share one Cluster slot.
+func sameSlotKeys(s *redis.Store, n int) []string {
+	bySlot := map[uint16][]string{}
+	for i := 0; ; i++ {
+		k := "s" + strconv.Itoa(i)
+		sl := redis.Slot(s.Key(k))
+		bySlot[sl] = append(bySlot[sl], k)
+		if len(bySlot[sl]) == n {
+			return bySlot[sl]
+		}
+	}
+}
+
+// batchDifferential drives a store whose batches are forced (TakeBatch), the same store's
+// calls one at a time (Take, on other keys) and the memory store with the same random
+// requests, and wants the same decisions: a batch of K decisions, one batched script call per
+// algorithm and slot, decides each key as K calls in queue order do. The batches mix
+// algorithms (a key switching algorithm within a batch included), repeat keys, and put keys of
+// one Cluster slot together as well as keys of many slots. After a key switched algorithm it
+// is compared with the one-at-a-time calls only: the memory store then keeps a state that is
+// back to full, which Redis need not keep, and a clock stepping back tells them apart (the
+// memory store's sweep forgets such states too).
+func batchDifferential(t *testing.T, c goredis.UniversalClient) {
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	clock := sluice.NewManualClock(t0)
+	rs := newStore(t, c, redis.WithClock(clock))
+	seq := newStore(t, c, redis.WithClock(clock))
+	ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := append(sameSlotKeys(rs, 5), "a", "b", "c{", "d}")
+	algs := sluice.Algorithms()
+	type keyState struct {
+		rule     sluice.Rule
+		switched bool // the key has changed algorithm
+	}
+	state := map[string]*keyState{}
+	for _, k := range keys {
+		state[k] = &keyState{rule: randomRule(rng, algs[rng.IntN(len(algs))])}
+	}
+	batches := 150
+	if testing.Short() {
+		batches = 40
+	}
+	type step struct {
+		at       time.Time
+		req      sluice.Request
+		switched bool
+	}
+	now := t0
+	hist := map[string][]string{} // each key's calls, for failure messages
+	for b := 0; b < batches; b++ {
+		n := 2 + rng.IntN(40)
+		steps := make([]step, n)
+		for i := range steps {
+			k := keys[rng.IntN(len(keys))]
+			if i > 0 && rng.IntN(3) == 0 {
+				k = steps[i-1].req.Key // runs on one key
+			}
+			st := state[k]
+			if rng.IntN(30) == 0 {
+				r := randomRule(rng, algs[rng.IntN(len(algs))]) // another algorithm, or rule
+				st.switched = st.switched || r.Algorithm != st.rule.Algorithm
+				st.rule = r
+			}
+			if rng.IntN(4) == 0 {
+				now = now.Add(randomStep(rng, st.rule))
+			}
+			req := sluice.Request{Key: k, Rule: st.rule, N: randomN(rng, st.rule)}
+			if st.rule.Algorithm.Bucket() && rng.IntN(4) == 0 {
+				req.MaxDelay = time.Duration(rng.Int64N(2*int64(st.rule.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+			}
+			steps[i] = step{at: now, req: req, switched: st.switched}
+		}
+		want, alone := make([]sluice.Decision, n), make([]sluice.Decision, n)
+		for i, st := range steps {
+			clock.Set(st.at)
+			if want[i], err = ms.Take(ctx, st.req); err != nil {
+				t.Fatal(err)
+			}
+			if alone[i], err = seq.Take(ctx, st.req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, errs := redis.TakeBatch(ctx, rs, n, func(i int) sluice.Request {
+			clock.Set(steps[i].at)
+			return steps[i].req
+		})
+		for i, st := range steps {
+			if errs[i] != nil {
+				t.Fatalf("batch %d call %d: %v", b, i, errs[i])
+			}
+			h := append(hist[st.req.Key], fmt.Sprintf("  batch %d call %d at +%v: %s n=%d maxDelay=%v: %+v", b, i,
+				st.at.Sub(t0), st.req.Rule, st.req.N, st.req.MaxDelay, want[i]))
+			hist[st.req.Key] = h
+			if !sameDecision(got[i], alone[i]) || !st.switched && !sameDecision(got[i], want[i]) {
+				t.Fatalf("batch %d call %d, key %q:\n batched  %+v\n alone    %+v\n memory   %+v\nthe key's last calls (memory's decisions):\n%s",
+					b, i, st.req.Key, got[i], alone[i], want[i], strings.Join(h[max(0, len(h)-10):], "\n"))
+			}
+		}
+	}
+	if redis.BatchedDecisions(rs) == 0 {
+		t.Error("no decision was made by a batched script call")
+	}
+	checkTTLs(t, c, prefixOf(rs), false)
+}
+
+func TestBatchDifferentialStandalone(t *testing.T) { batchDifferential(t, standalone(t)) }
+func TestBatchDifferentialCluster(t *testing.T)    { batchDifferential(t, clusterClient(t)) }
+
+// batchConcurrency: 64 goroutines x 5L requests on one key admit exactly L with every
+// decision going through the workers (no direct path) and a batch delay, so that the workers
+// send batched script calls; no key is left without a TTL.
+func batchConcurrency(t *testing.T, newClient func(testing.TB) goredis.UniversalClient) {
+	clock := sluice.NewManualClock(t0)
+	c := newClient(t)
+	s := newStore(t, c, redis.WithClock(clock), redis.WithoutDirectPath(), redis.WithMaxBatchDelay(200*time.Microsecond))
+	admitExactly(t, []*sluice.Limiter{sluice.New(s)})
+	if n := redis.BatchedDecisions(s); n < 100 {
+		t.Errorf("%d decisions made by batched script calls, want many", n)
+	}
+	checkTTLs(t, c, prefixOf(s), false)
+}
+
+func TestBatchConcurrencyStandalone(t *testing.T) { batchConcurrency(t, standalone) }
+func TestBatchConcurrencyCluster(t *testing.T)    { batchConcurrency(t, clusterClient) }
+
+// TestBatchServerClock: a batch on the server clock reads TIME once and decides in queue order:
+// of 10 requests on one key with a limit of 3 per hour, the first 3 are admitted.
+func TestBatchServerClock(t *testing.T) {
+	c := standalone(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	for _, a := range sluice.Algorithms() {
+		rule := sluice.Rule{Algorithm: a, Limit: 3, Period: time.Hour}
+		ds, errs := redis.TakeBatch(ctx, s, 10, func(i int) sluice.Request {
+			return sluice.Request{Key: "server-clock-" + a.String(), Rule: rule, N: 1}
+		})
+		for i, d := range ds {
+			if errs[i] != nil || d.Allowed != (i < 3) {
+				t.Fatalf("%s call %d: %+v, %v", a, i, d, errs[i])
+			}
+		}
+	}
+	if redis.BatchedDecisions(s) != 50 {
+		t.Errorf("%d decisions batched, want 50 (all but the sliding log's)", redis.BatchedDecisions(s))
+	}
+	checkTTLs(t, c, prefixOf(s), false)
+}

@@ -1,0 +1,29 @@
+-- Batched variant of a script (scripts.go assembles it: the prelude's constants, the
+-- algorithm's helpers, this file with the algorithm's body in place of the "--@body" line).
+-- KEYS are K keys of one Cluster slot; ARGV[i] is key i's packed parameters (see prelude.lua)
+-- and, for an algorithm with an extra argument, ARGV[K + i] is key i's. The server clock is
+-- read once, when the first key asks for it. The body is one function, defined once, called
+-- for each key in order, exactly as the single script would run it alone at that instant, so
+-- a key given twice sees its first decision. The reply is the K replies of 40 bytes, in order,
+-- as one string. A Redis error stops the script: the keys before it have been decided.
+local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, X1)
+--@body
+end
+
+local k = #KEYS
+local out = {}
+local t_ms, t_sub
+for i = 1, k do
+  local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6 = struct.unpack('<ddddddddd', ARGV[i])
+  if ttl_floor == 0 then
+    if not t_ms then
+      local t = redis.call('TIME')
+      local us = tonumber(t[2])
+      t_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
+      t_sub = (us % 1000) * 1000
+    end
+    now_ms, now_sub = t_ms, t_sub
+  end
+  out[i] = decide(KEYS[i], now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, ARGV[k + i])
+end
+return table.concat(out)
