@@ -222,3 +222,31 @@ func TestBatchServerClock(t *testing.T) {
 	}
 	checkTTLs(t, c, prefixOf(s), false)
 }
+
+// TestBatchAlgorithmSwitch: in one batch, calls on one key alternate algorithms; each starts
+// from full (as TestAlgorithmSwitch one call at a time), which holds only if the batch keeps
+// the key's calls in queue order rather than grouping each algorithm's calls together.
+func TestBatchAlgorithmSwitch(t *testing.T) {
+	for name, newClient := range map[string]func(testing.TB) goredis.UniversalClient{"standalone": standalone, "cluster": clusterClient} {
+		t.Run(name, func(t *testing.T) {
+			clock := sluice.NewManualClock(t0)
+			s := newStore(t, newClient(t), redis.WithClock(clock))
+			algs := []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket, sluice.AlgorithmFixedWindow,
+				sluice.AlgorithmSlidingWindow, sluice.AlgorithmLeakyBucket, sluice.AlgorithmSlidingLog}
+			keys := sameSlotKeys(s, 2)
+			n := 4 * len(algs)
+			ds, errs := redis.TakeBatch(context.Background(), s, n, func(i int) sluice.Request {
+				r := sluice.Rule{Algorithm: algs[(i/2)%len(algs)], Limit: 3, Period: time.Second}
+				return sluice.Request{Key: keys[i%2], Rule: r, N: 2}
+			})
+			for i, d := range ds {
+				if errs[i] != nil || !d.Allowed || d.Remaining != 1 {
+					t.Fatalf("call %d (%s): %+v, %v; want allowed with 1 remaining", i, algs[(i/2)%len(algs)], d, errs[i])
+				}
+			}
+			if redis.BatchedDecisions(s) == 0 {
+				t.Error("no decision was made by a batched script call")
+			}
+		})
+	}
+}
