@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Redis server CPU per decision (INFO commandstats usec_per_call of EVALSHA, after CONFIG
-# RESETSTAT) for Sluice's scripts and the anchors, in one session on one redis-server:
+# Redis server CPU per decision (INFO commandstats, after CONFIG RESETSTAT) for Sluice's scripts
+# and the anchors, in one session on one redis-server:
 #   - redis-benchmark -c 4 -P 8 EVALSHA of `return 1` and of the plain HMGET/HSET/PEXPIRE
-#     token bucket (bench/redis_test.go, plainBucketLua), 10k keys;
-#   - BenchmarkRedisCPUReplay (the exact EVALSHA the store sends, captured by a hook, replayed
-#     like redis-benchmark: 4 connections, pipelines of 8, 1,000 keys; the same anchors);
-#   - BenchmarkRedisCPU (decisions through the store from 4 goroutines: every algorithm with the
-#     server clock and with the client clock, the same anchors, INCR), where the Go client
-#     shares the cores with the server;
+#     token bucket (bench/redis_test.go, plainBucketLua), 10k keys: usec_per_call;
+#   - single_call: BenchmarkRedisCPUReplay (the exact single-key EVALSHA the store sends,
+#     captured by a hook, replayed like redis-benchmark: 4 connections, pipelines of 8, 1,000
+#     keys; the same anchors): usec per call = per decision, each call deciding one key;
+#   - per_decision: BenchmarkRedisCPU (decisions through the store from 4 and from 64
+#     goroutines: every algorithm with the server clock and with the client clock, the same
+#     anchors, INCR), where the Go client shares the cores with the server: the script calls'
+#     total usec over the decisions made (the store batches concurrent decisions into one
+#     script call, so a call may decide many keys); decisions_per_call: how many on average;
 #   - with BEFORE=<commit>, BenchmarkRedisCPU again on that commit's store (the current
 #     benchmark file copied into an archive of it), for a before/after comparison.
 # Rounds alternate between the contenders; the summary gives the minimum and the median over
 # rounds: on a shared machine other jobs only ever add time, so the minimum is the closest to
 # the scripts' own cost.
 #
-# Usage: SLUICE_REDIS_ADDR=127.0.0.1:6379 [ROUNDS=5] [BEFORE=604dc5a] bench/redis_cpu.sh
+# Usage: SLUICE_REDIS_ADDR=127.0.0.1:6379 [ROUNDS=5] [BEFORE=604dc5a] \
+#        [SLUICE_BENCH_CPU_WORKERS=4,64] bench/redis_cpu.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 ADDR=${SLUICE_REDIS_ADDR:?set SLUICE_REDIS_ADDR to a redis-server host:port}
@@ -56,17 +60,25 @@ for r in $(seq 1 "$ROUNDS"); do
 			dir=$OLD/bench
 		fi
 		(cd "$dir" && go test -run '^$' -bench 'RedisCPU' -benchtime 1x 2>/dev/null) |
-			sed -n 's/^BenchmarkRedisCPU\(Replay\)*\/\([^ ]*\)-[0-9]* .* \([0-9.]*\) redis-µs\/call.*/\1 \2 \3/p' |
-			awk -v t="$tree" '{ if (NF == 3) print t ":replay:" $2, $3; else print t ":store:" $1, $2 }' >>"$OUT"
+			awk -v t="$tree" '/^BenchmarkRedisCPU/ {
+				name = $1; sub(/-[0-9]+$/, "", name)
+				kind = "per_decision"
+				if (name ~ /^BenchmarkRedisCPUReplay\//) kind = "single_call"
+				sub(/^BenchmarkRedisCPU(Replay)?\//, "", name)
+				for (i = 3; i <= NF; i++) {
+					if ($i == "redis-µs/call" || $i == "redis-µs/decision") print t ":" kind ":" name, $(i - 1)
+					if ($i == "decisions/call") print t ":decisions_per_call:" name, $(i - 1)
+				}
+			}' >>"$OUT"
 	done
 done
 
 echo "# $(date -u +%FT%TZ), $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# contender: min / median usec_per_call (all rounds)"
+echo "# contender: min / median usec per decision (all rounds; decisions_per_call: decisions per script call)"
 awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' "$OUT" | sort | while read -r name vals; do
 	sorted=$(echo "$vals" | tr ' ' '\n' | sort -g | tr '\n' ' ')
 	n=$(echo "$sorted" | wc -w)
 	min=$(echo "$sorted" | cut -d' ' -f1)
 	med=$(echo "$sorted" | cut -d' ' -f$(((n + 1) / 2)))
-	printf '%-58s %6s / %6s   (%s)\n' "$name" "$min" "$med" "$vals"
+	printf '%-72s %6s / %6s   (%s)\n' "$name" "$min" "$med" "$vals"
 done

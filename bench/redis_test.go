@@ -238,20 +238,31 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(cap / rate))
 return {allowed, tokens}
 `
 
-// cpuWorkers is how many goroutines BenchmarkRedisCPU decides from: few, so that the client
-// steals little CPU from the server it measures (as redis-benchmark -c 4).
-var cpuWorkers = func() int {
-	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_CPU_WORKERS")); err == nil && n > 0 {
-		return n
+// cpuWorkers are the goroutine counts BenchmarkRedisCPU decides from
+// (SLUICE_BENCH_CPU_WORKERS, comma-separated; default 4 and 64): 4 steals little CPU from
+// the server it measures (as redis-benchmark -c 4) and seldom batches; 64 batches.
+var cpuWorkers = func() []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv("SLUICE_BENCH_CPU_WORKERS"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
 	}
-	return 4
+	if len(out) == 0 {
+		out = []int{4, 64}
+	}
+	return out
 }()
 
-// BenchmarkRedisCPU: Redis server CPU per decision (INFO commandstats usec_per_call of the
-// script calls, after CONFIG RESETSTAT), for each algorithm with the server clock (TIME) and
-// with the client's clock, with anchors: a script that returns 1, the plain
-// HMGET/HSET/PEXPIRE token bucket, and INCR. 16 goroutines, 10k keys, a limit high enough that
-// every decision is admitted. bench/redis_cpu.sh runs it next to redis-benchmark.
+// BenchmarkRedisCPU: Redis server CPU per decision (INFO commandstats: the usec of the script
+// calls, EVALSHA and EVAL, after CONFIG RESETSTAT, over the decisions made), for each
+// algorithm with the server clock (TIME) and with the client's clock, from 4 and from 64
+// goroutines, with anchors: a script that returns 1, the plain HMGET/HSET/PEXPIRE token
+// bucket, and INCR (one call per decision). 1,000 keys, a limit high enough that
+// every decision is admitted. The store sends concurrent decisions of one algorithm as one
+// batched script call, so one call may decide many keys: redis-µs/decision is the total
+// script usec over the decisions, decisions/call how many one call decided on average.
+// bench/redis_cpu.sh runs it next to redis-benchmark.
 func BenchmarkRedisCPU(b *testing.B) {
 	c := redisClient(b)
 	ctx := context.Background()
@@ -259,7 +270,12 @@ func BenchmarkRedisCPU(b *testing.B) {
 	b.Cleanup(func() { unlinkPrefix(c, prefix) })
 	algs := []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket, sluice.AlgorithmLeakyBucket,
 		sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow, sluice.AlgorithmSlidingLog}
-	var cts []redisContender
+	type contender struct {
+		name   string
+		decide func(ctx context.Context, key string) (bool, error)
+		store  *redis.Store
+	}
+	var cts []contender
 	for _, a := range algs {
 		for _, clock := range []string{"server", "client"} {
 			opts := []redis.Option{redis.WithPrefix(prefix + clock + ":" + a.String() + ":")}
@@ -270,52 +286,55 @@ func BenchmarkRedisCPU(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			b.Cleanup(func() { _ = s.Close() })
 			l := sluice.New(s)
 			rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second}
-			cts = append(cts, redisContender{name: "sluice/" + a.String() + "/" + clock + "_clock",
+			cts = append(cts, contender{name: "sluice/" + a.String() + "/" + clock + "_clock", store: s,
 				decide: func(ctx context.Context, key string) (bool, error) {
 					d, err := l.Allow(ctx, key, rule)
 					return d.Allowed, err
-				}, close: func() { _ = s.Close() }})
+				}})
 		}
 	}
 	ret1 := goredis.NewScript("return 1")
 	plain := goredis.NewScript(plainBucketLua)
 	cts = append(cts,
-		redisContender{name: "baseline/return_1", decide: func(ctx context.Context, key string) (bool, error) {
+		contender{name: "baseline/return_1", decide: func(ctx context.Context, key string) (bool, error) {
 			return true, ret1.Run(ctx, c, []string{prefix + key}).Err()
-		}, close: func() {}},
-		redisContender{name: "baseline/plain_hmget_hset_pexpire", decide: func(ctx context.Context, key string) (bool, error) {
+		}},
+		contender{name: "baseline/plain_hmget_hset_pexpire", decide: func(ctx context.Context, key string) (bool, error) {
 			return true, plain.Run(ctx, c, []string{prefix + "plain:" + key}, perSecond, perSecond, time.Now().UnixMilli(), 1).Err()
-		}, close: func() {}},
-		redisContender{name: "baseline/incr", decide: func(ctx context.Context, key string) (bool, error) {
+		}},
+		contender{name: "baseline/incr", decide: func(ctx context.Context, key string) (bool, error) {
 			return true, c.Incr(ctx, prefix+"incr:"+key).Err()
-		}, close: func() {}})
-	for _, ct := range cts {
-		b.Run(ct.name, func(b *testing.B) {
-			const n = 20_000
-			for i := 0; i < 100; i++ { // load the script, create the keys
-				_, _ = ct.decide(ctx, keys[i%1000])
-			}
-			if err := c.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			for w := 0; w < cpuWorkers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for i := w; i < n; i += cpuWorkers {
-						_, _ = ct.decide(ctx, keys[i%1000])
-					}
-				}(w)
-			}
-			wg.Wait()
-			calls, usec := commandStats(b, c)
-			b.ReportMetric(usec/float64(calls), "redis-µs/call")
-			b.ReportMetric(0, "ns/op")
-		})
-		ct.close()
+		}})
+	for _, g := range cpuWorkers {
+		for _, ct := range cts {
+			b.Run(fmt.Sprintf("goroutines=%d/%s", g, ct.name), func(b *testing.B) {
+				const n = 20_000
+				for i := 0; i < 100; i++ { // load the script, create the keys
+					_, _ = ct.decide(ctx, keys[i%1000])
+				}
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for w := 0; w < g; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for i := w; i < n; i += g {
+							_, _ = ct.decide(ctx, keys[i%1000])
+						}
+					}(w)
+				}
+				wg.Wait()
+				calls, usec := commandStats(b, c)
+				b.ReportMetric(usec/n, "redis-µs/decision")
+				b.ReportMetric(float64(n)/float64(calls), "decisions/call")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
 	}
 }
 
