@@ -32,29 +32,35 @@ func timeFor(x int64, p *Params) int64 {
 // for reservations: a reserved request starts when the level ahead of it has drained, rather
 // than when enough room has drained for it (token bucket).
 func (b *level) decide(now int64, p *Params, n, maxDelay int64, queue bool) sluice.Decision {
+	d := decision(b.take(now, p, n, maxDelay, queue))
+	d.Limit = p.capacity
+	return d
+}
+
+// take is decide with the decision in registers (see Decision).
+func (b *level) take(now int64, p *Params, n, maxDelay int64, queue bool) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	b.drainTo(now, p)
 	capacity, full := p.capacity, p.full
-	d := sluice.Decision{Limit: capacity}
 	switch {
 	case n > capacity:
-		return never(capacity, max(0, (full-b.Level)/Scale), timeFor(b.Level, p))
+		return false, max(0, (full-b.Level)/Scale), -1, timeFor(b.Level, p), 0
 	case n < 0:
 		b.Level = max(0, b.Level+n*Scale)
-		d.Allowed = true
+		allowed = true
 	default:
 		over := b.Level + n*Scale - full // > 0: units that do not fit now
 		switch {
 		case over <= 0 && (maxDelay == 0 || !queue):
 			b.Level += n * Scale
-			d.Allowed = true
+			allowed = true
 		case maxDelay > 0 && queue && over <= 0 && timeFor(b.Level, p) <= maxDelay:
-			d.Delay = dur(timeFor(b.Level, p))
+			delay = timeFor(b.Level, p)
 			b.Level += n * Scale
-			d.Allowed = true
+			allowed = true
 		case maxDelay > 0 && !queue && timeFor(over, p) <= maxDelay:
-			d.Delay = dur(timeFor(over, p))
+			delay = timeFor(over, p)
 			b.Level += n * Scale
-			d.Allowed = true
+			allowed = true
 		default:
 			// Until the same call would succeed: room for n, and for a queue a short enough
 			// line ahead.
@@ -66,12 +72,10 @@ func (b *level) decide(now int64, p *Params, n, maxDelay int64, queue bool) slui
 					wait -= maxDelay
 				}
 			}
-			d.RetryAfter = dur(max(1, wait))
+			retryAfter = max(1, wait)
 		}
 	}
-	d.Remaining = max(0, (full-b.Level)/Scale)
-	d.ResetAfter = dur(timeFor(b.Level, p))
-	return d
+	return allowed, max(0, (full-b.Level)/Scale), retryAfter, timeFor(b.Level, p), delay
 }
 
 // TokenBucket refills Limit tokens per Period continuously, holding at most Capacity (Burst,
@@ -95,6 +99,11 @@ func (s *TokenBucket) TakeParams(now int64, p *Params, n, maxDelay int64) sluice
 	return s.decide(now, p, n, maxDelay, false)
 }
 
+// Decide implements Decider.
+func (s *TokenBucket) Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
+	return s.take(now, p, n, maxDelay, false)
+}
+
 // LeakyBucket holds up to Capacity (Burst, or Limit) units and leaks Limit per Period. As a
 // meter (Allow) it admits what fits, exactly like the token bucket. As a queue (Wait) every
 // request waits for the units ahead of it to leak out, so admitted requests leave evenly spaced
@@ -113,4 +122,9 @@ func (s *LeakyBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.D
 // TakeParams implements State.
 func (s *LeakyBucket) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	return s.decide(now, p, n, maxDelay, true)
+}
+
+// Decide implements Decider.
+func (s *LeakyBucket) Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
+	return s.take(now, p, n, maxDelay, true)
 }

@@ -32,32 +32,36 @@ func (s *GCRA) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision
 
 // TakeParams implements State.
 func (s *GCRA) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+	d := decision(s.Decide(now, p, n, maxDelay))
+	d.Limit = p.capacity
+	return d
+}
+
+// Decide implements Decider.
+func (s *GCRA) Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	capacity, t, window := p.capacity, p.interval, p.window
 	tat := max(s.TAT, now)
-	d := sluice.Decision{Limit: capacity}
 	switch {
 	case n > capacity:
-		return never(capacity, p.perUnit.floor(max(0, window-(tat-now))), tat-now)
+		return false, p.perUnit.floor(max(0, window-(tat-now))), -1, tat - now, 0
 	case n < 0:
 		s.TAT = max(now, tat+n*t)
 		tat = s.TAT
-		d.Allowed = true
+		allowed = true
 	default:
 		next := tat + n*t
 		wait := next - now - window // > 0: how long until n fits
 		switch {
 		case wait <= 0:
 			s.TAT, tat = next, next
-			d.Allowed = true
+			allowed = true
 		case maxDelay > 0 && wait <= maxDelay:
 			s.TAT, tat = next, next
-			d.Allowed = true
-			d.Delay = dur(wait)
+			allowed = true
+			delay = wait
 		default:
-			d.RetryAfter = dur(wait - maxDelay)
+			retryAfter = wait - maxDelay
 		}
 	}
-	d.Remaining = p.perUnit.floor(max(0, window-(tat-now)))
-	d.ResetAfter = dur(tat - now)
-	return d
+	return allowed, p.perUnit.floor(max(0, window-(tat-now))), retryAfter, tat - now, delay
 }

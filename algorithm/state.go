@@ -85,6 +85,20 @@ func floorDiv(a, b int64) int64 {
 
 func dur(ns int64) time.Duration { return time.Duration(ns) }
 
+// Decider is implemented by the states that can return their decision in registers: Decide
+// is TakeParams with the Decision's fields as results (retryAfter -1 is sluice.Never; the
+// durations are nanoseconds) and Limit left to the caller (the rule's capacity). In-process
+// callers use it to save copying a Decision through memory on every call.
+type Decider interface {
+	Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64)
+}
+
+// decision assembles a Decision, but for Limit, from Decide's results.
+func decision(allowed bool, remaining, retryAfter, resetAfter, delay int64) sluice.Decision {
+	return sluice.Decision{Allowed: allowed, Remaining: remaining,
+		RetryAfter: dur(retryAfter), ResetAfter: dur(resetAfter), Delay: dur(delay)}
+}
+
 // never is the decision for a cost above the rule's capacity: denied, nothing consumed.
 func never(capacity, remaining, resetAfter int64) sluice.Decision {
 	return sluice.Decision{Limit: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}

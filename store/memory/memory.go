@@ -193,27 +193,33 @@ func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 	if e := sh.tab.Load().find(h, key); e != nil {
 		e.mu.Lock()
 		if !e.dead && sameRule(&e.params.Rule, &rule) {
-			// The small states are called directly rather than through the interface, and the
-			// Decision is taken apart field by field: both save copies of it through memory.
+			// The bucket states and GCRA are called directly rather than through the interface,
+			// and answer in registers: both save copying a Decision through memory.
 			now := s.nowFor(e.params)
-			var d sluice.Decision
+			var allowed bool
+			var remaining, retry, reset int64
 			switch st := e.state.(type) {
 			case *algorithm.GCRA:
-				d = st.TakeParams(now, e.params, n, 0)
+				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
 			case *algorithm.TokenBucket:
-				d = st.TakeParams(now, e.params, n, 0)
-			case *algorithm.FixedWindow:
-				d = st.TakeParams(now, e.params, n, 0)
+				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
 			case *algorithm.LeakyBucket:
-				d = st.TakeParams(now, e.params, n, 0)
-			case *algorithm.SlidingWindow:
-				d = st.TakeParams(now, e.params, n, 0)
+				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
 			default:
-				d = e.state.TakeParams(now, e.params, n, 0)
+				var d sluice.Decision
+				switch st := e.state.(type) {
+				case *algorithm.FixedWindow:
+					d = st.TakeParams(now, e.params, n, 0)
+				case *algorithm.SlidingWindow:
+					d = st.TakeParams(now, e.params, n, 0)
+				default:
+					d = e.state.TakeParams(now, e.params, n, 0)
+				}
+				allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
 			}
-			e.expires = now + int64(d.ResetAfter)
+			e.expires = now + reset
 			e.mu.Unlock()
-			return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, nil
+			return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
 		}
 		e.mu.Unlock()
 	}
