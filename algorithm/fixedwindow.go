@@ -23,29 +23,33 @@ func (s *FixedWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.D
 }
 
 // TakeParams implements State.
-func (s *FixedWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
+func (s *FixedWindow) TakeParams(now int64, pr *Params, n, maxDelay int64) sluice.Decision {
+	d := decision(s.Decide(now, pr, n, maxDelay))
+	d.Limit = pr.Rule.Limit
+	return d
+}
+
+// Decide implements Decider. A window cannot reserve: maxDelay is ignored.
+func (s *FixedWindow) Decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	if now >= s.End { // a new window; a clock gone backwards stays in the current one
 		p := pr.period
 		s.End = floorDiv(now, p)*p + p
 		s.Count = 0
 	}
 	limit := pr.Rule.Limit
-	d := sluice.Decision{Limit: limit}
 	switch {
 	case n > limit:
-		return never(limit, max(0, limit-s.Count), s.resetAfter(now))
+		return false, max(0, limit-s.Count), -1, s.resetAfter(now), 0
 	case n < 0:
 		s.Count = max(0, s.Count+n)
-		d.Allowed = true
+		allowed = true
 	case s.Count+n <= limit:
 		s.Count += n
-		d.Allowed = true
+		allowed = true
 	default:
-		d.RetryAfter = dur(s.End - now)
+		retryAfter = s.End - now
 	}
-	d.Remaining = max(0, limit-s.Count)
-	d.ResetAfter = dur(s.resetAfter(now))
-	return d
+	return allowed, max(0, limit-s.Count), retryAfter, s.resetAfter(now), 0
 }
 
 func (s *FixedWindow) resetAfter(now int64) int64 {

@@ -193,7 +193,7 @@ func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 	if e := sh.tab.Load().find(h, key); e != nil {
 		e.mu.Lock()
 		if !e.dead && sameRule(&e.params.Rule, &rule) {
-			// The bucket states and GCRA are called directly rather than through the interface,
+			// The small states are called directly rather than through the interface,
 			// and answer in registers: both save copying a Decision through memory.
 			now := s.nowFor(e.params)
 			var allowed bool
@@ -205,11 +205,11 @@ func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
 			case *algorithm.LeakyBucket:
 				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
+			case *algorithm.FixedWindow:
+				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
 			default:
 				var d sluice.Decision
 				switch st := e.state.(type) {
-				case *algorithm.FixedWindow:
-					d = st.TakeParams(now, e.params, n, 0)
 				case *algorithm.SlidingWindow:
 					d = st.TakeParams(now, e.params, n, 0)
 				default:
