@@ -6,6 +6,8 @@
 #   - single_call: BenchmarkRedisCPUReplay (the exact single-key EVALSHA the store sends,
 #     captured by a hook, replayed like redis-benchmark: 4 connections, pipelines of 8, 1,000
 #     keys; the same anchors): usec per call = per decision, each call deciding one key;
+#     replay_batch: the store's batched script call rebuilt with 8 and 32 keys, replayed alike:
+#     usec per call over the keys it decides;
 #   - per_decision: BenchmarkRedisCPU (decisions through the store from 4 and from 64
 #     goroutines: every algorithm with the server clock and with the client clock, the same
 #     anchors, INCR), where the Go client shares the cores with the server: the script calls'
@@ -64,10 +66,11 @@ for r in $(seq 1 "$ROUNDS"); do
 				name = $1; sub(/-[0-9]+$/, "", name)
 				kind = "per_decision"
 				if (name ~ /^BenchmarkRedisCPUReplay\//) kind = "single_call"
+				if (name ~ /\/batch_of_[0-9]+$/) kind = "replay_batch"
 				sub(/^BenchmarkRedisCPU(Replay)?\//, "", name)
 				for (i = 3; i <= NF; i++) {
 					if ($i == "redis-µs/call" || $i == "redis-µs/decision") print t ":" kind ":" name, $(i - 1)
-					if ($i == "decisions/call") print t ":decisions_per_call:" name, $(i - 1)
+					if ($i == "decisions/call" && kind == "per_decision") print t ":decisions_per_call:" name, $(i - 1)
 				}
 			}' >>"$OUT"
 	done

@@ -127,11 +127,13 @@ func BenchmarkRedisCPUReplay(b *testing.B) {
 			}
 			_ = s.Close()
 			hook.mu.Lock()
-			if hook.multi == nil {
-				b.Fatalf("%s: no batched script call captured", name)
+			if hook.multi == nil { // a store that does not batch (BEFORE= in redis_cpu.sh)
+				b.Logf("%s: no batched script call captured", name)
 			}
 			for _, k := range []int{8, 32} {
-				tpls = append(tpls, template{name: fmt.Sprintf("%s/batch_of_%d", name, k), args: batchOf(hook.multi, k)})
+				if hook.multi != nil {
+					tpls = append(tpls, template{name: fmt.Sprintf("%s/batch_of_%d", name, k), args: batchOf(hook.multi, k)})
+				}
 			}
 			hook.mu.Unlock()
 		}
