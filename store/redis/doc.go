@@ -25,7 +25,15 @@
 // Throughput: when no other decision of the store is under way and the client honours
 // context deadlines (ContextTimeoutEnabled, as NewFromURL sets it), the caller sends its
 // script call itself; otherwise calls queue for a few workers (WithMaxInFlight), each sending
-// what has queued up as one pipeline (WithMaxBatch, WithMaxBatchDelay).
+// what has queued up as one pipeline (WithMaxBatch, WithMaxBatchDelay). Within a pipeline,
+// the decisions of one algorithm (on a Cluster: of one algorithm and one hash slot) go as one
+// call of the algorithm's batched script (lua/multi.lua around the algorithm's own body),
+// which reads the server clock once and decides key after key, in queue order, exactly as
+// one call per decision would; this saves Redis the cost of a script call per decision. The
+// sliding log is sent one call per decision, as is any decision alone in its group. A
+// batched call that fails fails all its decisions; as with a script call that timed out, the
+// decisions before the failure may have committed. Batching needs a *goredis.Client or a
+// *goredis.ClusterClient; other clients get one call per decision.
 //
 // Time: by default the scripts read the Redis server clock (TIME), so clients with skewed
 // clocks agree; WithClock passes the client's clock instead. Elapsed time is clamped at zero,

@@ -52,8 +52,8 @@ func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix 
 // sluice.DefaultMaxKeyLength).
 func WithMaxKeyLength(n int) Option { return optionFunc(func(c *config) { c.maxKeyLen = n }) }
 
-// WithMaxBatch sets how many concurrent decisions may share one pipeline (default
-// DefaultMaxBatch); 1 sends every decision on its own.
+// WithMaxBatch sets how many concurrent decisions may share one pipeline, and so one batched
+// script call (default DefaultMaxBatch); 1 sends every decision on its own.
 func WithMaxBatch(n int) Option { return optionFunc(func(c *config) { c.maxBatch = n }) }
 
 // WithMaxBatchDelay sets how long a pipeline may wait for more decisions before it is sent
