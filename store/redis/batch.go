@@ -12,11 +12,12 @@ import (
 
 // call is one decision waiting for a pipeline.
 type call struct {
-	ctx    context.Context // the caller's, bounded by the store's timeout
-	script *script
-	args   []any // "evalsha"/"eval", sha/source, 1, key, ARGV...
-	limit  int64
-	done   chan result // buffered: a worker never blocks on a caller that gave up
+	ctx      context.Context // the caller's (on the direct path, bounded by the store's timeout)
+	deadline time.Time       // the caller's wait ends by then: now + the store's timeout
+	script   *script
+	args     []any // "evalsha"/"eval", sha/source, 1, key, ARGV...
+	limit    int64
+	done     chan result // buffered: a worker never blocks on a caller that gave up
 }
 
 type result struct {
@@ -85,15 +86,29 @@ func (s *Store) worker() {
 // keys before the failure may have been decided and committed.
 func (s *Store) exec(batch []*call, b *batcher) {
 	live := batch[:0]
+	now := time.Now()
+	var deadline time.Time
 	for _, c := range batch {
-		if c.ctx.Err() == nil { // a caller that gave up is not decided for
+		switch err := c.ctx.Err(); {
+		case err != nil: // a caller that gave up is not decided for
+			c.done <- result{err: unavailable(err)}
+		case !now.Before(c.deadline): // nor one whose time is up
+			c.done <- result{err: unavailable(context.DeadlineExceeded)}
+		default:
 			live = append(live, c)
+			if deadline.IsZero() || c.deadline.Before(deadline) {
+				deadline = c.deadline
+			}
 		}
 	}
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	// The pipeline ends by the first deadline of its calls, so that no caller waits longer
+	// than its timeout for its answer, with no timer of its own (the client bounds its I/O by
+	// the context: Store.bounded), and a queued call waits for a worker no longer than the
+	// pipelines ahead of it, which end by their earlier deadlines.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	groups := b.group(live, s.batching)
 	pipe := s.client.Pipeline()

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -248,5 +249,40 @@ func TestBatchAlgorithmSwitch(t *testing.T) {
 				t.Error("no decision was made by a batched script call")
 			}
 		})
+	}
+}
+
+// TestCloseWhileTaking: decisions racing Close all end, with a decision, ErrClosed or
+// ErrStoreUnavailable (none is left waiting on a queue no worker reads).
+func TestCloseWhileTaking(t *testing.T) {
+	c := standalone(t)
+	for round := 0; round < 20; round++ {
+		s, err := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithTimeout(testTimeout), redis.WithoutDirectPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 64)
+		for g := 0; g < 64; g++ {
+			go func() {
+				var err error
+				for i := 0; i < 50 && err == nil; i++ {
+					_, err = s.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.GCRA(1000, time.Second, 0), N: 1})
+				}
+				done <- err
+			}()
+		}
+		time.Sleep(time.Duration(round) * 100 * time.Microsecond)
+		_ = s.Close()
+		timeout := time.After(10 * time.Second)
+		for g := 0; g < 64; g++ {
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, sluice.ErrClosed) && !errors.Is(err, sluice.ErrStoreUnavailable) {
+					t.Fatalf("round %d: %v", round, err)
+				}
+			case <-timeout:
+				t.Fatalf("round %d: %d goroutines still in Take 10 s after Close", round, 64-g)
+			}
+		}
 	}
 }

@@ -23,13 +23,15 @@ type Store struct {
 	owned  bool // Close closes client (NewFromURL)
 	cfg    config
 
-	direct   bool         // the client honours contexts: an idle store lets callers send their own call
+	bounded  bool         // the client bounds its I/O by the context's deadline (honoursContext)
+	direct   bool         // bounded: an idle store lets callers send their own call
 	batching batching     // how several decisions may share one script call
 	active   atomic.Int64 // decisions under way (direct, queued or in a pipeline)
 	batched  atomic.Int64 // decisions made by batched script calls (for tests)
 
 	queue     chan *call
 	closing   chan struct{}
+	drained   chan struct{} // closed when Close has stopped the workers and emptied the queue
 	closed    atomic.Bool
 	closeOnce sync.Once
 	workers   sync.WaitGroup
@@ -72,12 +74,14 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redis: WithMaxInFlight: must be positive, got %d", cfg.maxInFlight)
 	}
 	s := &Store{
+		bounded:  honoursContext(client),
 		direct:   honoursContext(client) && !cfg.noDirect,
 		batching: batchingOf(client),
 		client:   client,
 		cfg:      cfg,
 		queue:    make(chan *call, cfg.maxBatch*cfg.maxInFlight),
 		closing:  make(chan struct{}),
+		drained:  make(chan struct{}),
 	}
 	s.workers.Add(cfg.maxInFlight)
 	for i := 0; i < cfg.maxInFlight; i++ {
@@ -95,7 +99,7 @@ func (s *Store) Key(userKey string) string { return redisKey(s.cfg.prefix, userK
 // Take implements sluice.Store: one script call, bounded by ctx and the store's timeout. When
 // no other decision is under way and the client bounds its I/O by the context, the caller
 // sends the call itself (no hand-off to a worker); otherwise the call is coalesced with
-// concurrent ones into a pipeline.
+// concurrent ones into a pipeline, and a batched script call (see exec).
 func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	if err := req.Validate(s.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
@@ -103,16 +107,23 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	if s.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("redis: take: %w", sluice.ErrClosed)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
-	c := s.newCall(ctx, &req)
 	if s.direct && s.active.CompareAndSwap(0, 1) {
-		r := s.run(c)
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+		r := s.run(s.newCall(ctx, &req))
+		cancel()
 		s.active.Add(-1)
 		return r.d, r.err
 	}
 	s.active.Add(1)
 	defer s.active.Add(-1)
+	if !s.bounded {
+		// The pipeline's I/O may outlast its deadline: the caller bounds its own wait.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.timeout)
+		defer cancel()
+	}
+	// Otherwise no timer per call: the worker answers the call by its deadline (see exec).
+	c := s.newCall(ctx, &req)
 	c.done = make(chan result, 1)
 	select {
 	case s.queue <- c:
@@ -126,6 +137,13 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 		return r.d, r.err
 	case <-ctx.Done():
 		return sluice.Decision{}, unavailable(ctx.Err())
+	case <-s.drained: // queued as Close drained the queue: no worker will take it
+		select {
+		case r := <-c.done:
+			return r.d, r.err
+		default:
+			return sluice.Decision{}, fmt.Errorf("redis: take: %w", sluice.ErrClosed)
+		}
 	}
 }
 
@@ -162,7 +180,7 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 	if sc == slidingWindowScript {
 		args = append(args, windowFormats[req.Rule.Windows()])
 	}
-	return &call{ctx: ctx, script: sc, args: args, limit: req.Rule.Capacity()}
+	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc, args: args, limit: req.Rule.Capacity()}
 }
 
 // Close stops the store's workers, and closes the client when the store was built by
@@ -182,6 +200,7 @@ func (s *Store) Close() error {
 			}
 			break
 		}
+		close(s.drained)
 		if s.owned {
 			err = s.client.Close()
 		}
