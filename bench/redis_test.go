@@ -117,8 +117,9 @@ var throughputAlgs = []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTo
 
 // BenchmarkRedisThroughput: decisions/s and latency percentiles with 1 and 64 goroutines over
 // 10k keys, with a limit high enough that (almost) every decision is admitted. The contenders
-// run one after the other for each goroutine count, so that with -count N the runs of
-// different contenders interleave and a burst of load from other jobs hits them alike.
+// run one after the other for each goroutine count; -count N repeats each sub-benchmark N times
+// back to back, so to interleave the contenders' runs (a burst of load from other jobs then hits
+// them alike) repeat the whole command with -count 1 instead.
 func BenchmarkRedisThroughput(b *testing.B) {
 	c := redisClient(b)
 	prefix := fmt.Sprintf("bench:tp:%d:", time.Now().UnixNano())
