@@ -20,7 +20,10 @@ import (
 // within a fraction of a second, so one-key runs are mostly denials for every contender alike;
 // the 10k-key runs are mostly admissions.
 //
-//	cd bench && go test -run '^$' -bench Memory -benchmem -count 5 | tee memory.txt
+// Run the whole benchmark several times rather than with -count, which repeats each
+// contender back to back; compare medians:
+//
+//	cd bench && for i in $(seq 8); do go test -run '^$' -bench 'Memory/' -benchmem; done | tee memory.txt
 
 const perSecond = 1_000_000
 
