@@ -80,7 +80,9 @@ func (s *Store) worker() {
 // exec decides the live calls of batch and answers every caller: it groups them (see
 // batcher.group), sends each group of several calls as one call of its script's batched
 // variant and every other call on its own, all in one pipeline, then those that met NOSCRIPT
-// again with EVAL (a script that was not found did not run). A batched call that fails (an
+// again with EVAL (a script that was not found did not run). A key decided under two
+// algorithms in one batch has its later calls sent in a second pipeline (batcher.split), so
+// that a NOSCRIPT resend never reorders one key's decisions. A batched call that fails (an
 // error reply, a timeout, a lost connection) fails every decision in it with
 // sluice.ErrStoreUnavailable, never "allowed"; as with a single script that timed out, the
 // keys before the failure may have been decided and committed.
@@ -110,6 +112,18 @@ func (s *Store) exec(batch []*call, b *batcher) {
 	// pipelines ahead of it, which end by their earlier deadlines.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	for len(live) > 0 {
+		var later []*call
+		if !sameScript(live) {
+			live, later = b.split(live)
+		}
+		s.send(ctx, live, b)
+		live = later
+	}
+}
+
+// send decides calls in one pipeline, bounded by ctx, and answers every caller.
+func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 	groups := b.group(live, s.batching)
 	pipe := s.client.Pipeline()
 	for i := range groups {

@@ -252,6 +252,50 @@ func TestBatchAlgorithmSwitch(t *testing.T) {
 	}
 }
 
+// TestBatchOrderAfterNoScript: a key decided under two algorithms in one batch keeps its queue
+// order even when some of the scripts are not loaded on the server. The sliding log's script
+// is loaded and the batched GCRA script is not, so a pipeline holding both would see the GCRA
+// call fail with NOSCRIPT and run again after the second sliding log call, which would then
+// find the first one's log instead of GCRA's fresh state.
+func TestBatchOrderAfterNoScript(t *testing.T) {
+	for name, newClient := range map[string]func(testing.TB) goredis.UniversalClient{"standalone": standalone, "cluster": clusterClient} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := newClient(t)
+			clock := sluice.NewManualClock(t0)
+			s := newStore(t, c, redis.WithClock(clock))
+			keys := sameSlotKeys(s, 2)
+			flush := func(ctx context.Context, node *goredis.Client) error { return node.ScriptFlush(ctx).Err() }
+			var err error
+			if cc, ok := c.(*goredis.ClusterClient); ok {
+				err = cc.ForEachMaster(ctx, flush)
+			} else {
+				err = flush(ctx, c.(*goredis.Client))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			log, gcra := sluice.Rule{Algorithm: sluice.AlgorithmSlidingLog, Limit: 3, Period: time.Second}, sluice.GCRA(3, time.Second, 0)
+			// load the sliding log's script on the keys' node, through a key of the same slot
+			if _, err := s.Take(ctx, sluice.Request{Key: keys[1], Rule: log, N: 0}); err != nil {
+				t.Fatal(err)
+			}
+			reqs := []sluice.Request{
+				{Key: keys[0], Rule: log, N: 2},
+				{Key: keys[0], Rule: gcra, N: 2}, // a new algorithm: starts from full
+				{Key: keys[1], Rule: gcra, N: 2}, // makes the GCRA calls one batched call
+				{Key: keys[0], Rule: log, N: 2},  // again a new algorithm: full
+			}
+			ds, errs := redis.TakeBatch(ctx, s, len(reqs), func(i int) sluice.Request { return reqs[i] })
+			for i, d := range ds {
+				if errs[i] != nil || !d.Allowed || d.Remaining != 1 {
+					t.Errorf("call %d (%s): %+v, %v; want allowed with 1 remaining", i, reqs[i].Rule.Algorithm, d, errs[i])
+				}
+			}
+		})
+	}
+}
+
 // TestCloseWhileTaking: decisions racing Close all end, with a decision, ErrClosed or
 // ErrStoreUnavailable (none is left waiting on a queue no worker reads).
 func TestCloseWhileTaking(t *testing.T) {

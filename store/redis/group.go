@@ -51,8 +51,9 @@ type batcher struct {
 	calls  []*call          // the calls, group after group
 	groups []group          // in the order their first calls were queued
 	open   map[groupKey]int // the group a call of that script and slot joins
-	last   map[string]int   // the group of a key's latest call
 	args   []any            // the batched calls' arguments
+	now    []*call          // split: the calls of this pipeline
+	script map[string]*script
 }
 
 func newBatcher(maxBatch int) *batcher {
@@ -62,16 +63,42 @@ func newBatcher(maxBatch int) *batcher {
 		calls:  make([]*call, maxBatch),
 		groups: make([]group, 0, maxBatch),
 		open:   make(map[groupKey]int),
-		last:   make(map[string]int),
 		args:   make([]any, 0, 3*maxBatch+3),
+		now:    make([]*call, 0, maxBatch),
+		script: make(map[string]*script),
 	}
 }
 
-// group splits live (in queue order) into groups, to be sent in the returned order: calls of
-// one batched script on keys that may share a call (mode) go into one group, others alone.
-// Each key's calls keep their queue order: a call never joins a group sent before the group
-// of its key's previous call (a key decided under two algorithms in one batch), it opens a
-// new one instead.
+// split divides live (in queue order) into the calls to send in this pipeline and those to
+// send after it: once a key has had a call of one script, its calls of another script, and
+// every call of that key after them, wait for a later pipeline. So within one pipeline a key
+// is decided by one script only, and its calls keep their queue order even when some of the
+// pipeline's calls meet NOSCRIPT and are sent again after the others (calls of one script on
+// one node all meet it or none does). Only a key decided under two algorithms in one batch
+// takes this path; it costs that batch one more round trip.
+func (b *batcher) split(live []*call) (now, later []*call) {
+	clear(b.script)
+	now = b.now[:0]
+	for _, c := range live {
+		key := c.args[3].(string)
+		prev, seen := b.script[key]
+		switch {
+		case !seen:
+			b.script[key] = c.script
+		case prev != c.script: // nil: the key already waits
+			b.script[key] = nil
+			later = append(later, c)
+			continue
+		}
+		now = append(now, c)
+	}
+	b.now = now
+	return now, later
+}
+
+// group splits live (in queue order, each key under one script: see split) into groups, to be
+// sent in the returned order: calls of one batched script on keys that may share a call
+// (mode) go into one group, in queue order, others alone.
 func (b *batcher) group(live []*call, mode batching) []group {
 	b.gid = b.gid[:0]
 	b.size = b.size[:0]
@@ -87,7 +114,7 @@ func (b *batcher) group(live []*call, mode batching) []group {
 		b.gid = append(b.gid, make([]int, len(live))...)
 		b.size = append(b.size, len(live))
 	default:
-		b.assign(live, mode, !sameScript(live))
+		b.assign(live, mode)
 	}
 	// lay the calls out group after group (a counting sort, stable)
 	if len(b.calls) < len(live) {
@@ -105,30 +132,19 @@ func (b *batcher) group(live []*call, mode batching) []group {
 	return b.groups
 }
 
-// assign sets gid and size for the general case: several scripts, or Cluster slots. With one
-// script (mixed false), each key has one group, so queue order holds with no bookkeeping.
-func (b *batcher) assign(live []*call, mode batching, mixed bool) {
+// assign sets gid and size for the general case: several scripts, or Cluster slots. Each key
+// has one script (split), so all its calls of a batched script join one group.
+func (b *batcher) assign(live []*call, mode batching) {
 	clear(b.open)
-	if mixed {
-		clear(b.last)
-	}
 	for _, c := range live {
-		key := c.args[3].(string)
 		g := -1
 		if c.script.multi != nil {
 			gk := groupKey{script: c.script}
 			if mode == batchBySlot {
-				gk.slot = slot(key)
+				gk.slot = slot(c.args[3].(string))
 			}
 			var ok bool
 			if g, ok = b.open[gk]; !ok {
-				g = -1
-			} else if mixed {
-				if h, seen := b.last[key]; seen && h > g {
-					g = -1 // the key's previous call goes after that group
-				}
-			}
-			if g < 0 {
 				g = len(b.size)
 				b.size = append(b.size, 0)
 				b.open[gk] = g
@@ -139,9 +155,6 @@ func (b *batcher) assign(live []*call, mode batching, mixed bool) {
 		}
 		b.size[g]++
 		b.gid = append(b.gid, g)
-		if mixed {
-			b.last[key] = g
-		}
 	}
 }
 
