@@ -13,7 +13,7 @@ if v then
     if ahead < 0 then ahead, stale = 0, true end
   else -- another algorithm's state (or type): a new algorithm starts from full
     redis.call('DEL', key)
-    v = false
+    v, exp = false, 0 -- not that state's expiry: SET KEEPTTL would leave the new key none
   end
 end
 
