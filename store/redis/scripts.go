@@ -29,6 +29,8 @@ var (
 	gcraLua string
 	//go:embed lua/multi.lua
 	multiLua string
+	//go:embed lua/muldiv.lua
+	muldivLua string // a helper of the bucket and sliding window scripts
 )
 
 // script is one algorithm's Lua source and its SHA1 for EVALSHA, with its batched variant.
@@ -79,8 +81,8 @@ func source(src string) (string, string) {
 var (
 	fixedWindowScript   = newScript("fixed_window", fixedWindowLua, true, false)
 	slidingLogScript    = newScript("sliding_log", slidingLogLua, false, false)
-	slidingWindowScript = newScript("sliding_window", slidingWindowLua, true, true)
-	bucketScript        = newScript("bucket", bucketLua, true, false)
+	slidingWindowScript = newScript("sliding_window", muldivLua+"\n"+slidingWindowLua, true, true)
+	bucketScript        = newScript("bucket", muldivLua+"\n"+bucketLua, true, false)
 	gcraScript          = newScript("gcra", gcraLua, true, false)
 )
 

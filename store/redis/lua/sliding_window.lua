@@ -3,33 +3,8 @@
 -- N+1 'd'). State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
 -- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
 -- counter) and the common path inlines what the Go code does in helpers.
--- A helper (defined once per script), then, below "--@decide", the body (see prelude.lua).
-
--- muldiv returns floor(a*b/c) and a*b mod c, exactly (see bucket.lua).
-local function muldiv(a, b, c)
-  local p = a * b
-  local q = floor(p / c)
-  local r
-  if p < EXACT then
-    r = p - q * c
-  else
-    local qc = q * c
-    local x = 134217729 * a
-    local ah = x - (x - a)
-    x = 134217729 * b
-    local bh = x - (x - b)
-    local pe = ((ah * bh - p) + ah * (b - bh) + (a - ah) * bh) + (a - ah) * (b - bh)
-    x = 134217729 * q
-    local qh = x - (x - q)
-    x = 134217729 * c
-    local ch = x - (x - c)
-    local qe = ((qh * ch - qc) + qh * (c - ch) + (q - qh) * ch) + (q - qh) * (c - ch)
-    r = (p - qc) + (pe - qe)
-  end
-  while r < 0 do q = q - 1; r = r + c end
-  while r >= c do q = q + 1; r = r - c end
-  return q, r
-end
+-- Its helper muldiv (muldiv.lua) is defined once per script; below "--@decide", the body (see
+-- prelude.lua).
 
 --@decide
 local n, limit, windows, sub_ms = P1, P2, P3, P4
