@@ -165,18 +165,13 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 	if err := req.ValidateArgs(s.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
-	h := s.hash(req.Key)
-	sh := &s.shards[h&s.mask]
-	if e := sh.tab.Load().find(h, req.Key); e != nil {
-		e.mu.Lock()
-		if !e.dead && sameRule(&e.params.Rule, &req.Rule) {
-			now := s.nowFor(e.params)
-			d := e.state.TakeParams(now, e.params, req.N, int64(req.MaxDelay))
-			e.expires = now + int64(d.ResetAfter)
-			e.mu.Unlock()
-			return d, nil
-		}
+	sh, h, e := s.locked(req.Key, &req.Rule)
+	if e != nil {
+		now := s.nowFor(e.params)
+		d := e.state.TakeParams(now, e.params, req.N, int64(req.MaxDelay))
+		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
+		return d, nil
 	}
 	return s.takeSlow(sh, h, req)
 }
@@ -188,43 +183,56 @@ func (s *Store) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 		_, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: n})
 		return false, 0, 0, 0, err
 	}
+	// locked, spelled out: it is not inlined, and the call costs the parallel benchmark a few
+	// ns per decision.
 	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	if e := sh.tab.Load().find(h, key); e != nil {
 		e.mu.Lock()
-		if !e.dead && sameRule(&e.params.Rule, &rule) {
-			// The small states are called directly rather than through the interface,
-			// and answer in registers: both save copying a Decision through memory.
-			now := s.nowFor(e.params)
-			var allowed bool
-			var remaining, retry, reset int64
-			switch st := e.state.(type) {
-			case *algorithm.GCRA:
-				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
-			case *algorithm.TokenBucket:
-				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
-			case *algorithm.LeakyBucket:
-				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
-			case *algorithm.FixedWindow:
-				allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
-			default:
-				var d sluice.Decision
-				switch st := e.state.(type) {
-				case *algorithm.SlidingWindow:
-					d = st.TakeParams(now, e.params, n, 0)
-				default:
-					d = e.state.TakeParams(now, e.params, n, 0)
-				}
-				allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
-			}
-			e.expires = now + reset
+		if e.dead || !sameRule(&e.params.Rule, &rule) {
 			e.mu.Unlock()
-			return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
+			d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
+			return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
 		}
+		// The small states are called directly rather than through the interface, and
+		// answer in registers: both save copying a Decision through memory.
+		now := s.nowFor(e.params)
+		var allowed bool
+		var remaining, retry, reset int64
+		switch st := e.state.(type) {
+		case *algorithm.GCRA:
+			allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
+		case *algorithm.TokenBucket:
+			allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
+		case *algorithm.LeakyBucket:
+			allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
+		case *algorithm.FixedWindow:
+			allowed, remaining, retry, reset, _ = st.Decide(now, e.params, n, 0)
+		default:
+			d := e.state.TakeParams(now, e.params, n, 0)
+			allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
+		}
+		e.expires = now + reset
 		e.mu.Unlock()
+		return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
 	}
 	d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
 	return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
+}
+
+// locked returns key's shard and hash and, when the key exists under exactly this rule (the
+// common case), its entry with the entry's mutex held; otherwise a nil entry, for takeSlow.
+func (s *Store) locked(key string, rule *sluice.Rule) (*shard, uint64, *entry) {
+	h := s.hash(key)
+	sh := &s.shards[h&s.mask]
+	if e := sh.tab.Load().find(h, key); e != nil {
+		e.mu.Lock()
+		if !e.dead && sameRule(&e.params.Rule, rule) {
+			return sh, h, e
+		}
+		e.mu.Unlock()
+	}
+	return sh, h, nil
 }
 
 // sameRule is r == *o, field by field: cheaper than the generated struct comparison.
