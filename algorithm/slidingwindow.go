@@ -63,7 +63,7 @@ func (s *SlidingWindow) reshape(now, windows, sub int64) int64 {
 		}
 		s.advance(w)
 		recent, old, f := s.estimate(now)
-		carried = recent + mulDivCeil(old, s.sub-f, s.sub)
+		carried = SlidingEstimate(recent, old, f, s.sub)
 	}
 	s.counts = make([]int64, windows+1)
 	s.sub = sub
@@ -92,7 +92,7 @@ func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Dec
 		s.advance(w)
 	}
 	recent, old, f := s.estimate(now)
-	used := recent + mulDivCeil(old, sub-f, sub)
+	used := SlidingEstimate(recent, old, f, sub)
 	limit := pr.Rule.Limit
 	d := sluice.Decision{Limit: limit}
 	switch {
@@ -102,7 +102,7 @@ func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Dec
 		s.refund(-n)
 		d.Allowed = true
 		recent, old, f = s.estimate(now)
-		used = recent + mulDivCeil(old, sub-f, sub)
+		used = SlidingEstimate(recent, old, f, sub)
 	case used+n <= limit:
 		*s.slot(w) += n
 		used += n
@@ -128,9 +128,24 @@ func (s *SlidingWindow) refund(n int64) {
 // retryAfter finds the earliest instant from now at which the estimate is at most need,
 // if nothing else is admitted. recent, old and f are the estimate at now.
 func (s *SlidingWindow) retryAfter(now, need, recent, old, f0 int64) int64 {
-	n, sub := int64(len(s.counts))-1, s.sub
+	return SlidingRetryAfter(now, need, recent, old, f0, int64(len(s.counts))-1, s.sub, s.cur,
+		func(j int64) int64 { return *s.slot(j) })
+}
+
+// SlidingEstimate is the sliding window's count at offset f into its newest sub-window of
+// length sub: the counts of the N-1 newer sub-windows (recent) and the oldest one's (old)
+// weighted by the part of it still inside the window, rounded up.
+func SlidingEstimate(recent, old, f, sub int64) int64 {
+	return recent + mulDivCeil(old, sub-f, sub)
+}
+
+// SlidingRetryAfter is the sliding window's RetryAfter: the time from now until the estimate
+// is at most need, if nothing else is admitted, for N sub-windows of length sub, the newest
+// being cur; recent, old and f0 are the estimate at now (see SlidingEstimate) and count(j)
+// returns sub-window j's count. Package distributed's local view of a window shares it.
+func SlidingRetryAfter(now, need, recent, old, f0, n, sub, cur int64, count func(j int64) int64) int64 {
 	for k := int64(0); k <= n+1; k++ {
-		wk := s.cur + k
+		wk := cur + k
 		if recent <= need {
 			// recent + ceil(old*(sub-f)/sub) <= need  <=>  f >= sub - floor((need-recent)*sub/old)
 			var f int64
@@ -146,13 +161,13 @@ func (s *SlidingWindow) retryAfter(now, need, recent, old, f0 int64) int64 {
 		}
 		// Step to sub-window wk+1: sub-window wk-n+1 slides out and becomes the oldest.
 		var leaving int64
-		if j := wk - n + 1; j <= s.cur {
-			leaving = *s.slot(j)
+		if j := wk - n + 1; j <= cur {
+			leaving = count(j)
 		}
 		recent -= leaving
 		old = leaving
 	}
-	return (s.cur+n+1)*sub - now // unreachable for need >= 0
+	return (cur+n+1)*sub - now // unreachable for need >= 0
 }
 
 // resetAfter is how long until every counted unit has slid out of the window.

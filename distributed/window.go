@@ -2,10 +2,10 @@ package distributed
 
 import (
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
 )
 
 // keyState is one key's local view in Async: a ring of window counters, each the last synced
@@ -73,7 +73,7 @@ func (ks *keyState) reshape(r sluice.Rule, now int64) {
 				now = max(now, ks.cur*ks.length)
 			}
 			recent, old, f := ks.estimate(now)
-			carried = recent + mulDivCeil(old, ks.length-f, ks.length)
+			carried = algorithm.SlidingEstimate(recent, old, f, ks.length)
 		} else if w == ks.cur {
 			carried, carriedEnd = ks.val(ks.cur)+ks.carriedAt(now), (ks.cur+1)*ks.length
 		}
@@ -271,7 +271,7 @@ func (ks *keyState) estimate(now int64) (recent, old, f int64) {
 func (ks *keyState) decideSliding(now, limit, n int64) sluice.Decision {
 	sub := ks.length
 	recent, old, f := ks.estimate(now)
-	used := recent + mulDivCeil(old, sub-f, sub)
+	used := algorithm.SlidingEstimate(recent, old, f, sub)
 	d := sluice.Decision{Limit: limit}
 	switch {
 	case n > limit:
@@ -289,7 +289,7 @@ func (ks *keyState) decideSliding(now, limit, n int64) sluice.Decision {
 		}
 		d.Allowed = true
 		recent, old, f = ks.estimate(now)
-		used = recent + mulDivCeil(old, sub-f, sub)
+		used = algorithm.SlidingEstimate(recent, old, f, sub)
 	case used+n <= limit:
 		if n != 0 {
 			ks.slotFor(ks.cur).pending += n
@@ -304,31 +304,9 @@ func (ks *keyState) decideSliding(now, limit, n int64) sluice.Decision {
 	return d
 }
 
-// retryAfter mirrors algorithm.SlidingWindow.retryAfter over the view.
+// retryAfter is algorithm.SlidingRetryAfter over the view.
 func (ks *keyState) retryAfter(now, need, recent, old, f0 int64) int64 {
-	n, sub, cur := ks.recentN, ks.length, ks.cur
-	for k := int64(0); k <= n+1; k++ {
-		wk := cur + k
-		if recent <= need {
-			var f int64
-			if old > 0 {
-				f = max(0, sub-mulDiv(need-recent, sub, old))
-			}
-			if k == 0 {
-				f = max(f, f0)
-			}
-			if f < sub {
-				return wk*sub + f - now
-			}
-		}
-		var leaving int64
-		if j := wk - n + 1; j <= cur {
-			leaving = ks.val(j)
-		}
-		recent -= leaving
-		old = leaving
-	}
-	return (cur+n+1)*sub - now
+	return algorithm.SlidingRetryAfter(now, need, recent, old, f0, ks.recentN, ks.length, ks.cur, ks.val)
 }
 
 // resetAfter is how long until every counted unit has slid out of the window.
@@ -355,29 +333,7 @@ func (ks *keyState) idle(now int64) bool {
 	return now >= (ks.cur+int64(len(ks.slots))+1)*ks.length
 }
 
-// mulDiv returns floor(a*b/c) for a, b >= 0 and c > 0, saturating.
-func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	return int64(min(q, math.MaxInt64))
-}
-
-// mulDivCeil returns ceil(a*b/c) for a, b >= 0 and c > 0, saturating.
-func mulDivCeil(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	return int64(min(q, math.MaxInt64))
-}
-
+// floorDiv returns floor(a/b) for b > 0.
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && a < 0 {
