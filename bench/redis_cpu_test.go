@@ -12,7 +12,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/redis"
 )
 
 // captureHook records the arguments of the last single-key EVALSHA a client sent, and of the
@@ -97,14 +96,7 @@ func BenchmarkRedisCPUReplay(b *testing.B) {
 		sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow}
 	for _, a := range algs {
 		for _, clock := range []string{"server", "client"} {
-			opts := []redis.Option{redis.WithPrefix(prefix + clock + ":" + a.String() + ":")}
-			if clock == "client" {
-				opts = append(opts, redis.WithClock(sluice.SystemClock{}))
-			}
-			s, err := redis.New(c, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := cpuStore(b, c, prefix, a, clock)
 			rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second}
 			if _, err := s.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil {
 				b.Fatal(err)

@@ -279,15 +279,7 @@ func BenchmarkRedisCPU(b *testing.B) {
 	var cts []contender
 	for _, a := range algs {
 		for _, clock := range []string{"server", "client"} {
-			opts := []redis.Option{redis.WithPrefix(prefix + clock + ":" + a.String() + ":")}
-			if clock == "client" {
-				opts = append(opts, redis.WithClock(sluice.SystemClock{}))
-			}
-			s, err := redis.New(c, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = s.Close() })
+			s := cpuStore(b, c, prefix, a, clock)
 			l := sluice.New(s)
 			rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second}
 			cts = append(cts, contender{name: "sluice/" + a.String() + "/" + clock + "_clock", store: s,
@@ -419,4 +411,19 @@ func unlinkPrefix(c *goredis.Client, prefix string) {
 			c.Unlink(ctx, batch...)
 		}
 	}
+}
+
+// cpuStore returns a store of the CPU benchmarks for algorithm a with the "server" or "client"
+// clock, its keys under its own prefix; it is closed when the benchmark ends.
+func cpuStore(b *testing.B, c goredis.UniversalClient, prefix string, a sluice.Algorithm, clock string) *redis.Store {
+	opts := []redis.Option{redis.WithPrefix(prefix + clock + ":" + a.String() + ":")}
+	if clock == "client" {
+		opts = append(opts, redis.WithClock(sluice.SystemClock{}))
+	}
+	s, err := redis.New(c, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
