@@ -30,8 +30,18 @@ var (
 	//go:embed lua/multi.lua
 	multiLua string
 	//go:embed lua/muldiv.lua
-	muldivLua string // a helper of the bucket and sliding window scripts
+	muldivLua string
+	//go:embed lua/persist.lua
+	persistLua string
 )
+
+// snippets are the pieces of Lua spliced into the scripts (see splice.go); muldivFunc is the
+// function muldiv, a helper of the bucket and sliding window scripts.
+var snippets, muldivFunc = func() (map[string]*snippet, string) {
+	sn := map[string]*snippet{}
+	rest := defineSnippets(sn, muldivLua, persistLua)
+	return sn, rest[0]
+}()
 
 // script is one algorithm's Lua source and its SHA1 for EVALSHA, with its batched variant.
 type script struct {
@@ -51,7 +61,7 @@ const (
 
 // newScript assembles an algorithm's script from the prelude and its file (see
 // lua/prelude.lua) and, if batched, the batched variant from lua/multi.lua, so that each
-// algorithm's logic lives in its file alone.
+// algorithm's logic lives in its file alone; the snippets its lines call are spliced in.
 func newScript(name, file string, batched, extra bool) *script {
 	consts, single, ok := strings.Cut(preludeLua, singleMark)
 	if !ok { // the markers are the embedded files' own (scripts_test.go checks them)
@@ -62,11 +72,11 @@ func newScript(name, file string, batched, extra bool) *script {
 		helpers, body = "", file
 	}
 	sc := &script{name: name, extra: extra}
-	sc.src, sc.sha = source(consts + "\n" + helpers + "\n" + single + "\n" + body)
+	sc.src, sc.sha = source(splice(consts+"\n"+helpers+"\n"+single+"\n"+body, snippets))
 	if batched {
 		if head, tail, ok := strings.Cut(multiLua, bodyMark); ok {
 			m := &script{name: name + "/multi", extra: extra}
-			m.src, m.sha = source(consts + "\n" + helpers + "\n" + head + "\n" + body + "\n" + tail)
+			m.src, m.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+tail, snippets))
 			sc.multi = m
 		}
 	}
@@ -81,8 +91,8 @@ func source(src string) (string, string) {
 var (
 	fixedWindowScript   = newScript("fixed_window", fixedWindowLua, true, false)
 	slidingLogScript    = newScript("sliding_log", slidingLogLua, false, false)
-	slidingWindowScript = newScript("sliding_window", muldivLua+"\n"+slidingWindowLua, true, true)
-	bucketScript        = newScript("bucket", muldivLua+"\n"+bucketLua, true, false)
+	slidingWindowScript = newScript("sliding_window", muldivFunc+"\n"+slidingWindowLua, true, true)
+	bucketScript        = newScript("bucket", muldivFunc+"\n"+bucketLua, true, false)
 	gcraScript          = newScript("gcra", gcraLua, true, false)
 )
 

@@ -43,16 +43,10 @@ if v then
         if e * limit / period > U + 2 then
           U, F = 0, 0
         else
-          -- drained = q x 1000 + floor(r x 1000 / pms), q and r from muldiv(e, limit, pms)
+          -- drained = q x 1000 + floor(r x 1000 / pms), q and r from muldiv(e, limit, pms),
+          -- inline: the common path calls no function
           local q, r
-          local p = e * limit
-          if p < EXACT then -- inline: the common path calls no function
-            q = floor(p / pms)
-            r = p - q * pms
-            if r < 0 then q, r = q - 1, r + pms elseif r >= pms then q, r = q + 1, r - pms end
-          else
-            q, r = muldiv(e, limit, pms)
-          end
+          --@muldiv(q, r, e, limit, pms)
           local du = floor(q / 1000000)
           local df = (q - du * 1000000) * 1000 + floor(r * 1000 / pms)
           U, F = U - du, F - df
@@ -117,20 +111,7 @@ if U > 0 or F > 0 then
   end
 end
 if dirty then
-  local need = GRACE
-  if reset > 0 then -- ceil(reset / MS)
-    need = floor(reset / MS)
-    if need * MS < reset then need = need + 1 end
-  end
-  if need < ttl_floor then need = ttl_floor end
-  local life = now_ms + need
-  if exp >= life and exp <= life + SLACK then
-    redis.call('SET', key, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, exp), 'KEEPTTL')
-  else
-    local px = need + SLACK
-    if px > MAX_TTL then px = MAX_TTL end
-    redis.call('SET', key, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, now_ms + px), 'PX', px)
-  end
+  --@persist(reset, exp, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, exp))
 end
 local remaining = capacity - U
 if F > 0 then remaining = remaining - 1 end

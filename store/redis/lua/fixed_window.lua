@@ -39,16 +39,8 @@ end
 if dirty then
   -- the window's end bounds the state's life (it matters until then even when empty)
   local need = end_ms - now_ms
-  if need < ttl_floor then need = ttl_floor end
   if need < 1 then need = 1 end
-  local life = now_ms + need
-  if exp >= life and exp <= life + SLACK then
-    redis.call('SET', key, struct.pack('<Bddd', 102, end_ms, count, exp), 'KEEPTTL')
-  else
-    local px = need + SLACK
-    if px > MAX_TTL then px = MAX_TTL end
-    redis.call('SET', key, struct.pack('<Bddd', 102, end_ms, count, now_ms + px), 'PX', px)
-  end
+  --@persist_ms(need, exp, struct.pack('<Bddd', 102, end_ms, count, exp))
 end
 local reset = 0
 if count > 0 then reset = (end_ms - now_ms) * MS - now_sub end

@@ -42,40 +42,15 @@ if allowed == 1 and (n ~= 0 or stale) and (ahead > 0 or v) then
   local c = floor(s / MS)
   local r = s - c * MS
   if r < 0 then c = c - 1; r = r + MS elseif r >= MS then c = c + 1; r = r - MS end
-  local need = GRACE
-  if ahead > 0 then -- ceil(ahead / MS)
-    need = floor(ahead / MS)
-    if need * MS < ahead then need = need + 1 end
-  end
-  if need < ttl_floor then need = ttl_floor end
-  local life = now_ms + need
-  if exp >= life and exp <= life + SLACK then
-    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, exp), 'KEEPTTL')
-  else
-    local px = need + SLACK
-    if px > MAX_TTL then px = MAX_TTL end
-    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, now_ms + px), 'PX', px)
-  end
+  --@persist(ahead, exp, struct.pack('<Bddd', 103, now_ms + c, r, exp))
 end
 
--- remaining = floor(max(0, window - ahead) / T), exact (see muldiv in bucket.lua)
+-- remaining = floor(max(0, window - ahead) / T), exact (muldiv.lua, inline)
 local remaining = 0
 local room = window - ahead
 if room > 0 then
-  remaining = floor(room / t)
   local rem
-  if room < EXACT then
-    rem = room - remaining * t
-  else -- Dekker: room - remaining x T, exactly
-    local qt = remaining * t
-    local x = 134217729 * remaining
-    local qh = x - (x - remaining)
-    local y = 134217729 * t
-    local th = y - (y - t)
-    rem = (room - qt) - ((((qh * th - qt) + qh * (t - th)) + (remaining - qh) * th) + (remaining - qh) * (t - th))
-  end
-  while rem < 0 do remaining = remaining - 1; rem = rem + t end
-  while rem >= t do remaining = remaining + 1; rem = rem - t end
+  --@muldiv(remaining, rem, room, 1, t)
 end
 if retry > MAXD then retry = MAXD end
 if ahead > MAXD then ahead = MAXD end

@@ -1,13 +1,20 @@
--- Shared by the scripts that need it (scripts.go puts it among their helpers, defined once per
--- script call): the bucket and the sliding window.
---
 -- muldiv returns floor(a*b/c) and a*b mod c, exactly, for integers a, b >= 0 and c > 0
 -- whose quotient is below 2^53 (the mulDiv of package algorithm); below 2^52 a product is
--- exact and one division does (Dekker's two-product corrects the rest).
+-- exact and one division does (Dekker's two-product corrects the rest). scripts.go puts the
+-- function among the helpers of the scripts calling it (the bucket and the sliding window),
+-- defined once per script call, and splices the snippet below inline where a line holds
+-- "--@muldiv(q, r, a, b, c)" (GCRA, whose path defines no function).
 local function muldiv(a, b, c)
+  local q, r
+  --@muldiv(q, r, a, b, c)
+  return q, r
+end
+
+-- muldiv(q, r, a, b, c) sets the variables q and r to floor(a*b/c) and a*b mod c.
+--@define muldiv(q, r, a, b, c)
+do
   local p = a * b
-  local q = floor(p / c)
-  local r
+  q = floor(p / c)
   if p < EXACT then
     r = p - q * c
   else
@@ -26,5 +33,5 @@ local function muldiv(a, b, c)
   end
   while r < 0 do q = q - 1; r = r + c end
   while r >= c do q = q + 1; r = r - c end
-  return q, r
 end
+--@end

@@ -3,7 +3,9 @@
 -- any: functions of their arguments only, defined once per script), then this file's part
 -- below "--@single" (the arguments of one decision) and the algorithm's body, which decides
 -- for `key` and returns the reply. The batched variant (multi.lua) puts the body in a function
--- instead, called once per key.
+-- instead, called once per key. Code that several scripts share is written once, as a snippet
+-- that scripts.go splices inline where a line calls it, "--@name(arguments)": persist.lua
+-- writes a state with its TTL, muldiv.lua divides an exact product.
 --
 -- Conventions: KEYS[1] is the only key (one hash tag per decision). ARGV[1] holds every
 -- parameter as nine little-endian doubles (one struct.unpack instead of a tonumber per
@@ -22,8 +24,8 @@
 -- when the client passes the time. States carry the instant their key expires (script clock,
 -- ms): while it covers what the state needs, and by at most SLACK more, the state is rewritten
 -- with KEEPTTL, which costs Redis far less than PX; otherwise PX sets a TTL of what the state
--- needs plus SLACK. So no key lives more than SLACK ms longer than its state matters, and none
--- lives for ever.
+-- needs plus SLACK (persist.lua). So no key lives more than SLACK ms longer than its state
+-- matters, and none lives for ever.
 --
 -- Each script mirrors one state machine of Sluice's Go package algorithm, step for step.
 local floor = math.floor

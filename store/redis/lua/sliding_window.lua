@@ -84,16 +84,8 @@ local old = t[6 + (cur - size + 1) % size]
 local f = (nms - cur * sub_ms) * MS + nsub
 local used = recent
 if old > 0 then
-  local a = sub - f
-  local p = old * a
-  local q, r
-  if p < EXACT then
-    q = floor(p / sub)
-    r = p - q * sub
-    if r < 0 then q, r = q - 1, r + sub elseif r >= sub then q, r = q + 1, r - sub end
-  else
-    q, r = muldiv(old, a, sub)
-  end
+  local q, r -- muldiv(old, sub - f, sub), inline: the common path calls no function
+  --@muldiv(q, r, old, sub - f, sub)
   if r > 0 then q = q + 1 end
   used = used + q
 end
@@ -160,22 +152,8 @@ for j = cur, cur - windows, -1 do
   end
 end
 if (dirty and v) or reset > 0 and (dirty or not v) then
-  local need = GRACE
-  if reset > 0 then -- ceil(reset / MS)
-    need = floor(reset / MS)
-    if need * MS < reset then need = need + 1 end
-  end
-  if need < ttl_floor then need = ttl_floor end
-  local life = now_ms + need
-  if exp >= life and exp <= life + SLACK then
-    t[5] = exp
-    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'KEEPTTL')
-  else
-    local px = need + SLACK
-    if px > MAX_TTL then px = MAX_TTL end
-    t[5] = now_ms + px
-    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', px)
-  end
+  -- the recorded expiry is t[5] (exp), which the packed state holds
+  --@persist(reset, t[5], struct.pack(fmt, unpack(t, 1, 5 + size)))
 end
 local remaining = limit - used
 if remaining < 0 then remaining = 0 end
