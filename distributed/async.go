@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/shardmap"
 )
 
 // Defaults of Async.
 const (
 	DefaultInterval = 100 * time.Millisecond
 	DefaultMaxKeys  = 100_000
-	asyncShards     = 32
 )
 
 // Async is a Store decorator that decides fixed-window and sliding-window rules locally, on a
@@ -48,12 +47,9 @@ type Async struct {
 	maxStale   time.Duration
 	syncWrites bool
 	manual     bool
-	perShard   int
-	seed       maphash.Seed
-	shards     [asyncShards]asyncShard
+	views      *shardmap.Map[*keyState] // marked: the keys decided on since the last sync
 
 	syncMu   sync.Mutex // one sync at a time
-	sweepAt  int        // next shard the idle sweep visits
 	lastSync atomic.Int64
 	lastErr  atomic.Pointer[error]
 	closed   atomic.Bool
@@ -62,11 +58,15 @@ type Async struct {
 	once     sync.Once
 }
 
-type asyncShard struct {
-	mu    sync.Mutex
-	m     map[string]*keyState
-	dirty []*keyState
-	_     [40]byte
+// viewShard is a shard of Async's views.
+type viewShard = shardmap.Shard[*keyState]
+
+// viewRemaining lets a full shard drop an idle view, and keeps the others.
+func viewRemaining(ks *keyState, now int64) int64 {
+	if ks.idle(now) {
+		return 0
+	}
+	return shardmap.Pinned
 }
 
 // AsyncOption configures an Async.
@@ -158,11 +158,7 @@ func NewAsync(store sluice.Store, opts ...AsyncOption) (*Async, error) {
 	}
 	a := &Async{next: store, counters: counters, clock: cfg.clock, interval: cfg.interval,
 		timeout: cfg.timeout, maxStale: cfg.maxStale, syncWrites: cfg.syncWrites, manual: cfg.manual,
-		perShard: max(1, cfg.maxKeys/asyncShards), seed: maphash.MakeSeed(),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	for i := range a.shards {
-		a.shards[i].m = make(map[string]*keyState)
-	}
+		views: shardmap.New(cfg.maxKeys, viewRemaining), stop: make(chan struct{}), done: make(chan struct{})}
 	a.lastSync.Store(now(a.clock))
 	if cfg.manual {
 		close(a.done)
@@ -192,52 +188,39 @@ func (a *Async) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 		return sluice.Decision{}, fmt.Errorf("distributed: async: no successful sync for %v: %w",
 			time.Duration(t-a.lastSync.Load()), sluice.ErrStoreUnavailable)
 	}
-	sh := &a.shards[maphash.String(a.seed, req.Key)%asyncShards]
-	sh.mu.Lock()
-	ks := sh.m[req.Key]
-	if ks == nil {
-		if ks = a.admit(sh, req, t); ks == nil {
-			sh.mu.Unlock()
+	sh := a.views.Shard(req.Key)
+	sh.Lock()
+	ks, ok := sh.Get(req.Key)
+	if !ok {
+		if !sh.MakeRoom(t) {
+			sh.Unlock()
 			return a.next.Take(ctx, req) // no room for a local view
 		}
+		ks = newKeyState(strings.Clone(req.Key), req.Rule)
+		sh.Set(ks.key, ks)
 	} else if !ks.sameShape(req.Rule) {
 		ks.reshape(req.Rule, t)
 	}
 	d := ks.decide(t, req.Rule, req.N)
-	if !ks.dirty {
-		ks.dirty = true
-		sh.dirty = append(sh.dirty, ks)
-	}
+	markDirty(sh, ks)
 	if !a.syncWrites || !d.Allowed || req.N == 0 {
-		sh.mu.Unlock()
+		sh.Unlock()
 		return d, nil
 	}
 	item := a.takePending(ks)
-	sh.mu.Unlock()
+	sh.Unlock()
 	if err := a.writeThrough(ctx, sh, ks, item); err != nil {
 		return sluice.Decision{}, err
 	}
 	return d, nil
 }
 
-// admit makes room for and inserts a new key's state, or returns nil when the shard is full
-// of keys with state still in use.
-func (a *Async) admit(sh *asyncShard, req sluice.Request, t int64) *keyState {
-	if len(sh.m) >= a.perShard {
-		i := 0
-		for k, v := range sh.m { // map iteration starts at a random place: a random sample
-			if v.idle(t) {
-				delete(sh.m, k)
-				break
-			}
-			if i++; i == 8 {
-				return nil
-			}
-		}
+// markDirty queues ks for the next sync, once.
+func markDirty(sh *viewShard, ks *keyState) {
+	if !ks.dirty {
+		ks.dirty = true
+		sh.Mark(ks)
 	}
-	ks := newKeyState(strings.Clone(req.Key), req.Rule)
-	sh.m[ks.key] = ks
-	return ks
 }
 
 // takePending moves the key's pending deltas (windows of the view) into flight and returns
@@ -264,14 +247,14 @@ func (a *Async) ttl(ks *keyState) time.Duration {
 }
 
 // writeThrough sends one admission (WithSyncWrites) and folds the fresh totals into the view.
-func (a *Async) writeThrough(ctx context.Context, sh *asyncShard, ks *keyState, item sluice.WindowCounts) error {
+func (a *Async) writeThrough(ctx context.Context, sh *viewShard, ks *keyState, item sluice.WindowCounts) error {
 	batch := [1]sluice.WindowCounts{item}
 	err := a.counters.AddWindowCounts(ctx, batch[:])
 	if err == nil {
 		err = batch[0].Err
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh.Lock()
+	defer sh.Unlock()
 	if err != nil {
 		// The admission is not known to be recorded: undo it locally and report.
 		for j, d := range item.Deltas {
@@ -324,10 +307,10 @@ func (a *Async) Sync(ctx context.Context) error {
 		owner []*keyState // nil for orphan items
 		shard []int
 	)
-	for i := range a.shards {
-		sh := &a.shards[i]
-		sh.mu.Lock()
-		for _, ks := range sh.dirty {
+	for i := range shardmap.Shards {
+		sh := a.views.At(i)
+		sh.Lock()
+		for _, ks := range sh.Marked() {
 			ks.dirty = false
 			batch = append(batch, a.takePending(ks))
 			owner, shard = append(owner, ks), append(shard, i)
@@ -338,11 +321,10 @@ func (a *Async) Sync(ctx context.Context) error {
 			}
 			ks.orphans = ks.orphans[:0]
 		}
-		clear(sh.dirty)
-		sh.dirty = sh.dirty[:0]
-		sh.mu.Unlock()
+		sh.ResetMarked()
+		sh.Unlock()
 	}
-	a.sweep()
+	a.views.Sweep(now(a.clock)) // drops idle keys from one shard per sync
 	if len(batch) == 0 {
 		a.lastSync.Store(now(a.clock))
 		return nil
@@ -350,8 +332,8 @@ func (a *Async) Sync(ctx context.Context) error {
 	err := a.counters.AddWindowCounts(ctx, batch)
 	var itemErr error
 	for i := range batch {
-		sh := &a.shards[shard[i]]
-		sh.mu.Lock()
+		sh := a.views.At(shard[i])
+		sh.Lock()
 		ks := owner[i]
 		if ks == nil { // an orphan: find its key again to keep the delta on failure
 			ks = owner[lastOwner(owner, i)]
@@ -366,11 +348,10 @@ func (a *Async) Sync(ctx context.Context) error {
 		} else if e != nil && !errors.Is(e, sluice.ErrInvalidKey) {
 			ks.orphans = append(ks.orphans, orphan{batch[i].Length, batch[i].First, batch[i].Deltas[0]})
 		}
-		if e != nil && !ks.dirty {
-			ks.dirty = true
-			sh.dirty = append(sh.dirty, ks)
+		if e != nil {
+			markDirty(sh, ks)
 		}
-		sh.mu.Unlock()
+		sh.Unlock()
 	}
 	if err != nil {
 		a.lastErr.Store(&err)
@@ -388,31 +369,8 @@ func lastOwner(owner []*keyState, i int) int {
 	return i
 }
 
-// sweep drops idle keys from one shard per sync.
-func (a *Async) sweep() {
-	sh := &a.shards[a.sweepAt]
-	a.sweepAt = (a.sweepAt + 1) % asyncShards
-	t := now(a.clock)
-	sh.mu.Lock()
-	for k, ks := range sh.m {
-		if ks.idle(t) {
-			delete(sh.m, k)
-		}
-	}
-	sh.mu.Unlock()
-}
-
 // Len reports the number of keys with a local view.
-func (a *Async) Len() int {
-	n := 0
-	for i := range a.shards {
-		sh := &a.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
-	}
-	return n
-}
+func (a *Async) Len() int { return a.views.Len() }
 
 // LastSyncError returns the error of the last failed background sync, or nil.
 func (a *Async) LastSyncError() error {
