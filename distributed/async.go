@@ -15,8 +15,8 @@ import (
 
 // Defaults of Async.
 const (
-	DefaultInterval = 100 * time.Millisecond
-	DefaultMaxKeys  = 100_000
+	DefaultInterval     = 100 * time.Millisecond
+	DefaultAsyncMaxKeys = 100_000
 )
 
 // Async is a Store decorator that decides fixed-window and sliding-window rules locally, on a
@@ -69,9 +69,6 @@ func viewRemaining(ks *keyState, now int64) int64 {
 	return shardmap.Pinned
 }
 
-// AsyncOption configures an Async.
-type AsyncOption interface{ applyAsync(*asyncConfig) }
-
 type asyncConfig struct {
 	clock      sluice.Clock
 	interval   time.Duration
@@ -82,59 +79,13 @@ type asyncConfig struct {
 	manual     bool
 }
 
-type asyncOptionFunc func(*asyncConfig)
-
-func (f asyncOptionFunc) applyAsync(c *asyncConfig) { f(c) }
-
-// WithInterval sets the sync interval (default DefaultInterval). It must be positive.
-func WithInterval(d time.Duration) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.interval = d })
-}
-
-// WithClock sets the clock decisions and the sync schedule read (default the system clock).
-// Processes sharing keys must agree on the time, as windows are aligned to the Unix epoch.
-func WithClock(clock sluice.Clock) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.clock = clock })
-}
-
-// WithSyncTimeout bounds each sync round trip (default: the interval, at least 100 ms).
-func WithSyncTimeout(d time.Duration) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.timeout = d })
-}
-
-// WithMaxStaleness makes Take fail with sluice.ErrStoreUnavailable when the last successful
-// sync is older than d, so that an outer Fallback takes over during a long outage instead of
-// every process admitting up to the limit on its own. The default, 0, keeps deciding on the
-// stale view.
-func WithMaxStaleness(d time.Duration) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.maxStale = d })
-}
-
-// WithAsyncMaxKeys bounds the keys with a local view (default DefaultMaxKeys). When full, a
-// new key evicts an idle one, or else is decided by the wrapped store's Take.
-func WithAsyncMaxKeys(n int) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.maxKeys = n })
-}
-
-// WithSyncWrites selects the write-through variant: an admission is written to the store at
-// once (one round trip that also returns fresh totals), while reads stay asynchronous, every
-// interval, so denied requests never touch the network.
-func WithSyncWrites() AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.syncWrites = true })
-}
-
-// WithManualSync disables the background sync: the caller drives it with Sync, for example a
-// simulation on virtual time.
-func WithManualSync() AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.manual = true })
-}
-
-// NewAsync wraps store, which must implement sluice.CounterStore. Invalid options are errors
-// naming the option.
-func NewAsync(store sluice.Store, opts ...AsyncOption) (*Async, error) {
-	cfg := asyncConfig{interval: DefaultInterval, maxKeys: DefaultMaxKeys}
-	for _, o := range opts {
-		o.applyAsync(&cfg)
+// NewAsync wraps store, which must implement sluice.CounterStore. Its options are WithClock,
+// WithInterval, WithTimeout, WithMaxStaleness, WithMaxKeys, WithSyncWrites and
+// WithManualSync; another option, or an invalid value, is an error naming the option.
+func NewAsync(store sluice.Store, opts ...Option) (*Async, error) {
+	cfg := asyncConfig{interval: DefaultInterval, maxKeys: DefaultAsyncMaxKeys}
+	if err := applyOptions("NewAsync", opts, &cfg, func(o Option) func(*asyncConfig) { return o.async }); err != nil {
+		return nil, err
 	}
 	if store == nil {
 		return nil, fmt.Errorf("distributed: NewAsync: %w", sluice.ErrNoStore)
@@ -147,11 +98,11 @@ func NewAsync(store sluice.Store, opts ...AsyncOption) (*Async, error) {
 	case cfg.interval <= 0:
 		return nil, fmt.Errorf("distributed: WithInterval: must be positive, got %v", cfg.interval)
 	case cfg.timeout < 0:
-		return nil, fmt.Errorf("distributed: WithSyncTimeout: must not be negative, got %v", cfg.timeout)
+		return nil, fmt.Errorf("distributed: WithTimeout: must not be negative, got %v", cfg.timeout)
 	case cfg.maxStale < 0:
 		return nil, fmt.Errorf("distributed: WithMaxStaleness: must not be negative, got %v", cfg.maxStale)
 	case cfg.maxKeys <= 0:
-		return nil, fmt.Errorf("distributed: WithAsyncMaxKeys: must be positive, got %d", cfg.maxKeys)
+		return nil, fmt.Errorf("distributed: WithMaxKeys: must be positive, got %d", cfg.maxKeys)
 	}
 	if cfg.timeout == 0 {
 		cfg.timeout = max(cfg.interval, 100*time.Millisecond)
@@ -269,7 +220,7 @@ func (a *Async) writeThrough(ctx context.Context, sh *viewShard, ks *keyState, i
 }
 
 // apply folds a finished round trip into the view: totals replace the global counts (the
-// greater one in write-through mode, where writes overlap), or, on failure, the deltas go
+// greater one in the write-through variant, where writes overlap), or, on failure, the deltas go
 // back to pending (or to the orphans when their window has left the ring).
 func (a *Async) apply(ks *keyState, item *sluice.WindowCounts, err error) {
 	same := time.Duration(ks.length) == item.Length

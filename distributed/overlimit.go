@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/shardmap"
 )
 
-// DefaultMaxEntries bounds the over-limit cache unless WithMaxEntries says otherwise.
-const DefaultMaxEntries = 100_000
+// DefaultOverLimitMaxKeys bounds the over-limit cache unless WithMaxKeys says otherwise.
+const DefaultOverLimitMaxKeys = 100_000
 
 // OverLimit is a Store decorator that remembers denials: once the wrapped store denies n units
 // of a key with a RetryAfter, requests for n or more units of that key under the same rule are
@@ -22,7 +22,7 @@ const DefaultMaxEntries = 100_000
 //
 // Reservations (Request.MaxDelay > 0, from Limiter.Wait) bypass the cache.
 // A request with a different Rule than the cached denial (a dynamic limit change) drops the
-// entry and goes to the store. A refund drops it too. Memory is bounded by WithMaxEntries.
+// entry and goes to the store. A refund drops it too. Memory is bounded by WithMaxKeys.
 //
 // OverLimit is safe for concurrent use. Serving a cached denial allocates nothing.
 type OverLimit struct {
@@ -43,44 +43,25 @@ type denial struct {
 // denialRemaining lets a full shard drop the denial that expires soonest.
 func denialRemaining(e denial, now int64) int64 { return e.until - now }
 
-// OverLimitOption configures an OverLimit.
-type OverLimitOption interface{ applyOverLimit(*overLimitConfig) }
-
 type overLimitConfig struct {
-	clock      sluice.Clock
-	maxEntries int
+	clock   sluice.Clock
+	maxKeys int
 }
 
-type overLimitOptionFunc func(*overLimitConfig)
-
-func (f overLimitOptionFunc) applyOverLimit(c *overLimitConfig) { f(c) }
-
-// WithOverLimitClock sets the clock that turns the store's RetryAfter into an instant (default
-// the system clock). It should tell the same time as the wrapped store's clock.
-func WithOverLimitClock(c sluice.Clock) OverLimitOption {
-	return overLimitOptionFunc(func(cfg *overLimitConfig) { cfg.clock = c })
-}
-
-// WithMaxEntries bounds the number of cached denials (default DefaultMaxEntries). When full, a
-// new denial replaces an expired entry or the one that expires soonest among a few sampled.
-func WithMaxEntries(n int) OverLimitOption {
-	return overLimitOptionFunc(func(cfg *overLimitConfig) { cfg.maxEntries = n })
-}
-
-// NewOverLimit wraps next with an over-limit cache. A nil store or an invalid option is an
-// error naming it.
-func NewOverLimit(next sluice.Store, opts ...OverLimitOption) (*OverLimit, error) {
-	cfg := overLimitConfig{maxEntries: DefaultMaxEntries}
-	for _, o := range opts {
-		o.applyOverLimit(&cfg)
+// NewOverLimit wraps next with an over-limit cache. Its options are WithClock and
+// WithMaxKeys. A nil store, another option or an invalid value is an error naming it.
+func NewOverLimit(next sluice.Store, opts ...Option) (*OverLimit, error) {
+	cfg := overLimitConfig{maxKeys: DefaultOverLimitMaxKeys}
+	if err := applyOptions("NewOverLimit", opts, &cfg, func(o Option) func(*overLimitConfig) { return o.overLimit }); err != nil {
+		return nil, err
 	}
 	switch {
 	case next == nil:
 		return nil, fmt.Errorf("distributed: NewOverLimit: %w", sluice.ErrNoStore)
-	case cfg.maxEntries <= 0:
-		return nil, fmt.Errorf("distributed: WithMaxEntries: must be positive, got %d", cfg.maxEntries)
+	case cfg.maxKeys <= 0:
+		return nil, fmt.Errorf("distributed: WithMaxKeys: must be positive, got %d", cfg.maxKeys)
 	}
-	return &OverLimit{next: next, clock: cfg.clock, denials: shardmap.New(cfg.maxEntries, denialRemaining)}, nil
+	return &OverLimit{next: next, clock: cfg.clock, denials: shardmap.New(cfg.maxKeys, denialRemaining)}, nil
 }
 
 // Take implements sluice.Store.
