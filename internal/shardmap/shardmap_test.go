@@ -29,6 +29,29 @@ func keysIn(m *Map[until], sh *Shard[until], n int) []string {
 	return keys
 }
 
+// put stores v under k when k's shard has room at now, as the decorators do.
+func put(m *Map[until], k string, v until, now int64) {
+	sh := m.Shard(k)
+	sh.Lock()
+	if sh.MakeRoom(now) {
+		sh.Set(k, v)
+	}
+	sh.Unlock()
+}
+
+// fullShard returns a locked shard of a new Map, bounded to perShard entries and full of
+// them, and their keys; value gives the i-th key's value.
+func fullShard(perShard int, value func(i int) until) (*Shard[until], []string) {
+	m := New(perShard*Shards, untilRemaining)
+	sh := m.At(3)
+	keys := keysIn(m, sh, perShard+1)
+	sh.Lock()
+	for i, k := range keys[:perShard] {
+		sh.Set(k, value(i))
+	}
+	return sh, keys
+}
+
 func TestShardIsPadded(t *testing.T) {
 	if a, b := unsafe.Sizeof(Shard[until]{}), unsafe.Sizeof(Shard[[64]byte]{}); a != 128 || b != 128 {
 		t.Fatalf("a shard takes %d and %d bytes, want 128 whatever the value type", a, b)
@@ -38,13 +61,7 @@ func TestShardIsPadded(t *testing.T) {
 func TestSetGetDelete(t *testing.T) {
 	m := New(100, untilRemaining)
 	for i := range 100 {
-		k := strconv.Itoa(i)
-		sh := m.Shard(k)
-		sh.Lock()
-		if sh.MakeRoom(0) {
-			sh.Set(k, until(i))
-		}
-		sh.Unlock()
+		put(m, strconv.Itoa(i), until(i), 0)
 	}
 	n := m.Len()
 	if n == 0 || n > 100 {
@@ -70,13 +87,7 @@ func TestSetGetDelete(t *testing.T) {
 // than the sample, that is the one with the least remaining of all.
 func TestMakeRoomDropsTheSoonest(t *testing.T) {
 	for range 50 {
-		m := New(Sample*Shards, untilRemaining) // Sample entries per shard
-		sh := m.At(3)
-		keys := keysIn(m, sh, Sample+1)
-		sh.Lock()
-		for i, k := range keys[:Sample] {
-			sh.Set(k, until(100+10*((i+5)%Sample)))
-		}
+		sh, keys := fullShard(Sample, func(i int) until { return until(100 + 10*((i+5)%Sample)) })
 		if !sh.MakeRoom(50) {
 			t.Fatal("MakeRoom found no room among live entries")
 		}
@@ -95,13 +106,7 @@ func TestMakeRoomDropsTheSoonest(t *testing.T) {
 // An expired entry is dropped before any live one; Pinned entries are never dropped.
 func TestMakeRoomExpiredAndPinned(t *testing.T) {
 	for range 50 {
-		m := New(Sample*Shards, untilRemaining)
-		sh := m.At(0)
-		keys := keysIn(m, sh, Sample)
-		sh.Lock()
-		for _, k := range keys {
-			sh.Set(k, Pinned)
-		}
+		sh, keys := fullShard(Sample, func(int) until { return Pinned })
 		if sh.MakeRoom(0) || len(sh.m) != Sample {
 			t.Fatalf("MakeRoom dropped a pinned entry: %d left", len(sh.m))
 		}
@@ -122,17 +127,11 @@ func TestMakeRoomSamples(t *testing.T) {
 	const perShard = 4 * Sample
 	dropped := map[int]int{}
 	for range 400 {
-		m := New(perShard*Shards, untilRemaining)
-		sh := m.At(1)
-		keys := keysIn(m, sh, perShard)
-		sh.Lock()
-		for i, k := range keys {
-			sh.Set(k, until(100+i))
-		}
+		sh, keys := fullShard(perShard, func(i int) until { return until(100 + i) })
 		if !sh.MakeRoom(0) {
 			t.Fatal("no room")
 		}
-		for i, k := range keys {
+		for i, k := range keys[:perShard] {
 			if _, ok := sh.Get(k); !ok {
 				dropped[i]++
 				if outlast := perShard - 1 - i; outlast < Sample-1 {
@@ -148,17 +147,13 @@ func TestMakeRoomSamples(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	m := New(1000, untilRemaining)
+	m := New(100_000, untilRemaining)
 	for i := range 600 {
-		k := strconv.Itoa(i)
-		sh := m.Shard(k)
-		sh.Lock()
 		v := until(Pinned)
 		if i%2 == 0 {
 			v = 10
 		}
-		sh.Set(k, v)
-		sh.Unlock()
+		put(m, strconv.Itoa(i), v, 0)
 	}
 	for range Shards - 1 {
 		m.Sweep(5) // nothing expired yet
@@ -241,13 +236,7 @@ func TestConcurrentBounded(t *testing.T) {
 func TestBoundAtLeastOnePerShard(t *testing.T) {
 	m := New(1, untilRemaining)
 	for i := range 1000 {
-		k := strconv.Itoa(i)
-		sh := m.Shard(k)
-		sh.Lock()
-		if sh.MakeRoom(int64(i)) {
-			sh.Set(k, until(i+1000))
-		}
-		sh.Unlock()
+		put(m, strconv.Itoa(i), until(i+1000), int64(i))
 	}
 	if n := m.Len(); n != Shards {
 		t.Fatalf("Len %d, want one per shard (%d)", n, Shards)
