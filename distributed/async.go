@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/shardmap"
 )
 
 // Defaults of Async.
 const (
-	DefaultInterval = 100 * time.Millisecond
-	DefaultMaxKeys  = 100_000
-	asyncShards     = 32
+	DefaultInterval     = 100 * time.Millisecond
+	DefaultAsyncMaxKeys = 100_000
 )
 
 // Async is a Store decorator that decides fixed-window and sliding-window rules locally, on a
@@ -48,12 +47,9 @@ type Async struct {
 	maxStale   time.Duration
 	syncWrites bool
 	manual     bool
-	perShard   int
-	seed       maphash.Seed
-	shards     [asyncShards]asyncShard
+	views      *shardmap.Map[*keyState] // marked: the keys decided on since the last sync
 
 	syncMu   sync.Mutex // one sync at a time
-	sweepAt  int        // next shard the idle sweep visits
 	lastSync atomic.Int64
 	lastErr  atomic.Pointer[error]
 	closed   atomic.Bool
@@ -62,15 +58,16 @@ type Async struct {
 	once     sync.Once
 }
 
-type asyncShard struct {
-	mu    sync.Mutex
-	m     map[string]*keyState
-	dirty []*keyState
-	_     [40]byte
-}
+// viewShard is a shard of Async's views.
+type viewShard = shardmap.Shard[*keyState]
 
-// AsyncOption configures an Async.
-type AsyncOption interface{ applyAsync(*asyncConfig) }
+// viewRemaining lets a full shard drop an idle view, and keeps the others.
+func viewRemaining(ks *keyState, now int64) int64 {
+	if ks.idle(now) {
+		return 0
+	}
+	return shardmap.Pinned
+}
 
 type asyncConfig struct {
 	clock      sluice.Clock
@@ -82,59 +79,13 @@ type asyncConfig struct {
 	manual     bool
 }
 
-type asyncOptionFunc func(*asyncConfig)
-
-func (f asyncOptionFunc) applyAsync(c *asyncConfig) { f(c) }
-
-// WithInterval sets the sync interval (default DefaultInterval). It must be positive.
-func WithInterval(d time.Duration) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.interval = d })
-}
-
-// WithClock sets the clock decisions and the sync schedule read (default the system clock).
-// Processes sharing keys must agree on the time, as windows are aligned to the Unix epoch.
-func WithClock(clock sluice.Clock) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.clock = clock })
-}
-
-// WithSyncTimeout bounds each sync round trip (default: the interval, at least 100 ms).
-func WithSyncTimeout(d time.Duration) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.timeout = d })
-}
-
-// WithMaxStaleness makes Take fail with sluice.ErrStoreUnavailable when the last successful
-// sync is older than d, so that an outer Fallback takes over during a long outage instead of
-// every process admitting up to the limit on its own. The default, 0, keeps deciding on the
-// stale view.
-func WithMaxStaleness(d time.Duration) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.maxStale = d })
-}
-
-// WithAsyncMaxKeys bounds the keys with a local view (default DefaultMaxKeys). When full, a
-// new key evicts an idle one, or else is decided by the wrapped store's Take.
-func WithAsyncMaxKeys(n int) AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.maxKeys = n })
-}
-
-// WithSyncWrites selects the write-through variant: an admission is written to the store at
-// once (one round trip that also returns fresh totals), while reads stay asynchronous, every
-// interval, so denied requests never touch the network.
-func WithSyncWrites() AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.syncWrites = true })
-}
-
-// WithManualSync disables the background sync: the caller drives it with Sync, for example a
-// simulation on virtual time.
-func WithManualSync() AsyncOption {
-	return asyncOptionFunc(func(c *asyncConfig) { c.manual = true })
-}
-
-// NewAsync wraps store, which must implement sluice.CounterStore. Invalid options are errors
-// naming the option.
-func NewAsync(store sluice.Store, opts ...AsyncOption) (*Async, error) {
-	cfg := asyncConfig{interval: DefaultInterval, maxKeys: DefaultMaxKeys}
-	for _, o := range opts {
-		o.applyAsync(&cfg)
+// NewAsync wraps store, which must implement sluice.CounterStore. Its options are WithClock,
+// WithInterval, WithTimeout, WithMaxStaleness, WithMaxKeys, WithSyncWrites and
+// WithManualSync; another option, or an invalid value, is an error naming the option.
+func NewAsync(store sluice.Store, opts ...Option) (*Async, error) {
+	cfg := asyncConfig{interval: DefaultInterval, maxKeys: DefaultAsyncMaxKeys}
+	if err := applyOptions("NewAsync", opts, &cfg, func(o Option) func(*asyncConfig) { return o.async }); err != nil {
+		return nil, err
 	}
 	if store == nil {
 		return nil, fmt.Errorf("distributed: NewAsync: %w", sluice.ErrNoStore)
@@ -147,22 +98,18 @@ func NewAsync(store sluice.Store, opts ...AsyncOption) (*Async, error) {
 	case cfg.interval <= 0:
 		return nil, fmt.Errorf("distributed: WithInterval: must be positive, got %v", cfg.interval)
 	case cfg.timeout < 0:
-		return nil, fmt.Errorf("distributed: WithSyncTimeout: must not be negative, got %v", cfg.timeout)
+		return nil, fmt.Errorf("distributed: WithTimeout: must not be negative, got %v", cfg.timeout)
 	case cfg.maxStale < 0:
 		return nil, fmt.Errorf("distributed: WithMaxStaleness: must not be negative, got %v", cfg.maxStale)
 	case cfg.maxKeys <= 0:
-		return nil, fmt.Errorf("distributed: WithAsyncMaxKeys: must be positive, got %d", cfg.maxKeys)
+		return nil, fmt.Errorf("distributed: WithMaxKeys: must be positive, got %d", cfg.maxKeys)
 	}
 	if cfg.timeout == 0 {
 		cfg.timeout = max(cfg.interval, 100*time.Millisecond)
 	}
 	a := &Async{next: store, counters: counters, clock: cfg.clock, interval: cfg.interval,
 		timeout: cfg.timeout, maxStale: cfg.maxStale, syncWrites: cfg.syncWrites, manual: cfg.manual,
-		perShard: max(1, cfg.maxKeys/asyncShards), seed: maphash.MakeSeed(),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	for i := range a.shards {
-		a.shards[i].m = make(map[string]*keyState)
-	}
+		views: shardmap.New(cfg.maxKeys, viewRemaining), stop: make(chan struct{}), done: make(chan struct{})}
 	a.lastSync.Store(now(a.clock))
 	if cfg.manual {
 		close(a.done)
@@ -192,52 +139,39 @@ func (a *Async) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 		return sluice.Decision{}, fmt.Errorf("distributed: async: no successful sync for %v: %w",
 			time.Duration(t-a.lastSync.Load()), sluice.ErrStoreUnavailable)
 	}
-	sh := &a.shards[maphash.String(a.seed, req.Key)%asyncShards]
-	sh.mu.Lock()
-	ks := sh.m[req.Key]
-	if ks == nil {
-		if ks = a.admit(sh, req, t); ks == nil {
-			sh.mu.Unlock()
+	sh := a.views.Shard(req.Key)
+	sh.Lock()
+	ks, ok := sh.Get(req.Key)
+	if !ok {
+		if !sh.MakeRoom(t) {
+			sh.Unlock()
 			return a.next.Take(ctx, req) // no room for a local view
 		}
+		ks = newKeyState(strings.Clone(req.Key), req.Rule)
+		sh.Set(ks.key, ks)
 	} else if !ks.sameShape(req.Rule) {
 		ks.reshape(req.Rule, t)
 	}
 	d := ks.decide(t, req.Rule, req.N)
-	if !ks.dirty {
-		ks.dirty = true
-		sh.dirty = append(sh.dirty, ks)
-	}
+	markDirty(sh, ks)
 	if !a.syncWrites || !d.Allowed || req.N == 0 {
-		sh.mu.Unlock()
+		sh.Unlock()
 		return d, nil
 	}
 	item := a.takePending(ks)
-	sh.mu.Unlock()
+	sh.Unlock()
 	if err := a.writeThrough(ctx, sh, ks, item); err != nil {
 		return sluice.Decision{}, err
 	}
 	return d, nil
 }
 
-// admit makes room for and inserts a new key's state, or returns nil when the shard is full
-// of keys with state still in use.
-func (a *Async) admit(sh *asyncShard, req sluice.Request, t int64) *keyState {
-	if len(sh.m) >= a.perShard {
-		i := 0
-		for k, v := range sh.m { // map iteration starts at a random place: a random sample
-			if v.idle(t) {
-				delete(sh.m, k)
-				break
-			}
-			if i++; i == 8 {
-				return nil
-			}
-		}
+// markDirty queues ks for the next sync, once.
+func markDirty(sh *viewShard, ks *keyState) {
+	if !ks.dirty {
+		ks.dirty = true
+		sh.Mark(ks)
 	}
-	ks := newKeyState(strings.Clone(req.Key), req.Rule)
-	sh.m[ks.key] = ks
-	return ks
 }
 
 // takePending moves the key's pending deltas (windows of the view) into flight and returns
@@ -264,14 +198,14 @@ func (a *Async) ttl(ks *keyState) time.Duration {
 }
 
 // writeThrough sends one admission (WithSyncWrites) and folds the fresh totals into the view.
-func (a *Async) writeThrough(ctx context.Context, sh *asyncShard, ks *keyState, item sluice.WindowCounts) error {
+func (a *Async) writeThrough(ctx context.Context, sh *viewShard, ks *keyState, item sluice.WindowCounts) error {
 	batch := [1]sluice.WindowCounts{item}
 	err := a.counters.AddWindowCounts(ctx, batch[:])
 	if err == nil {
 		err = batch[0].Err
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh.Lock()
+	defer sh.Unlock()
 	if err != nil {
 		// The admission is not known to be recorded: undo it locally and report.
 		for j, d := range item.Deltas {
@@ -286,7 +220,7 @@ func (a *Async) writeThrough(ctx context.Context, sh *asyncShard, ks *keyState, 
 }
 
 // apply folds a finished round trip into the view: totals replace the global counts (the
-// greater one in write-through mode, where writes overlap), or, on failure, the deltas go
+// greater one in the write-through variant, where writes overlap), or, on failure, the deltas go
 // back to pending (or to the orphans when their window has left the ring).
 func (a *Async) apply(ks *keyState, item *sluice.WindowCounts, err error) {
 	same := time.Duration(ks.length) == item.Length
@@ -324,10 +258,10 @@ func (a *Async) Sync(ctx context.Context) error {
 		owner []*keyState // nil for orphan items
 		shard []int
 	)
-	for i := range a.shards {
-		sh := &a.shards[i]
-		sh.mu.Lock()
-		for _, ks := range sh.dirty {
+	for i := range shardmap.Shards {
+		sh := a.views.At(i)
+		sh.Lock()
+		for _, ks := range sh.Marked() {
 			ks.dirty = false
 			batch = append(batch, a.takePending(ks))
 			owner, shard = append(owner, ks), append(shard, i)
@@ -338,11 +272,10 @@ func (a *Async) Sync(ctx context.Context) error {
 			}
 			ks.orphans = ks.orphans[:0]
 		}
-		clear(sh.dirty)
-		sh.dirty = sh.dirty[:0]
-		sh.mu.Unlock()
+		sh.ResetMarked()
+		sh.Unlock()
 	}
-	a.sweep()
+	a.views.Sweep(now(a.clock)) // drops idle keys from one shard per sync
 	if len(batch) == 0 {
 		a.lastSync.Store(now(a.clock))
 		return nil
@@ -350,8 +283,8 @@ func (a *Async) Sync(ctx context.Context) error {
 	err := a.counters.AddWindowCounts(ctx, batch)
 	var itemErr error
 	for i := range batch {
-		sh := &a.shards[shard[i]]
-		sh.mu.Lock()
+		sh := a.views.At(shard[i])
+		sh.Lock()
 		ks := owner[i]
 		if ks == nil { // an orphan: find its key again to keep the delta on failure
 			ks = owner[lastOwner(owner, i)]
@@ -366,11 +299,10 @@ func (a *Async) Sync(ctx context.Context) error {
 		} else if e != nil && !errors.Is(e, sluice.ErrInvalidKey) {
 			ks.orphans = append(ks.orphans, orphan{batch[i].Length, batch[i].First, batch[i].Deltas[0]})
 		}
-		if e != nil && !ks.dirty {
-			ks.dirty = true
-			sh.dirty = append(sh.dirty, ks)
+		if e != nil {
+			markDirty(sh, ks)
 		}
-		sh.mu.Unlock()
+		sh.Unlock()
 	}
 	if err != nil {
 		a.lastErr.Store(&err)
@@ -388,31 +320,8 @@ func lastOwner(owner []*keyState, i int) int {
 	return i
 }
 
-// sweep drops idle keys from one shard per sync.
-func (a *Async) sweep() {
-	sh := &a.shards[a.sweepAt]
-	a.sweepAt = (a.sweepAt + 1) % asyncShards
-	t := now(a.clock)
-	sh.mu.Lock()
-	for k, ks := range sh.m {
-		if ks.idle(t) {
-			delete(sh.m, k)
-		}
-	}
-	sh.mu.Unlock()
-}
-
 // Len reports the number of keys with a local view.
-func (a *Async) Len() int {
-	n := 0
-	for i := range a.shards {
-		sh := &a.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
-	}
-	return n
-}
+func (a *Async) Len() int { return a.views.Len() }
 
 // LastSyncError returns the error of the last failed background sync, or nil.
 func (a *Async) LastSyncError() error {

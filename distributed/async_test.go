@@ -24,7 +24,7 @@ func newMemory(t *testing.T, clock sluice.Clock) *memory.Store {
 	return s
 }
 
-func newAsync(t *testing.T, s sluice.Store, opts ...AsyncOption) *Async {
+func newAsync(t *testing.T, s sluice.Store, opts ...Option) *Async {
 	t.Helper()
 	a, err := NewAsync(s, opts...)
 	if err != nil {
@@ -80,14 +80,14 @@ func TestAsyncSingleNodeMatchesMemory(t *testing.T) {
 func TestAsyncBadOptions(t *testing.T) {
 	s := newMemory(t, sluice.NewManualClock(t0))
 	for _, c := range []struct {
-		opt  AsyncOption
+		opt  Option
 		name string
 	}{
 		{WithInterval(0), "WithInterval"},
 		{WithInterval(-time.Second), "WithInterval"},
-		{WithSyncTimeout(-1), "WithSyncTimeout"},
+		{WithTimeout(-1), "WithTimeout"},
 		{WithMaxStaleness(-1), "WithMaxStaleness"},
-		{WithAsyncMaxKeys(0), "WithAsyncMaxKeys"},
+		{WithMaxKeys(0), "WithMaxKeys"},
 	} {
 		if _, err := NewAsync(s, c.opt); err == nil || !strings.Contains(err.Error(), c.name) {
 			t.Errorf("%s: got %v, want an error naming it", c.name, err)

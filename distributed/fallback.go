@@ -16,7 +16,7 @@ import (
 
 // Defaults of Fallback.
 const (
-	DefaultTimeout           = 50 * time.Millisecond
+	DefaultFallbackTimeout   = 50 * time.Millisecond
 	DefaultFailures          = 3
 	DefaultProbeInterval     = 100 * time.Millisecond
 	DefaultHeartbeatInterval = time.Second
@@ -34,7 +34,7 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // back to it. No decision waits longer than the timeout, provided the store honours its
 // context (every Sluice store does): the call runs in the caller's goroutine under a context
 // deadline. When to probe and when to send a heartbeat are decided on the Fallback's clock
-// (WithFallbackClock); WithManualProbe hands both to the caller (Probe).
+// (WithClock); WithManualProbe hands both to the caller (Probe).
 //
 // PolicyLocal (the default) keeps the global budget: each instance decides with a local
 // limiter (a memory store) whose limit is the rule's limit divided by the number of live
@@ -57,22 +57,19 @@ type Fallback struct {
 	policy    func(sluice.Rule) Policy
 	safe      float64
 	group, id string
-	onChange  func(from, to Mode)
+	onChange  func(from, to State)
 	manual    bool
 
-	mode        atomic.Uint32
+	state       atomic.Uint32
 	lastBeat    atomic.Int64 // clock instant (Unix ns) of the last successful heartbeat
 	consecutive atomic.Int64
 	instances   atomic.Int64
-	modeMu      sync.Mutex
+	stateMu     sync.Mutex
 	closed      atomic.Bool
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	once        sync.Once
 }
-
-// FallbackOption configures a Fallback.
-type FallbackOption interface{ applyFallback(*fallbackConfig) }
 
 type fallbackConfig struct {
 	clock     sluice.Clock
@@ -85,95 +82,19 @@ type fallbackConfig struct {
 	instances int
 	safe      float64
 	group, id string
-	onChange  func(from, to Mode)
+	onChange  func(from, to State)
 	manual    bool
 }
 
-type fallbackOptionFunc func(*fallbackConfig)
-
-func (f fallbackOptionFunc) applyFallback(c *fallbackConfig) { f(c) }
-
-// WithTimeout bounds every store call in real time, as a context deadline (default
-// DefaultTimeout). A call that takes longer is decided by policy and opens the circuit.
-func WithTimeout(d time.Duration) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.timeout = d })
-}
-
-// WithFailures sets K, the consecutive failures that open the circuit (default
-// DefaultFailures). A timeout opens it at once.
-func WithFailures(k int) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.failures = k })
-}
-
-// WithProbeInterval sets how often an open circuit probes the store (default
-// DefaultProbeInterval).
-func WithProbeInterval(d time.Duration) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.probe = d })
-}
-
-// WithHeartbeat sets how often the instance announces itself (default
-// DefaultHeartbeatInterval); the heartbeat lives three intervals.
-func WithHeartbeat(d time.Duration) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.heartbeat = d })
-}
-
-// WithPolicy sets the policy for every rule (default PolicyLocal).
-func WithPolicy(p Policy) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.policy = p })
-}
-
-// WithPolicyFunc chooses the policy per rule; an invalid result means PolicyLocal.
-func WithPolicyFunc(f func(sluice.Rule) Policy) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.policyFn = f })
-}
-
-// WithInstances sets the estimate of live instances used when the store cannot count them
-// (no sluice.InstanceRegistry) and until the first heartbeat answers (default 1).
-func WithInstances(n int) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.instances = n })
-}
-
-// WithSafeCapacity sets the share of each rule's limit this instance may admit while the
-// store is down, in (0, 1], overriding the instance count.
-func WithSafeCapacity(fraction float64) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.safe = fraction })
-}
-
-// WithGroup names the group of instances that share the budget (default DefaultGroup).
-func WithGroup(name string) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.group = name })
-}
-
-// WithInstanceID names this instance in heartbeats (default a random id).
-func WithInstanceID(id string) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.id = id })
-}
-
-// WithFallbackClock sets the Fallback's clock (default the system clock): the local limiter
-// decides on it, and it says when to probe an open circuit and when to send a heartbeat. The
-// timeout of a store call stays a real-time bound (a context deadline) whatever the clock.
-func WithFallbackClock(clock sluice.Clock) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.clock = clock })
-}
-
-// WithManualProbe disables the background probe and heartbeat: the caller drives them with
-// Probe, for example a simulation on virtual time (like WithManualSync for Async).
-func WithManualProbe() FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.manual = true })
-}
-
-// OnModeChange registers f, called on every change of mode (for metrics and logs). It runs
-// synchronously in the goroutine that changes the mode and must not block.
-func OnModeChange(f func(from, to Mode)) FallbackOption {
-	return fallbackOptionFunc(func(c *fallbackConfig) { c.onChange = f })
-}
-
-// NewFallback wraps store. Invalid options are errors naming the option.
-func NewFallback(store sluice.Store, opts ...FallbackOption) (*Fallback, error) {
-	cfg := fallbackConfig{timeout: DefaultTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
+// NewFallback wraps store. Its options are WithClock, WithTimeout, WithFailures,
+// WithProbeInterval, WithHeartbeat, WithPolicy, WithPolicyFunc, WithInstances,
+// WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe and OnStateChange; another
+// option, or an invalid value, is an error naming the option.
+func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
+	cfg := fallbackConfig{timeout: DefaultFallbackTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
 		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, group: DefaultGroup}
-	for _, o := range opts {
-		o.applyFallback(&cfg)
+	if err := applyOptions("NewFallback", opts, &cfg, func(o Option) func(*fallbackConfig) { return o.fallback }); err != nil {
+		return nil, err
 	}
 	if err := cfg.check(store); err != nil {
 		return nil, err
@@ -206,7 +127,7 @@ func NewFallback(store sluice.Store, opts ...FallbackOption) (*Fallback, error) 
 			return PolicyLocal
 		}
 	}
-	f.mode.Store(uint32(ModeStore))
+	f.state.Store(uint32(StateStore))
 	f.instances.Store(int64(cfg.instances))
 	if reg, ok := store.(sluice.InstanceRegistry); ok {
 		f.registry = reg
@@ -241,8 +162,8 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 	return nil
 }
 
-// Mode reports the current mode.
-func (f *Fallback) Mode() Mode { return Mode(f.mode.Load()) }
+// State reports the circuit's current state.
+func (f *Fallback) State() State { return State(f.state.Load()) }
 
 // Instances reports the last known number of live instances.
 func (f *Fallback) Instances() int { return int(f.instances.Load()) }
@@ -252,7 +173,7 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 	if f.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.Mode() == ModeFallback {
+	if f.State() == StateFallback {
 		return f.decideLocally(ctx, req)
 	}
 	d, late, err := f.call(ctx, req)
@@ -317,14 +238,14 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 
 // open stops calling the store and starts probing it.
 func (f *Fallback) open() {
-	f.modeMu.Lock()
-	defer f.modeMu.Unlock()
-	if f.Mode() != ModeStore || f.closed.Load() {
+	f.stateMu.Lock()
+	defer f.stateMu.Unlock()
+	if f.State() != StateStore || f.closed.Load() {
 		return
 	}
-	f.mode.Store(uint32(ModeFallback))
+	f.state.Store(uint32(StateFallback))
 	if f.onChange != nil {
-		f.onChange(ModeStore, ModeFallback)
+		f.onChange(StateStore, StateFallback)
 	}
 	if !f.manual {
 		f.wg.Add(1)
@@ -334,21 +255,21 @@ func (f *Fallback) open() {
 
 // reclose goes back to the store after a successful probe.
 func (f *Fallback) reclose() {
-	f.modeMu.Lock()
-	defer f.modeMu.Unlock()
-	if f.Mode() != ModeFallback {
+	f.stateMu.Lock()
+	defer f.stateMu.Unlock()
+	if f.State() != StateFallback {
 		return
 	}
 	f.consecutive.Store(0)
-	f.mode.Store(uint32(ModeStore))
+	f.state.Store(uint32(StateStore))
 	if f.onChange != nil {
-		f.onChange(ModeFallback, ModeStore)
+		f.onChange(StateFallback, StateStore)
 	}
 }
 
 // Probe runs the background work of a Fallback built WithManualProbe, at the instant of its
-// clock: in fallback mode it probes the store and switches back to it when the store answers
-// within the timeout; in store mode it sends a heartbeat when one is due (a heartbeat interval
+// clock: in the fallback state it probes the store and switches back to it when the store
+// answers within the timeout; in the store state it sends a heartbeat when one is due (a heartbeat interval
 // after the last). It returns the probe's or heartbeat's error. A simulation calls it every
 // probe interval of virtual time; on a Fallback with background probing it is a way to probe
 // at once.
@@ -356,7 +277,7 @@ func (f *Fallback) Probe(ctx context.Context) error {
 	if f.closed.Load() {
 		return fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.Mode() == ModeFallback {
+	if f.State() == StateFallback {
 		_, err := f.probeOnce(ctx)
 		return err
 	}
@@ -412,7 +333,7 @@ func (f *Fallback) heartbeatLoop() {
 			return
 		case <-f.clock.After(f.heartbeat):
 		}
-		if f.Mode() == ModeStore {
+		if f.State() == StateStore {
 			_ = f.beat(context.Background())
 		}
 	}
@@ -475,12 +396,12 @@ func (f *Fallback) Flush(ctx context.Context) error { return flushNext(ctx, f.ne
 func (f *Fallback) Close() error {
 	var err error
 	f.once.Do(func() {
-		f.modeMu.Lock()
+		f.stateMu.Lock()
 		f.closed.Store(true)
 		close(f.stop)
-		f.modeMu.Unlock()
+		f.stateMu.Unlock()
 		f.wg.Wait()
-		if f.Mode() == ModeStore {
+		if f.State() == StateStore {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			err = f.Flush(ctx)

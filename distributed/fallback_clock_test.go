@@ -14,9 +14,9 @@ import (
 func TestFallbackManualProbe(t *testing.T) {
 	clock := sluice.NewManualClock(t0)
 	flaky := &flakyStore{Store: newMemory(t, clock)}
-	log := &modeLog{}
-	f, err := NewFallback(flaky, WithFallbackClock(clock), WithManualProbe(), WithFailures(1),
-		WithHeartbeat(time.Second), OnModeChange(log.record))
+	log := &stateLog{}
+	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1),
+		WithHeartbeat(time.Second), OnStateChange(log.record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestFallbackManualProbe(t *testing.T) {
 	}
 	flaky.fail.Store(true)
 	take()
-	if f.Mode() != ModeFallback {
+	if f.State() != StateFallback {
 		t.Fatal("a failure did not open the circuit")
 	}
 	calls := flaky.calls.Load()
@@ -56,15 +56,15 @@ func TestFallbackManualProbe(t *testing.T) {
 	if got := flaky.calls.Load(); got != calls {
 		t.Fatalf("%d store calls while open without Probe, want 0", got-calls)
 	}
-	if err := f.Probe(ctx); err == nil || f.Mode() != ModeFallback {
-		t.Fatalf("Probe with the store down: %v, mode %v", err, f.Mode())
+	if err := f.Probe(ctx); err == nil || f.State() != StateFallback {
+		t.Fatalf("Probe with the store down: %v, state %v", err, f.State())
 	}
 	flaky.fail.Store(false)
-	if err := f.Probe(ctx); err != nil || f.Mode() != ModeStore {
-		t.Fatalf("Probe with the store back: %v, mode %v", err, f.Mode())
+	if err := f.Probe(ctx); err != nil || f.State() != StateStore {
+		t.Fatalf("Probe with the store back: %v, state %v", err, f.State())
 	}
-	if got := log.get(); len(got) != 2 || got[0] != ModeFallback || got[1] != ModeStore {
-		t.Fatalf("mode changes %v, want fallback then store", got)
+	if got := log.get(); len(got) != 2 || got[0] != StateFallback || got[1] != StateStore {
+		t.Fatalf("state changes %v, want fallback then store", got)
 	}
 	f.Close()
 	if err := f.Probe(ctx); err == nil {
@@ -77,7 +77,7 @@ func TestFallbackManualProbe(t *testing.T) {
 func TestFallbackProbesOnItsClock(t *testing.T) {
 	clock := sluice.NewManualClock(t0)
 	flaky := &flakyStore{Store: newMemory(t, clock)}
-	f, err := NewFallback(flaky, WithFallbackClock(clock), WithFailures(1),
+	f, err := NewFallback(flaky, WithClock(clock), WithFailures(1),
 		WithProbeInterval(100*time.Millisecond), WithHeartbeat(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -90,12 +90,12 @@ func TestFallbackProbesOnItsClock(t *testing.T) {
 	flaky.fail.Store(false)
 	calls := flaky.calls.Load()
 	time.Sleep(300 * time.Millisecond) // three probe intervals of real time
-	if got := flaky.calls.Load(); got != calls || f.Mode() != ModeFallback {
-		t.Fatalf("%d probes while the clock stood still (mode %v), want none", got-calls, f.Mode())
+	if got := flaky.calls.Load(); got != calls || f.State() != StateFallback {
+		t.Fatalf("%d probes while the clock stood still (state %v), want none", got-calls, f.State())
 	}
 	waitFor(t, time.Second, "the probe and heartbeat loops waiting on the clock", func() bool { return clock.Waiters() >= 2 })
 	clock.Advance(100 * time.Millisecond)
-	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return f.Mode() == ModeStore })
+	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return f.State() == StateStore })
 }
 
 // The healthy path makes the store call in the caller's goroutine under a deadline: a store
@@ -103,7 +103,7 @@ func TestFallbackProbesOnItsClock(t *testing.T) {
 func TestFallbackTimeoutIsRealTime(t *testing.T) {
 	clock := sluice.NewManualClock(t0) // virtual time does not bound the call; the deadline does
 	flaky := &flakyStore{Store: newMemory(t, clock)}
-	f, err := NewFallback(flaky, WithFallbackClock(clock), WithTimeout(20*time.Millisecond), WithManualProbe())
+	f, err := NewFallback(flaky, WithClock(clock), WithTimeout(20*time.Millisecond), WithManualProbe())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestFallbackTimeoutIsRealTime(t *testing.T) {
 	if el := time.Since(start); err != nil || !d.Allowed || el > time.Second {
 		t.Fatalf("hanging store: %+v %v after %v", d, err, el)
 	}
-	if f.Mode() != ModeFallback {
+	if f.State() != StateFallback {
 		t.Fatal("a timeout did not open the circuit")
 	}
 }

@@ -17,7 +17,7 @@ import (
 func TestFallbackBadOptions(t *testing.T) {
 	s := newMemory(t, nil)
 	for _, c := range []struct {
-		opt  FallbackOption
+		opt  Option
 		name string
 	}{
 		{WithTimeout(0), "WithTimeout"},
@@ -42,18 +42,18 @@ func TestFallbackBadOptions(t *testing.T) {
 	}
 }
 
-// modeLog records mode changes.
-type modeLog struct {
+// stateLog records state changes.
+type stateLog struct {
 	mu      sync.Mutex
-	changes []Mode
+	changes []State
 }
 
-func (l *modeLog) record(_, to Mode) { l.mu.Lock(); l.changes = append(l.changes, to); l.mu.Unlock() }
+func (l *stateLog) record(_, to State) { l.mu.Lock(); l.changes = append(l.changes, to); l.mu.Unlock() }
 
-func (l *modeLog) get() []Mode {
+func (l *stateLog) get() []State {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]Mode(nil), l.changes...)
+	return append([]State(nil), l.changes...)
 }
 
 // outage runs the shared fallback scenario against a store that can be broken and repaired:
@@ -70,12 +70,12 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	testenv.Timing(t)
 	baseline := runtime.NumGoroutine()
 	rule := sluice.FixedWindow(300, time.Hour) // one window covers the whole test
-	logs := make([]*modeLog, 3)
+	logs := make([]*stateLog, 3)
 	fbs := make([]*Fallback, 3)
 	for i := range fbs {
-		logs[i] = &modeLog{}
+		logs[i] = &stateLog{}
 		f, err := NewFallback(env.store(i), WithTimeout(timeout), WithProbeInterval(20*time.Millisecond),
-			WithHeartbeat(50*time.Millisecond), OnModeChange(logs[i].record), WithGroup(t.Name()))
+			WithHeartbeat(50*time.Millisecond), OnStateChange(logs[i].record), WithGroup(t.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,9 +128,9 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	heapBefore := heapInuse() // the store's connections are open by now
 	env.breakIt(t)
 	phase.Store(1)
-	waitFor(t, 2*time.Second, "fallback mode on every instance", func() bool {
+	waitFor(t, 2*time.Second, "the fallback state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.Mode() != ModeFallback {
+			if f.State() != StateFallback {
 				return false
 			}
 		}
@@ -140,9 +140,9 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	phase.Store(2)
 	env.repair(t)
 	repaired := time.Now()
-	waitFor(t, 3*time.Second, "store mode on every instance", func() bool {
+	waitFor(t, 3*time.Second, "the store state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.Mode() != ModeStore {
+			if f.State() != StateStore {
 				return false
 			}
 		}
@@ -170,8 +170,8 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 		t.Errorf("store path resumed %v after the store came back, want within 1s", resumed)
 	}
 	for i, l := range logs {
-		if got := l.get(); len(got) < 2 || got[0] != ModeFallback || got[len(got)-1] != ModeStore {
-			t.Errorf("instance %d: mode changes %v, want fallback then store", i, got)
+		if got := l.get(); len(got) < 2 || got[0] != StateFallback || got[len(got)-1] != StateStore {
+			t.Errorf("instance %d: state changes %v, want fallback then store", i, got)
 		}
 	}
 	for _, f := range fbs {
@@ -276,7 +276,7 @@ func TestFallbackBadInputKeepsCircuitClosed(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	}
-	if f.Mode() != ModeStore {
+	if f.State() != StateStore {
 		t.Fatal("bad input opened the circuit")
 	}
 }

@@ -68,7 +68,7 @@ func TestOverLimitFloodMemory(t *testing.T) {
 		t.Run(rule.String(), func(t *testing.T) {
 			clock := sluice.NewManualClock(t0)
 			cs := &countingStore{Store: newMemory(t, clock)}
-			o, err := NewOverLimit(cs, WithOverLimitClock(clock))
+			o, err := NewOverLimit(cs, WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestOverLimitFloodMemory(t *testing.T) {
 func TestOverLimitRuleChange(t *testing.T) {
 	clock := sluice.NewManualClock(t0)
 	cs := &countingStore{Store: newMemory(t, clock)}
-	o, _ := NewOverLimit(cs, WithOverLimitClock(clock))
+	o, _ := NewOverLimit(cs, WithClock(clock))
 	ctx := context.Background()
 	rule := sluice.FixedWindow(2, time.Minute)
 	for range 3 {
@@ -104,7 +104,7 @@ func TestOverLimitRuleChange(t *testing.T) {
 
 func TestOverLimitBounded(t *testing.T) {
 	clock := sluice.NewManualClock(t0)
-	o, err := NewOverLimit(newMemory(t, clock), WithOverLimitClock(clock), WithMaxEntries(64))
+	o, err := NewOverLimit(newMemory(t, clock), WithClock(clock), WithMaxKeys(64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +118,14 @@ func TestOverLimitBounded(t *testing.T) {
 	if n := o.Len(); n > 64 {
 		t.Fatalf("%d entries, want at most 64", n)
 	}
-	if _, err := NewOverLimit(newMemory(t, clock), WithMaxEntries(0)); err == nil || !strings.Contains(err.Error(), "WithMaxEntries") {
-		t.Fatalf("WithMaxEntries(0): %v", err)
+	if _, err := NewOverLimit(newMemory(t, clock), WithMaxKeys(0)); err == nil || !strings.Contains(err.Error(), "WithMaxKeys") {
+		t.Fatalf("WithMaxKeys(0): %v", err)
 	}
 }
 
 func TestOverLimitDeniedAllocatesNothing(t *testing.T) {
 	clock := sluice.NewManualClock(t0)
-	o, _ := NewOverLimit(newMemory(t, clock), WithOverLimitClock(clock))
+	o, _ := NewOverLimit(newMemory(t, clock), WithClock(clock))
 	ctx := context.Background()
 	req := sluice.Request{Key: "k", Rule: sluice.FixedWindow(1, time.Hour), N: 1}
 	o.Take(ctx, req)

@@ -44,27 +44,27 @@ func ParsePolicy(name string) (Policy, error) {
 	return 0, fmt.Errorf("distributed: policy: unknown %q (want local, fail_open or fail_closed)", name)
 }
 
-// Mode is the state of a Fallback.
-type Mode uint8
+// State is the state of a Fallback's circuit.
+type State uint8
 
-// The modes.
+// The states.
 const (
-	// ModeStore decides with the wrapped store.
-	ModeStore Mode = iota + 1
-	// ModeFallback decides by policy without calling the store, which is probed in the
-	// background.
-	ModeFallback
+	// StateStore decides with the wrapped store (the circuit is closed).
+	StateStore State = iota + 1
+	// StateFallback decides by policy without calling the store, which is probed in the
+	// background (the circuit is open).
+	StateFallback
 )
 
 // String returns "store" or "fallback".
-func (m Mode) String() string {
-	switch m {
-	case ModeStore:
+func (s State) String() string {
+	switch s {
+	case StateStore:
 		return "store"
-	case ModeFallback:
+	case StateFallback:
 		return "fallback"
 	}
-	return fmt.Sprintf("mode(%d)", uint8(m))
+	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
 // share returns the rule scaled to one instance's share: limit x fraction, at least 1 (and the

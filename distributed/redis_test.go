@@ -60,7 +60,7 @@ func TestOverLimitFloodRedis(t *testing.T) {
 		t.Run(rule.String(), func(t *testing.T) {
 			clock := sluice.NewManualClock(t0)
 			s := newRedisStore(t, srv.addr(), redis.WithClock(clock), redis.WithPrefix(t.Name()+":"))
-			o, err := NewOverLimit(s, WithOverLimitClock(clock))
+			o, err := NewOverLimit(s, WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,7 +32,7 @@ func Fallback(nodes int, routing Routing, policy distributed.Policy) Mode {
 	return Mode{Name: name, Nodes: nodes, Routing: routing, Outage: Outage{From: 1.0 / 3, To: 2.0 / 3},
 		ProbeEvery: FallbackProbeInterval,
 		Build: func(shared sluice.Store, clock sluice.Clock, node int) (sluice.Store, error) {
-			return distributed.NewFallback(shared, distributed.WithFallbackClock(clock),
+			return distributed.NewFallback(shared, distributed.WithClock(clock),
 				distributed.WithPolicy(policy), distributed.WithFailures(1),
 				distributed.WithTimeout(fallbackTimeout), distributed.WithManualProbe(),
 				distributed.WithProbeInterval(FallbackProbeInterval),
