@@ -106,7 +106,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rule Rule, n int64) err
 		return ErrNoStore
 	}
 	if n < 0 {
-		return fmt.Errorf("%w: n: Wait needs n >= 0, got %d", ErrInvalidN, n)
+		return fieldError(ErrInvalidN, "n", "Wait needs n >= 0, got %d", n)
 	}
 	for {
 		budget := l.maxWait
@@ -191,7 +191,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		return Decision{}, ErrNoStore
 	}
 	if len(checks) == 0 {
-		return Decision{}, fmt.Errorf("%w: checks: empty", ErrInvalidN)
+		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
 	denied := -1
 	for i := range checks {

@@ -158,6 +158,8 @@ func TestInvalidFixtures(t *testing.T) {
 		"empty_file.yaml":               {"empty_file.yaml: empty file"},
 		"shadow_without_limit.yaml":     {"shadow_without_limit.yaml:3: descriptors[0].shadow_mode:"},
 		"share_threshold.yaml":          {"share_threshold.yaml:5:", `unknown field "share_threshold"`},
+		"too_many_requests.yaml":        {"too_many_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be at most 1000000000, got 2000000000"},
+		"uneven_sub_windows.yaml":       {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
 		"many_problems.yaml":            {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
 	files, _ := filepath.Glob("testdata/*.yaml")
