@@ -101,7 +101,6 @@ type Server struct {
 	http             *http.Server
 	ready            atomic.Bool
 	readyCheck       readiness
-	malformed        sync.Map // see rlsCodec
 	closeOnce        sync.Once
 }
 
@@ -203,7 +202,7 @@ func (s *Server) listen() error {
 		}
 		s.grpcLis = lis
 		s.grpc = grpc.NewServer(s.grpcOptions()...)
-		rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
+		s.grpc.RegisterService(&rlsServiceDesc, rlsService{s: s})
 		s.health = health.NewServer()
 		healthpb.RegisterHealthServer(s.grpc, s.health)
 		reflection.Register(s.grpc)
@@ -366,10 +365,6 @@ type rlsService struct {
 // ShouldRateLimit implements the Envoy RLS v3 API.
 func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
-	if err := r.s.takeMalformed(req); err != nil {
-		r.s.metrics.grpcInvalid.Inc()
-		return nil, err
-	}
 	resp, err := r.s.decide(ctx, req)
 	r.s.metrics.grpcLatency.Observe(time.Since(start).Seconds())
 	if err != nil && isInvalid(err) {
