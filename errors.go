@@ -44,8 +44,14 @@ type FieldError struct {
 }
 
 // Error returns "<sentinel>: <field>: <reason>", e.g. "sluice: invalid rule: limit: must be
-// positive, got 0".
-func (e *FieldError) Error() string { return e.Err.Error() + ": " + e.Field + ": " + e.Reason }
+// positive, got 0" ("sluice: invalid: ..." when Err is nil).
+func (e *FieldError) Error() string {
+	prefix := "sluice: invalid"
+	if e.Err != nil {
+		prefix = e.Err.Error()
+	}
+	return prefix + ": " + e.Field + ": " + e.Reason
+}
 
 // Unwrap returns the sentinel.
 func (e *FieldError) Unwrap() error { return e.Err }

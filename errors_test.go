@@ -101,3 +101,10 @@ func TestFieldErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestFieldErrorWithoutSentinel(t *testing.T) {
+	err := &sluice.FieldError{Field: "f", Reason: "bad"}
+	if got := err.Error(); got != "sluice: invalid: f: bad" {
+		t.Errorf("Error() = %q", got)
+	}
+}
