@@ -31,8 +31,20 @@ func (SystemClock) UnixNano() int64 { return clockBaseNano + (nanotime() - clock
 
 var (
 	clockBaseNano = clockBase.UnixNano()
-	clockBaseMono = nanotime() - int64(time.Since(clockBase))
+	clockBaseMono = monoAt(clockBase)
 )
+
+// monoAt returns the runtime clock's reading at t. It reads the clock and time.Since(t) one
+// after the other, so it errs low by the time between the two reads; that time can be tens
+// of microseconds on the first calls (code faulted in at start-up), which would make
+// UnixNano lead Now. The best of a few tries is exact to a few nanoseconds.
+func monoAt(t time.Time) int64 {
+	m := nanotime() - int64(time.Since(t))
+	for range 3 {
+		m = max(m, nanotime()-int64(time.Since(t)))
+	}
+	return m
+}
 
 // nanotime is the runtime's monotonic clock, the one time.Since reads, without time.Time's
 // bookkeeping.

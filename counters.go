@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -52,22 +51,18 @@ type InstanceRegistry interface {
 // DefaultMaxKeyLength), window length, TTL and slices. Stores call it on every item before
 // touching state, and report its error in the item's Err.
 func (w *WindowCounts) Validate(maxKeyLen int) error {
-	if maxKeyLen <= 0 {
-		maxKeyLen = DefaultMaxKeyLength
+	if err := validateKey(w.Key, maxKeyLen); err != nil {
+		return err
 	}
 	switch {
-	case w.Key == "":
-		return fmt.Errorf("%w: key: empty", ErrInvalidKey)
-	case len(w.Key) > maxKeyLen:
-		return fmt.Errorf("%w: key: %d bytes, longer than the maximum of %d", ErrInvalidKey, len(w.Key), maxKeyLen)
 	case w.Length < MinPeriod || w.Length%time.Millisecond != 0:
-		return fmt.Errorf("%w: length: must be a whole number of milliseconds, got %v", ErrInvalidRule, w.Length)
+		return fieldError(ErrInvalidRule, "length", "must be a whole number of milliseconds, got %v", w.Length)
 	case w.TTL <= 0:
-		return fmt.Errorf("%w: ttl: must be positive, got %v", ErrInvalidRule, w.TTL)
+		return fieldError(ErrInvalidRule, "ttl", "must be positive, got %v", w.TTL)
 	case len(w.Deltas) == 0 || len(w.Deltas) > MaxSubWindows+1:
-		return fmt.Errorf("%w: deltas: want 1 to %d windows, got %d", ErrInvalidN, MaxSubWindows+1, len(w.Deltas))
+		return fieldError(ErrInvalidN, "deltas", "want 1 to %d windows, got %d", MaxSubWindows+1, len(w.Deltas))
 	case len(w.Totals) != len(w.Deltas):
-		return fmt.Errorf("%w: totals: length %d, want %d (one per delta)", ErrInvalidN, len(w.Totals), len(w.Deltas))
+		return fieldError(ErrInvalidN, "totals", "length %d, want %d (one per delta)", len(w.Totals), len(w.Deltas))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,4 +52,13 @@ func ExampleRule_Validate() {
 	err := sluice.TokenBucket(10, time.Second, -1).Validate()
 	fmt.Println(err)
 	// Output: sluice: invalid rule: burst: must be between 0 (= limit) and 1000000000, got -1
+}
+
+func ExampleFieldError() {
+	err := sluice.TokenBucket(10, time.Second, -1).Validate()
+	var fe *sluice.FieldError
+	if errors.As(err, &fe) {
+		fmt.Printf("field %s: %s (invalid rule: %v)\n", fe.Field, fe.Reason, errors.Is(err, sluice.ErrInvalidRule))
+	}
+	// Output: field burst: must be between 0 (= limit) and 1000000000, got -1 (invalid rule: true)
 }

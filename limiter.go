@@ -106,7 +106,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rule Rule, n int64) err
 		return ErrNoStore
 	}
 	if n < 0 {
-		return fmt.Errorf("%w: n: Wait needs n >= 0, got %d", ErrInvalidN, n)
+		return fieldError(ErrInvalidN, "n", "Wait needs n >= 0, got %d", n)
 	}
 	for {
 		budget := l.maxWait
@@ -191,7 +191,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		return Decision{}, ErrNoStore
 	}
 	if len(checks) == 0 {
-		return Decision{}, fmt.Errorf("%w: checks: empty", ErrInvalidN)
+		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
 	denied := -1
 	for i := range checks {
@@ -214,7 +214,8 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 			l.undo(checks[:i], -1)
 		}
 	}
-	return combine(checks, denied < 0), nil
+	d, _ := Combine(checks, denied < 0)
+	return d, nil
 }
 
 // undo refunds checks taken before a denial or an error.
@@ -233,14 +234,23 @@ func (l *Limiter) undo(taken []Check, denied int) {
 	}
 }
 
-func combine(checks []Check, allowed bool) Decision {
-	out := checks[0].Decision
+// Combine returns the decision of a layered request from its checks' decisions (see AllowAll),
+// and the index of the binding check: the one with the least remaining, the first on a tie.
+// allowed says whether the request was admitted (AllowAll: every check admitted it). The
+// decision has the binding check's Limit and Remaining, the longest ResetAfter and, when not
+// allowed, the longest RetryAfter of the checks that denied (Never if any is Never), else 0.
+// With no checks it returns the zero Decision and -1.
+func Combine(checks []Check, allowed bool) (Decision, int) {
+	if len(checks) == 0 {
+		return Decision{}, -1
+	}
+	out, binding := checks[0].Decision, 0
 	out.Allowed = allowed
 	out.RetryAfter = 0
-	for _, c := range checks {
+	for i, c := range checks {
 		d := c.Decision
 		if d.Remaining < out.Remaining {
-			out.Limit, out.Remaining = d.Limit, d.Remaining
+			out.Limit, out.Remaining, binding = d.Limit, d.Remaining, i
 		}
 		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
 		if !allowed && !d.Allowed && out.RetryAfter >= 0 {
@@ -251,7 +261,7 @@ func combine(checks []Check, allowed bool) Decision {
 			}
 		}
 	}
-	return out
+	return out, binding
 }
 
 // DynamicRule holds a rule that can be changed at run time, for example on config reload or

@@ -68,14 +68,14 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: algorithm: unknown %q (want one of %s)", ErrInvalidRule, name,
+	return 0, fieldError(ErrInvalidRule, "algorithm", "unknown %q (want one of %s)", name,
 		strings.Join(algorithmNames[1:], ", "))
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algorithm) MarshalText() ([]byte, error) {
 	if !a.Valid() {
-		return nil, fmt.Errorf("%w: algorithm: unknown value %d", ErrInvalidRule, uint8(a))
+		return nil, fieldError(ErrInvalidRule, "algorithm", "unknown value %d", uint8(a))
 	}
 	return []byte(a.String()), nil
 }
@@ -198,50 +198,50 @@ func (r Rule) Windows() int64 {
 	return int64(r.SubWindows)
 }
 
-// Validate reports whether the rule can be enforced. The error wraps ErrInvalidRule and names
-// the field.
+// Validate reports whether the rule can be enforced. The error is a *FieldError wrapping
+// ErrInvalidRule, naming the field.
 func (r Rule) Validate() error {
 	if !r.Algorithm.Valid() {
-		return fmt.Errorf("%w: algorithm: unknown value %d", ErrInvalidRule, uint8(r.Algorithm))
+		return fieldError(ErrInvalidRule, "algorithm", "unknown value %d", uint8(r.Algorithm))
 	}
 	if r.Limit <= 0 {
-		return fmt.Errorf("%w: limit: must be positive, got %d", ErrInvalidRule, r.Limit)
+		return fieldError(ErrInvalidRule, "limit", "must be positive, got %d", r.Limit)
 	}
 	if r.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit: must be at most %d, got %d", ErrInvalidRule, int64(MaxLimit), r.Limit)
+		return fieldError(ErrInvalidRule, "limit", "must be at most %d, got %d", int64(MaxLimit), r.Limit)
 	}
 	if r.Period < MinPeriod || r.Period > MaxPeriod {
-		return fmt.Errorf("%w: period: must be between %v and %v, got %v", ErrInvalidRule, MinPeriod, MaxPeriod, r.Period)
+		return fieldError(ErrInvalidRule, "period", "must be between %v and %v, got %v", MinPeriod, MaxPeriod, r.Period)
 	}
 	if r.Period%time.Millisecond != 0 {
-		return fmt.Errorf("%w: period: must be a whole number of milliseconds, got %v", ErrInvalidRule, r.Period)
+		return fieldError(ErrInvalidRule, "period", "must be a whole number of milliseconds, got %v", r.Period)
 	}
 	if r.Algorithm.Bucket() {
 		if r.Burst < 0 || r.Burst > MaxLimit {
-			return fmt.Errorf("%w: burst: must be between 0 (= limit) and %d, got %d", ErrInvalidRule, int64(MaxLimit), r.Burst)
+			return fieldError(ErrInvalidRule, "burst", "must be between 0 (= limit) and %d, got %d", int64(MaxLimit), r.Burst)
 		}
 	} else if r.Burst != 0 {
-		return fmt.Errorf("%w: burst: not used by %s, got %d", ErrInvalidRule, r.Algorithm, r.Burst)
+		return fieldError(ErrInvalidRule, "burst", "not used by %s, got %d", r.Algorithm, r.Burst)
 	}
 	if r.Algorithm == AlgorithmSlidingWindow {
 		if r.SubWindows < 0 || r.SubWindows > MaxSubWindows {
-			return fmt.Errorf("%w: sub_windows: must be between 0 (= 1) and %d, got %d", ErrInvalidRule, MaxSubWindows, r.SubWindows)
+			return fieldError(ErrInvalidRule, "sub_windows", "must be between 0 (= 1) and %d, got %d", MaxSubWindows, r.SubWindows)
 		}
 		if r.Period%(time.Duration(r.Windows())*time.Millisecond) != 0 {
-			return fmt.Errorf("%w: sub_windows: period %v does not divide into %d whole-millisecond sub-windows", ErrInvalidRule, r.Period, r.Windows())
+			return fieldError(ErrInvalidRule, "sub_windows", "period %v does not divide into %d whole-millisecond sub-windows", r.Period, r.Windows())
 		}
 	} else if r.SubWindows != 0 {
-		return fmt.Errorf("%w: sub_windows: not used by %s, got %d", ErrInvalidRule, r.Algorithm, r.SubWindows)
+		return fieldError(ErrInvalidRule, "sub_windows", "not used by %s, got %d", r.Algorithm, r.SubWindows)
 	}
 	if r.Algorithm == AlgorithmGCRA && r.Period < time.Duration(r.Limit)*time.Microsecond {
-		return fmt.Errorf("%w: limit: gcra emits at most one unit per microsecond, got %d per %v", ErrInvalidRule, r.Limit, r.Period)
+		return fieldError(ErrInvalidRule, "limit", "gcra emits at most one unit per microsecond, got %d per %v", r.Limit, r.Period)
 	}
 	if r.Algorithm.Bucket() && r.Period/time.Duration(r.Limit) > 0 &&
 		r.Capacity() > int64(MaxPeriod)/int64(r.Period/time.Duration(r.Limit)) {
-		return fmt.Errorf("%w: burst: %d units take longer than %v to refill", ErrInvalidRule, r.Capacity(), MaxPeriod)
+		return fieldError(ErrInvalidRule, "burst", "%d units take longer than %v to refill", r.Capacity(), MaxPeriod)
 	}
 	if r.Algorithm == AlgorithmSlidingLog && r.Limit > MaxSlidingLogLimit {
-		return fmt.Errorf("%w: limit: sliding_log keeps one timestamp per request and allows at most %d, got %d", ErrInvalidRule, MaxSlidingLogLimit, r.Limit)
+		return fieldError(ErrInvalidRule, "limit", "sliding_log keeps one timestamp per request and allows at most %d, got %d", MaxSlidingLogLimit, r.Limit)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -43,7 +42,8 @@ type Closer interface {
 }
 
 // Validate checks the request's key (non-empty, at most maxKeyLen bytes; 0 means
-// DefaultMaxKeyLength), cost, delay and rule. Stores call it before any state is touched.
+// DefaultMaxKeyLength), cost, delay and rule. Stores call it before any state is touched. The
+// error is a *FieldError naming the field.
 func (req *Request) Validate(maxKeyLen int) error {
 	if err := req.ValidateArgs(maxKeyLen); err != nil {
 		return err
@@ -54,20 +54,33 @@ func (req *Request) Validate(maxKeyLen int) error {
 // ValidateArgs is Validate without the rule check, for stores that cache rules they have
 // already validated.
 func (req *Request) ValidateArgs(maxKeyLen int) error {
+	if err := validateKey(req.Key, maxKeyLen); err != nil {
+		return err
+	}
+	if req.N < -MaxLimit {
+		return fieldError(ErrInvalidN, "n", "refund of %d is below the minimum of %d", -req.N, -int64(MaxLimit))
+	}
+	if req.MaxDelay < 0 {
+		return fieldError(ErrInvalidN, "max_delay", "negative (%v)", req.MaxDelay)
+	}
+	return nil
+}
+
+// validateKey checks a key: non-empty, at most maxKeyLen bytes (0 means DefaultMaxKeyLength).
+// It inlines into the stores' decision paths; keyError builds the error.
+func validateKey(key string, maxKeyLen int) error {
 	if maxKeyLen <= 0 {
 		maxKeyLen = DefaultMaxKeyLength
 	}
-	if req.Key == "" {
-		return fmt.Errorf("%w: key: empty", ErrInvalidKey)
-	}
-	if len(req.Key) > maxKeyLen {
-		return fmt.Errorf("%w: key: %d bytes, longer than the maximum of %d", ErrInvalidKey, len(req.Key), maxKeyLen)
-	}
-	if req.N < -MaxLimit {
-		return fmt.Errorf("%w: n: refund of %d is below the minimum of %d", ErrInvalidN, -req.N, -int64(MaxLimit))
-	}
-	if req.MaxDelay < 0 {
-		return fmt.Errorf("%w: max_delay: negative (%v)", ErrInvalidN, req.MaxDelay)
+	if key == "" || len(key) > maxKeyLen {
+		return keyError(key, maxKeyLen)
 	}
 	return nil
+}
+
+func keyError(key string, maxKeyLen int) error {
+	if key == "" {
+		return fieldError(ErrInvalidKey, "key", "empty")
+	}
+	return fieldError(ErrInvalidKey, "key", "%d bytes, longer than the maximum of %d", len(key), maxKeyLen)
 }

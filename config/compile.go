@@ -17,6 +17,21 @@ func (p *problems) add(file string, line int, field, format string, args ...any)
 	p.errs = append(p.errs, fmt.Errorf("%w: %s:%d: %s: %s", ErrInvalid, file, line, field, fmt.Sprintf(format, args...)))
 }
 
+// addRuleError reports a rule that sluice refuses under the rate limit's own field name: the
+// rule's limit is the rate limit's requests_per_unit.
+func (p *problems) addRuleError(file string, line int, rateLimit string, err error) {
+	var fe *sluice.FieldError
+	if !errors.As(err, &fe) {
+		p.add(file, line, rateLimit, "%v", err)
+		return
+	}
+	field := fe.Field
+	if field == "limit" {
+		field = "requests_per_unit"
+	}
+	p.add(file, line, rateLimit+"."+field, "%s", fe.Reason)
+}
+
 func (p *problems) err() error { return errors.Join(p.errs...) }
 
 // Validate reports every problem of the document, joined; nil when it compiles.
@@ -234,16 +249,7 @@ func (d *Document) compileRule(p *problems, rl *RateLimit, f string) (sluice.Rul
 	}
 	rule := sluice.Rule{Algorithm: algo, Limit: rl.RequestsPerUnit, Period: period, Burst: rl.Burst, SubWindows: rl.SubWindows}
 	if err := rule.Validate(); err != nil {
-		msg := strings.TrimPrefix(err.Error(), sluice.ErrInvalidRule.Error()+": ")
-		field, rest, found := strings.Cut(msg, ": ")
-		switch {
-		case !found:
-			p.add(d.File, rl.line, f, "%s", msg)
-		case field == "limit":
-			p.add(d.File, rl.line, f+".requests_per_unit", "%s", rest)
-		default:
-			p.add(d.File, rl.line, f+"."+field, "%s", rest)
-		}
+		p.addRuleError(d.File, rl.line, f, err)
 		return sluice.Rule{}, 0, 0, false
 	}
 	return rule, unit, mult, true

@@ -158,6 +158,8 @@ func TestInvalidFixtures(t *testing.T) {
 		"empty_file.yaml":               {"empty_file.yaml: empty file"},
 		"shadow_without_limit.yaml":     {"shadow_without_limit.yaml:3: descriptors[0].shadow_mode:"},
 		"share_threshold.yaml":          {"share_threshold.yaml:5:", `unknown field "share_threshold"`},
+		"too_many_requests.yaml":        {"too_many_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be at most 1000000000, got 2000000000"},
+		"uneven_sub_windows.yaml":       {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
 		"many_problems.yaml":            {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
 	files, _ := filepath.Glob("testdata/*.yaml")
@@ -231,26 +233,26 @@ func TestWatcherReload(t *testing.T) {
 	limit := func() int64 {
 		return config.Lookup(w.Config().Domain("d"), []entry{{"k", "x"}}).Rules[0].Limit
 	}
-	if changed, err := w.Check(); changed || err != nil {
+	if changed, err := w.Reload(); changed || err != nil {
 		t.Fatalf("unchanged files: changed=%v err=%v", changed, err)
 	}
 	os.WriteFile(path, []byte(rules(5)), 0o644)
-	if changed, err := w.Check(); !changed || err != nil || limit() != 5 {
+	if changed, err := w.Reload(); !changed || err != nil || limit() != 5 {
 		t.Fatalf("valid change: changed=%v err=%v limit=%d", changed, err, limit())
 	}
 	os.WriteFile(path, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: eon, requests_per_unit: 1}\n"), 0o644)
-	if changed, err := w.Check(); changed || err == nil || limit() != 5 {
+	if changed, err := w.Reload(); changed || err == nil || limit() != 5 {
 		t.Fatalf("invalid change: changed=%v err=%v limit=%d", changed, err, limit())
 	}
-	if _, err := w.Check(); err != nil { // reported once
+	if _, err := w.Reload(); err != nil { // reported once
 		t.Errorf("second check of the same invalid files: %v", err)
 	}
 	os.Remove(path)
-	if _, err := w.Check(); err == nil || limit() != 5 {
+	if _, err := w.Reload(); err == nil || limit() != 5 {
 		t.Errorf("removed file: err=%v", err)
 	}
 	os.WriteFile(path, []byte(rules(7)), 0o644)
-	if changed, _ := w.Check(); !changed || limit() != 7 {
+	if changed, _ := w.Reload(); !changed || limit() != 7 {
 		t.Errorf("recovery: limit %d", limit())
 	}
 	if applied != 2 || rejected != 2 {

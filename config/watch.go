@@ -51,10 +51,10 @@ func (w *Watcher) Config() *Config {
 	return w.current
 }
 
-// Check reloads the rules if the files changed since the last check. It reports whether a
+// Reload reloads the rules if the files changed since the last look. It reports whether a
 // new config was applied; an invalid change returns its error (and is reported to reject
-// once, not at every check until the files change again).
-func (w *Watcher) Check() (bool, error) {
+// once, not at every poll until the files change again).
+func (w *Watcher) Reload() (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	files, sum, err := w.snapshot()
@@ -80,7 +80,7 @@ func (w *Watcher) Check() (bool, error) {
 	return true, nil
 }
 
-// Run calls Check every interval (DefaultWatchInterval when <= 0) until ctx is done.
+// Run calls Reload every interval (DefaultWatchInterval when <= 0) until ctx is done.
 func (w *Watcher) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultWatchInterval
@@ -92,7 +92,7 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_, _ = w.Check()
+			_, _ = w.Reload()
 		}
 	}
 }

@@ -31,7 +31,8 @@ type item struct {
 	desc     *rlcommon.RateLimitDescriptor
 	key      string
 	hits     int64
-	first, n int // the item's checks in the main group
+	first    int // the item's checks in the main group are checks[first:first+checks]
+	checks   int
 	over     bool
 	decided  bool
 	decision sluice.Decision
@@ -52,7 +53,7 @@ func (it *item) rule(i int) sluice.Rule {
 	return it.limit.Rules[i]
 }
 
-func (it *item) rules() int {
+func (it *item) numRules() int {
 	if it.overridden() {
 		return 1
 	}
@@ -60,6 +61,20 @@ func (it *item) rules() int {
 }
 
 func (it *item) shadow() bool { return !it.overridden() && it.limit != nil && it.limit.ShadowMode }
+
+// grouped reports whether the item is decided in the main group: it takes units (neither a
+// peek nor a refund) and its answer counts (not shadow mode).
+func (it *item) grouped() bool {
+	return it.limited() && !it.shadow() && it.hits != 0 && !it.desc.IsNegativeHits
+}
+
+// appendChecks appends one check of cost n per rule of the item.
+func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
+	for j := range it.numRules() {
+		checks = append(checks, sluice.Check{Key: ruleKey(it.key, j), Rule: it.rule(j), N: n})
+	}
+	return checks
+}
 
 type scratch struct {
 	items  []item
@@ -89,7 +104,23 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
+	sc.items = appendItems(sc.items, dom, req)
+	applyReplaces(sc.items)
+	if err := s.decideGroup(ctx, sc); err != nil {
+		return nil, err
+	}
+	for i := range sc.items {
+		if it := &sc.items[i]; it.limited() && !it.decided {
+			if err := s.decideAlone(ctx, sc, it); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.respond(st, req.Domain, sc.items), nil
+}
 
+// appendItems appends the request's descriptors, with their limits and costs, to items.
+func appendItems(items []item, dom *config.Domain, req *rlsv3.RateLimitRequest) []item {
 	base := int64(req.HitsAddend)
 	if base == 0 {
 		base = 1
@@ -107,115 +138,100 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 		if it.limited() {
 			it.key = descriptorKey(req.Domain, d.Entries)
 		}
-		sc.items = append(sc.items, it)
+		items = append(items, it)
 	}
-	applyReplaces(sc.items)
+	return items
+}
 
-	// The main group: every limit of every enforced descriptor, all or nothing.
+// decideGroup decides the main group: every limit of every grouped descriptor, all or
+// nothing.
+func (s *Server) decideGroup(ctx context.Context, sc *scratch) error {
 	for i := range sc.items {
-		it := &sc.items[i]
-		if !it.limited() || it.shadow() || it.hits == 0 || it.desc.IsNegativeHits {
-			continue
-		}
-		it.first = len(sc.checks)
-		for j := range it.rules() {
-			sc.checks = append(sc.checks, sluice.Check{Key: ruleKey(it.key, j), Rule: it.rule(j), N: it.hits})
-		}
-		it.n = it.rules()
-	}
-	if len(sc.checks) > 0 {
-		if _, err := s.limiter.AllowAll(ctx, sc.checks); err != nil {
-			return nil, s.storeError(ctx, err)
-		}
-		denied := len(sc.checks)
-		for j := range sc.checks {
-			if !sc.checks[j].Decision.Allowed {
-				denied = j
-				break
-			}
-		}
-		for i := range sc.items {
-			if it := &sc.items[i]; it.n > 0 {
-				it.settle(sc.checks[it.first:it.first+it.n], denied-it.first)
-			}
+		if it := &sc.items[i]; it.grouped() {
+			it.first = len(sc.checks)
+			sc.checks = it.appendChecks(sc.checks, it.hits)
+			it.checks = len(sc.checks) - it.first
 		}
 	}
-	// Shadow-mode, peeking (hits 0) and refunding (is_negative_hits) descriptors, each on its own.
+	denied, err := s.allowAll(ctx, sc.checks)
+	if err != nil {
+		return err
+	}
 	for i := range sc.items {
-		it := &sc.items[i]
-		if !it.limited() || it.decided {
-			continue
-		}
-		if err := s.decideAlone(ctx, sc, it); err != nil {
-			return nil, err
+		if it := &sc.items[i]; it.checks > 0 {
+			it.settle(sc.checks[it.first:it.first+it.checks], denied-it.first)
 		}
 	}
-	return s.respond(st, req.Domain, sc.items), nil
+	return nil
 }
 
-// settle sets the item's outcome from its checks of the main group. denied is the index
-// (relative to checks) of the check that denied the group, or >= len(checks) if it lies
-// after them or nothing was denied; checks after it were only peeked, so they are over
-// their limit when fewer units remain than the request needs.
-func (it *item) settle(checks []sluice.Check, denied int) {
-	it.decided = true
-	for j := range checks {
-		c := &checks[j]
-		over := j == denied || (j > denied && (!c.Decision.Allowed || c.Decision.Remaining < c.N))
-		it.merge(j, c.Decision, over)
-	}
-}
-
-func (it *item) merge(j int, d sluice.Decision, over bool) {
-	if j == 0 {
-		it.decision, it.binding = d, 0
-	} else {
-		if d.Remaining < it.decision.Remaining {
-			it.decision.Limit, it.decision.Remaining, it.binding = d.Limit, d.Remaining, j
-		}
-		it.decision.ResetAfter = max(it.decision.ResetAfter, d.ResetAfter)
-		if d.RetryAfter < 0 || it.decision.RetryAfter < 0 {
-			it.decision.RetryAfter = sluice.Never
-		} else {
-			it.decision.RetryAfter = max(it.decision.RetryAfter, d.RetryAfter)
-		}
-	}
-	it.over = it.over || over
-}
-
-// decideAlone decides a descriptor outside the main group.
+// decideAlone decides a descriptor outside the main group: a shadow-mode one takes its own
+// limits all or nothing; a peek (hits 0) or a refund (is_negative_hits) asks each rule on its
+// own.
 func (s *Server) decideAlone(ctx context.Context, sc *scratch, it *item) error {
-	it.decided = true
-	if it.hits == 0 || it.desc.IsNegativeHits {
-		n := int64(0)
-		if it.desc.IsNegativeHits {
-			n = -it.hits
+	if it.hits != 0 && !it.desc.IsNegativeHits {
+		sc.own = it.appendChecks(sc.own[:0], it.hits)
+		denied, err := s.allowAll(ctx, sc.own)
+		if err != nil {
+			return err
 		}
-		for j := range it.rules() {
-			d, err := s.limiter.AllowN(ctx, ruleKey(it.key, j), it.rule(j), n)
-			if err != nil {
-				return s.storeError(ctx, err)
-			}
-			it.merge(j, d, !d.Allowed && n == 0)
-		}
+		it.settle(sc.own, denied)
 		return nil
 	}
-	sc.own = sc.own[:0]
-	for j := range it.rules() {
-		sc.own = append(sc.own, sluice.Check{Key: ruleKey(it.key, j), Rule: it.rule(j), N: it.hits})
+	n := int64(0) // a peek
+	if it.desc.IsNegativeHits {
+		n = -it.hits
 	}
-	if _, err := s.limiter.AllowAll(ctx, sc.own); err != nil {
-		return s.storeError(ctx, err)
-	}
-	denied := len(sc.own)
+	sc.own = it.appendChecks(sc.own[:0], n)
 	for j := range sc.own {
-		if !sc.own[j].Decision.Allowed {
-			denied = j
-			break
+		c := &sc.own[j]
+		d, err := s.limiter.AllowN(ctx, c.Key, c.Rule, c.N)
+		if err != nil {
+			return s.storeError(ctx, err)
+		}
+		c.Decision = d
+		it.over = it.over || (n == 0 && !d.Allowed)
+	}
+	it.combine(sc.own)
+	return nil
+}
+
+// allowAll takes every check or none (see Limiter.AllowAll) and returns the index of the
+// check that denied, or len(checks) when every check admitted. Checks before it were taken
+// and refunded, checks after it only peeked.
+func (s *Server) allowAll(ctx context.Context, checks []sluice.Check) (int, error) {
+	if len(checks) == 0 {
+		return 0, nil
+	}
+	if _, err := s.limiter.AllowAll(ctx, checks); err != nil {
+		return 0, s.storeError(ctx, err)
+	}
+	for j := range checks {
+		if !checks[j].Decision.Allowed {
+			return j, nil
 		}
 	}
-	it.settle(sc.own, denied)
-	return nil
+	return len(checks), nil
+}
+
+// settle sets the item's outcome from its checks of an all-or-nothing group. denied is the
+// index (relative to checks) of the check that denied the group: negative if it lies before
+// them, >= len(checks) if after them or nothing was denied. Checks after it were only
+// peeked, so they are over their limit when fewer units remain than the request needs.
+func (it *item) settle(checks []sluice.Check, denied int) {
+	for j := range checks {
+		d := &checks[j].Decision
+		if j == denied || (j > denied && (!d.Allowed || d.Remaining < checks[j].N)) {
+			it.over = true
+		}
+	}
+	it.combine(checks)
+}
+
+// combine sets the item's decision from its checks' decisions, once it.over is known.
+func (it *item) combine(checks []sluice.Check) {
+	it.decision, it.binding = sluice.Combine(checks, !it.over)
+	it.decided = true
 }
 
 // applyReplaces drops the limits that another limit of the request replaces.

@@ -9,7 +9,7 @@ import (
 func (s *Server) grpcOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
-		grpc.ForceServerCodecV2(newRLSCodec(&s.malformed)),
+		grpc.ForceServerCodecV2(newRLSCodec()),
 	}
 	workers := s.cfg.StreamWorkers
 	if workers == 0 {

@@ -222,7 +222,7 @@ func (s *Server) checkAllow(req *allowRequest) (string, sluice.Rule, int64, erro
 	if req.Rule.Algorithm != "" {
 		a, err := sluice.ParseAlgorithm(req.Rule.Algorithm)
 		if err != nil {
-			return "", sluice.Rule{}, 0, invalid("rule.%v", trimSentinel(err))
+			return "", sluice.Rule{}, 0, invalidRule(err)
 		}
 		rule.Algorithm = a
 	}
@@ -232,7 +232,7 @@ func (s *Server) checkAllow(req *allowRequest) (string, sluice.Rule, int64, erro
 	}
 	rule.Period = p
 	if err := rule.Validate(); err != nil {
-		return "", sluice.Rule{}, 0, invalid("rule.%v", trimSentinel(err))
+		return "", sluice.Rule{}, 0, invalidRule(err)
 	}
 	n := int64(1)
 	if req.N != nil {
@@ -244,14 +244,13 @@ func (s *Server) checkAllow(req *allowRequest) (string, sluice.Rule, int64, erro
 	return req.Key, rule, n, nil
 }
 
-// trimSentinel drops the "sluice: invalid rule: " prefix of a rule error, keeping the field.
-func trimSentinel(err error) string {
-	msg := err.Error()
-	prefix := sluice.ErrInvalidRule.Error() + ": "
-	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-		return msg[len(prefix):]
+// invalidRule answers a rule that sluice refuses, naming its field in the request ("rule.limit").
+func invalidRule(err error) error {
+	var fe *sluice.FieldError
+	if !errors.As(err, &fe) {
+		return invalid("rule: %v", err)
 	}
-	return msg
+	return invalid("rule.%s: %s", fe.Field, fe.Reason)
 }
 
 // allowDescriptors is the descriptors form of /v1/allow.

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -91,6 +92,28 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(page, name) {
 			t.Errorf("metrics lack %q", name)
+		}
+	}
+}
+
+// TestHTTPRuleErrors checks the exact JSON of /v1/allow's answers to rules that sluice
+// refuses: the field is named under "rule.".
+func TestHTTPRuleErrors(t *testing.T) {
+	h := start(t, goldenRules)
+	for body, want := range map[string]string{
+		`{"key":"k","rule":{"limit":0,"period":"1s"}}`:                     `{"error":"sluice: rule.limit: must be positive, got 0","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"limit":1,"period":"1s","algorithm":"magic"}}`: `{"error":"sluice: rule.algorithm: unknown \"magic\" (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"limit":1,"period":"1s","sub_windows":7}}`:     `{"error":"sluice: rule.sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"limit":1,"period":"1s","burst":2}}`:           `{"error":"sluice: rule.burst: not used by sliding_window, got 2","code":"InvalidArgument"}`,
+	} {
+		resp, err := http.Post(h.base+"/v1/allow", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || string(got) != want+"\n" {
+			t.Errorf("%s: %d %s\nwant 400 %s", body, resp.StatusCode, got, want)
 		}
 	}
 }

@@ -25,13 +25,13 @@ import (
 
 // Defaults of Config's zero values.
 const (
-	DefaultGRPCAddr        = "127.0.0.1:8081"
-	DefaultHTTPAddr        = "127.0.0.1:8080"
-	DefaultMaxDescriptors  = 64
-	DefaultMaxEntries      = 16
-	DefaultMaxBodyBytes    = 4 << 20
-	DefaultShutdownTimeout = 10 * time.Second
-	DefaultStreamWorkers   = 256
+	DefaultGRPCAddr             = "127.0.0.1:8081"
+	DefaultHTTPAddr             = "127.0.0.1:8080"
+	DefaultMaxDescriptors       = 64
+	DefaultMaxDescriptorEntries = 16
+	DefaultMaxBodyBytes         = 4 << 20
+	DefaultShutdownTimeout      = 10 * time.Second
+	DefaultStreamWorkers        = 256
 )
 
 // Config configures a Server. The zero value of every field is a documented default; a
@@ -60,12 +60,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives the metrics; default a new registry of the server's own.
 	Registry *prometheus.Registry
-	// MaxDescriptors and MaxEntries bound a request (defaults DefaultMaxDescriptors,
-	// DefaultMaxEntries); MaxKeyLength bounds a descriptor's store key (default
+	// MaxDescriptors bounds the descriptors of a request (default DefaultMaxDescriptors),
+	// MaxDescriptorEntries the entries of one descriptor (default
+	// DefaultMaxDescriptorEntries); MaxKeyLength bounds a descriptor's store key (default
 	// sluice.DefaultMaxKeyLength); MaxBodyBytes bounds an HTTP body (default
 	// DefaultMaxBodyBytes).
-	MaxDescriptors, MaxEntries, MaxKeyLength int
-	MaxBodyBytes                             int64
+	MaxDescriptors, MaxDescriptorEntries, MaxKeyLength int
+	MaxBodyBytes                                       int64
 	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset headers to RLS responses
 	// (response_headers_to_add), for Envoy to pass to the client.
 	ResponseHeaders bool
@@ -90,7 +91,7 @@ type Server struct {
 	metrics         *metrics
 	registry        *prometheus.Registry
 	maxDescriptors  int
-	maxEntries      int
+	maxDescEntries  int
 	maxKeyLen       int
 	responseHeaders bool
 	lastStoreLog    atomic.Int64
@@ -101,7 +102,6 @@ type Server struct {
 	http             *http.Server
 	ready            atomic.Bool
 	readyCheck       readiness
-	malformed        sync.Map // see rlsCodec
 	closeOnce        sync.Once
 }
 
@@ -110,7 +110,7 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, registry: cfg.Registry,
 		maxDescriptors:  orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
-		maxEntries:      orDefault(cfg.MaxEntries, DefaultMaxEntries),
+		maxDescEntries:  orDefault(cfg.MaxDescriptorEntries, DefaultMaxDescriptorEntries),
 		maxKeyLen:       orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
 		responseHeaders: cfg.ResponseHeaders}
 	if s.log == nil {
@@ -203,7 +203,7 @@ func (s *Server) listen() error {
 		}
 		s.grpcLis = lis
 		s.grpc = grpc.NewServer(s.grpcOptions()...)
-		rlsv3.RegisterRateLimitServiceServer(s.grpc, rlsService{s: s})
+		s.grpc.RegisterService(&rlsServiceDesc, rlsService{s: s})
 		s.health = health.NewServer()
 		healthpb.RegisterHealthServer(s.grpc, s.health)
 		reflection.Register(s.grpc)
@@ -251,7 +251,7 @@ func (s *Server) Reload() (bool, error) {
 	if s.watcher == nil {
 		return false, errors.New("server: reload: the rules are static (no RulesPath)")
 	}
-	return s.watcher.Check()
+	return s.watcher.Reload()
 }
 
 // Serve answers requests until ctx is done, then shuts down gracefully: health turns
@@ -366,10 +366,6 @@ type rlsService struct {
 // ShouldRateLimit implements the Envoy RLS v3 API.
 func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
-	if err := r.s.takeMalformed(req); err != nil {
-		r.s.metrics.grpcInvalid.Inc()
-		return nil, err
-	}
 	resp, err := r.s.decide(ctx, req)
 	r.s.metrics.grpcLatency.Observe(time.Since(start).Seconds())
 	if err != nil && isInvalid(err) {

@@ -56,8 +56,8 @@ func (s *Server) validateDescriptor(i, domainLen int, d *rlcommon.RateLimitDescr
 	if d == nil || len(d.Entries) == 0 {
 		return invalid("descriptors[%d].entries: empty", i)
 	}
-	if len(d.Entries) > s.maxEntries {
-		return invalid("descriptors[%d].entries: %d, more than the maximum of %d", i, len(d.Entries), s.maxEntries)
+	if len(d.Entries) > s.maxDescEntries {
+		return invalid("descriptors[%d].entries: %d, more than the maximum of %d", i, len(d.Entries), s.maxDescEntries)
 	}
 	size := keyLen(domainLen, d.Entries)
 	if size > s.maxKeyLen {
