@@ -17,7 +17,7 @@ import (
 // These tests use the Redis servers scripts/test.sh starts (testenv): standalone, Sentinel
 // and Cluster.
 
-func freshPrefix(t *testing.T) string {
+func freshPrefix() string {
 	return "sluice-stores-test:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 }
 
@@ -45,7 +45,7 @@ func TestOpenRedis(t *testing.T) {
 			for _, mode := range modes {
 				for _, fb := range []string{"", "local"} {
 					name := fmt.Sprintf("mode %q fallback %q", mode, fb)
-					prefix := freshPrefix(t)
+					prefix := freshPrefix()
 					st, closer, err := stores.Open(ctx, stores.Config{URL: u, Mode: mode, Fallback: fb,
 						Prefix: prefix, Timeout: 5 * time.Second, Ping: true})
 					if err != nil {
@@ -121,7 +121,7 @@ func TestOpenRedisClock(t *testing.T) {
 	ctx := context.Background()
 	clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st, closer, err := stores.Open(ctx, stores.Config{URL: "redis://" + testenv.RedisAddr(t), Clock: clock,
-		Prefix: freshPrefix(t), Mode: "overlimit"})
+		Prefix: freshPrefix(), Mode: "overlimit"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCloseFlushesAsyncBeforeTheClient(t *testing.T) {
 	rule := sluice.FixedWindow(10, time.Hour)
 	for _, fb := range []string{"", "local", "fail_closed"} {
 		clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		cfg := stores.Config{URL: url, Clock: clock, Prefix: freshPrefix(t), Mode: "async", Fallback: fb}
+		cfg := stores.Config{URL: url, Clock: clock, Prefix: freshPrefix(), Mode: "async", Fallback: fb}
 		st, closer, err := stores.Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -107,44 +107,51 @@ func Open(ctx context.Context, c Config) (sluice.Store, io.Closer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var st sluice.Store = base
 	closers := chain{base}
-	fail := func(err error) (sluice.Store, io.Closer, error) { _ = closers.Close(); return nil, nil, err }
-	switch c.Mode {
-	case "overlimit":
-		var opts []distributed.OverLimitOption
-		if c.Clock != nil {
-			opts = append(opts, distributed.WithOverLimitClock(c.Clock))
-		}
-		d, err := distributed.NewOverLimit(st, opts...)
-		if err != nil {
-			return fail(fmt.Errorf("stores: mode overlimit: %w", err))
-		}
-		st, closers = d, append(chain{d}, closers...)
-	case "async":
-		var opts []distributed.AsyncOption
-		if c.Clock != nil {
-			opts = append(opts, distributed.WithClock(c.Clock))
-		}
-		d, err := distributed.NewAsync(st, opts...)
-		if err != nil {
-			return fail(fmt.Errorf("stores: mode async: %w", err))
-		}
-		st, closers = d, append(chain{d}, closers...)
-	}
-	if c.Fallback != "" {
-		p, _ := distributed.ParsePolicy(c.Fallback) // valid: checked above
-		opts := []distributed.FallbackOption{distributed.WithPolicy(p)}
-		if c.Clock != nil {
-			opts = append(opts, distributed.WithFallbackClock(c.Clock))
-		}
-		d, err := distributed.NewFallback(st, opts...)
-		if err != nil {
-			return fail(fmt.Errorf("stores: fallback: %w", err))
-		}
-		st, closers = d, append(chain{d}, closers...)
+	st, err := decorate(base, c, &closers)
+	if err != nil {
+		_ = closers.Close()
+		return nil, nil, err
 	}
 	return st, closers, nil
+}
+
+// decorate wraps st in the decorator of c.Mode, if any, and then in the fallback of
+// c.Fallback, if any, putting each in front of closers.
+func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
+	var d baseStore
+	var err error
+	switch c.Mode {
+	case "overlimit":
+		d, err = distributed.NewOverLimit(st, withClock(c.Clock, distributed.WithOverLimitClock)...)
+	case "async":
+		d, err = distributed.NewAsync(st, withClock(c.Clock, distributed.WithClock)...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stores: mode %s: %w", c.Mode, err)
+	}
+	if d != nil {
+		st, *closers = d, append(chain{d}, *closers...)
+	}
+	if c.Fallback == "" {
+		return st, nil
+	}
+	p, _ := distributed.ParsePolicy(c.Fallback) // valid: Open checked it
+	opts := append(withClock(c.Clock, distributed.WithFallbackClock), distributed.WithPolicy(p))
+	fb, err := distributed.NewFallback(st, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("stores: fallback: %w", err)
+	}
+	*closers = append(chain{fb}, *closers...)
+	return fb, nil
+}
+
+// withClock returns a decorator's clock option set to clock, or none when clock is nil.
+func withClock[O any](clock sluice.Clock, option func(sluice.Clock) O) []O {
+	if clock == nil {
+		return nil
+	}
+	return []O{option(clock)}
 }
 
 // chain closes a store and its decorators, outermost first.
