@@ -11,8 +11,9 @@ import (
 	"github.com/sluicehq/sluice/store/redis"
 )
 
-// baseStore is a store as a backend opens it: Close releases it and its client.
-type baseStore interface {
+// closingStore is a store that Close releases: a store a backend opens (with its client)
+// or a decorator.
+type closingStore interface {
 	sluice.Store
 	io.Closer
 }
@@ -21,7 +22,7 @@ type baseStore interface {
 // the store itself (URL, Timeout, Clock, Prefix, Ping).
 type backend struct {
 	schemes []string
-	open    func(ctx context.Context, c Config) (baseStore, error)
+	open    func(ctx context.Context, c Config) (closingStore, error)
 }
 
 // backends are the stores Open knows, in the order errors list their schemes. A new store
@@ -71,7 +72,7 @@ func schemeList() string {
 	return strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
 }
 
-func openMemory(_ context.Context, c Config) (baseStore, error) {
+func openMemory(_ context.Context, c Config) (closingStore, error) {
 	var opts []memory.Option
 	if c.Clock != nil {
 		opts = append(opts, memory.WithClock(c.Clock))
@@ -83,7 +84,7 @@ func openMemory(_ context.Context, c Config) (baseStore, error) {
 	return st, nil
 }
 
-func openRedis(ctx context.Context, c Config) (baseStore, error) {
+func openRedis(ctx context.Context, c Config) (closingStore, error) {
 	var opts []redis.Option
 	if c.Timeout > 0 {
 		opts = append(opts, redis.WithTimeout(c.Timeout))

@@ -119,7 +119,7 @@ func Open(ctx context.Context, c Config) (sluice.Store, io.Closer, error) {
 // decorate wraps st in the decorator of c.Mode, if any, and then in the fallback of
 // c.Fallback, if any, putting each in front of closers.
 func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
-	var d baseStore
+	var d closingStore
 	var err error
 	switch c.Mode {
 	case "overlimit":
