@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/stores"
 )
 
 // countingStore counts the calls that reach the store: a hand-written wrapper, not a mock.
@@ -172,13 +173,13 @@ func startReal(t *testing.T, rules, storeURL string) *server.Server {
 	t.Helper()
 	h := &harness{}
 	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, rules),
-		StoreOptions: server.StoreOptions{URL: storeURL}, ReloadInterval: -1}
+		StoreConfig: stores.Config{URL: storeURL}, ReloadInterval: -1}
 	return h.run(t, cfg).srv
 }
 
 func redisConfig(t *testing.T, url string) server.Config {
 	return server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, sharedRules),
-		StoreOptions: server.StoreOptions{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}
+		StoreConfig: stores.Config{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}
 }
 
 func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/stores"
 )
 
 // Defaults of Config's zero values.
@@ -49,12 +50,12 @@ type Config struct {
 	ReloadInterval time.Duration
 	// Rules are static rules, used when RulesPath is empty (e.g. embedded defaults).
 	Rules *config.Config
-	// Store decides; when nil, StoreURL is opened (see OpenStore) and closed on shutdown.
-	// A Store passed here is not closed by the server.
+	// Store decides; when nil, the store StoreConfig describes is opened (stores.Open) and
+	// closed on shutdown. A Store passed here is not closed by the server.
 	Store sluice.Store
-	// StoreOptions name the store to open when Store is nil (default: memory, sync mode,
-	// no fallback).
-	StoreOptions StoreOptions
+	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
+	// fallback and per-call timeout (default: memory, sync mode, no fallback).
+	StoreConfig stores.Config
 	// Logger receives startup, reload, shutdown and (rate-limited) store error lines; nothing
 	// is logged per request. Default: discard.
 	Logger *slog.Logger
@@ -84,7 +85,7 @@ type Server struct {
 	cfg             Config
 	log             *slog.Logger
 	store           sluice.Store
-	ownStore        bool
+	storeCloser     io.Closer // the store it opened; nil for Config.Store
 	limiter         *sluice.Limiter
 	rules           atomic.Pointer[rules]
 	watcher         *config.Watcher
@@ -177,11 +178,11 @@ func (s *Server) loadRules() error {
 func (s *Server) openStore() error {
 	s.store = s.cfg.Store
 	if s.store == nil {
-		st, err := OpenStore(s.cfg.StoreOptions)
+		st, closer, err := stores.Open(context.Background(), s.cfg.StoreConfig)
 		if err != nil {
 			return err
 		}
-		s.store, s.ownStore = st, true
+		s.store, s.storeCloser = st, closer
 	}
 	s.limiter = sluice.New(s.store)
 	s.readyCheck.store = s.store
@@ -342,8 +343,8 @@ func (s *Server) Close() error {
 				_ = l.Close() // not yet served, or already closed
 			}
 		}
-		if c, ok := s.store.(sluice.Closer); ok && s.ownStore {
-			err = c.Close()
+		if s.storeCloser != nil {
+			err = s.storeCloser.Close()
 		}
 	})
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -30,11 +31,11 @@ type Config struct {
 	// the first PlotPeriods periods of the run (default 10).
 	Samples, PlotPeriods int
 	// Store, when set, builds the store the instances of a distributed mode share, once per
-	// algorithm and mode, on the run's virtual clock; each call must return a store with
-	// fresh state (e.g. Redis under a new key prefix). It must implement sluice.CounterStore
-	// for the async modes and sluice.InstanceRegistry for the fallback heartbeats, and is
-	// closed after use when it is a sluice.Closer. Default: a memory store.
-	Store func(clock sluice.Clock) (sluice.Store, error)
+	// algorithm and mode, on the run's virtual clock, with the Closer that releases it after
+	// use (stores.Open's results); each call must return a store with fresh state (e.g. Redis
+	// under a new key prefix). It must implement sluice.CounterStore for the async modes and
+	// sluice.InstanceRegistry for the fallback heartbeats. Default: a memory store.
+	Store func(clock sluice.Clock) (sluice.Store, io.Closer, error)
 }
 
 // Result is the outcome of Run: the table and the series the plots are drawn from.
@@ -286,17 +287,18 @@ func (*single) close() error { return nil }
 // fleet decides through Nodes limiters over stores built from one shared store (memory by
 // default), all on one virtual clock.
 type fleet struct {
-	clock      *sluice.ManualClock
-	shared     sluice.Store
-	sharedView sluice.Store // shared, or shared behind the outage
-	stores     []sluice.Store
-	limiters   []*sluice.Limiter
-	router     *router
-	keys       []string
-	syncEvery  int64
-	nextSync   int64
-	probeEvery int64
-	nextProbe  int64
+	clock       *sluice.ManualClock
+	shared      sluice.Store
+	sharedView  sluice.Store // shared, or shared behind the outage
+	closeShared io.Closer    // releases shared
+	stores      []sluice.Store
+	limiters    []*sluice.Limiter
+	router      *router
+	keys        []string
+	syncEvery   int64
+	nextSync    int64
+	probeEvery  int64
+	nextProbe   int64
 }
 
 // outageSpan returns the instants the mode's outage starts and ends in the trace.
@@ -311,11 +313,14 @@ func (m Mode) outageSpan(trace Trace) (from, to int64, ok bool) {
 func newFleet(trace Trace, cfg Config, m Mode) (*fleet, error) {
 	clock := sluice.NewManualClock(time.Unix(0, trace.Start).UTC())
 	var mem sluice.Store
+	var closeMem io.Closer
 	var err error
 	if cfg.Store != nil {
-		mem, err = cfg.Store(clock)
+		mem, closeMem, err = cfg.Store(clock)
 	} else {
-		mem, err = memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+		var st *memory.Store
+		st, err = memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+		mem, closeMem = st, st
 	}
 	if err != nil {
 		return nil, fmt.Errorf("simulate: shared store: %w", err)
@@ -328,7 +333,7 @@ func newFleet(trace Trace, cfg Config, m Mode) (*fleet, error) {
 	if routing == "" {
 		routing = RoundRobin
 	}
-	d := &fleet{clock: clock, shared: mem, sharedView: shared, router: newRouter(routing, m.Nodes, cfg.Seed),
+	d := &fleet{clock: clock, shared: mem, sharedView: shared, closeShared: closeMem, router: newRouter(routing, m.Nodes, cfg.Seed),
 		keys: make([]string, trace.Clients), syncEvery: int64(m.SyncEvery), probeEvery: int64(m.ProbeEvery)}
 	d.nextSync = trace.Start + d.syncEvery
 	d.nextProbe = trace.Start + d.probeEvery
@@ -382,8 +387,6 @@ func (d *fleet) close() error {
 			errs = append(errs, c.Close())
 		}
 	}
-	if c, ok := d.shared.(sluice.Closer); ok {
-		errs = append(errs, c.Close())
-	}
+	errs = append(errs, d.closeShared.Close())
 	return errors.Join(errs...)
 }

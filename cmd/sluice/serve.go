@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/stores"
 )
 
 func init() {
@@ -66,7 +67,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := server.CheckMode(f.mode); err != nil {
+	if err := stores.CheckMode(f.mode); err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --mode:", err)
 		return 2
 	}
@@ -74,7 +75,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve: --store-timeout: must not be negative, got", f.storeTimeout)
 		return 2
 	}
-	if err := server.CheckFallback(f.fallback); err != nil {
+	if err := stores.CheckFallback(f.fallback); err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --fallback:", err)
 		return 2
 	}
@@ -88,7 +89,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		HTTPAddr:        f.httpAddr,
 		RulesPath:       f.config,
 		ReloadInterval:  f.reload,
-		StoreOptions:    server.StoreOptions{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout},
+		StoreConfig:     stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout},
 		Logger:          logger,
 		ResponseHeaders: f.headers,
 	}

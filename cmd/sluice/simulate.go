@@ -11,11 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/simulate"
-	"github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/stores"
 )
 
 func init() {
@@ -40,7 +38,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "directory to write the PNG and SVG plots to (none when empty)")
 	list := fs.Bool("list", false, "list the scenarios with their exact definitions and exit")
 	quiet := fs.Bool("quiet", false, "no progress indicator on stderr")
-	storeURL := fs.String("store", "memory", "store the instances of distributed modes share: memory, or redis://host:port/db (keys under a fresh sluice-simulate:* prefix per run, client clock)")
+	storeURL := fs.String("store", "memory", "store the instances of distributed modes share: memory, or a store URL as serve's --store takes, e.g. redis://host:port/db (keys under a fresh sluice-simulate:* prefix per run, client clock)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice simulate [flags]\n\nReplays seeded traffic in virtual time through each algorithm and mode and prints\none row of accuracy metrics per algorithm and mode (see docs/ACCURACY.md).\n\nflags:")
 		fs.PrintDefaults()
@@ -66,12 +64,10 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 		return 2
 	}
-	closeStore, err := simulateStore(&cfg, *storeURL)
-	if err != nil {
+	if err := simulateStore(&cfg, *storeURL); err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 		return 2
 	}
-	defer closeStore()
 	if !*quiet {
 		cfg.Progress = progressPrinter(stderr)
 	}
@@ -149,33 +145,29 @@ func progressPrinter(w io.Writer) func(done, total int64) {
 	}
 }
 
-// simulateStore sets cfg.Store from the --store flag: "memory" (the default, the simulator's
-// own store) or a redis:// URL. On Redis every algorithm and mode gets a fresh key prefix and
-// the store takes the simulation's virtual clock as client time, so the run stays
-// deterministic in what it decides. It returns a function that releases the client.
-func simulateStore(cfg *simulate.Config, url string) (func(), error) {
-	if url == "" || url == "memory" {
-		return func() {}, nil
+// simulateStore sets cfg.Store from the --store flag: memory (the default: the simulator's
+// own store) or a store URL stores.Open reads, checked to answer before the run. There every
+// algorithm and mode gets a fresh store under a fresh key prefix, taking the simulation's
+// virtual clock as client time, so the run stays deterministic in what it decides.
+func simulateStore(cfg *simulate.Config, url string) error {
+	scheme, err := stores.Scheme(url)
+	if err != nil || scheme == "memory" {
+		return err
 	}
-	if !strings.HasPrefix(url, "redis://") && !strings.HasPrefix(url, "rediss://") {
-		return nil, fmt.Errorf("store: unknown %q (want memory or redis://host:port/db)", url)
-	}
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	client := goredis.NewClient(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("store: %s: %w", url, err)
+	_, closer, err := stores.Open(ctx, stores.Config{URL: url, Ping: true})
+	if err != nil {
+		return err
+	}
+	if err := closer.Close(); err != nil {
+		return err
 	}
 	run := fmt.Sprintf("sluice-simulate:%x:", time.Now().UnixNano())
 	var n atomic.Int64
-	cfg.Store = func(clock sluice.Clock) (sluice.Store, error) {
+	cfg.Store = func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
 		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
-		return redis.New(client, redis.WithClock(clock), redis.WithPrefix(prefix), redis.WithTimeout(time.Second))
+		return stores.Open(context.Background(), stores.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second})
 	}
-	return func() { client.Close() }, nil
+	return nil
 }

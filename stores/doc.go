@@ -1,0 +1,25 @@
+// Package stores opens a sluice.Store from a URL, in a distribution mode, with a fallback
+// policy: the one call the server (sluice serve), the simulator (sluice simulate) and library
+// users make to get a store without composing decorators and ordering their Close by hand.
+//
+//	st, closer, err := stores.Open(ctx, stores.Config{
+//		URL:      "redis://127.0.0.1:6379/0",
+//		Mode:     "async",
+//		Fallback: "local",
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	defer closer.Close() // flushes the decorators, then closes the store and its client
+//	lim := sluice.New(st)
+//
+// The URL names the store: "memory" (also "" and "memory://"), or a Redis URL as
+// redis.NewFromURL reads it (redis://, rediss://, redis-cluster://, redis-sentinel://).
+// The mode is one of package distributed's decorators ("sync": none, "overlimit", "async"),
+// and the fallback wraps the result in distributed.NewFallback with a policy ("local",
+// "fail_open", "fail_closed"). The composed store is returned as it is, so the optional
+// interfaces of the outermost store (sluice.CounterStore, sluice.InstanceRegistry,
+// distributed.Flusher) stay visible.
+//
+// Package stores imports the Redis client; importing package sluice alone does not.
+package stores

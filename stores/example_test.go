@@ -1,0 +1,34 @@
+package stores_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stores"
+)
+
+func ExampleOpen() {
+	ctx := context.Background()
+	// "redis://127.0.0.1:6379/0", "redis-cluster://...", "redis-sentinel://..." share the
+	// limits across instances; Mode and Fallback add package distributed's decorators.
+	st, closer, err := stores.Open(ctx, stores.Config{URL: "memory", Mode: "overlimit", Fallback: "local"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer closer.Close() // flushes the decorators, then closes the store and its client
+	limiter := sluice.New(st)
+	for i := 0; i < 3; i++ {
+		d, err := limiter.Allow(ctx, "client:42", sluice.FixedWindow(2, time.Minute))
+		fmt.Println(d.Allowed, err)
+	}
+	_, _, err = stores.Open(ctx, stores.Config{URL: "memory", Mode: "eventually"})
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// true <nil>
+	// false <nil>
+	// stores: mode: unknown distribution mode "eventually" (want sync, overlimit or async)
+}

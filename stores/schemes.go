@@ -1,0 +1,109 @@
+package stores
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
+)
+
+// closingStore is a store that Close releases: a store a backend opens (with its client)
+// or a decorator.
+type closingStore interface {
+	sluice.Store
+	io.Closer
+}
+
+// backend opens the stores of some URL schemes, honouring the fields of Config that concern
+// the store itself (URL, Timeout, Clock, Prefix, Ping).
+type backend struct {
+	schemes []string
+	open    func(ctx context.Context, c Config) (closingStore, error)
+}
+
+// backends are the stores Open knows, in the order errors list their schemes. A new store
+// adds its entry here.
+var backends = []backend{
+	{schemes: []string{"memory"}, open: openMemory},
+	{schemes: []string{"redis", "rediss", "redis-cluster", "redis-sentinel"}, open: openRedis},
+}
+
+// backendOf returns the backend of scheme, or nil.
+func backendOf(scheme string) *backend {
+	for i := range backends {
+		for _, s := range backends[i].schemes {
+			if s == scheme {
+				return &backends[i]
+			}
+		}
+	}
+	return nil
+}
+
+// Scheme returns the scheme of a store URL: "memory" for "", "memory" and "memory://",
+// otherwise the part before "://". A missing or unknown scheme is an error listing the known
+// ones; the rest of the URL is checked when the store opens.
+func Scheme(rawURL string) (string, error) {
+	if rawURL == "" || rawURL == "memory" {
+		return "memory", nil
+	}
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	switch {
+	case !ok:
+		return "", fmt.Errorf("stores: url: scheme: missing (want memory, or scheme://... with scheme one of %s)", schemeList())
+	case backendOf(scheme) == nil:
+		return "", fmt.Errorf("stores: url: scheme: unknown %q (want %s)", scheme, schemeList())
+	case scheme == "memory" && rest != "":
+		return "", fmt.Errorf("stores: url: memory takes nothing after memory://, got %q", rest)
+	}
+	return scheme, nil
+}
+
+// schemeList lists the known schemes for an error message: "a, b or c".
+func schemeList() string {
+	var all []string
+	for _, b := range backends {
+		all = append(all, b.schemes...)
+	}
+	return strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
+}
+
+func openMemory(_ context.Context, c Config) (closingStore, error) {
+	var opts []memory.Option
+	if c.Clock != nil {
+		opts = append(opts, memory.WithClock(c.Clock))
+	}
+	st, err := memory.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("stores: %w", err)
+	}
+	return st, nil
+}
+
+func openRedis(ctx context.Context, c Config) (closingStore, error) {
+	var opts []redis.Option
+	if c.Timeout > 0 {
+		opts = append(opts, redis.WithTimeout(c.Timeout))
+	}
+	if c.Clock != nil {
+		opts = append(opts, redis.WithClock(c.Clock))
+	}
+	if c.Prefix != "" {
+		opts = append(opts, redis.WithPrefix(c.Prefix))
+	}
+	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
+	if err != nil {
+		return nil, fmt.Errorf("stores: %w", err)
+	}
+	if c.Ping {
+		if err := st.Client().Ping(ctx).Err(); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("stores: ping: %w: %w", sluice.ErrStoreUnavailable, err)
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,167 @@
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
+)
+
+// Config says which store Open opens and how decisions are distributed over it. The zero
+// Config is a memory store in sync mode without fallback.
+type Config struct {
+	// URL names the store: "memory" (the default, also "" and "memory://"), or a Redis URL
+	// as redis.NewFromURL reads it: "redis://[user:pass@]host:port[/db]" or "rediss://..."
+	// (TLS) for one Redis; "redis-cluster://host:port,host:port" for Redis Cluster;
+	// "redis-sentinel://host:port,host:port/MASTER" for a Sentinel-managed primary. Query
+	// parameters: db, dial_timeout, pool_size (and username, password for Sentinel's data
+	// nodes). Schemes lists the schemes.
+	URL string
+	// Mode is the distribution mode: "sync" (the default, also ""; one store call per
+	// decision), "overlimit" (keys already over their limit are denied locally until they
+	// reset: distributed.NewOverLimit) or "async" (local counters synchronised in the
+	// background, bounded over-admission: distributed.NewAsync).
+	Mode string
+	// Fallback is the policy while the store is unavailable (distributed.NewFallback): ""
+	// (none: decisions fail with sluice.ErrStoreUnavailable), "local" (a local limiter
+	// keeping the global budget), "fail_open" or "fail_closed".
+	Fallback string
+	// Timeout bounds each store call (Redis; 0: redis.DefaultTimeout). A call that takes
+	// longer fails as the store being unavailable. Keep it below the timeout of the callers
+	// (Envoy's rate limit filter: 20 ms by default). The memory store ignores it.
+	Timeout time.Duration
+	// Clock, when set, is the time of the store and the decorators: the memory store's
+	// clock, and on Redis the client time the scripts decide on instead of the server's
+	// TIME (every client of the keys must then agree on time). Default: the system clock
+	// (Redis: the server's).
+	Clock sluice.Clock
+	// Prefix, when set, is the prefix of every key in a shared store (Redis: default
+	// redis.DefaultPrefix). The memory store, private to its process, ignores it.
+	Prefix string
+	// Ping makes Open check that the store answers (one round trip, bounded by Open's
+	// context) and fail if it does not. Without it clients connect on first use, so a
+	// service can start while its store is down, and fall back.
+	Ping bool
+}
+
+// Validate reports every invalid field of c, each error naming its field (url, mode,
+// fallback, timeout), without opening anything.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := Scheme(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckMode(c.Mode); err != nil {
+		errs = append(errs, fmt.Errorf("stores: mode: %w", err))
+	}
+	if err := CheckFallback(c.Fallback); err != nil {
+		errs = append(errs, fmt.Errorf("stores: fallback: %w", err))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("stores: timeout: must not be negative, got %v", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckMode returns an error unless mode is a distribution mode Open knows ("" is sync).
+// The error does not name the field, so a caller can prefix its own name (--mode,
+// SLUICE_MODE).
+func CheckMode(mode string) error {
+	switch mode {
+	case "", "sync", "overlimit", "async":
+		return nil
+	}
+	return fmt.Errorf("unknown distribution mode %q (want sync, overlimit or async)", mode)
+}
+
+// CheckFallback returns an error unless policy is a fallback policy Open knows ("" is
+// none), without naming the field (see CheckMode).
+func CheckFallback(policy string) error {
+	if policy == "" {
+		return nil
+	}
+	if _, err := distributed.ParsePolicy(policy); err != nil {
+		return fmt.Errorf("unknown fallback policy %q (want local, fail_open or fail_closed, or empty for none)", policy)
+	}
+	return nil
+}
+
+// Open validates c (see Validate), then opens the store c.URL names, wraps it in the
+// decorator of c.Mode and then in the fallback of c.Fallback, and returns the outermost
+// store with the Closer that releases them all: it closes the decorators from the outside
+// in (each flushing what it holds, such as async counts not yet synchronised) and then the
+// store, which closes its client. Close it once, after the last decision. Invalid fields
+// are errors naming them, before anything is opened; a failure later closes what was
+// opened. ctx bounds the work Open does before returning (the Ping check); the store does
+// not keep it. Open is safe for concurrent use.
+func Open(ctx context.Context, c Config) (sluice.Store, io.Closer, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	scheme, _ := Scheme(c.URL)
+	base, err := backendOf(scheme).open(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers := chain{base}
+	st, err := decorate(base, c, &closers)
+	if err != nil {
+		_ = closers.Close()
+		return nil, nil, err
+	}
+	return st, closers, nil
+}
+
+// decorate wraps st in the decorator of c.Mode, if any, and then in the fallback of
+// c.Fallback, if any, putting each in front of closers.
+func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
+	var d closingStore
+	var err error
+	switch c.Mode {
+	case "overlimit":
+		d, err = distributed.NewOverLimit(st, withClock(c.Clock, distributed.WithClock)...)
+	case "async":
+		d, err = distributed.NewAsync(st, withClock(c.Clock, distributed.WithClock)...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stores: mode %s: %w", c.Mode, err)
+	}
+	if d != nil {
+		st, *closers = d, append(chain{d}, *closers...)
+	}
+	if c.Fallback == "" {
+		return st, nil
+	}
+	p, _ := distributed.ParsePolicy(c.Fallback) // valid: Open checked it
+	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithPolicy(p))
+	fb, err := distributed.NewFallback(st, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("stores: fallback: %w", err)
+	}
+	*closers = append(chain{fb}, *closers...)
+	return fb, nil
+}
+
+// withClock returns a decorator's clock option set to clock, or none when clock is nil.
+func withClock[O any](clock sluice.Clock, option func(sluice.Clock) O) []O {
+	if clock == nil {
+		return nil
+	}
+	return []O{option(clock)}
+}
+
+// chain closes a store and its decorators, outermost first.
+type chain []io.Closer
+
+// Close closes every element in order, even when one fails, and joins their errors.
+func (ch chain) Close() error {
+	var errs []error
+	for _, c := range ch {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,228 @@
+package stores_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/stores"
+)
+
+var (
+	modes     = []string{"", "sync", "overlimit", "async"}
+	fallbacks = []string{"", "local", "fail_open", "fail_closed"}
+)
+
+// TestOpenEveryScheme: every supported store URL opens (Redis clients connect lazily, so no
+// server is needed to parse them) as the store of its scheme, and closes.
+func TestOpenEveryScheme(t *testing.T) {
+	for _, tc := range []struct {
+		url, scheme string
+		redis       bool
+	}{
+		{"", "memory", false},
+		{"memory", "memory", false},
+		{"memory://", "memory", false},
+		{"redis://127.0.0.1:1", "redis", true},
+		{"redis://user:secret@127.0.0.1:1/3?dial_timeout=50ms&pool_size=4", "redis", true},
+		{"rediss://127.0.0.1:1/0", "rediss", true},
+		{"redis-cluster://127.0.0.1:1", "redis-cluster", true},
+		{"redis-cluster://127.0.0.1:1,127.0.0.1:2,localhost:3?dial_timeout=50ms", "redis-cluster", true},
+		{"redis-sentinel://127.0.0.1:1/mymaster", "redis-sentinel", true},
+		{"redis-sentinel://u:p@127.0.0.1:1,127.0.0.1:2/mymaster?password=data&db=2", "redis-sentinel", true},
+	} {
+		if scheme, err := stores.Scheme(tc.url); err != nil || scheme != tc.scheme {
+			t.Errorf("Scheme(%q) = %q, %v; want %q", tc.url, scheme, err, tc.scheme)
+		}
+		st, closer, err := stores.Open(context.Background(), stores.Config{URL: tc.url})
+		if err != nil {
+			t.Errorf("%q: %v", tc.url, err)
+			continue
+		}
+		switch st.(type) {
+		case *memory.Store:
+			if tc.redis {
+				t.Errorf("%q: opened a memory store", tc.url)
+			}
+		case *redis.Store:
+			if !tc.redis {
+				t.Errorf("%q: opened a Redis store", tc.url)
+			}
+		default:
+			t.Errorf("%q: opened %T", tc.url, st)
+		}
+		if err := closer.Close(); err != nil {
+			t.Errorf("%q: Close: %v", tc.url, err)
+		}
+	}
+}
+
+// TestOpenBadURL: a bad URL is an error naming what is wrong, before anything opens; an
+// unknown scheme lists the known ones.
+func TestOpenBadURL(t *testing.T) {
+	for _, tc := range []struct{ url, names string }{
+		{"nosuch://x", `url: scheme: unknown "nosuch" (want memory, redis, rediss, redis-cluster or redis-sentinel)`},
+		{"http://127.0.0.1:6379", "scheme"},
+		{"127.0.0.1:6379", "url: scheme: missing"},
+		{"Memory", "url: scheme: missing"},
+		{"memory://x", "memory://"},
+		{"redis://", "host"},
+		{"redis://127.0.0.1", "host"},
+		{"redis://127.0.0.1:6379/x", "path"},
+		{"redis://127.0.0.1:6379?colour=red", "colour"},
+		{"redis://127.0.0.1:6379?dial_timeout=soon", "dial_timeout"},
+		{"redis-cluster://127.0.0.1:1,127.0.0.1:2/3", "path"},
+		{"redis-cluster://127.0.0.1:1,nohostport", "host"},
+		{"redis-sentinel://127.0.0.1:1,127.0.0.1:2", "path"},
+		{"redis-sentinel://127.0.0.1:1/a/b", "path"},
+	} {
+		st, closer, err := stores.Open(context.Background(), stores.Config{URL: tc.url})
+		if err == nil {
+			closer.Close()
+			t.Errorf("%q: opened %T, want an error", tc.url, st)
+			continue
+		}
+		if st != nil || closer != nil {
+			t.Errorf("%q: an error with a store %v or closer %v", tc.url, st, closer)
+		}
+		if !strings.HasPrefix(err.Error(), "stores: ") || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%q: %v does not name %s", tc.url, err, tc.names)
+		}
+	}
+}
+
+// TestOpenValidatesFirst: a bad field is an error naming it, before anything opens (a Redis
+// that does not answer would otherwise fail the Ping); Validate reports every bad field.
+func TestOpenValidatesFirst(t *testing.T) {
+	down := "redis://127.0.0.1:1?dial_timeout=50ms"
+	for _, tc := range []struct {
+		cfg   stores.Config
+		names string
+	}{
+		{stores.Config{Mode: "psychic"}, `stores: mode: unknown distribution mode "psychic" (want sync, overlimit or async)`},
+		{stores.Config{URL: down, Mode: "Sync"}, "stores: mode: "},
+		{stores.Config{URL: down, Mode: "over_limit"}, "stores: mode: "},
+		{stores.Config{Fallback: "pray"}, `stores: fallback: unknown fallback policy "pray"`},
+		{stores.Config{URL: down, Fallback: "open"}, "stores: fallback: "},
+		{stores.Config{URL: down, Fallback: "none"}, "stores: fallback: "},
+		{stores.Config{URL: down, Timeout: -time.Second}, "stores: timeout: must not be negative, got -1s"},
+		{stores.Config{URL: "memcache://127.0.0.1:1"}, "stores: url: scheme: "},
+	} {
+		tc.cfg.Ping = true
+		_, _, err := stores.Open(context.Background(), tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.names) || strings.Contains(err.Error(), "ping") {
+			t.Errorf("%+v: %v, want an error naming %s", tc.cfg, err, tc.names)
+		}
+		if verr := tc.cfg.Validate(); verr == nil || verr.Error() != err.Error() {
+			t.Errorf("%+v: Validate: %v, want %v", tc.cfg, verr, err)
+		}
+	}
+	err := stores.Config{URL: "x://", Mode: "m", Fallback: "f", Timeout: -1}.Validate()
+	for _, field := range []string{"url: scheme", "mode", "fallback", "timeout"} {
+		if err == nil || !strings.Contains(err.Error(), "stores: "+field+": ") {
+			t.Errorf("Validate: %v does not name %s", err, field)
+		}
+	}
+	for _, mode := range modes {
+		for _, fb := range fallbacks {
+			if err := (stores.Config{URL: down, Mode: mode, Fallback: fb}).Validate(); err != nil {
+				t.Errorf("mode %q fallback %q: %v", mode, fb, err)
+			}
+		}
+	}
+}
+
+// TestCheckModeAndFallback: the checks the CLI prefixes with its flag names accept what Open
+// accepts and do not name a field themselves.
+func TestCheckModeAndFallback(t *testing.T) {
+	for _, m := range modes {
+		if err := stores.CheckMode(m); err != nil {
+			t.Errorf("CheckMode(%q): %v", m, err)
+		}
+	}
+	for _, p := range fallbacks {
+		if err := stores.CheckFallback(p); err != nil {
+			t.Errorf("CheckFallback(%q): %v", p, err)
+		}
+	}
+	for _, err := range []error{stores.CheckMode("SYNC"), stores.CheckFallback("local ")} {
+		if err == nil || !strings.HasPrefix(err.Error(), "unknown ") {
+			t.Errorf("%v, want an error starting with unknown", err)
+		}
+	}
+}
+
+// TestOpenModesAndFallbacks: every mode and fallback composes the decorators in order
+// (fallback outermost), all on Config.Clock, and decides exactly on one instance.
+func TestOpenModesAndFallbacks(t *testing.T) {
+	ctx := context.Background()
+	rule := sluice.FixedWindow(3, time.Minute)
+	for _, mode := range modes {
+		for _, fb := range fallbacks {
+			name := fmt.Sprintf("mode %q fallback %q", mode, fb)
+			clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, closer, err := stores.Open(ctx, stores.Config{Mode: mode, Fallback: fb, Clock: clock})
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			if got, want := fmt.Sprintf("%T", st), outermost(mode, fb); got != want {
+				t.Errorf("%s: opened %s, want %s", name, got, want)
+			}
+			lim := sluice.New(st)
+			for round := range 2 {
+				for i := range 4 {
+					d, err := lim.Allow(ctx, "k", rule)
+					if err != nil || d.Allowed != (i < 3) {
+						t.Errorf("%s: round %d, request %d: %+v, %v", name, round, i, d, err)
+					}
+				}
+				clock.Advance(time.Minute) // the store and every decorator see the next window
+			}
+			if err := closer.Close(); err != nil {
+				t.Errorf("%s: Close: %v", name, err)
+			}
+		}
+	}
+}
+
+func outermost(mode, fallback string) string {
+	switch {
+	case fallback != "":
+		return fmt.Sprintf("%T", &distributed.Fallback{})
+	case mode == "overlimit":
+		return fmt.Sprintf("%T", &distributed.OverLimit{})
+	case mode == "async":
+		return fmt.Sprintf("%T", &distributed.Async{})
+	}
+	return fmt.Sprintf("%T", &memory.Store{})
+}
+
+// TestOpenPing: Ping makes a store that does not answer an error wrapping
+// sluice.ErrStoreUnavailable; without it the client connects on first use.
+func TestOpenPing(t *testing.T) {
+	down := stores.Config{URL: "redis://127.0.0.1:1?dial_timeout=50ms"}
+	_, closer, err := stores.Open(context.Background(), down)
+	if err != nil {
+		t.Fatalf("without Ping: %v", err)
+	}
+	closer.Close()
+	down.Ping, down.Mode, down.Fallback = true, "async", "local"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, _, err := stores.Open(ctx, down); !errors.Is(err, sluice.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "stores: ping: ") {
+		t.Errorf("Ping on a closed port: %v", err)
+	}
+	if _, closer, err := stores.Open(ctx, stores.Config{Ping: true}); err != nil {
+		t.Errorf("Ping on memory: %v", err)
+	} else {
+		closer.Close()
+	}
+}
