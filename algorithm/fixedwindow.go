@@ -33,7 +33,7 @@ func (s *FixedWindow) TakeParams(now int64, pr *Params, n, maxDelay int64) sluic
 func (s *FixedWindow) Decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	if now >= s.End { // a new window; a clock gone backwards stays in the current one
 		p := pr.period
-		s.End = floorDiv(now, p)*p + p
+		s.End = WindowIndex(now, p)*p + p
 		s.Count = 0
 	}
 	limit := pr.Rule.Limit
@@ -50,6 +50,37 @@ func (s *FixedWindow) Decide(now int64, pr *Params, n, _ int64) (allowed bool, r
 		retryAfter = s.End - now
 	}
 	return allowed, max(0, limit-s.Count), retryAfter, s.resetAfter(now), 0
+}
+
+// Carried is the part of a fixed window's count carried from a window of an earlier period:
+// Count units that leave at End, if that comes before the window's own end. A FixedWindow
+// never carries (a new period takes effect from its next window); package distributed's Async,
+// which counts in the new period's windows at once, carries a key's count over a change of
+// period (see TakeCarrying).
+type Carried struct {
+	Count, End int64
+}
+
+// TakeCarrying is TakeParams on a window whose Count includes c.Count carried units: a
+// refund takes them back first (c.Count is updated), RetryAfter counts on them leaving at c.End
+// when the rest of the window has room, and ResetAfter when they are all the window counts. A
+// new window (now at or after End) carries nothing.
+func (s *FixedWindow) TakeCarrying(now int64, pr *Params, n int64, c *Carried) sluice.Decision {
+	if now >= s.End {
+		c.Count = 0
+	}
+	count := s.Count
+	d := s.TakeParams(now, pr, n, 0)
+	if n < 0 {
+		c.Count = max(0, c.Count+s.Count-count)
+	}
+	if !d.Allowed && d.RetryAfter != sluice.Never && s.Count-c.Count+n <= d.Limit && c.End < s.End {
+		d.RetryAfter = dur(c.End - now)
+	}
+	if s.Count != 0 && s.Count == c.Count {
+		d.ResetAfter = dur(min(s.End, c.End) - now)
+	}
+	return d
 }
 
 func (s *FixedWindow) resetAfter(now int64) int64 {

@@ -14,61 +14,87 @@ import "github.com/sluicehq/sluice"
 //
 // A rule change that keeps Period and SubWindows keeps the counters as they are; one that
 // changes them carries the current estimate into the new current sub-window.
+//
+// The counters are exported for a caller that keeps them elsewhere: package distributed's
+// Async copies its view of a store's counters into a SlidingWindow, decides with TakeParams and
+// takes the changes back, so both decide with this code.
 type SlidingWindow struct {
-	counts []int64 // ring of N+1 counters; sub-window w lives at w mod (N+1)
-	cur    int64   // index (time / sub) of the newest sub-window counted
-	sub    int64   // sub-window length the counters were taken with, ns
+	// Counts is a ring of N+1 counters: sub-window w's count is at w mod (N+1).
+	Counts []int64
+	// Newest is the index (Unix ns / Sub) of the newest sub-window counted.
+	Newest int64
+	// Sub is the sub-window length the counters were taken with, ns; 0 before the first
+	// decision.
+	Sub int64
 }
 
 // Algorithm returns sluice.AlgorithmSlidingWindow.
 func (*SlidingWindow) Algorithm() sluice.Algorithm { return sluice.AlgorithmSlidingWindow }
 
 func (s *SlidingWindow) slot(w int64) *int64 {
-	i := w % int64(len(s.counts))
+	i := w % int64(len(s.Counts))
 	if i < 0 {
-		i += int64(len(s.counts))
+		i += int64(len(s.Counts))
 	}
-	return &s.counts[i]
+	return &s.Counts[i]
 }
 
-// advance moves the newest sub-window to w, zeroing the ones in between.
-func (s *SlidingWindow) advance(w int64) {
-	if w <= s.cur {
-		return
-	}
-	for i, j := s.cur+1, min(w, s.cur+int64(len(s.counts))); i <= j; i++ {
+// advance moves the newest sub-window to now's, after it, zeroing the ones in between. It is
+// too big to inline, which keeps slideTo small enough to be.
+func (s *SlidingWindow) advance(now int64) {
+	w := WindowIndex(now, s.Sub)
+	for i, j := s.Newest+1, min(w, s.Newest+int64(len(s.Counts))); i <= j; i++ {
 		*s.slot(i) = 0
 	}
-	s.cur = w
+	s.Newest = w
 }
 
-// estimate returns the counters' view at now, which must be within sub-window s.cur:
-// the sum of the N newest sub-windows, the oldest one's count, and now's offset into s.cur.
-func (s *SlidingWindow) estimate(now int64) (recent, old, f int64) {
-	n := int64(len(s.counts)) - 1
-	for j := s.cur - n + 1; j <= s.cur; j++ {
+// slideTo advances the newest sub-window to now's and returns the instant to decide at: now,
+// or the start of the newest sub-window if the clock went back before it.
+func (s *SlidingWindow) slideTo(now int64) int64 {
+	if now >= (s.Newest+1)*s.Sub {
+		s.advance(now)
+	}
+	return max(now, s.Newest*s.Sub)
+}
+
+// counts returns the counters' view at now, which must be within sub-window s.Newest:
+// the sum of the N newest sub-windows, the oldest one's count, and now's offset into it.
+func (s *SlidingWindow) counts(now int64) (recent, old, f int64) {
+	n := int64(len(s.Counts)) - 1
+	for j := s.Newest - n + 1; j <= s.Newest; j++ {
 		recent += *s.slot(j)
 	}
-	return recent, *s.slot(s.cur - n), now - s.cur*s.sub
+	return recent, *s.slot(s.Newest - n), now - s.Newest*s.Sub
+}
+
+// estimate is the count at offset f into the newest sub-window: the N newest sub-windows'
+// counts (recent) and the oldest one's (old) weighted by the part of it still inside the
+// window, rounded up.
+func (s *SlidingWindow) estimate(recent, old, f int64) int64 {
+	return recent + mulDivCeil(old, s.Sub-f, s.Sub)
+}
+
+// Estimate returns the count at now (rounded up) and the instant it was taken at: now, or
+// the start of the newest sub-window if the clock went back before it. It advances the newest
+// sub-window to now's. A change of period or sub-window count carries the estimate into the
+// new current sub-window. The zero SlidingWindow counts nothing.
+func (s *SlidingWindow) Estimate(now int64) (count, at int64) {
+	if s.Sub <= 0 || len(s.Counts) == 0 {
+		return 0, now
+	}
+	at = s.slideTo(now)
+	return s.estimate(s.counts(at)), at
 }
 
 // reshape starts counters for a new period or sub-window count, carrying the current
 // estimate (rounded up) into the new current sub-window.
 func (s *SlidingWindow) reshape(now, windows, sub int64) int64 {
-	var carried int64
-	if s.sub != 0 {
-		w := floorDiv(now, s.sub)
-		if w < s.cur {
-			w, now = s.cur, s.cur*s.sub
-		}
-		s.advance(w)
-		recent, old, f := s.estimate(now)
-		carried = SlidingEstimate(recent, old, f, s.sub)
-	}
-	s.counts = make([]int64, windows+1)
-	s.sub = sub
-	s.cur = floorDiv(now, sub)
-	*s.slot(s.cur) = carried
+	carried, now := s.Estimate(now)
+	s.Counts = make([]int64, windows+1)
+	s.Sub = sub
+	s.Newest = WindowIndex(now, sub)
+	*s.slot(s.Newest) = carried
 	return now
 }
 
@@ -80,19 +106,12 @@ func (s *SlidingWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice
 
 // TakeParams implements State.
 func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
-	windows, sub := pr.windows, pr.sub
-	if int64(len(s.counts)) != windows+1 || s.sub != sub {
-		now = s.reshape(now, windows, sub)
+	if int64(len(s.Counts)) != pr.windows+1 || s.Sub != pr.sub {
+		now = s.reshape(now, pr.windows, pr.sub)
 	}
-	w := s.cur
-	if start := s.cur * sub; now < start { // the clock went backwards: stand at the start of the newest sub-window
-		now = start
-	} else if now >= start+sub {
-		w = floorDiv(now, sub)
-		s.advance(w)
-	}
-	recent, old, f := s.estimate(now)
-	used := SlidingEstimate(recent, old, f, sub)
+	now = s.slideTo(now)
+	recent, old, f := s.counts(now)
+	used := s.estimate(recent, old, f)
 	limit := pr.Rule.Limit
 	d := sluice.Decision{Limit: limit}
 	switch {
@@ -101,10 +120,9 @@ func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Dec
 	case n < 0:
 		s.refund(-n)
 		d.Allowed = true
-		recent, old, f = s.estimate(now)
-		used = SlidingEstimate(recent, old, f, sub)
+		used = s.estimate(s.counts(now))
 	case used+n <= limit:
-		*s.slot(w) += n
+		*s.slot(s.Newest) += n
 		used += n
 		d.Allowed = true
 	default:
@@ -117,7 +135,7 @@ func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Dec
 
 // refund takes units back from the newest sub-windows first.
 func (s *SlidingWindow) refund(n int64) {
-	for j := s.cur; j > s.cur-int64(len(s.counts)) && n > 0; j-- {
+	for j := s.Newest; j > s.Newest-int64(len(s.Counts)) && n > 0; j-- {
 		c := s.slot(j)
 		take := min(*c, n)
 		*c -= take
@@ -125,25 +143,10 @@ func (s *SlidingWindow) refund(n int64) {
 	}
 }
 
-// retryAfter finds the earliest instant from now at which the estimate is at most need,
-// if nothing else is admitted. recent, old and f are the estimate at now.
+// retryAfter finds the earliest instant from now at which the estimate is at most need, if
+// nothing else is admitted. recent, old and f0 are the estimate at now (see counts).
 func (s *SlidingWindow) retryAfter(now, need, recent, old, f0 int64) int64 {
-	return SlidingRetryAfter(now, need, recent, old, f0, int64(len(s.counts))-1, s.sub, s.cur,
-		func(j int64) int64 { return *s.slot(j) })
-}
-
-// SlidingEstimate is the sliding window's count at offset f into its newest sub-window of
-// length sub: the counts of the N-1 newer sub-windows (recent) and the oldest one's (old)
-// weighted by the part of it still inside the window, rounded up.
-func SlidingEstimate(recent, old, f, sub int64) int64 {
-	return recent + mulDivCeil(old, sub-f, sub)
-}
-
-// SlidingRetryAfter is the sliding window's RetryAfter: the time from now until the estimate
-// is at most need, if nothing else is admitted, for N sub-windows of length sub, the newest
-// being cur; recent, old and f0 are the estimate at now (see SlidingEstimate) and count(j)
-// returns sub-window j's count. Package distributed's local view of a window shares it.
-func SlidingRetryAfter(now, need, recent, old, f0, n, sub, cur int64, count func(j int64) int64) int64 {
+	n, sub, cur := int64(len(s.Counts))-1, s.Sub, s.Newest
 	for k := int64(0); k <= n+1; k++ {
 		wk := cur + k
 		if recent <= need {
@@ -162,7 +165,7 @@ func SlidingRetryAfter(now, need, recent, old, f0, n, sub, cur int64, count func
 		// Step to sub-window wk+1: sub-window wk-n+1 slides out and becomes the oldest.
 		var leaving int64
 		if j := wk - n + 1; j <= cur {
-			leaving = count(j)
+			leaving = *s.slot(j)
 		}
 		recent -= leaving
 		old = leaving
@@ -172,10 +175,10 @@ func SlidingRetryAfter(now, need, recent, old, f0, n, sub, cur int64, count func
 
 // resetAfter is how long until every counted unit has slid out of the window.
 func (s *SlidingWindow) resetAfter(now int64) int64 {
-	n := int64(len(s.counts)) - 1
-	for j := s.cur; j >= s.cur-n; j-- {
+	n := int64(len(s.Counts)) - 1
+	for j := s.Newest; j >= s.Newest-n; j-- {
 		if *s.slot(j) != 0 {
-			return (j+n+1)*s.sub - now
+			return (j+n+1)*s.Sub - now
 		}
 	}
 	return 0
@@ -184,6 +187,6 @@ func (s *SlidingWindow) resetAfter(now int64) int64 {
 // Clone returns a deep copy of the state.
 func (s *SlidingWindow) Clone() State {
 	c := *s
-	c.counts = append([]int64(nil), s.counts...)
+	c.Counts = append([]int64(nil), s.Counts...)
 	return &c
 }

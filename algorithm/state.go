@@ -74,15 +74,6 @@ func mulDivCeil(a, b, c int64) int64 {
 	return int64(q)
 }
 
-// floorDiv returns floor(a/b) for b > 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
-}
-
 func dur(ns int64) time.Duration { return time.Duration(ns) }
 
 // Decider is implemented by the states that can return their decision in registers: Decide

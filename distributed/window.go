@@ -9,26 +9,27 @@ import (
 )
 
 // keyState is one key's local view in Async: a ring of window counters, each the last synced
-// global total plus what this process added since. The decision math mirrors
-// algorithm.FixedWindow and algorithm.SlidingWindow exactly (a single process that syncs
-// after every decision decides exactly as the memory store does; async_test checks it).
+// global total plus what this process added since. It decides with the code of package
+// algorithm (a single process that syncs after every decision decides exactly as the memory
+// store does; async_test checks it): a fixed window as an algorithm.FixedWindow of its current
+// window's view, a sliding window by copying the view into window, an algorithm.SlidingWindow,
+// deciding there and adding what changed to its slots.
 type keyState struct {
 	key      string
-	rule     sluice.Rule
+	params   algorithm.Params // the rule, compiled
 	sliding  bool
 	length   int64 // window length, ns
-	recentN  int64 // windows counted in full: 1 (fixed) or SubWindows (sliding)
 	slots    []slot
-	cur      int64 // newest window index decided in
+	window   algorithm.SlidingWindow // sliding windows: the view decided on (see view)
+	cur      int64                   // newest window index decided in
 	dirty    bool
 	lastUsed int64 // Unix ns of the last decision
 	orphans  []orphan
-	// carried is the estimate carried over a rule change of shape (fixed windows: until
-	// carriedEnd, the end of the window it was counted in); sliding windows carry it in the
-	// current slot's carried field instead. It is this process's view of units counted
-	// under the old shape, never synced: every process carries its own view of the same
-	// global counters.
-	carried, carriedEnd int64
+	// carried is the count carried over a rule change of shape by a fixed window, until the
+	// end of the window it was counted in; sliding windows carry it in the current slot's
+	// carried field instead. It is this process's view of units counted under the old shape,
+	// never synced: every process carries its own view of the same global counters.
+	carried algorithm.Carried
 }
 
 // slot is one window's counter. The view of window idx is global + inflight + pending.
@@ -54,8 +55,8 @@ func newKeyState(key string, r sluice.Rule) *keyState {
 }
 
 // reshape shapes the state for rule r at now, carrying the current estimate over as
-// algorithm.SlidingWindow.reshape does: a sliding window carries its estimate (the weighted
-// oldest window rounded up) into the new current sub-window; a fixed window carries its
+// algorithm.SlidingWindow does: a sliding window carries its estimate (SlidingWindow.Estimate
+// of the view) into the new current sub-window; a fixed window carries its
 // current window's count until that window's end (algorithm.FixedWindow keeps counting in the
 // current window until it ends). Unsynced deltas are kept as orphans.
 func (ks *keyState) reshape(r sluice.Rule, now int64) {
@@ -63,30 +64,23 @@ func (ks *keyState) reshape(r sluice.Rule, now int64) {
 		ks.rering(r)
 		return
 	}
-	var carried, carriedEnd int64
+	var carried algorithm.Carried
 	if ks.cur != math.MinInt64 {
-		w := max(ks.cur, floorDiv(now, ks.length))
 		if ks.sliding {
-			if w > ks.cur {
-				ks.cur = w
-			} else {
-				now = max(now, ks.cur*ks.length)
-			}
-			recent, old, f := ks.estimate(now)
-			carried = algorithm.SlidingEstimate(recent, old, f, ks.length)
-		} else if w == ks.cur {
-			carried, carriedEnd = ks.val(ks.cur)+ks.carriedAt(now), (ks.cur+1)*ks.length
+			carried.Count, now = ks.view().Estimate(now)
+		} else if w := algorithm.WindowIndex(now, ks.length); w <= ks.cur {
+			carried = algorithm.Carried{Count: ks.val(ks.cur) + ks.carriedAt(now), End: (ks.cur + 1) * ks.length}
 		}
 	}
 	ks.reset(r)
-	if carried <= 0 {
+	if carried.Count <= 0 {
 		return
 	}
 	if ks.sliding {
-		ks.cur = floorDiv(now, ks.length)
-		ks.slotFor(ks.cur).carried = carried
+		ks.cur = algorithm.WindowIndex(now, ks.length)
+		ks.slotFor(ks.cur).carried = carried.Count
 	} else {
-		ks.carried, ks.carriedEnd = carried, carriedEnd
+		ks.carried = carried
 	}
 }
 
@@ -103,11 +97,10 @@ func shapeLength(r sluice.Rule) int64 {
 // counters are kept as they are (those that fit the new ring), which is more exact than a
 // carried estimate and keeps matching the store's counters of those windows.
 func (ks *keyState) rering(r sluice.Rule) {
-	old, cur := ks.slots, ks.cur
-	carried, carriedEnd := ks.carried, ks.carriedEnd
+	old, cur, carried := ks.slots, ks.cur, ks.carried
 	ks.slots = nil
 	ks.reset(r)
-	ks.carried, ks.carriedEnd = carried, carriedEnd
+	ks.carried = carried
 	ks.cur = cur
 	for _, s := range old {
 		if s.idx == math.MinInt64 {
@@ -125,30 +118,30 @@ func (ks *keyState) rering(r sluice.Rule) {
 
 // carriedAt is a fixed window's carried count still in force at now.
 func (ks *keyState) carriedAt(now int64) int64 {
-	if now < ks.carriedEnd {
-		return ks.carried
+	if now < ks.carried.End {
+		return ks.carried.Count
 	}
 	return 0
 }
 
 // reset shapes the state for rule r with empty counters, keeping unsynced deltas as orphans.
 func (ks *keyState) reset(r sluice.Rule) {
-	ks.carried, ks.carriedEnd = 0, 0
+	ks.carried = algorithm.Carried{}
 	for i := range ks.slots {
 		s := &ks.slots[i]
 		if s.pending != 0 {
 			ks.orphans = append(ks.orphans, orphan{time.Duration(ks.length), s.idx, s.pending})
 		}
 	}
-	ks.rule = r
+	ks.params = algorithm.Compile(r)
 	ks.sliding = r.Algorithm == sluice.AlgorithmSlidingWindow
+	ks.length = shapeLength(r)
+	ks.window = algorithm.SlidingWindow{}
 	if ks.sliding {
-		ks.recentN = r.Windows()
-		ks.length = int64(r.Period) / ks.recentN
-		ks.slots = make([]slot, ks.recentN+1)
+		n := r.Windows() + 1
+		ks.slots = make([]slot, n)
+		ks.window = algorithm.SlidingWindow{Counts: make([]int64, n), Sub: ks.length}
 	} else {
-		ks.recentN = 1
-		ks.length = int64(r.Period)
 		ks.slots = make([]slot, 1)
 	}
 	ks.cur = math.MinInt64
@@ -159,20 +152,23 @@ func (ks *keyState) reset(r sluice.Rule) {
 
 // sameShape reports whether r counts in the same windows as the state.
 func (ks *keyState) sameShape(r sluice.Rule) bool {
-	if r.Algorithm != ks.rule.Algorithm {
+	if r.Algorithm != ks.params.Rule.Algorithm {
 		return false
 	}
-	return r.Period == ks.rule.Period && r.Windows() == ks.rule.Windows()
+	return r.Period == ks.params.Rule.Period && r.Windows() == ks.params.Rule.Windows()
 }
 
-func (ks *keyState) at(j int64) *slot {
+// index is the position of window j's slot in the ring.
+func (ks *keyState) index(j int64) int {
 	n := int64(len(ks.slots))
 	i := j % n
 	if i < 0 {
 		i += n
 	}
-	return &ks.slots[i]
+	return int(i)
 }
+
+func (ks *keyState) at(j int64) *slot { return &ks.slots[ks.index(j)] }
 
 // val is the view of window j (0 when the ring holds no counter for it).
 func (ks *keyState) val(j int64) int64 {
@@ -181,6 +177,24 @@ func (ks *keyState) val(j int64) int64 {
 		return 0
 	}
 	return max(0, s.global+s.inflight+s.pending+s.carried)
+}
+
+// add adds n units to the view of window j of a sliding window: to its pending delta, or for
+// a negative n (at most the view of window j) to its carried estimate first.
+func (ks *keyState) add(j, n int64) {
+	if n == 0 {
+		return
+	}
+	s := ks.slotFor(j)
+	if s == nil {
+		return
+	}
+	if n < 0 {
+		fromCarried := min(s.carried, -n)
+		s.carried -= fromCarried
+		n += fromCarried
+	}
+	s.pending += n
 }
 
 // slotFor returns window j's slot, recycling an older window's slot (its unsynced delta
@@ -203,121 +217,64 @@ func (ks *keyState) slotFor(j int64) *slot {
 // first is the oldest window index the view reads.
 func (ks *keyState) first() int64 { return ks.cur - int64(len(ks.slots)) + 1 }
 
+// view copies the view of the windows the ring holds, up to cur, into the sliding window.
+func (ks *keyState) view() *algorithm.SlidingWindow {
+	w := &ks.window
+	w.Newest = ks.cur
+	for j := ks.first(); j <= ks.cur; j++ {
+		w.Counts[ks.index(j)] = ks.val(j)
+	}
+	return w
+}
+
 // decide decides n units at now under r (which has the state's shape) and adds what it
 // counts (or refunds) to the pending deltas.
 func (ks *keyState) decide(now int64, r sluice.Rule, n int64) sluice.Decision {
-	ks.rule = r // same shape; a new limit applies at once
-	w := floorDiv(now, ks.length)
-	if w < ks.cur { // the clock went backwards: stay in the newest window
-		w = ks.cur
-		if ks.sliding {
-			now = ks.cur * ks.length
-		}
+	if r != ks.params.Rule { // same shape: a new limit applies at once
+		ks.params = algorithm.Compile(r)
 	}
-	ks.cur = w
 	ks.lastUsed = now
+	// now's window, or the newest one if the clock went backwards
+	ks.cur = max(ks.cur, algorithm.WindowIndex(now, ks.length))
 	if ks.sliding {
-		return ks.decideSliding(now, r.Limit, n)
+		return ks.takeSliding(now, n)
 	}
-	return ks.decideFixed(now, r.Limit, n)
+	return ks.takeFixed(now, n)
 }
 
-func (ks *keyState) decideFixed(now, limit, n int64) sluice.Decision {
-	end := (ks.cur + 1) * ks.length
+// takeFixed decides a fixed window on the view of the current window, the carried count
+// included, and adds what it counts (or takes back, the carried units first) to the pending
+// delta.
+func (ks *keyState) takeFixed(now, n int64) sluice.Decision {
 	own := ks.val(ks.cur)
-	carried := ks.carriedAt(now)
-	count := own + carried
-	d := sluice.Decision{Limit: limit}
-	switch {
-	case n > limit:
-		d.RetryAfter = sluice.Never
-	case n < 0:
-		n = max(n, -count)
-		fromCarried := max(n, -carried) // refund the carried units first
-		ks.carried += fromCarried
-		if rest := n - fromCarried; rest != 0 {
-			ks.slotFor(ks.cur).pending += rest
-		}
-		count += n
-		d.Allowed = true
-	case count+n <= limit:
-		if n != 0 {
-			ks.slotFor(ks.cur).pending += n
-		}
-		count += n
-		d.Allowed = true
-	case own+n <= limit && ks.carriedEnd < end:
-		d.RetryAfter = time.Duration(ks.carriedEnd - now) // the carried units leave first
-	default:
-		d.RetryAfter = time.Duration(end - now)
-	}
-	d.Remaining = max(0, limit-count)
-	if count != 0 {
-		d.ResetAfter = time.Duration(end - now)
-		if count == ks.carriedAt(now) {
-			d.ResetAfter = time.Duration(min(end, ks.carriedEnd) - now)
-		}
+	c := algorithm.Carried{Count: ks.carriedAt(now), End: ks.carried.End}
+	carried := c.Count
+	w := algorithm.FixedWindow{End: (ks.cur + 1) * ks.length, Count: own + carried}
+	d := w.TakeCarrying(now, &ks.params, n, &c)
+	ks.carried.Count -= carried - c.Count
+	if delta := w.Count - c.Count - own; delta != 0 {
+		ks.slotFor(ks.cur).pending += delta
 	}
 	return d
 }
 
-func (ks *keyState) estimate(now int64) (recent, old, f int64) {
-	for j := ks.cur - ks.recentN + 1; j <= ks.cur; j++ {
-		recent += ks.val(j)
+// takeSliding decides a sliding window on a copy of the view and adds what the decision
+// changed (units counted, or taken back) to the slots.
+func (ks *keyState) takeSliding(now, n int64) sluice.Decision {
+	w := ks.view()
+	d := w.TakeParams(now, &ks.params, n, 0)
+	same := true
+	for j := ks.first(); j <= ks.cur; j++ {
+		c := w.Counts[ks.index(j)]
+		ks.add(j, c-ks.val(j))
+		same = same && ks.val(j) == c
 	}
-	return recent, ks.val(ks.cur - ks.recentN), now - ks.cur*ks.length
-}
-
-func (ks *keyState) decideSliding(now, limit, n int64) sluice.Decision {
-	sub := ks.length
-	recent, old, f := ks.estimate(now)
-	used := algorithm.SlidingEstimate(recent, old, f, sub)
-	d := sluice.Decision{Limit: limit}
-	switch {
-	case n > limit:
-		d.RetryAfter = sluice.Never
-	case n < 0:
-		rem := -n // newest windows first, as algorithm.SlidingWindow.refund
-		for j := ks.cur; j > ks.cur-int64(len(ks.slots)) && rem > 0; j-- {
-			if take := min(ks.val(j), rem); take > 0 {
-				s := ks.slotFor(j)
-				fromCarried := min(s.carried, take)
-				s.carried -= fromCarried
-				s.pending -= take - fromCarried
-				rem -= take
-			}
-		}
-		d.Allowed = true
-		recent, old, f = ks.estimate(now)
-		used = algorithm.SlidingEstimate(recent, old, f, sub)
-	case used+n <= limit:
-		if n != 0 {
-			ks.slotFor(ks.cur).pending += n
-		}
-		used += n
-		d.Allowed = true
-	default:
-		d.RetryAfter = time.Duration(ks.retryAfter(now, limit-n, recent, old, f))
+	if !same {
+		// The units admitted went to a window whose view is below zero (this process took
+		// back more than the store still counts) and are absorbed: ResetAfter is the view's.
+		d.ResetAfter = ks.view().TakeParams(now, &ks.params, 0, 0).ResetAfter
 	}
-	d.Remaining = max(0, limit-used)
-	d.ResetAfter = time.Duration(ks.resetAfter(now))
 	return d
-}
-
-// retryAfter is algorithm.SlidingRetryAfter over the view.
-func (ks *keyState) retryAfter(now, need, recent, old, f0 int64) int64 {
-	return algorithm.SlidingRetryAfter(now, need, recent, old, f0, ks.recentN, ks.length, ks.cur, ks.val)
-}
-
-// resetAfter is how long until every counted unit has slid out of the window.
-func (ks *keyState) resetAfter(now int64) int64 {
-	n := ks.recentN
-	for j := ks.cur; j >= ks.cur-n; j-- {
-		if ks.val(j) != 0 {
-			return (j+n+1)*ks.length - now
-		}
-	}
-	return 0
 }
 
 // idle reports whether the state has nothing to sync and no counter still in its window.
@@ -331,13 +288,4 @@ func (ks *keyState) idle(now int64) bool {
 		}
 	}
 	return now >= (ks.cur+int64(len(ks.slots))+1)*ks.length
-}
-
-// floorDiv returns floor(a/b) for b > 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
-	}
-	return q
 }
