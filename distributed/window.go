@@ -15,16 +15,15 @@ import (
 // window's view, a sliding window by copying the view into window, an algorithm.SlidingWindow,
 // deciding there and adding what changed to its slots.
 type keyState struct {
-	key      string
-	params   algorithm.Params // the rule, compiled
-	sliding  bool
-	length   int64 // window length, ns
-	slots    []slot
-	window   algorithm.SlidingWindow // sliding windows: the view decided on (see view)
-	cur      int64                   // newest window index decided in
-	dirty    bool
-	lastUsed int64 // Unix ns of the last decision
-	orphans  []orphan
+	key     string
+	params  algorithm.Params // the rule, compiled
+	sliding bool
+	length  int64 // window length, ns
+	slots   []slot
+	window  algorithm.SlidingWindow // sliding windows: the view decided on (see view)
+	cur     int64                   // newest window index decided in
+	dirty   bool
+	orphans []orphan
 	// carried is the count carried over a rule change of shape by a fixed window, until the
 	// end of the window it was counted in; sliding windows carry it in the current slot's
 	// carried field instead. It is this process's view of units counted under the old shape,
@@ -233,7 +232,6 @@ func (ks *keyState) decide(now int64, r sluice.Rule, n int64) sluice.Decision {
 	if r != ks.params.Rule { // same shape: a new limit applies at once
 		ks.params = algorithm.Compile(r)
 	}
-	ks.lastUsed = now
 	// now's window, or the newest one if the clock went backwards
 	ks.cur = max(ks.cur, algorithm.WindowIndex(now, ks.length))
 	if ks.sliding {
