@@ -73,13 +73,7 @@ func (s *SlidingWindow) reshape(now, windows, sub int64) int64 {
 }
 
 // Take implements State.
-func (s *SlidingWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.TakeParams(now, &p, n, maxDelay)
-}
-
-// TakeParams implements State.
-func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
+func (s *SlidingWindow) Take(now int64, pr *Params, n, _ int64) sluice.Decision {
 	windows, sub := pr.windows, pr.sub
 	if int64(len(s.counts)) != windows+1 || s.sub != sub {
 		now = s.reshape(now, windows, sub)
