@@ -15,8 +15,12 @@ package fastpath
 // durations in nanoseconds.
 type Decide[S, P any] func(s *S, now int64, p *P, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64)
 
-// The Decide of algorithm.GCRA, TokenBucket, LeakyBucket and FixedWindow, set by package
-// algorithm; store/memory calls them.
+// Bucket is Decide for the bucket states, whose one decision takes queue: false for the token
+// bucket, true for the leaky bucket's queue discipline (the argument saves a call).
+type Bucket[S, P any] func(s *S, now int64, p *P, n, maxDelay int64, queue bool) (allowed bool, remaining, retryAfter, resetAfter, delay int64)
+
+// The Decide of algorithm.GCRA and FixedWindow and the Bucket of algorithm.TokenBucket and
+// LeakyBucket, set by package algorithm; store/memory calls them.
 var GCRA, TokenBucket, LeakyBucket, FixedWindow any
 
 // Local, set by store/memory, returns for a *memory.Store a view of it with the method

@@ -226,9 +226,9 @@ func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 		case *algorithm.GCRA:
 			allowed, remaining, retry, reset, _ = decideGCRA(st, now, e.params, n, 0)
 		case *algorithm.TokenBucket:
-			allowed, remaining, retry, reset, _ = decideTokenBucket(st, now, e.params, n, 0)
+			allowed, remaining, retry, reset, _ = decideTokenBucket(st, now, e.params, n, 0, false)
 		case *algorithm.LeakyBucket:
-			allowed, remaining, retry, reset, _ = decideLeakyBucket(st, now, e.params, n, 0)
+			allowed, remaining, retry, reset, _ = decideLeakyBucket(st, now, e.params, n, 0, true)
 		case *algorithm.FixedWindow:
 			allowed, remaining, retry, reset, _ = decideFixedWindow(st, now, e.params, n, 0)
 		default:
@@ -246,8 +246,8 @@ func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 // The small states' decisions in registers, from package algorithm (see internal/fastpath).
 var (
 	decideGCRA        = fastpath.GCRA.(fastpath.Decide[algorithm.GCRA, algorithm.Params])
-	decideTokenBucket = fastpath.TokenBucket.(fastpath.Decide[algorithm.TokenBucket, algorithm.Params])
-	decideLeakyBucket = fastpath.LeakyBucket.(fastpath.Decide[algorithm.LeakyBucket, algorithm.Params])
+	decideTokenBucket = fastpath.TokenBucket.(fastpath.Bucket[algorithm.TokenBucket, algorithm.Params])
+	decideLeakyBucket = fastpath.LeakyBucket.(fastpath.Bucket[algorithm.LeakyBucket, algorithm.Params])
 	decideFixedWindow = fastpath.FixedWindow.(fastpath.Decide[algorithm.FixedWindow, algorithm.Params])
 )
 
