@@ -1,13 +1,14 @@
 // Package fastpath carries the memory store's decisions in scalars across package boundaries
 // without exporting the methods that produce them. A sluice.Decision has too many fields for
 // the compiler to keep in registers: returned from a call, it is stored to the stack and
-// copied, and the copy stalls on the stores just made, a few ns per call boundary, which on a
-// 40 ns decision is most of a 2x slowdown over the three boundaries of Limiter.AllowN on the
-// memory store. So the small algorithm states (package algorithm) and the memory store
-// (store/memory) hand each other the decision's fields instead, through the functions held
-// here. Each is set once, at init, by the package that implements it, and read by the one
-// that calls it; the values are typed `any` only because this package cannot import those
-// that fill it.
+// copied, and the copy stalls on the stores just made, a few ns per call boundary. Measured on
+// Limiter.AllowN over the memory store (CPU time per decision, one key): going through
+// Store.Take, a Request in and a Decision out, costs 83-113% more than these scalar paths, even
+// with the store deciding in scalars inside. So the small algorithm states (package
+// algorithm), the memory store (store/memory) and sluice.Limiter hand each other the
+// decision's fields instead, through the values held here. Each is set once, at init, by the
+// package that implements it and read by the one that calls it; they are typed `any` only
+// because this package cannot import the packages that fill it.
 package fastpath
 
 // Decide is the signature of a small state's decision in scalars, S being the state type and
