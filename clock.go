@@ -3,7 +3,8 @@ package sluice
 import (
 	"sync"
 	"time"
-	_ "unsafe" // for go:linkname
+
+	"github.com/sluicehq/sluice/internal/monotime"
 )
 
 // Clock tells the time. Stores, decorators and Limiter.Wait take a Clock option so tests can
@@ -20,37 +21,8 @@ type Clock interface {
 // jumps when the wall clock is stepped.
 type SystemClock struct{}
 
-var clockBase = time.Now()
-
 // Now returns the current time, derived from the monotonic clock.
-func (SystemClock) Now() time.Time { return clockBase.Add(time.Since(clockBase)) }
-
-// UnixNano returns Now as Unix nanoseconds without building a time.Time: one read of the
-// monotonic clock. Hot paths use it.
-func (SystemClock) UnixNano() int64 { return clockBaseNano + (nanotime() - clockBaseMono) }
-
-var (
-	clockBaseNano = clockBase.UnixNano()
-	clockBaseMono = monoAt(clockBase)
-)
-
-// monoAt returns the runtime clock's reading at t. It reads the clock and time.Since(t) one
-// after the other, so it errs low by the time between the two reads; that time can be tens
-// of microseconds on the first calls (code faulted in at start-up), which would make
-// UnixNano lead Now. The best of a few tries is exact to a few nanoseconds.
-func monoAt(t time.Time) int64 {
-	m := nanotime() - int64(time.Since(t))
-	for range 3 {
-		m = max(m, nanotime()-int64(time.Since(t)))
-	}
-	return m
-}
-
-// nanotime is the runtime's monotonic clock, the one time.Since reads, without time.Time's
-// bookkeeping.
-//
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
+func (SystemClock) Now() time.Time { return monotime.Base.Add(time.Since(monotime.Base)) }
 
 // After is time.After.
 func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/fastpath"
 )
 
 // Limiter makes rate-limit decisions against a Store. It holds no per-key state of its own, so
@@ -13,7 +15,7 @@ import (
 // many) sharing a store share its limits. It is safe for concurrent use.
 type Limiter struct {
 	store   Store
-	local   LocalStore // store, when it decides in-process
+	local   localStore // store, when it decides in-process (store/memory)
 	clock   Clock
 	maxWait time.Duration
 }
@@ -39,17 +41,17 @@ func New(store Store, opts ...Option) *Limiter {
 	for _, o := range opts {
 		o.apply(l)
 	}
-	l.local, _ = store.(LocalStore)
+	if fastpath.Local != nil {
+		l.local, _ = fastpath.Local(store).(localStore)
+	}
 	return l
 }
 
-// LocalStore is implemented by stores that decide in-process (store/memory). Limiter calls
-// TakeLocal instead of Take for plain decisions: no context, since nothing blocks, and
-// arguments and results that stay in registers, which saves a third of a memory-mode
-// decision (a Decision is too large to be kept in registers between calls, and every copy
-// of it through memory costs a few nanoseconds). The results are those of Take: Limit is
-// rule.Capacity() and Delay is 0.
-type LocalStore interface {
+// localStore is the memory store's side door for AllowN (see internal/fastpath): TakeLocal is
+// Take for plain decisions, with no context, since nothing blocks, and with arguments and
+// results that stay in registers, which saves a third of a memory-mode decision. The results
+// are those of Take: Limit is rule.Capacity() and Delay is 0.
+type localStore interface {
 	TakeLocal(key string, rule Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error)
 }
 

@@ -37,7 +37,7 @@ func (b *level) decide(now int64, p *Params, n, maxDelay int64, queue bool) slui
 	return d
 }
 
-// take is decide with the decision in registers (see Decision).
+// take is decide with the decision in registers, but for Limit.
 func (b *level) take(now int64, p *Params, n, maxDelay int64, queue bool) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	b.drainTo(now, p)
 	capacity, full := p.capacity, p.full
@@ -89,19 +89,8 @@ type TokenBucket struct{ level }
 func (*TokenBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmTokenBucket }
 
 // Take implements State.
-func (s *TokenBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.decide(now, &p, n, maxDelay, false)
-}
-
-// TakeParams implements State.
-func (s *TokenBucket) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+func (s *TokenBucket) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	return s.decide(now, p, n, maxDelay, false)
-}
-
-// Decide implements Decider.
-func (s *TokenBucket) Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
-	return s.take(now, p, n, maxDelay, false)
 }
 
 // LeakyBucket holds up to Capacity (Burst, or Limit) units and leaks Limit per Period. As a
@@ -114,17 +103,6 @@ type LeakyBucket struct{ level }
 func (*LeakyBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmLeakyBucket }
 
 // Take implements State.
-func (s *LeakyBucket) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.decide(now, &p, n, maxDelay, true)
-}
-
-// TakeParams implements State.
-func (s *LeakyBucket) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+func (s *LeakyBucket) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	return s.decide(now, p, n, maxDelay, true)
-}
-
-// Decide implements Decider.
-func (s *LeakyBucket) Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
-	return s.take(now, p, n, maxDelay, true)
 }

@@ -17,20 +17,15 @@ type FixedWindow struct {
 func (*FixedWindow) Algorithm() sluice.Algorithm { return sluice.AlgorithmFixedWindow }
 
 // Take implements State.
-func (s *FixedWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.TakeParams(now, &p, n, maxDelay)
-}
-
-// TakeParams implements State.
-func (s *FixedWindow) TakeParams(now int64, pr *Params, n, maxDelay int64) sluice.Decision {
-	d := decision(s.Decide(now, pr, n, maxDelay))
+func (s *FixedWindow) Take(now int64, pr *Params, n, maxDelay int64) sluice.Decision {
+	d := decision(s.decide(now, pr, n, maxDelay))
 	d.Limit = pr.Rule.Limit
 	return d
 }
 
-// Decide implements Decider. A window cannot reserve: maxDelay is ignored.
-func (s *FixedWindow) Decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
+// decide is Take with the decision in registers, but for Limit. A window cannot reserve:
+// maxDelay is ignored.
+func (s *FixedWindow) decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	if now >= s.End { // a new window; a clock gone backwards stays in the current one
 		p := pr.period
 		s.End = WindowIndex(now, p)*p + p
@@ -61,7 +56,7 @@ type Carried struct {
 	Count, End int64
 }
 
-// TakeCarrying is TakeParams on a window whose Count includes c.Count carried units: a
+// TakeCarrying is Take on a window whose Count includes c.Count carried units: a
 // refund takes them back first (c.Count is updated), RetryAfter counts on them leaving at c.End
 // when the rest of the window has room, and ResetAfter when they are all the window counts. A
 // new window (now at or after End) carries nothing.
@@ -70,7 +65,7 @@ func (s *FixedWindow) TakeCarrying(now int64, pr *Params, n int64, c *Carried) s
 		c.Count = 0
 	}
 	count := s.Count
-	d := s.TakeParams(now, pr, n, 0)
+	d := s.Take(now, pr, n, 0)
 	if n < 0 {
 		c.Count = max(0, c.Count+s.Count-count)
 	}

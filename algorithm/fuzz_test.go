@@ -21,7 +21,7 @@ func FuzzAlgorithms(f *testing.F) {
 		if r.Validate() != nil {
 			return
 		}
-		s := algorithm.New(r.Algorithm)
+		s, p := algorithm.New(r.Algorithm), algorithm.Compile(r)
 		now := int64(1_700_000_000_000_000_000)
 		for len(ops) >= 3 {
 			op, arg := ops[0], int64(binary.LittleEndian.Uint16(ops[1:3]))
@@ -33,7 +33,7 @@ func FuzzAlgorithms(f *testing.F) {
 				now -= arg * int64(r.Period) / 65536
 			case 2, 3:
 				n := arg % (r.Capacity() + 2)
-				d := s.Take(now, r, n, 0)
+				d := s.Take(now, &p, n, 0)
 				if d.Remaining < 0 || d.Remaining > r.Capacity() || (d.Allowed && d.RetryAfter != 0) || d.ResetAfter < 0 {
 					t.Fatalf("%s n=%d: inconsistent %+v", r, n, d)
 				}
@@ -41,9 +41,9 @@ func FuzzAlgorithms(f *testing.F) {
 					t.Fatalf("%s n=%d: denied without a retry time: %+v", r, n, d)
 				}
 			case 4:
-				s.Take(now, r, -(arg % (r.Capacity() + 1)), 0)
+				s.Take(now, &p, -(arg % (r.Capacity() + 1)), 0)
 			case 5:
-				d := s.Take(now, r, 1, arg*int64(time.Millisecond))
+				d := s.Take(now, &p, 1, arg*int64(time.Millisecond))
 				if d.Delay < 0 || d.Delay > time.Duration(arg)*time.Millisecond {
 					t.Fatalf("%s: reservation delay %v outside [0, %dms]", r, d.Delay, arg)
 				}

@@ -25,20 +25,14 @@ func (*GCRA) Algorithm() sluice.Algorithm { return sluice.AlgorithmGCRA }
 func Interval(r sluice.Rule) int64 { return mulDivCeil(1, int64(r.Period), r.Limit) }
 
 // Take implements State.
-func (s *GCRA) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.TakeParams(now, &p, n, maxDelay)
-}
-
-// TakeParams implements State.
-func (s *GCRA) TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision {
-	d := decision(s.Decide(now, p, n, maxDelay))
+func (s *GCRA) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
+	d := decision(s.decide(now, p, n, maxDelay))
 	d.Limit = p.capacity
 	return d
 }
 
-// Decide implements Decider.
-func (s *GCRA) Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
+// decide is Take with the decision in registers, but for Limit.
+func (s *GCRA) decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	capacity, t, window := p.capacity, p.interval, p.window
 	tat := max(s.TAT, now)
 	switch {

@@ -4,7 +4,7 @@ import "github.com/sluicehq/sluice"
 
 // Params is a rule compiled for fast decisions: the divisions every decision would otherwise
 // repeat are done once. Stores that keep state per key keep one Params per distinct rule (see
-// store/memory) and call State.TakeParams; State.Take compiles on every call.
+// store/memory); others compile the rule before each State.Take.
 //
 // A Params is read-only after Compile and safe to share between goroutines.
 type Params struct {

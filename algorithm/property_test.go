@@ -88,7 +88,7 @@ func TestPropertyBound(t *testing.T) {
 				if err := r.Validate(); err != nil {
 					t.Fatalf("seed %d: generated an invalid rule %s: %v", seed, r, err)
 				}
-				s := algorithm.New(a)
+				s, pr := algorithm.New(a), algorithm.Compile(r)
 				p := int64(r.Period)
 				now := int64(1_700_000_000_000_000_000)
 				var adm []admission
@@ -98,7 +98,7 @@ func TestPropertyBound(t *testing.T) {
 					if rng.IntN(8) == 0 {
 						n = rng.Int64N(r.Capacity() + 2)
 					}
-					d := s.Take(now, r, n, 0)
+					d := s.Take(now, &pr, n, 0)
 					checkDecision(t, fmt.Sprintf("seed %d step %d %s n=%d", seed, i, r, n), r, n, d)
 					if d.Allowed && n > 0 {
 						adm = append(adm, admission{now, n})
@@ -141,21 +141,21 @@ func TestPropertyRetryAfter(t *testing.T) {
 			for seed := uint64(0); seed < 100; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 7))
 				r := randomRule(rng, a)
-				s := algorithm.New(a)
+				s, p := algorithm.New(a), algorithm.Compile(r)
 				now := int64(1_700_000_000_000_000_000) + rng.Int64N(int64(r.Period))
 				for i := 0; i < 500; i++ {
 					now += trafficGap(rng, int64(r.Period))
-					d := s.Take(now, r, 1, 0)
+					d := s.Take(now, &p, 1, 0)
 					if d.Allowed {
 						continue
 					}
 					at := now + int64(d.RetryAfter)
 					probe := clone(s, r, now)
-					if before := probe.Take(at-1, r, 1, 0); before.Allowed && d.RetryAfter > 1 {
+					if before := probe.Take(at-1, &p, 1, 0); before.Allowed && d.RetryAfter > 1 {
 						t.Fatalf("seed %d %s: allowed 1ns before retry_after %v", seed, r, d.RetryAfter)
 					}
 					probe = clone(s, r, now)
-					if after := probe.Take(at, r, 1, 0); !after.Allowed {
+					if after := probe.Take(at, &p, 1, 0); !after.Allowed {
 						t.Fatalf("seed %d %s step %d: denied at retry_after %v: %+v", seed, r, i, d.RetryAfter, after)
 					}
 				}
@@ -192,14 +192,14 @@ func TestPropertyBackwardsClock(t *testing.T) {
 			for seed := uint64(0); seed < 100; seed++ {
 				rng := rand.New(rand.NewPCG(seed, 11))
 				r := randomRule(rng, a)
-				s := algorithm.New(a)
+				s, p := algorithm.New(a), algorithm.Compile(r)
 				now := int64(1_700_000_000_000_000_000)
 				for i := 0; i < 300; i++ {
 					now += trafficGap(rng, int64(r.Period))
-					s.Take(now, r, 1, 0)
-					before := s.Take(now, r, 0, 0).Remaining
+					s.Take(now, &p, 1, 0)
+					before := s.Take(now, &p, 0, 0).Remaining
 					back := now - rng.Int64N(3*int64(r.Period))
-					if after := s.Take(back, r, 0, 0).Remaining; after > before {
+					if after := s.Take(back, &p, 0, 0).Remaining; after > before {
 						t.Fatalf("seed %d %s: clock back %v raised remaining %d -> %d", seed, r, time.Duration(now-back), before, after)
 					}
 				}
@@ -214,12 +214,12 @@ func TestPropertyLeakyQueueSpacing(t *testing.T) {
 	for seed := uint64(0); seed < 100; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 13))
 		r := randomRule(rng, sluice.AlgorithmLeakyBucket)
-		s := algorithm.New(sluice.AlgorithmLeakyBucket)
+		s, p := algorithm.New(sluice.AlgorithmLeakyBucket), algorithm.Compile(r)
 		now := int64(1_700_000_000_000_000_000)
 		var starts []admission
 		for i := 0; i < 1000; i++ {
 			now += trafficGap(rng, int64(r.Period))
-			d := s.Take(now, r, 1, int64(r.Period)*4)
+			d := s.Take(now, &p, 1, int64(r.Period)*4)
 			if !d.Allowed {
 				continue
 			}
@@ -242,13 +242,14 @@ func TestBucketsAgree(t *testing.T) {
 		r := sluice.TokenBucket(1+rng.Int64N(20), time.Second, rng.Int64N(40))
 		r.Period = time.Duration(r.Limit) * 50 * time.Millisecond
 		tb, lb, gc := algorithm.New(sluice.AlgorithmTokenBucket), algorithm.New(sluice.AlgorithmLeakyBucket), algorithm.New(sluice.AlgorithmGCRA)
+		pt, pl, pg := algorithm.Compile(r), algorithm.Compile(r.WithAlgorithm(sluice.AlgorithmLeakyBucket)), algorithm.Compile(r.WithAlgorithm(sluice.AlgorithmGCRA))
 		now := int64(1_700_000_000_000_000_000)
 		for i := 0; i < 1000; i++ {
 			now += trafficGap(rng, int64(r.Period))
 			n := 1 + rng.Int64N(3)
-			a := tb.Take(now, r, n, 0)
-			b := lb.Take(now, r.WithAlgorithm(sluice.AlgorithmLeakyBucket), n, 0)
-			c := gc.Take(now, r.WithAlgorithm(sluice.AlgorithmGCRA), n, 0)
+			a := tb.Take(now, &pt, n, 0)
+			b := lb.Take(now, &pl, n, 0)
+			c := gc.Take(now, &pg, n, 0)
 			if a != b || a.Allowed != c.Allowed || a.Remaining != c.Remaining {
 				t.Fatalf("seed %d step %d %s n=%d:\n token %+v\n leaky %+v\n gcra  %+v", seed, i, r, n, a, b, c)
 			}

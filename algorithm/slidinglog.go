@@ -37,13 +37,7 @@ func (s *SlidingLog) resize(limit int) {
 }
 
 // Take implements State.
-func (s *SlidingLog) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.TakeParams(now, &p, n, maxDelay)
-}
-
-// TakeParams implements State.
-func (s *SlidingLog) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
+func (s *SlidingLog) Take(now int64, pr *Params, n, _ int64) sluice.Decision {
 	limit := pr.Rule.Limit
 	if len(s.ring) != int(limit) {
 		s.resize(int(limit))

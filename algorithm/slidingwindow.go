@@ -16,7 +16,7 @@ import "github.com/sluicehq/sluice"
 // changes them carries the current estimate into the new current sub-window.
 //
 // The counters are exported for a caller that keeps them elsewhere: package distributed's
-// Async copies its view of a store's counters into a SlidingWindow, decides with TakeParams and
+// Async copies its view of a store's counters into a SlidingWindow, decides with Take and
 // takes the changes back, so both decide with this code.
 type SlidingWindow struct {
 	// Counts is a ring of N+1 counters: sub-window w's count is at w mod (N+1).
@@ -99,13 +99,7 @@ func (s *SlidingWindow) reshape(now, windows, sub int64) int64 {
 }
 
 // Take implements State.
-func (s *SlidingWindow) Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision {
-	p := Compile(r)
-	return s.TakeParams(now, &p, n, maxDelay)
-}
-
-// TakeParams implements State.
-func (s *SlidingWindow) TakeParams(now int64, pr *Params, n, _ int64) sluice.Decision {
+func (s *SlidingWindow) Take(now int64, pr *Params, n, _ int64) sluice.Decision {
 	if int64(len(s.Counts)) != pr.windows+1 || s.Sub != pr.sub {
 		now = s.reshape(now, pr.windows, pr.sub)
 	}

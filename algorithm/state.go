@@ -10,14 +10,12 @@ import (
 
 // State is one key's state under one algorithm.
 type State interface {
-	// Take decides on n units at time now (Unix ns) under rule r, updating the state when the
-	// request is admitted or n <= 0. maxDelay (ns) > 0 lets bucket algorithms reserve a future
-	// slot. The rule must be valid (sluice.Rule.Validate) and n must be >= -sluice.MaxLimit;
-	// a rule different from the last call's is applied from this call on.
-	Take(now int64, r sluice.Rule, n, maxDelay int64) sluice.Decision
-	// TakeParams is Take with the rule compiled beforehand (see Compile): no division on the
-	// common path.
-	TakeParams(now int64, p *Params, n, maxDelay int64) sluice.Decision
+	// Take decides on n units at time now (Unix ns) under the rule compiled in p (see Compile),
+	// updating the state when the request is admitted or n <= 0. maxDelay (ns) > 0 lets bucket
+	// algorithms reserve a future slot. The rule must be valid (sluice.Rule.Validate) and n
+	// must be >= -sluice.MaxLimit; a rule different from the last call's is applied from this
+	// call on.
+	Take(now int64, p *Params, n, maxDelay int64) sluice.Decision
 	// Algorithm reports which algorithm the state belongs to.
 	Algorithm() sluice.Algorithm
 }
@@ -76,15 +74,9 @@ func mulDivCeil(a, b, c int64) int64 {
 
 func dur(ns int64) time.Duration { return time.Duration(ns) }
 
-// Decider is implemented by the states that can return their decision in registers: Decide
-// is TakeParams with the Decision's fields as results (retryAfter -1 is sluice.Never; the
-// durations are nanoseconds) and Limit left to the caller (the rule's capacity). In-process
-// callers use it to save copying a Decision through memory on every call.
-type Decider interface {
-	Decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64)
-}
-
-// decision assembles a Decision, but for Limit, from Decide's results.
+// decision assembles a Decision, but for Limit, from the results of the small states' decide
+// methods (retryAfter -1 is sluice.Never; the durations are nanoseconds), which store/memory
+// calls directly (see internal/fastpath).
 func decision(allowed bool, remaining, retryAfter, resetAfter, delay int64) sluice.Decision {
 	return sluice.Decision{Allowed: allowed, Remaining: remaining,
 		RetryAfter: dur(retryAfter), ResetAfter: dur(resetAfter), Delay: dur(delay)}

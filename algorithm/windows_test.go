@@ -9,9 +9,9 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-// With nothing carried, TakeCarrying decides exactly as TakeParams, over changes of limit and
+// With nothing carried, TakeCarrying decides exactly as Take, over changes of limit and
 // period, refunds, costs above the limit and a clock that jumps back.
-func TestTakeCarryingNothingIsTakeParams(t *testing.T) {
+func TestTakeCarryingNothingIsTake(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var plain, carrying algorithm.FixedWindow
 	now := time.Unix(1_700_000_000, 0).UnixNano()
@@ -27,10 +27,10 @@ func TestTakeCarryingNothingIsTakeParams(t *testing.T) {
 		p := algorithm.Compile(r)
 		n := rng.Int64N(r.Limit+3) - 2
 		var c algorithm.Carried
-		want := plain.TakeParams(now, &p, n, 0)
+		want := plain.Take(now, &p, n, 0)
 		got := carrying.TakeCarrying(now, &p, n, &c)
 		if got != want || c != (algorithm.Carried{}) {
-			t.Fatalf("step %d (%v, n=%d): TakeCarrying %+v (carried %+v), TakeParams %+v", i, r, n, got, c, want)
+			t.Fatalf("step %d (%v, n=%d): TakeCarrying %+v (carried %+v), Take %+v", i, r, n, got, c, want)
 		}
 	}
 }

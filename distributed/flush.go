@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/monotime"
 )
 
 // Flusher is implemented by decorators (and stores) that hold pending state: Flush pushes it
@@ -27,7 +28,7 @@ const closeTimeout = 5 * time.Second
 // now reads c as Unix ns; a nil clock is the fast system clock.
 func now(c sluice.Clock) int64 {
 	if c == nil {
-		return sluice.SystemClock{}.UnixNano()
+		return monotime.UnixNano()
 	}
 	return c.Now().UnixNano()
 }

@@ -260,7 +260,7 @@ func (ks *keyState) takeFixed(now, n int64) sluice.Decision {
 // changed (units counted, or taken back) to the slots.
 func (ks *keyState) takeSliding(now, n int64) sluice.Decision {
 	w := ks.view()
-	d := w.TakeParams(now, &ks.params, n, 0)
+	d := w.Take(now, &ks.params, n, 0)
 	same := true
 	for j := ks.first(); j <= ks.cur; j++ {
 		c := w.Counts[ks.index(j)]
@@ -270,7 +270,7 @@ func (ks *keyState) takeSliding(now, n int64) sluice.Decision {
 	if !same {
 		// The units admitted went to a window whose view is below zero (this process took
 		// back more than the store still counts) and are absorbed: ResetAfter is the view's.
-		d.ResetAfter = ks.view().TakeParams(now, &ks.params, 0, 0).ResetAfter
+		d.ResetAfter = ks.view().Take(now, &ks.params, 0, 0).ResetAfter
 	}
 	return d
 }

@@ -79,6 +79,7 @@ func estimateRates(trace Trace, sc Scenario, v Variant, s *sampler, p *progress)
 		return r
 	}
 	states := make([]algorithm.State, trace.Clients)
+	params := make([]algorithm.Params, trace.Clients) // rules(c) compiled, set with states[c]
 	exact := make([]Window, trace.Clients)
 	for i := range exact {
 		exact[i].Period = period
@@ -89,9 +90,9 @@ func estimateRates(trace Trace, sc Scenario, v Variant, s *sampler, p *progress)
 		if st == nil {
 			return 0
 		}
-		r := rules(focus)
-		d := st.Take(at, r, 0, 0)
-		return r.Limit - d.Remaining
+		pr := &params[focus]
+		d := st.Take(at, pr, 0, 0)
+		return pr.Rule.Limit - d.Remaining
 	}
 	var wrongs int64
 	var absErr float64
@@ -103,10 +104,11 @@ func estimateRates(trace Trace, sc Scenario, v Variant, s *sampler, p *progress)
 		if st == nil {
 			st = algorithm.New(v.Algorithm)
 			states[ev.Client] = st
+			params[ev.Client] = algorithm.Compile(rules(ev.Client))
 		}
-		r := rules(ev.Client)
-		d := st.Take(ev.At, r, ev.N, 0)
-		est := r.Limit - d.Remaining
+		pr := &params[ev.Client]
+		d := st.Take(ev.At, pr, ev.N, 0)
+		est := pr.Rule.Limit - d.Remaining
 		w := &exact[ev.Client]
 		w.Add(ev.At, ev.N)
 		ex := w.Count(ev.At)

@@ -271,6 +271,7 @@ func abs(x int64) int64 {
 type single struct {
 	states []algorithm.State
 	algo   sluice.Algorithm
+	params *algorithm.Params // the last rule, compiled
 }
 
 func (s *single) decide(_ context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
@@ -279,7 +280,11 @@ func (s *single) decide(_ context.Context, ev Event, rule sluice.Rule) (sluice.D
 		st = algorithm.New(s.algo)
 		s.states[ev.Client] = st
 	}
-	return st.Take(ev.At, rule, ev.N, 0), nil
+	if s.params == nil || s.params.Rule != rule {
+		p := algorithm.Compile(rule)
+		s.params = &p
+	}
+	return st.Take(ev.At, s.params, ev.N, 0), nil
 }
 
 func (*single) close() error { return nil }

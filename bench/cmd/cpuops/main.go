@@ -41,13 +41,11 @@ func main() {
 	ctx := context.Background()
 	for _, coarse := range []bool{false, true} {
 		for _, a := range []sluice.Algorithm{sluice.AlgorithmTokenBucket, sluice.AlgorithmGCRA, sluice.AlgorithmFixedWindow} {
-			var opts []memory.Option
 			name := "sluice_" + a.String()
 			if coarse {
-				opts = append(opts, memory.WithClock(sluice.CoarseClock{}))
 				name += "_coarse"
 			}
-			s, _ := memory.New(opts...)
+			s, _ := memory.New(memory.WithCoarseClock(coarse))
 			l := sluice.New(s)
 			rule := sluice.Rule{Algorithm: a, Limit: 1_000_000, Period: time.Second}
 			measure(name, func(k string) { l.AllowN(ctx, k, rule, 1) })
