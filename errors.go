@@ -61,3 +61,7 @@ func (e *FieldError) Unwrap() error { return e.Err }
 func fieldError(sentinel error, field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: sentinel}
 }
+
+// IsUnavailable reports whether err means the store could not decide (as opposed to bad
+// input), so the caller should apply its failure policy.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrStoreUnavailable) }

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
 func ExampleLimiter_Allow() {
-	clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	store, _ := memory.New(memory.WithClock(clock)) // omit WithClock outside tests
 	defer store.Close()
 	limiter := sluice.New(store)

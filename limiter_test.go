@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newLimiter(t *testing.T, opts ...sluice.Option) (*sluice.Limiter, *sluice.ManualClock) {
-	clock := sluice.NewManualClock(t0)
+func newLimiter(t *testing.T, opts ...sluice.Option) (*sluice.Limiter, *sluicetest.ManualClock) {
+	clock := sluicetest.NewManualClock(t0)
 	s, err := memory.New(memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func waitAsync(l *sluice.Limiter, ctx context.Context, key string, r sluice.Rule
 }
 
 // blockUntilWaiting waits (in real time, briefly) until n goroutines sleep on the clock.
-func blockUntilWaiting(t *testing.T, c *sluice.ManualClock, n int) {
+func blockUntilWaiting(t *testing.T, c *sluicetest.ManualClock, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for c.Waiters() < n {

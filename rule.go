@@ -3,6 +3,7 @@ package sluice
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -256,4 +257,31 @@ func (r Rule) String() string {
 		s += fmt.Sprintf(" sub_windows %d", r.SubWindows)
 	}
 	return s
+}
+
+// DynamicRule holds a rule that can be changed at run time, for example on config reload or
+// from an admin API. Load and Set are safe for concurrent use and allocation-free to Load.
+// The next decision made with the loaded rule applies it; stores keep the consumed state
+// where the algorithm allows (see package algorithm).
+type DynamicRule struct{ p atomic.Pointer[Rule] }
+
+// NewDynamicRule returns a DynamicRule holding r, or an error if r is invalid.
+func NewDynamicRule(r Rule) (*DynamicRule, error) {
+	d := &DynamicRule{}
+	if err := d.Set(r); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Load returns the current rule.
+func (d *DynamicRule) Load() Rule { return *d.p.Load() }
+
+// Set replaces the rule after validating it; an invalid rule leaves the old one in force.
+func (d *DynamicRule) Set(r Rule) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	d.p.Store(&r)
+	return nil
 }

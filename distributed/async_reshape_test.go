@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // A rule change of period or sub-windows carries the key's estimate over, as
@@ -27,7 +28,7 @@ func TestAsyncRuleChangeMatchesMemory(t *testing.T) {
 		sluice.SlidingWindow(9, 90*time.Millisecond, 1),
 		sluice.SlidingWindow(30, 200*time.Millisecond, 4),
 	}
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	ref := newMemory(t, clock)
 	a := newAsync(t, newMemory(t, clock), WithClock(clock), WithManualSync())
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -59,7 +60,7 @@ func TestAsyncRuleChangeMatchesMemory(t *testing.T) {
 // A change that keeps the sub-window length (here 100ms: one window of 100ms, then three of
 // 100ms) keeps the counters of those windows: nothing is lost or counted twice.
 func TestAsyncRuleChangeSameLength(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	shared := newMemory(t, clock)
 	a := newAsync(t, shared, WithClock(clock), WithManualSync())
 	ctx := context.Background()
@@ -97,7 +98,7 @@ func TestAsyncRuleChangeSameLength(t *testing.T) {
 // A fixed window's count is carried until the end of the window it was counted in, as
 // algorithm.FixedWindow keeps counting in its current window after a change of period.
 func TestAsyncFixedWindowPeriodChange(t *testing.T) {
-	clock := sluice.NewManualClock(t0.Add(200 * time.Millisecond))
+	clock := sluicetest.NewManualClock(t0.Add(200 * time.Millisecond))
 	ref := newMemory(t, clock)
 	a := newAsync(t, newMemory(t, clock), WithClock(clock), WithManualSync())
 	ctx := context.Background()
@@ -131,7 +132,7 @@ func TestAsyncFixedWindowPeriodChange(t *testing.T) {
 // Each process carries its own view of the old shape; nothing carried is pushed to the store,
 // so the global counters of the new shape are not inflated once per process.
 func TestAsyncRuleChangeAcrossNodes(t *testing.T) {
-	clock := sluice.NewManualClock(t0.Add(900 * time.Millisecond))
+	clock := sluicetest.NewManualClock(t0.Add(900 * time.Millisecond))
 	shared := newMemory(t, clock)
 	nodes := []*Async{
 		newAsync(t, shared, WithClock(clock), WithManualSync()),

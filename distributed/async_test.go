@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -43,7 +44,7 @@ func TestAsyncSingleNodeMatchesMemory(t *testing.T) {
 	}
 	for _, rule := range rules {
 		t.Run(rule.String(), func(t *testing.T) {
-			clock := sluice.NewManualClock(t0)
+			clock := sluicetest.NewManualClock(t0)
 			ref := newMemory(t, clock)
 			shared := newMemory(t, clock)
 			a := newAsync(t, shared, WithClock(clock), WithManualSync())
@@ -78,7 +79,7 @@ func TestAsyncSingleNodeMatchesMemory(t *testing.T) {
 }
 
 func TestAsyncBadOptions(t *testing.T) {
-	s := newMemory(t, sluice.NewManualClock(t0))
+	s := newMemory(t, sluicetest.NewManualClock(t0))
 	for _, c := range []struct {
 		opt  Option
 		name string
@@ -110,7 +111,7 @@ func (s takeOnly) Take(ctx context.Context, req sluice.Request) (sluice.Decision
 
 // Close pushes what is pending: nothing counted is lost.
 func TestAsyncCloseFlushes(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	shared := newMemory(t, clock)
 	rule := sluice.FixedWindow(100, time.Minute)
 	a, _ := NewAsync(shared, WithClock(clock), WithManualSync())
@@ -137,7 +138,7 @@ func TestAsyncCloseFlushes(t *testing.T) {
 
 // A failed sync keeps the deltas; the next one pushes them.
 func TestAsyncSyncFailureKeepsDeltas(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	shared := newMemory(t, clock)
 	flaky := &flakyStore{Store: shared}
 	rule := sluice.SlidingWindow(100, time.Minute, 6)
@@ -178,7 +179,7 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 	for _, interval := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond} {
 		for _, rule := range []sluice.Rule{sluice.FixedWindow(1000, 2*time.Second), sluice.SlidingWindow(1000, 2*time.Second, 4)} {
 			t.Run(interval.String()+"/"+rule.String(), func(t *testing.T) {
-				clock := sluice.NewManualClock(t0)
+				clock := sluicetest.NewManualClock(t0)
 				shared := newMemory(t, clock)
 				over := measureOverAdmission(t, shared, clock, rule, interval, 3, 400)
 				bound := boundFor(rule, interval, 3, 400)
@@ -201,7 +202,7 @@ func boundFor(rule sluice.Rule, interval time.Duration, nodes, rate int64) int64
 // node is offered rate/1000 units (rate a multiple of 1000 not needed: spread evenly), and
 // every interval each syncs (in turn, the worst order for the first). It returns the largest
 // excess over the limit admitted in any span of one period.
-func measureOverAdmission(t *testing.T, shared sluice.Store, clock *sluice.ManualClock, rule sluice.Rule,
+func measureOverAdmission(t *testing.T, shared sluice.Store, clock *sluicetest.ManualClock, rule sluice.Rule,
 	interval time.Duration, nodes int, rate int64) int64 {
 	t.Helper()
 	ctx := context.Background()

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // With WithManualProbe the caller drives probes and heartbeats on the Fallback's clock: no
 // store call happens in the background, the circuit closes only when Probe finds the store
 // back, and heartbeats are sent when due on the clock.
 func TestFallbackManualProbe(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	flaky := &flakyStore{Store: newMemory(t, clock)}
 	log := &stateLog{}
 	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1),
@@ -75,7 +76,7 @@ func TestFallbackManualProbe(t *testing.T) {
 // Without WithManualProbe an open circuit probes on the Fallback's clock: a ManualClock that
 // does not move means no probe, however much real time passes.
 func TestFallbackProbesOnItsClock(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	flaky := &flakyStore{Store: newMemory(t, clock)}
 	f, err := NewFallback(flaky, WithClock(clock), WithFailures(1),
 		WithProbeInterval(100*time.Millisecond), WithHeartbeat(time.Hour))
@@ -101,7 +102,7 @@ func TestFallbackProbesOnItsClock(t *testing.T) {
 // The healthy path makes the store call in the caller's goroutine under a deadline: a store
 // that blocks until its context ends is cut off at the timeout, and opens the circuit.
 func TestFallbackTimeoutIsRealTime(t *testing.T) {
-	clock := sluice.NewManualClock(t0) // virtual time does not bound the call; the deadline does
+	clock := sluicetest.NewManualClock(t0) // virtual time does not bound the call; the deadline does
 	flaky := &flakyStore{Store: newMemory(t, clock)}
 	f, err := NewFallback(flaky, WithClock(clock), WithTimeout(20*time.Millisecond), WithManualProbe())
 	if err != nil {

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // Every option is accepted by the constructors it applies to, and is an error naming the
 // option and the constructor elsewhere.
 func TestOptionApplies(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	s := newMemory(t, clock)
 	ctors := map[string]func(...Option) (interface{ Close() error }, error){
 		"NewOverLimit": func(o ...Option) (interface{ Close() error }, error) { return NewOverLimit(s, o...) },

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // countingStore is a hand-written wrapper that counts Take calls.
@@ -23,7 +24,7 @@ func (c *countingStore) Take(ctx context.Context, req sluice.Request) (sluice.De
 // checkOverLimitFlood floods a denied key and checks that no call reaches the store until the
 // RetryAfter instant, and that the request is allowed exactly then. calls reports the store
 // calls so far (a counting wrapper, or Redis INFO commandstats).
-func checkOverLimitFlood(t *testing.T, o *OverLimit, clock *sluice.ManualClock, rule sluice.Rule, calls func() int64) {
+func checkOverLimitFlood(t *testing.T, o *OverLimit, clock *sluicetest.ManualClock, rule sluice.Rule, calls func() int64) {
 	t.Helper()
 	ctx := context.Background()
 	req := sluice.Request{Key: "flood", Rule: rule, N: 1}
@@ -66,7 +67,7 @@ func TestOverLimitFloodMemory(t *testing.T) {
 	for _, rule := range []sluice.Rule{sluice.FixedWindow(5, time.Second), sluice.TokenBucket(5, time.Second, 5),
 		sluice.SlidingWindow(5, time.Second, 4), sluice.GCRA(5, time.Second, 0)} {
 		t.Run(rule.String(), func(t *testing.T) {
-			clock := sluice.NewManualClock(t0)
+			clock := sluicetest.NewManualClock(t0)
 			cs := &countingStore{Store: newMemory(t, clock)}
 			o, err := NewOverLimit(cs, WithClock(clock))
 			if err != nil {
@@ -79,7 +80,7 @@ func TestOverLimitFloodMemory(t *testing.T) {
 
 // A rule change (a dynamic limit) drops the cached denial: envoyproxy/ratelimit#1077.
 func TestOverLimitRuleChange(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	cs := &countingStore{Store: newMemory(t, clock)}
 	o, _ := NewOverLimit(cs, WithClock(clock))
 	ctx := context.Background()
@@ -103,7 +104,7 @@ func TestOverLimitRuleChange(t *testing.T) {
 }
 
 func TestOverLimitBounded(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	o, err := NewOverLimit(newMemory(t, clock), WithClock(clock), WithMaxKeys(64))
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestOverLimitBounded(t *testing.T) {
 }
 
 func TestOverLimitDeniedAllocatesNothing(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	o, _ := NewOverLimit(newMemory(t, clock), WithClock(clock))
 	ctx := context.Background()
 	req := sluice.Request{Key: "k", Rule: sluice.FixedWindow(1, time.Hour), N: 1}

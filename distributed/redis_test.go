@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -58,7 +59,7 @@ func TestOverLimitFloodRedis(t *testing.T) {
 	for _, rule := range []sluice.Rule{sluice.FixedWindow(5, time.Second), sluice.TokenBucket(5, time.Second, 5),
 		sluice.SlidingWindow(5, time.Second, 4), sluice.GCRA(5, time.Second, 0)} {
 		t.Run(rule.String(), func(t *testing.T) {
-			clock := sluice.NewManualClock(t0)
+			clock := sluicetest.NewManualClock(t0)
 			s := newRedisStore(t, srv.addr(), redis.WithClock(clock), redis.WithPrefix(t.Name()+":"))
 			o, err := NewOverLimit(s, WithClock(clock))
 			if err != nil {

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // Write-through: admissions reach the store at once, denials never touch it, and another
 // instance sees the admissions at its next read.
 func TestAsyncSyncWrites(t *testing.T) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	shared := &flakyStore{Store: newMemory(t, clock)}
 	a := newAsync(t, shared, WithClock(clock), WithManualSync(), WithSyncWrites())
 	b := newAsync(t, shared, WithClock(clock), WithManualSync(), WithSyncWrites())

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/stores"
 )
@@ -38,7 +39,7 @@ func (c *countingStore) Take(ctx context.Context, req sluice.Request) (sluice.De
 type harness struct {
 	srv    *server.Server
 	store  *countingStore
-	clock  *sluice.ManualClock
+	clock  *sluicetest.ManualClock
 	client rlsv3.RateLimitServiceClient
 	conn   *grpc.ClientConn
 	base   string // http://host:port
@@ -51,7 +52,7 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // over a memory store on a manual clock.
 func start(t *testing.T, rules string, mutate ...func(*server.Config)) *harness {
 	t.Helper()
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)

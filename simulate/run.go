@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -292,7 +293,7 @@ func (*single) close() error { return nil }
 // fleet decides through Nodes limiters over stores built from one shared store (memory by
 // default), all on one virtual clock.
 type fleet struct {
-	clock       *sluice.ManualClock
+	clock       *sluicetest.ManualClock
 	shared      sluice.Store
 	sharedView  sluice.Store // shared, or shared behind the outage
 	closeShared io.Closer    // releases shared
@@ -316,7 +317,7 @@ func (m Mode) outageSpan(trace Trace) (from, to int64, ok bool) {
 }
 
 func newFleet(trace Trace, cfg Config, m Mode) (*fleet, error) {
-	clock := sluice.NewManualClock(time.Unix(0, trace.Start).UTC())
+	clock := sluicetest.NewManualClock(time.Unix(0, trace.Start).UTC())
 	var mem sluice.Store
 	var closeMem io.Closer
 	var err error

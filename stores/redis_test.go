@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/redis"
 	"github.com/sluicehq/sluice/stores"
 )
@@ -119,7 +120,7 @@ func keysUnder(t *testing.T, url, prefix string) int64 {
 // TestOpenRedisClock: on Redis, Config.Clock is the time the scripts decide on.
 func TestOpenRedisClock(t *testing.T) {
 	ctx := context.Background()
-	clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st, closer, err := stores.Open(ctx, stores.Config{URL: "redis://" + testenv.RedisAddr(t), Clock: clock,
 		Prefix: freshPrefix(), Mode: "overlimit"})
 	if err != nil {
@@ -146,7 +147,7 @@ func TestCloseFlushesAsyncBeforeTheClient(t *testing.T) {
 	url := "redis://" + testenv.RedisAddr(t)
 	rule := sluice.FixedWindow(10, time.Hour)
 	for _, fb := range []string{"", "local", "fail_closed"} {
-		clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 		cfg := stores.Config{URL: url, Clock: clock, Prefix: freshPrefix(), Mode: "async", Fallback: fb}
 		st, closer, err := stores.Open(ctx, cfg)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 	"github.com/sluicehq/sluice/stores"
@@ -167,7 +168,7 @@ func TestOpenModesAndFallbacks(t *testing.T) {
 	for _, mode := range modes {
 		for _, fb := range fallbacks {
 			name := fmt.Sprintf("mode %q fallback %q", mode, fb)
-			clock := sluice.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 			st, closer, err := stores.Open(ctx, stores.Config{Mode: mode, Fallback: fb, Clock: clock})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)

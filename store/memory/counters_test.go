@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // Instances that start at the same instant each learn, at their first heartbeat, only the
@@ -17,7 +18,7 @@ import (
 // stops beating leaves the count exactly when its TTL runs out.
 func TestHeartbeatSameInstant(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	s, err := New(WithClock(clock), WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)

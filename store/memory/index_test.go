@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // TestEntryLayout holds the layout entry's doc comment promises: 128 bytes, the written fields
@@ -57,7 +58,7 @@ func TestEntryLayout(t *testing.T) {
 // store with unique keys (tables grow, entries are evicted and swept under the lookups): the
 // hot key admits exactly its limit, and the store never holds more than its maximum.
 func TestIndexUnderChurn(t *testing.T) {
-	clock := sluice.NewManualClock(time.Unix(1_700_000_000, 0))
+	clock := sluicetest.NewManualClock(time.Unix(1_700_000_000, 0))
 	s, err := New(WithClock(clock), WithMaxKeys(512), WithShards(2), WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithClock sets the clock every decision reads (default: the monotonic system clock, see
-// WithCoarseClock). Tests pass a sluice.ManualClock. With a clock set, WithCoarseClock has no
+// WithCoarseClock). Tests pass a sluicetest.ManualClock. With a clock set, WithCoarseClock has no
 // effect.
 func WithClock(c sluice.Clock) Option { return optionFunc(func(cfg *config) { cfg.clock = c }) }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/storetest"
 )
@@ -37,7 +38,7 @@ func TestOptionsRejected(t *testing.T) {
 }
 
 func TestSweepRemovesOnlyFullKeys(t *testing.T) {
-	clock := sluice.NewManualClock(storetest.Base)
+	clock := sluicetest.NewManualClock(storetest.Base)
 	s, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestSweepRemovesOnlyFullKeys(t *testing.T) {
 }
 
 func TestMaxKeysBoundsMemory(t *testing.T) {
-	clock := sluice.NewManualClock(storetest.Base)
+	clock := sluicetest.NewManualClock(storetest.Base)
 	s, err := memory.New(memory.WithClock(clock), memory.WithMaxKeys(256), memory.WithShards(4), memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestMaxKeysBoundsMemory(t *testing.T) {
 }
 
 func TestAlgorithmChangeStartsFresh(t *testing.T) {
-	s := newStore(t, sluice.NewManualClock(storetest.Base))
+	s := newStore(t, sluicetest.NewManualClock(storetest.Base))
 	ctx := context.Background()
 	s.Take(ctx, sluice.Request{Key: "k", Rule: sluice.FixedWindow(1, time.Second), N: 1})
 	d, err := s.Take(ctx, sluice.Request{Key: "k", Rule: sluice.TokenBucket(1, time.Second, 0), N: 1})
@@ -102,7 +103,7 @@ func TestAlgorithmChangeStartsFresh(t *testing.T) {
 }
 
 func TestZeroAllocationsPerDecision(t *testing.T) {
-	s := newStore(t, sluice.NewManualClock(storetest.Base))
+	s := newStore(t, sluicetest.NewManualClock(storetest.Base))
 	ctx := context.Background()
 	for _, a := range sluice.Algorithms() {
 		req := sluice.Request{Key: "alloc:" + a.String(), Rule: sluice.Rule{Algorithm: a, Limit: 100, Period: time.Second}, N: 1}

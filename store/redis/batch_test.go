@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 )
@@ -96,7 +97,7 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 	}
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	rs := newStore(t, c, redis.WithClock(clock))
 	seq := newStore(t, c, redis.WithClock(clock))
 	ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
@@ -188,7 +189,7 @@ func TestBatchDifferentialCluster(t *testing.T)    { batchDifferential(t, cluste
 // decision going through the workers (no direct path) and a batch delay, so that the workers
 // send batched script calls; no key is left without a TTL.
 func batchConcurrency(t *testing.T, newClient func(testing.TB) goredis.UniversalClient) {
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	c := newClient(t)
 	s := newStore(t, c, redis.WithClock(clock), redis.WithoutDirectPath(), redis.WithMaxBatchDelay(200*time.Microsecond))
 	admitExactly(t, []*sluice.Limiter{sluice.New(s)})
@@ -230,7 +231,7 @@ func TestBatchServerClock(t *testing.T) {
 func TestBatchAlgorithmSwitch(t *testing.T) {
 	for name, newClient := range map[string]func(testing.TB) goredis.UniversalClient{"standalone": standalone, "cluster": clusterClient} {
 		t.Run(name, func(t *testing.T) {
-			clock := sluice.NewManualClock(t0)
+			clock := sluicetest.NewManualClock(t0)
 			s := newStore(t, newClient(t), redis.WithClock(clock))
 			algs := []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket, sluice.AlgorithmFixedWindow,
 				sluice.AlgorithmSlidingWindow, sluice.AlgorithmLeakyBucket, sluice.AlgorithmSlidingLog}
@@ -262,7 +263,7 @@ func TestBatchOrderAfterNoScript(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			c := newClient(t)
-			clock := sluice.NewManualClock(t0)
+			clock := sluicetest.NewManualClock(t0)
 			s := newStore(t, c, redis.WithClock(clock))
 			keys := sameSlotKeys(s, 2)
 			flush := func(ctx context.Context, node *goredis.Client) error { return node.ScriptFlush(ctx).Err() }

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -53,7 +54,7 @@ func admitExactly(t *testing.T, limiters []*sluice.Limiter) {
 
 func concurrency(t *testing.T, newClient func(testing.TB) goredis.UniversalClient) {
 	// The clock stands still, so nothing refills while the goroutines race.
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	t.Run("OneLimiter", func(t *testing.T) {
 		admitExactly(t, []*sluice.Limiter{sluice.New(newStore(t, newClient(t), redis.WithClock(clock)))})
 	})

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 )
@@ -96,7 +97,7 @@ func TestDifferential(t *testing.T) {
 	}
 	for _, a := range sluice.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := sluice.NewManualClock(t0)
+			clock := sluicetest.NewManualClock(t0)
 			rs := newStore(t, c, redis.WithClock(clock))
 			ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
 			if err != nil {
@@ -140,7 +141,7 @@ func TestDifferential(t *testing.T) {
 // TestAlgorithmSwitch: a key decided under another algorithm starts from full, as in memory.
 func TestAlgorithmSwitch(t *testing.T) {
 	c := standalone(t)
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	rs := newStore(t, c, redis.WithClock(clock))
 	ctx := context.Background()
 	algs := sluice.Algorithms()

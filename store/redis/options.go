@@ -33,7 +33,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithClock makes the scripts use c's time, passed with each call, instead of the Redis
-// server's TIME. Tests pass a sluice.ManualClock; every client sharing keys must then have
+// server's TIME. Tests pass a sluicetest.ManualClock; every client sharing keys must then have
 // synchronised clocks. Keys then live at least one minute, since the server expires them on
 // its own clock; a key rewritten without a new TTL (see the package doc) keeps the one set
 // last, so a clock that stands still for more than a minute of real time, as a test's manual

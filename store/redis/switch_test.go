@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestAlgorithmSwitchKeepsTTL(t *testing.T) {
 	ctx := context.Background()
 	for _, batched := range []bool{false, true} {
-		clock := sluice.NewManualClock(t0.Add(250 * time.Millisecond))
+		clock := sluicetest.NewManualClock(t0.Add(250 * time.Millisecond))
 		s := newStore(t, standalone(t), redis.WithClock(clock))
 		for _, a := range sluice.Algorithms() {
 			for _, b := range sluice.Algorithms() {

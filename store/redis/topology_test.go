@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -41,7 +42,7 @@ func TestConformanceCluster(t *testing.T) { conformance(t, clusterClient(t)) }
 func TestDifferentialCluster(t *testing.T) {
 	// Keys with braces land on their own slots; every script runs with no CROSSSLOT.
 	c := clusterClient(t)
-	clock := sluice.NewManualClock(t0)
+	clock := sluicetest.NewManualClock(t0)
 	s := newStore(t, c, redis.WithClock(clock))
 	ctx := context.Background()
 	slots := map[int64]bool{}

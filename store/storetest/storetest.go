@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every sluice.Store must pass, so the memory
 // store, the Redis scripts and any later store cannot drift apart. Stores are driven through
-// step tables at whole-millisecond instants of a sluice.ManualClock; a store that talks to a
+// step tables at whole-millisecond instants of a sluicetest.ManualClock; a store that talks to a
 // server must use the clock it is given (client time) for these tests.
 //
 //	func TestConformance(t *testing.T) {
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // NewStore returns a fresh store that reads time from clock. It is called once per subtest;
@@ -66,7 +67,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 // RunCase plays one step table against a fresh store.
 func RunCase(t *testing.T, newStore NewStore, run string, c Case) {
-	clock := sluice.NewManualClock(Base)
+	clock := sluicetest.NewManualClock(Base)
 	s := newStore(t, clock)
 	key := "storetest:" + run + ":" + c.Name
 	rule := c.Rule
@@ -214,7 +215,7 @@ func Cases() []Case {
 }
 
 func testBadInput(t *testing.T, newStore NewStore, run string) {
-	s := newStore(t, sluice.NewManualClock(Base))
+	s := newStore(t, sluicetest.NewManualClock(Base))
 	ctx := context.Background()
 	good := sluice.TokenBucket(10, time.Second, 0)
 	key := "storetest:" + run + ":bad"
@@ -251,7 +252,7 @@ func testBadInput(t *testing.T, newStore NewStore, run string) {
 }
 
 func testKeyIsolation(t *testing.T, newStore NewStore, run string) {
-	s := newStore(t, sluice.NewManualClock(Base))
+	s := newStore(t, sluicetest.NewManualClock(Base))
 	ctx := context.Background()
 	rule := sluice.FixedWindow(1, time.Second)
 	keys := []string{"a", "a{b}", "{a}", "a{c}", "{a}b", "a}{", "a\n", "a\x00", "ä", "a:b", "a|b"}
@@ -264,7 +265,7 @@ func testKeyIsolation(t *testing.T, newStore NewStore, run string) {
 }
 
 func testManyKeys(t *testing.T, newStore NewStore, run string) {
-	s := newStore(t, sluice.NewManualClock(Base))
+	s := newStore(t, sluicetest.NewManualClock(Base))
 	ctx := context.Background()
 	rule := sluice.SlidingLog(2, time.Minute)
 	const keys = 500
@@ -285,7 +286,7 @@ func testManyKeys(t *testing.T, newStore NewStore, run string) {
 func testRuleChange(t *testing.T, newStore NewStore, run string) {
 	for _, a := range sluice.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := sluice.NewManualClock(Base)
+			clock := sluicetest.NewManualClock(Base)
 			s := newStore(t, clock)
 			ctx := context.Background()
 			key := "storetest:" + run + ":change:" + a.String()
@@ -311,7 +312,7 @@ func testRuleChange(t *testing.T, newStore NewStore, run string) {
 func testConcurrent(t *testing.T, newStore NewStore, run string) {
 	for _, a := range sluice.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
-			s := newStore(t, sluice.NewManualClock(Base))
+			s := newStore(t, sluicetest.NewManualClock(Base))
 			const limit, workers = 50, 16
 			rule := sluice.Rule{Algorithm: a, Limit: limit, Period: time.Hour}
 			key := "storetest:" + run + ":concurrent:" + a.String()
