@@ -1,11 +1,10 @@
 package sluice
 
 import (
-	"context"
 	"time"
 )
 
-// WindowCounts is one key's run of consecutive window counters in a CounterStore call. Window
+// WindowCounts is one key's run of consecutive window counters in a WindowCounter call. Window
 // w of length Length covers [w*Length, (w+1)*Length) since the Unix epoch, so every process
 // names the same window the same way.
 type WindowCounts struct {
@@ -27,24 +26,6 @@ type WindowCounts struct {
 	// Err is filled in by the store when this item alone failed (bad input); a transport
 	// failure of the whole call is the call's error instead.
 	Err error
-}
-
-// CounterStore is the optional capability behind local-first (async) counting: add deltas to
-// window counters and read their totals, for many keys in one round trip. Stores that share
-// state between processes (Redis, memory for tests) implement it beside Take.
-type CounterStore interface {
-	// AddWindowCounts applies every item's Deltas and fills in its Totals (or Err). It makes
-	// one round trip for the whole batch. An error wrapping ErrStoreUnavailable means no
-	// item's outcome is known.
-	AddWindowCounts(ctx context.Context, batch []WindowCounts) error
-}
-
-// InstanceRegistry is the optional capability behind the fallback's global budget: instances
-// of one group announce themselves with a short-lived heartbeat and learn how many are live.
-type InstanceRegistry interface {
-	// Heartbeat marks instance live in group for ttl and returns the number of live instances
-	// in the group, this one included.
-	Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (live int, err error)
 }
 
 // Validate checks the item's key (non-empty, at most maxKeyLen bytes; 0 means

@@ -35,12 +35,6 @@ type Store interface {
 	Take(ctx context.Context, req Request) (Decision, error)
 }
 
-// Closer is implemented by stores and decorators that hold resources or pending state.
-// Close flushes what is pending and releases resources.
-type Closer interface {
-	Close() error
-}
-
 // Validate checks the request's key (non-empty, at most maxKeyLen bytes; 0 means
 // DefaultMaxKeyLength), cost, delay and rule. Stores call it before any state is touched. The
 // error is a *FieldError naming the field.

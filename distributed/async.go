@@ -23,7 +23,7 @@ const (
 // view made of the last synced global count plus this process's unsynced delta, and syncs
 // in the background: every interval (aligned to multiples of the interval on the clock) it
 // pushes the deltas of every key decided on since the last sync and pulls their global
-// totals, in one round trip for all of them (sluice.CounterStore). No store call is made on
+// totals, in one round trip for all of them (sluice.WindowCounter). No store call is made on
 // the decision path. Other algorithms go to the wrapped store's Take unchanged.
 //
 // Bound: each process sees the others' admissions late by at most about one interval (two in
@@ -40,7 +40,7 @@ const (
 // for concurrent use.
 type Async struct {
 	next       sluice.Store
-	counters   sluice.CounterStore
+	counters   sluice.WindowCounter
 	clock      sluice.Clock
 	interval   time.Duration
 	timeout    time.Duration
@@ -79,7 +79,7 @@ type asyncConfig struct {
 	manual     bool
 }
 
-// NewAsync wraps store, which must implement sluice.CounterStore. Its options are WithClock,
+// NewAsync wraps store, which must implement sluice.WindowCounter. Its options are WithClock,
 // WithInterval, WithTimeout, WithMaxStaleness, WithMaxKeys, WithSyncWrites and
 // WithManualSync; another option, or an invalid value, is an error naming the option.
 func NewAsync(store sluice.Store, opts ...Option) (*Async, error) {
@@ -90,9 +90,9 @@ func NewAsync(store sluice.Store, opts ...Option) (*Async, error) {
 	if store == nil {
 		return nil, fmt.Errorf("distributed: NewAsync: %w", sluice.ErrNoStore)
 	}
-	counters, ok := store.(sluice.CounterStore)
+	counters, ok := store.(sluice.WindowCounter)
 	if !ok {
-		return nil, fmt.Errorf("distributed: NewAsync: store %T does not implement sluice.CounterStore (AddWindowCounts), which local-first counting needs", store)
+		return nil, fmt.Errorf("distributed: NewAsync: store %T does not implement sluice.WindowCounter (AddWindowCounts), which local-first counting needs", store)
 	}
 	switch {
 	case cfg.interval <= 0:
@@ -360,7 +360,7 @@ func (a *Async) loop() {
 	}
 }
 
-// Flush syncs pending deltas, then flushes the wrapped store if it is a Flusher.
+// Flush syncs pending deltas, then flushes the wrapped store if it is a sluice.Flusher.
 func (a *Async) Flush(ctx context.Context) error {
 	return errors.Join(a.Sync(ctx), flushNext(ctx, a.next))
 }

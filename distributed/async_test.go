@@ -94,7 +94,7 @@ func TestAsyncBadOptions(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming it", c.name, err)
 		}
 	}
-	if _, err := NewAsync(takeOnly{s}); err == nil || !strings.Contains(err.Error(), "CounterStore") {
+	if _, err := NewAsync(takeOnly{s}); err == nil || !strings.Contains(err.Error(), "WindowCounter") {
 		t.Errorf("store without the capability: got %v", err)
 	}
 	if _, err := NewAsync(nil); !errors.Is(err, sluice.ErrNoStore) {

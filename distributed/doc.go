@@ -12,7 +12,7 @@
 //     (limit / live instances) behind a circuit breaker, or fails open or closed.
 //
 // Every decorator has Flush(ctx), which pushes its pending state into the wrapped store and
-// then flushes the wrapped store if it is a Flusher, and Close, which flushes and stops the
+// then flushes the wrapped store if it is a sluice.Flusher, and Close, which flushes and stops the
 // decorator's goroutines. Close does not close the wrapped store: the caller owns it, so close
 // from the outside in, then close the store.
 package distributed

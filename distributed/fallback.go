@@ -38,7 +38,7 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 //
 // PolicyLocal (the default) keeps the global budget: each instance decides with a local
 // limiter (a memory store) whose limit is the rule's limit divided by the number of live
-// instances. Instances count themselves with heartbeats in the store (sluice.InstanceRegistry,
+// instances. Instances count themselves with heartbeats in the store (sluice.Heartbeater,
 // when the store has it; the last count is kept while it is down); WithInstances gives the
 // count for stores without it and before the first heartbeat, and WithSafeCapacity overrides
 // both. So the fleet admits at most about one limit per period during an outage, not one per
@@ -47,7 +47,7 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // Fallback is safe for concurrent use.
 type Fallback struct {
 	next      sluice.Store
-	registry  sluice.InstanceRegistry
+	registry  sluice.Heartbeater
 	local     *memory.Store
 	clock     sluice.Clock
 	timeout   time.Duration
@@ -129,7 +129,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	}
 	f.state.Store(uint32(StateStore))
 	f.instances.Store(int64(cfg.instances))
-	if reg, ok := store.(sluice.InstanceRegistry); ok {
+	if reg, ok := store.(sluice.Heartbeater); ok {
 		f.registry = reg
 		_ = f.beat(context.Background()) // a first count before any decision
 		if !f.manual {
@@ -388,7 +388,7 @@ func within(ctx context.Context, timeout time.Duration, stop <-chan struct{},
 	}
 }
 
-// Flush flushes the wrapped store when it is a Flusher.
+// Flush flushes the wrapped store when it is a sluice.Flusher.
 func (f *Fallback) Flush(ctx context.Context) error { return flushNext(ctx, f.next) }
 
 // Close stops probing and heartbeats (without waiting for a store call in flight), flushes

@@ -8,15 +8,9 @@ import (
 	"github.com/sluicehq/sluice/internal/monotime"
 )
 
-// Flusher is implemented by decorators (and stores) that hold pending state: Flush pushes it
-// into the wrapped store, then flushes that store in turn.
-type Flusher interface {
-	Flush(ctx context.Context) error
-}
-
-// flushNext flushes s when it is a Flusher.
+// flushNext flushes s when it is a sluice.Flusher.
 func flushNext(ctx context.Context, s sluice.Store) error {
-	if f, ok := s.(Flusher); ok {
+	if f, ok := s.(sluice.Flusher); ok {
 		return f.Flush(ctx)
 	}
 	return nil

@@ -134,7 +134,7 @@ func WithPolicyFunc(f func(sluice.Rule) Policy) Option {
 }
 
 // WithInstances sets the estimate of live instances a Fallback uses when the store cannot
-// count them (no sluice.InstanceRegistry) and until the first heartbeat answers (default 1).
+// count them (no sluice.Heartbeater) and until the first heartbeat answers (default 1).
 // It applies to NewFallback.
 func WithInstances(n int) Option {
 	return Option{name: "WithInstances", fallback: func(c *fallbackConfig) { c.instances = n }}

@@ -118,7 +118,7 @@ func putDenial(sh *shardmap.Shard[denial], key string, e denial, t int64) {
 // Len reports the number of cached denials, including expired ones not yet replaced.
 func (o *OverLimit) Len() int { return o.denials.Len() }
 
-// Flush flushes the wrapped store when it is a Flusher; the cache itself holds nothing
+// Flush flushes the wrapped store when it is a sluice.Flusher; the cache itself holds nothing
 // pending.
 func (o *OverLimit) Flush(ctx context.Context) error { return flushNext(ctx, o.next) }
 

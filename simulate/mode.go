@@ -78,11 +78,11 @@ type Mode struct {
 	// Routing spreads requests over the instances (default RoundRobin).
 	Routing Routing
 	// SyncEvery, when positive, makes the harness call Sync on every instance store that
-	// implements Syncer each time virtual time crosses a multiple of it, so decorators that
+	// implements sluice.Syncer each time virtual time crosses a multiple of it, so decorators that
 	// synchronise in the background do so deterministically in virtual time.
 	SyncEvery time.Duration
 	// ProbeEvery, when positive, makes the harness call Probe on every instance store that
-	// implements Prober each time virtual time crosses a multiple of it, so a fallback probes
+	// implements sluice.Prober each time virtual time crosses a multiple of it, so a fallback probes
 	// the store and sends heartbeats deterministically in virtual time.
 	ProbeEvery time.Duration
 	// Outage, when To > From, makes the shared store fail every call with
@@ -93,19 +93,6 @@ type Mode struct {
 // Outage is the part of a run during which the shared store is down, as fractions of the
 // run's duration: {From: 1.0/3, To: 2.0/3} is the middle third.
 type Outage struct{ From, To float64 }
-
-// Syncer is implemented by instance stores that synchronise with the shared store at an
-// interval (async counters); the harness calls Sync at every SyncEvery of virtual time.
-type Syncer interface {
-	Sync(ctx context.Context) error
-}
-
-// Prober is implemented by instance stores that probe a failed store and announce
-// themselves in the background (distributed.Fallback with WithManualProbe); the harness calls
-// Probe at every ProbeEvery of virtual time.
-type Prober interface {
-	Probe(ctx context.Context) error
-}
 
 // Single is the single mode.
 func Single() Mode { return Mode{Name: "single", Nodes: 1} }
@@ -148,28 +135,28 @@ type outageStore struct {
 	from, to int64
 }
 
-// AddWindowCounts implements sluice.CounterStore when the wrapped store does, failing as Take
+// AddWindowCounts implements sluice.WindowCounter when the wrapped store does, failing as Take
 // does during the outage.
 func (s *outageStore) AddWindowCounts(ctx context.Context, batch []sluice.WindowCounts) error {
 	if s.down() {
 		return fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
 	}
-	cs, ok := s.Store.(sluice.CounterStore)
+	cs, ok := s.Store.(sluice.WindowCounter)
 	if !ok {
-		return fmt.Errorf("simulate: shared store %T is not a sluice.CounterStore", s.Store)
+		return fmt.Errorf("simulate: shared store %T is not a sluice.WindowCounter", s.Store)
 	}
 	return cs.AddWindowCounts(ctx, batch)
 }
 
-// Heartbeat implements sluice.InstanceRegistry when the wrapped store does, failing as Take
+// Heartbeat implements sluice.Heartbeater when the wrapped store does, failing as Take
 // does during the outage.
 func (s *outageStore) Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (int, error) {
 	if s.down() {
 		return 0, fmt.Errorf("%w: simulated outage", sluice.ErrStoreUnavailable)
 	}
-	reg, ok := s.Store.(sluice.InstanceRegistry)
+	reg, ok := s.Store.(sluice.Heartbeater)
 	if !ok {
-		return 0, fmt.Errorf("simulate: shared store %T is not a sluice.InstanceRegistry", s.Store)
+		return 0, fmt.Errorf("simulate: shared store %T is not a sluice.Heartbeater", s.Store)
 	}
 	return reg.Heartbeat(ctx, group, instance, ttl)
 }

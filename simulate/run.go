@@ -34,8 +34,8 @@ type Config struct {
 	// Store, when set, builds the store the instances of a distributed mode share, once per
 	// algorithm and mode, on the run's virtual clock, with the Closer that releases it after
 	// use (stores.Open's results); each call must return a store with fresh state (e.g. Redis
-	// under a new key prefix). It must implement sluice.CounterStore for the async modes and
-	// sluice.InstanceRegistry for the fallback heartbeats. Default: a memory store.
+	// under a new key prefix). It must implement sluice.WindowCounter for the async modes and
+	// sluice.Heartbeater for the fallback heartbeats. Default: a memory store.
 	Store func(clock sluice.Clock) (sluice.Store, io.Closer, error)
 }
 
@@ -364,7 +364,7 @@ func (d *fleet) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.
 		if d.syncEvery > 0 && (d.probeEvery <= 0 || d.nextSync <= d.nextProbe) {
 			d.clock.Set(time.Unix(0, d.nextSync).UTC())
 			for _, st := range d.stores {
-				if s, ok := st.(Syncer); ok {
+				if s, ok := st.(sluice.Syncer); ok {
 					_ = s.Sync(ctx) // a failed sync (store down) is retried at the next interval
 				}
 			}
@@ -373,7 +373,7 @@ func (d *fleet) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.
 		}
 		d.clock.Set(time.Unix(0, d.nextProbe).UTC())
 		for _, st := range d.stores {
-			if p, ok := st.(Prober); ok {
+			if p, ok := st.(sluice.Prober); ok {
 				_ = p.Probe(ctx) // a failed probe (store down) is retried at the next interval
 			}
 		}

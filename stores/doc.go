@@ -18,8 +18,8 @@
 // The mode is one of package distributed's decorators ("sync": none, "overlimit", "async"),
 // and the fallback wraps the result in distributed.NewFallback with a policy ("local",
 // "fail_open", "fail_closed"). The composed store is returned as it is, so the optional
-// interfaces of the outermost store (sluice.CounterStore, sluice.InstanceRegistry,
-// distributed.Flusher) stay visible.
+// interfaces of the outermost store (sluice.WindowCounter, sluice.Heartbeater,
+// sluice.Flusher) stay visible.
 //
 // Package stores imports the Redis client; importing package sluice alone does not.
 package stores

@@ -78,7 +78,7 @@ func TestOpenRedis(t *testing.T) {
 	}
 }
 
-// windowCount sums the window counters (sluice.CounterStore) under prefix.
+// windowCount sums the window counters (sluice.WindowCounter) under prefix.
 func windowCount(t *testing.T, url, prefix string) int64 {
 	t.Helper()
 	st, err := redis.NewFromURL(url)

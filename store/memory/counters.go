@@ -9,8 +9,8 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// counterTable holds the window counters and instance heartbeats of sluice.CounterStore and
-// sluice.InstanceRegistry. Its zero value is ready to use. Expired entries are removed on
+// counterTable holds the window counters and instance heartbeats of sluice.WindowCounter and
+// sluice.Heartbeater. Its zero value is ready to use. Expired entries are removed on
 // access once the table has grown past twice its size at the last cleanup.
 type counterTable struct {
 	mu        sync.Mutex
@@ -31,11 +31,11 @@ type windowCounter struct {
 }
 
 var (
-	_ sluice.CounterStore     = (*Store)(nil)
-	_ sluice.InstanceRegistry = (*Store)(nil)
+	_ sluice.WindowCounter = (*Store)(nil)
+	_ sluice.Heartbeater   = (*Store)(nil)
 )
 
-// AddWindowCounts implements sluice.CounterStore: it adds the deltas and fills in the totals
+// AddWindowCounts implements sluice.WindowCounter: it adds the deltas and fills in the totals
 // under one lock, so a batch is atomic. Counters expire after their TTL.
 func (s *Store) AddWindowCounts(_ context.Context, batch []sluice.WindowCounts) error {
 	now := s.now()
@@ -78,7 +78,7 @@ func (s *Store) AddWindowCounts(_ context.Context, batch []sluice.WindowCounts) 
 	return nil
 }
 
-// Heartbeat implements sluice.InstanceRegistry: it marks instance live in group for ttl and
+// Heartbeat implements sluice.Heartbeater: it marks instance live in group for ttl and
 // returns how many instances of the group are live.
 func (s *Store) Heartbeat(_ context.Context, group, instance string, ttl time.Duration) (int, error) {
 	if instance == "" {

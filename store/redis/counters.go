@@ -25,8 +25,8 @@ var (
 )
 
 var (
-	_ sluice.CounterStore     = (*Store)(nil)
-	_ sluice.InstanceRegistry = (*Store)(nil)
+	_ sluice.WindowCounter = (*Store)(nil)
+	_ sluice.Heartbeater   = (*Store)(nil)
 )
 
 func sha1Hex(s string) string {
@@ -40,7 +40,7 @@ func (s *Store) windowKey(userKey string, length time.Duration, idx int64) strin
 	return s.Key(userKey) + ":w:" + strconv.FormatInt(int64(length/time.Millisecond), 10) + ":" + strconv.FormatInt(idx, 10)
 }
 
-// AddWindowCounts implements sluice.CounterStore: one EVALSHA of lua/counters/window_counts.lua
+// AddWindowCounts implements sluice.WindowCounter: one EVALSHA of lua/counters/window_counts.lua
 // per key (INCRBY + PEXPIRE per non-zero delta, GET otherwise), all in one pipeline, bounded
 // by the store's timeout. Script calls are not retried (an INCRBY whose reply was lost may
 // have committed); NOSCRIPT is answered with EVAL.
@@ -125,7 +125,7 @@ func isRedisError(err error) bool {
 	return ok && err != goredis.Nil
 }
 
-// Heartbeat implements sluice.InstanceRegistry with lua/counters/heartbeat.lua: a sorted set
+// Heartbeat implements sluice.Heartbeater with lua/counters/heartbeat.lua: a sorted set
 // per group, "<prefix>instances:{<group>}", scored by each instance's expiry in server time.
 func (s *Store) Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (int, error) {
 	if instance == "" {
