@@ -23,8 +23,8 @@ import (
 // Handler returns the HTTP API: POST /v1/allow, POST /json, GET /metrics, /healthz, /readyz.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/allow", s.handleAllow)
-	mux.HandleFunc("POST /json", s.handleJSON)
+	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
+	mux.HandleFunc("POST /json", s.withBody(s.handleJSON))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
@@ -66,6 +66,21 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 
 func isInvalid(err error) bool { return status.Code(err) == codes.InvalidArgument }
 
+// withBody adapts a handler of a request body: it times the request into the HTTP latency
+// histogram and reads the body (see readBody), answering a bad body with an error itself.
+func (s *Server) withBody(h func(http.ResponseWriter, *http.Request, []byte)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		defer func() { s.metrics.httpLatency.Observe(time.Since(start).Seconds()) }()
+		body, err := s.readBody(w, r)
+		if err != nil {
+			s.writeError(w, err)
+			return
+		}
+		h(w, r, body)
+	}
+}
+
 // readBody reads a bounded request body.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
@@ -81,14 +96,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 
 // handleJSON is envoyproxy/ratelimit's /json endpoint: the RLS request and response in
 // protobuf JSON; 429 when over limit.
-func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	defer func() { s.metrics.httpLatency.Observe(time.Since(start).Seconds()) }()
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
+func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req rlsv3.RateLimitRequest
 	if err := protojson.Unmarshal(body, &req); err != nil {
 		s.writeError(w, invalid("body: not a RateLimitRequest in protobuf JSON: %v", err))
@@ -158,14 +166,7 @@ func decisionJSON(d sluice.Decision) DecisionJSON {
 
 // handleAllow is POST /v1/allow: either {"key", "rule", "n"} decided directly, or
 // {"domain", "descriptors", "hits_addend"} decided against the rules like an RLS request.
-func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	defer func() { s.metrics.httpLatency.Observe(time.Since(start).Seconds()) }()
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, err)
-		return
-	}
+func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(body, &probe); err != nil {
 		s.writeError(w, invalid("body: not a JSON object: %v", err))
