@@ -170,21 +170,21 @@ func (ks *keyState) index(j int64) int {
 func (ks *keyState) at(j int64) *slot { return &ks.slots[ks.index(j)] }
 
 // val is the view of window j (0 when the ring holds no counter for it).
-func (ks *keyState) val(j int64) int64 {
-	s := ks.at(j)
+func (ks *keyState) val(j int64) int64 { return ks.slots[ks.index(j)].view(j) }
+
+// view is the slot's view of window j (0 when it holds another window).
+func (s *slot) view(j int64) int64 {
 	if s.idx != j {
 		return 0
 	}
 	return max(0, s.global+s.inflight+s.pending+s.carried)
 }
 
-// add adds n units to the view of window j of a sliding window: to its pending delta, or for
-// a negative n (at most the view of window j) to its carried estimate first.
-func (ks *keyState) add(j, n int64) {
-	if n == 0 {
-		return
-	}
-	s := ks.slotFor(j)
+// add adds n units to the view of window j, whose slot is at position i of the ring, of a
+// sliding window: to its pending delta, or for a negative n (at most the view of window j) to
+// its carried estimate first.
+func (ks *keyState) add(i int, j, n int64) {
+	s := ks.slotAt(i, j)
 	if s == nil {
 		return
 	}
@@ -198,8 +198,11 @@ func (ks *keyState) add(j, n int64) {
 
 // slotFor returns window j's slot, recycling an older window's slot (its unsynced delta
 // becomes an orphan), or nil when the slot holds a newer window.
-func (ks *keyState) slotFor(j int64) *slot {
-	s := ks.at(j)
+func (ks *keyState) slotFor(j int64) *slot { return ks.slotAt(ks.index(j), j) }
+
+// slotAt is slotFor with the ring position i of window j's slot already known.
+func (ks *keyState) slotAt(i int, j int64) *slot {
+	s := &ks.slots[i]
 	if s.idx == j {
 		return s
 	}
@@ -220,10 +223,20 @@ func (ks *keyState) first() int64 { return ks.cur - int64(len(ks.slots)) + 1 }
 func (ks *keyState) view() *algorithm.SlidingWindow {
 	w := &ks.window
 	w.Newest = ks.cur
-	for j := ks.first(); j <= ks.cur; j++ {
-		w.Counts[ks.index(j)] = ks.val(j)
+	// The ring holds windows first..cur, one per slot: walk the positions rather than
+	// dividing for each window's.
+	for i, j := ks.index(ks.first()), ks.first(); j <= ks.cur; i, j = ks.next(i), j+1 {
+		w.Counts[i] = ks.slots[i].view(j)
 	}
 	return w
+}
+
+// next is the ring position after i.
+func (ks *keyState) next(i int) int {
+	if i++; i == len(ks.slots) {
+		return 0
+	}
+	return i
 }
 
 // decide decides n units at now under r (which has the state's shape) and adds what it
@@ -262,10 +275,11 @@ func (ks *keyState) takeSliding(now, n int64) sluice.Decision {
 	w := ks.view()
 	d := w.Take(now, &ks.params, n, 0)
 	same := true
-	for j := ks.first(); j <= ks.cur; j++ {
-		c := w.Counts[ks.index(j)]
-		ks.add(j, c-ks.val(j))
-		same = same && ks.val(j) == c
+	for i, j := ks.index(ks.first()), ks.first(); j <= ks.cur; i, j = ks.next(i), j+1 {
+		if c, v := w.Counts[i], ks.slots[i].view(j); c != v {
+			ks.add(i, j, c-v)
+			same = same && ks.slots[i].view(j) == c
+		}
 	}
 	if !same {
 		// The units admitted went to a window whose view is below zero (this process took
