@@ -275,7 +275,11 @@ func (ks *keyState) takeSliding(now, n int64) sluice.Decision {
 	w := ks.view()
 	d := w.Take(now, &ks.params, n, 0)
 	same := true
-	for i, j := ks.index(ks.first()), ks.first(); j <= ks.cur; i, j = ks.next(i), j+1 {
+	first := ks.first()
+	if n > 0 {
+		first = ks.cur // an admission counts in the newest window only
+	}
+	for i, j := ks.index(first), first; j <= ks.cur; i, j = ks.next(i), j+1 {
 		if c, v := w.Counts[i], ks.slots[i].view(j); c != v {
 			ks.add(i, j, c-v)
 			same = same && ks.slots[i].view(j) == c
