@@ -56,8 +56,8 @@ type Config struct {
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
 	// fallback and per-call timeout (default: memory, sync mode, no fallback).
 	StoreConfig stores.Config
-	// Logger receives startup, reload, shutdown and (rate-limited) store error lines; nothing
-	// is logged per request. Default: discard.
+	// Logger receives startup, reload, shutdown, (rate-limited) store error lines, and each
+	// change of the fallback's state; nothing is logged per request. Default: discard.
 	Logger *slog.Logger
 	// Registry receives the metrics; default a new registry of the server's own.
 	Registry *prometheus.Registry
@@ -103,6 +103,7 @@ type Server struct {
 	http             *http.Server
 	ready            atomic.Bool
 	readyCheck       readiness
+	fallback         *fallbackWatch // the fallback of the store the server opened; nil without
 	closeOnce        sync.Once
 }
 
@@ -178,7 +179,15 @@ func (s *Server) loadRules() error {
 func (s *Server) openStore() error {
 	s.store = s.cfg.Store
 	if s.store == nil {
-		st, closer, err := stores.Open(context.Background(), s.cfg.StoreConfig)
+		sc := s.cfg.StoreConfig
+		if sc.Fallback != "" {
+			w, err := watchFallback(&sc, sc.Fallback, s.log, s.registry, s.fallbackError)
+			if err != nil {
+				return fmt.Errorf("server: metrics: %w", err)
+			}
+			s.fallback = w
+		}
+		st, closer, err := stores.Open(context.Background(), sc)
 		if err != nil {
 			return err
 		}
