@@ -54,7 +54,10 @@ type Config struct {
 	// closed on shutdown. A Store passed here is not closed by the server.
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
-	// fallback and per-call timeout (default: memory, sync mode, no fallback).
+	// fallback and per-call timeout (default: memory, sync mode, no fallback). With a
+	// fallback, the server hooks its OnStateChange and OnStoreError (calling any set here
+	// too) to log each change, count the failures and report the state in the metrics and
+	// /readyz; a fallback inside a Store passed above is not observed.
 	StoreConfig stores.Config
 	// Logger receives startup, reload, shutdown, (rate-limited) store error lines, and each
 	// change of the fallback's state; nothing is logged per request. Default: discard.
