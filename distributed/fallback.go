@@ -58,6 +58,7 @@ type Fallback struct {
 	safe      float64
 	group, id string
 	onChange  func(from, to State)
+	onError   func(err error)
 	manual    bool
 
 	state       atomic.Uint32
@@ -83,13 +84,14 @@ type fallbackConfig struct {
 	safe      float64
 	group, id string
 	onChange  func(from, to State)
+	onError   func(err error)
 	manual    bool
 }
 
 // NewFallback wraps store. Its options are WithClock, WithTimeout, WithFailures,
 // WithProbeInterval, WithHeartbeat, WithPolicy, WithPolicyFunc, WithInstances,
-// WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe and OnStateChange; another
-// option, or an invalid value, is an error naming the option.
+// WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe, OnStateChange and
+// OnStoreError; another option, or an invalid value, is an error naming the option.
 func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	cfg := fallbackConfig{timeout: DefaultFallbackTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
 		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, group: DefaultGroup}
@@ -117,7 +119,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	}
 	f := &Fallback{next: store, local: local, clock: cfg.clock, timeout: cfg.timeout,
 		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
-		group: cfg.group, id: cfg.id, onChange: cfg.onChange, manual: cfg.manual, stop: make(chan struct{})}
+		group: cfg.group, id: cfg.id, onChange: cfg.onChange, onError: cfg.onError, manual: cfg.manual, stop: make(chan struct{})}
 	f.policy = func(sluice.Rule) Policy { return cfg.policy }
 	if fn := cfg.policyFn; fn != nil {
 		f.policy = func(r sluice.Rule) Policy {
@@ -131,7 +133,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	f.instances.Store(int64(cfg.instances))
 	if reg, ok := store.(sluice.Heartbeater); ok {
 		f.registry = reg
-		_ = f.beat(context.Background()) // a first count before any decision
+		_ = f.sendHeartbeat(context.Background()) // a first count before any decision
 		if !f.manual {
 			f.wg.Add(1)
 			go f.heartbeatLoop()
@@ -181,12 +183,15 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 	case err == nil:
 		f.consecutive.Store(0)
 		if late {
+			f.storeFailed(fmt.Errorf("distributed: the store answered after the timeout (%v): %w", f.timeout, sluice.ErrStoreUnavailable))
 			f.open() // the store answered, but too slowly: stop asking it
 		}
 		return d, nil
 	case late:
+		f.storeFailed(fmt.Errorf("%w (%v): %w", errTimeout, f.timeout, err))
 		f.open()
 	case sluice.IsUnavailable(err):
+		f.storeFailed(err)
 		if f.consecutive.Add(1) >= f.failures {
 			f.open()
 		}
@@ -194,6 +199,13 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 		return d, err // bad input, or the caller's context ended: not the store's fault
 	}
 	return f.decideLocally(ctx, req)
+}
+
+// storeFailed reports a store failure the Fallback absorbs to the OnStoreError hook.
+func (f *Fallback) storeFailed(err error) {
+	if f.onError != nil {
+		f.onError(err)
+	}
 }
 
 // call asks the store under a deadline of the timeout, in the caller's goroutine: no goroutine
@@ -282,7 +294,7 @@ func (f *Fallback) Probe(ctx context.Context) error {
 		return err
 	}
 	if f.registry != nil && f.clock.Now().UnixNano()-f.lastBeat.Load() >= int64(f.heartbeat) {
-		return f.beat(ctx)
+		return f.sendHeartbeat(ctx)
 	}
 	return nil
 }
@@ -317,6 +329,7 @@ func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 		})
 	}
 	if err != nil {
+		f.reportFailed(ctx, "probe", err)
 		return false, err
 	}
 	f.reclose()
@@ -334,7 +347,7 @@ func (f *Fallback) heartbeatLoop() {
 		case <-f.clock.After(f.heartbeat):
 		}
 		if f.State() == StateStore {
-			_ = f.beat(context.Background())
+			_ = f.sendHeartbeat(context.Background())
 		}
 	}
 }
@@ -354,6 +367,21 @@ func (f *Fallback) beat(ctx context.Context) error {
 		f.lastBeat.Store(f.clock.Now().UnixNano())
 	}
 	return err
+}
+
+// sendHeartbeat sends a heartbeat (beat) and reports its failure to the OnStoreError hook.
+func (f *Fallback) sendHeartbeat(ctx context.Context) error {
+	err := f.beat(ctx)
+	f.reportFailed(ctx, "heartbeat", err)
+	return err
+}
+
+// reportFailed reports the failure of a probe or heartbeat to the OnStoreError hook, unless
+// it failed because the Fallback closed or the caller's context ended.
+func (f *Fallback) reportFailed(ctx context.Context, call string, err error) {
+	if err != nil && !errors.Is(err, sluice.ErrClosed) && ctx.Err() == nil {
+		f.storeFailed(fmt.Errorf("distributed: %s: %w", call, err))
+	}
 }
 
 // within runs call in its own goroutine with a context that ends after timeout, and returns

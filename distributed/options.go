@@ -171,3 +171,15 @@ func WithManualProbe() Option {
 func OnStateChange(f func(from, to State)) Option {
 	return Option{name: "OnStateChange", fallback: func(c *fallbackConfig) { c.onChange = f }}
 }
+
+// OnStoreError registers f, called with each failure of a store call that a Fallback absorbs
+// (for metrics and logs): a decision's call that failed as unavailable or outlived the
+// timeout (that request then decided by policy; it is called before the failure opens the
+// circuit, so the last error it saw is the cause of the change), a failed probe of an open
+// circuit, and a failed heartbeat. Probe and heartbeat errors are wrapped to say which call
+// failed ("distributed: probe: ..."). A decision that fails for another reason (bad input,
+// the caller's context ending) is returned to the caller, not passed to f. f runs
+// synchronously in the goroutine of the call and must not block. It applies to NewFallback.
+func OnStoreError(f func(err error)) Option {
+	return Option{name: "OnStoreError", fallback: func(c *fallbackConfig) { c.onError = f }}
+}

@@ -46,6 +46,7 @@ func TestOptionApplies(t *testing.T) {
 		{WithInstanceID("i"), "WithInstanceID", []string{f}},
 		{WithManualProbe(), "WithManualProbe", []string{f}},
 		{OnStateChange(func(_, _ State) {}), "OnStateChange", []string{f}},
+		{OnStoreError(func(error) {}), "OnStoreError", []string{f}},
 		{Option{}, "the zero Option", nil},
 	} {
 		for ctor, build := range ctors {

@@ -268,14 +268,20 @@ func (s *Server) storeError(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, "sluice: store unavailable: "+err.Error())
 }
 
+// fallbackError counts and logs a store failure that the fallback answered by its policy.
+func (s *Server) fallbackError(err error) {
+	s.metrics.storeErrors.Inc()
+	s.logStoreError(err, "answered_by", "fallback "+s.cfg.StoreConfig.Fallback)
+}
+
 // logStoreError logs at most one store error per second, so an outage does not flood logs.
-func (s *Server) logStoreError(err error) {
+func (s *Server) logStoreError(err error, attrs ...any) {
 	now := time.Now().UnixNano()
 	last := s.lastStoreLog.Load()
 	if now-last < int64(time.Second) || !s.lastStoreLog.CompareAndSwap(last, now) {
 		return
 	}
-	s.log.Error("store error", "err", err)
+	s.log.Error("store error", append([]any{"err", err}, attrs...)...)
 }
 
 // respond builds the RLS response and counts the decisions.

@@ -302,21 +302,40 @@ type readiness struct {
 	ok      atomic.Bool
 }
 
-// handleReady answers 200 once serving and while the store answers; 503 otherwise.
+// handleReady answers 200 "ready" once serving while the store takes a write; 200
+// "degraded: ..." while a fallback decides because the store is unavailable (503 with
+// ?strict); 503 while starting, shutting down, or when the store fails without a fallback.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if !s.ready.Load() {
 		writeText(w, http.StatusServiceUnavailable, "not ready: starting or shutting down")
 		return
 	}
-	if err := s.readyCheck.check(r.Context()); err != nil {
-		writeText(w, http.StatusServiceUnavailable, "not ready: store: "+err.Error())
-		return
+	if s.fallback == nil || s.fallback.degraded() == "" { // the fallback's probe runs already
+		if err := s.readyCheck.check(r.Context()); err != nil {
+			writeText(w, http.StatusServiceUnavailable, "not ready: store: "+err.Error())
+			return
+		}
+	}
+	if s.fallback != nil {
+		if why := s.fallback.degraded(); why != "" {
+			code := http.StatusOK
+			if r.URL.Query().Has("strict") {
+				code = http.StatusServiceUnavailable
+			}
+			writeText(w, code, "degraded: "+why)
+			return
+		}
 	}
 	writeText(w, http.StatusOK, "ready")
 }
 
-var readyRule = sluice.Per(1, time.Second)
+// readyRule is the rule of the readiness probe: a write that always admits, on a key that
+// lives a second.
+var readyRule = sluice.FixedWindow(sluice.MaxLimit, time.Second)
 
+// check takes one unit of the readiness key, so a store that answers reads but refuses
+// writes (Redis out of memory, a read-only replica) is not ready; a success is trusted for a
+// second.
 func (rc *readiness) check(ctx context.Context) error {
 	now := time.Now().UnixNano()
 	if now-rc.checked.Load() < int64(time.Second) {
@@ -326,7 +345,7 @@ func (rc *readiness) check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 0})
+	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
 	rc.ok.Store(err == nil)
 	rc.checked.Store(now)
 	return err

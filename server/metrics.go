@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_shadow_would_deny_total",
 			Help: "Shadow-mode descriptors that were over their limit and answered OK."}, []string{"domain", "rule"}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_store_errors_total",
-			Help: "Decisions that failed because the store was unavailable or errored."}),
+			Help: "Store calls that failed (unavailable, erroring or too slow): decisions answered UNAVAILABLE, and with a fallback the decisions it answered by policy and its failed probes and heartbeats."}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_invalid_requests_total",
 			Help: "Requests rejected as malformed (INVALID_ARGUMENT / HTTP 400) by transport."}, []string{"transport"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_request_duration_seconds",

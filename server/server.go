@@ -54,10 +54,13 @@ type Config struct {
 	// closed on shutdown. A Store passed here is not closed by the server.
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
-	// fallback and per-call timeout (default: memory, sync mode, no fallback).
+	// fallback and per-call timeout (default: memory, sync mode, no fallback). With a
+	// fallback, the server hooks its OnStateChange and OnStoreError (calling any set here
+	// too) to log each change, count the failures and report the state in the metrics and
+	// /readyz; a fallback inside a Store passed above is not observed.
 	StoreConfig stores.Config
-	// Logger receives startup, reload, shutdown and (rate-limited) store error lines; nothing
-	// is logged per request. Default: discard.
+	// Logger receives startup, reload, shutdown, (rate-limited) store error lines, and each
+	// change of the fallback's state; nothing is logged per request. Default: discard.
 	Logger *slog.Logger
 	// Registry receives the metrics; default a new registry of the server's own.
 	Registry *prometheus.Registry
@@ -103,6 +106,7 @@ type Server struct {
 	http             *http.Server
 	ready            atomic.Bool
 	readyCheck       readiness
+	fallback         *fallbackWatch // the fallback of the store the server opened; nil without
 	closeOnce        sync.Once
 }
 
@@ -178,7 +182,15 @@ func (s *Server) loadRules() error {
 func (s *Server) openStore() error {
 	s.store = s.cfg.Store
 	if s.store == nil {
-		st, closer, err := stores.Open(context.Background(), s.cfg.StoreConfig)
+		sc := s.cfg.StoreConfig
+		if sc.Fallback != "" {
+			w, err := watchFallback(&sc, sc.Fallback, s.log, s.registry, s.fallbackError)
+			if err != nil {
+				return fmt.Errorf("server: metrics: %w", err)
+			}
+			s.fallback = w
+		}
+		st, closer, err := stores.Open(context.Background(), sc)
 		if err != nil {
 			return err
 		}

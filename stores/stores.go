@@ -46,6 +46,16 @@ type Config struct {
 	// context) and fail if it does not. Without it clients connect on first use, so a
 	// service can start while its store is down, and fall back.
 	Ping bool
+	// OnStateChange, when set with a Fallback, is called on every change of the fallback's
+	// state (distributed.OnStateChange): StateStore to StateFallback when the store fails,
+	// back when a probe answers. It runs in the goroutine that changes the state and must not
+	// block. Without a Fallback it is never called.
+	OnStateChange func(from, to distributed.State)
+	// OnStoreError, when set with a Fallback, is called with every store failure the
+	// fallback absorbs (distributed.OnStoreError): decisions it answered by policy because
+	// the store failed or was too slow, and failed probes and heartbeats. Failures without a
+	// fallback are returned by Take instead. It must not block.
+	OnStoreError func(err error)
 }
 
 // Validate reports every invalid field of c, each error naming its field (url, mode,
@@ -138,6 +148,12 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 	}
 	p, _ := distributed.ParsePolicy(c.Fallback) // valid: Open checked it
 	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithPolicy(p))
+	if c.OnStateChange != nil {
+		opts = append(opts, distributed.OnStateChange(c.OnStateChange))
+	}
+	if c.OnStoreError != nil {
+		opts = append(opts, distributed.OnStoreError(c.OnStoreError))
+	}
 	fb, err := distributed.NewFallback(st, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("stores: fallback: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,5 +226,49 @@ func TestOpenPing(t *testing.T) {
 		t.Errorf("Ping on memory: %v", err)
 	} else {
 		closer.Close()
+	}
+}
+
+// TestOpenFallbackHooks: OnStateChange and OnStoreError reach the fallback Open composes: on
+// a closed port every decision is answered by the policy, the failures are reported, and the
+// circuit's opening is seen.
+func TestOpenFallbackHooks(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		errs    []error
+		changes []string
+	)
+	st, closer, err := stores.Open(context.Background(), stores.Config{
+		URL: "redis://127.0.0.1:1?dial_timeout=50ms", Fallback: "fail_closed", Timeout: time.Second,
+		OnStateChange: func(from, to distributed.State) {
+			mu.Lock()
+			defer mu.Unlock()
+			changes = append(changes, from.String()+">"+to.String())
+		},
+		OnStoreError: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	for range 3 {
+		d, err := st.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.FixedWindow(3, time.Minute), N: 1})
+		if err != nil || d.Allowed {
+			t.Fatalf("fail_closed on a closed port: %+v, %v; want a denial", d, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The first heartbeat failed, then the first decision, which opened the circuit (the
+	// others were decided without a store call).
+	if len(errs) < 2 || !strings.HasPrefix(errs[0].Error(), "distributed: heartbeat: ") || !sluice.IsUnavailable(errs[len(errs)-1]) {
+		t.Errorf("store errors reported: %q, want the heartbeat's and a decision's (unavailable)", errs)
+	}
+	if len(changes) != 1 || changes[0] != "store>fallback" {
+		t.Errorf("state changes: %v, want [store>fallback]", changes)
 	}
 }

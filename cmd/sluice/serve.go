@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/store/redis"
 	"github.com/sluicehq/sluice/stores"
 )
 
@@ -84,6 +85,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
+	// go-redis's own lines (failed dials, Sentinel switches) go through the same logger,
+	// at most one a second, instead of plain text on standard error.
+	redis.SetLogger(logger, redis.DefaultLogInterval)
 	cfg := server.Config{
 		GRPCAddr:        f.grpcAddr,
 		HTTPAddr:        f.httpAddr,

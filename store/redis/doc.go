@@ -44,5 +44,10 @@
 // timeouts and Redis errors (OOM, READONLY, CROSSSLOT, ...) wrap sluice.ErrStoreUnavailable;
 // invalid requests wrap ErrInvalidRule, ErrInvalidKey or ErrInvalidN and never reach Redis.
 //
+// Logging: go-redis writes its own lines (a failed dial, a Sentinel switch) as plain text to
+// standard error, through one logger per process. SetLogger routes them through a
+// *slog.Logger instead, at most one per interval; the store never installs it by itself, as
+// the logger belongs to the program (sluice serve installs it).
+//
 // A Store is safe for concurrent use.
 package redis

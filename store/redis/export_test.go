@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -59,3 +60,6 @@ func ScriptInfo(sc *script) (name, src, multi string) {
 	}
 	return sc.name, sc.src, multi
 }
+
+// SetLoggerClock makes l read the time from now.
+func SetLoggerClock(l *Logger, now func() time.Time) { l.now = now }
