@@ -172,6 +172,10 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeError(w, invalid("body: not a JSON object: %v", err))
 		return
 	}
+	if err := checkStrictJSON(body); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	_, hasDomain := probe["domain"]
 	_, hasDescriptors := probe["descriptors"]
 	if hasDomain || hasDescriptors {
@@ -261,7 +265,8 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 		s.writeError(w, invalid("body: want {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits_addend\"}: %v", err))
 		return
 	}
-	resp, err := s.decide(ctx, &req)
+	var never []bool
+	resp, err := s.decideInto(ctx, &req, &never)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -278,12 +283,19 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 			d.ResetAfterMs = st.DurationUntilReset.AsDuration().Milliseconds()
 			if !d.Allowed {
 				d.RetryAfterMs = d.ResetAfterMs
+				if never[i] {
+					d.RetryAfterMs = -1
+				}
 			}
 			if out.Remaining < 0 || d.Remaining < out.Remaining {
 				out.Limit, out.Remaining = d.Limit, d.Remaining
 			}
 			out.ResetAfterMs = max(out.ResetAfterMs, d.ResetAfterMs)
-			out.RetryAfterMs = max(out.RetryAfterMs, d.RetryAfterMs)
+			if out.RetryAfterMs >= 0 && d.RetryAfterMs < 0 {
+				out.RetryAfterMs = -1 // the request can never be allowed
+			} else if out.RetryAfterMs >= 0 {
+				out.RetryAfterMs = max(out.RetryAfterMs, d.RetryAfterMs)
+			}
 		} else {
 			d.Remaining = -1
 		}
