@@ -46,7 +46,7 @@ func (sc *strictScanner) pathString() string {
 			if b.Len() > 0 {
 				b.WriteByte('.')
 			}
-			if plainName(e.name) {
+			if plainName(e.name) && len(e.name) <= 64 {
 				b.WriteString(e.name)
 			} else {
 				b.WriteString(quote(e.name))

@@ -35,6 +35,16 @@ func TestHTTPAllowStrictJSON(t *testing.T) {
 			t.Errorf("%q: %d %s\nwant 400 %s", body, code, got, want)
 		}
 	}
+	// A long name given twice is not echoed whole.
+	long := strings.Repeat("k", 100_000)
+	if code, got := h.post(t, "/v1/allow", `{"`+long+`":1,"`+long+`":2}`); code != http.StatusBadRequest || len(got) > 400 || !strings.Contains(got, "given twice") {
+		t.Errorf("long name twice: %d %.300s (%d bytes)", code, got, len(got))
+	}
+	// Deep nesting (as deep as encoding/json accepts) is scanned without trouble.
+	deep := `{"key":"a",` + rule + `,"x":` + strings.Repeat("[", 9000) + strings.Repeat("]", 9000) + `}`
+	if code, got := h.post(t, "/v1/allow", deep); code != http.StatusBadRequest || !strings.Contains(got, `unknown field \"x\"`) {
+		t.Errorf("deep: %d %.300s", code, got)
+	}
 	if n := h.store.calls.Load(); n != 0 {
 		t.Fatalf("%d store calls for refused requests", n)
 	}
