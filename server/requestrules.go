@@ -61,7 +61,7 @@ func (rr *requestRules) supplied(field string) error {
 	case RequestRulesOff:
 		return invalid("%s: rules chosen by requests are off on this server (request-rules %s)", field, rr.mode)
 	case RequestRulesNamed:
-		return invalid("%s: this server accepts only rules named from its config (request-rules %s), e.g. \"rule\": \"<domain>.<descriptor key>\"", field, rr.mode)
+		return invalid("%s: this server accepts only rules named from its config (request-rules %s), e.g. \"rule\": \"domain.descriptor_key\"", field, rr.mode)
 	}
 	return nil
 }

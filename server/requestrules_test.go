@@ -137,7 +137,7 @@ func TestRequestRulesNamed(t *testing.T) {
 		{`{"key":"d","rule":"golden.tiered","n":1}`, `{"allowed":false,"limit":2,"remaining":0,"retry_after_ms":500,"reset_after_ms":60000}`},
 		{`{"key":"b","rule":"per_user_login"}`, `{"allowed":true,"limit":1,"remaining":0,"retry_after_ms":0,"reset_after_ms":7200000}`},
 		{`{"key":"c","rule":"golden.static"}`, `{"allowed":true,"limit":-1,"remaining":-1,"retry_after_ms":0,"reset_after_ms":0}`},
-		{`{"key":"e","rule":{"limit":1,"period":"1s"}}`, `{"error":"sluice: rule: this server accepts only rules named from its config (request-rules named), e.g. \"rule\": \"\u003cdomain\u003e.\u003cdescriptor key\u003e\"","code":"InvalidArgument"}`},
+		{`{"key":"e","rule":{"limit":1,"period":"1s"}}`, `{"error":"sluice: rule: this server accepts only rules named from its config (request-rules named), e.g. \"rule\": \"domain.descriptor_key\"","code":"InvalidArgument"}`},
 		{`{"key":"e","rule":"nope"}`, `{"error":"sluice: rule: no limit named \"nope\" in the rules (a descriptor path like \"domain.key_value.key\", or a rate_limit name)","code":"InvalidArgument"}`},
 		{`{"key":"e","rule":"golden.shadow"}`, `{"error":"sluice: rule: \"golden.shadow\" is in shadow_mode, which applies to descriptors only","code":"InvalidArgument"}`},
 		{`{"key":"e","rule":5}`, `{"error":"sluice: rule: want a rule {\"limit\", \"period\", ...} or the name of a configured limit, got \"5\"","code":"InvalidArgument"}`},
