@@ -2,17 +2,22 @@ package algorithm
 
 import "github.com/sluicehq/sluice"
 
-// SlidingLog keeps the time of every admitted unit in a ring of Limit timestamps: exact (no
-// span of one period ever sees more than Limit), 8 bytes x Limit of memory per key, allocated
-// on the first decision and again only when the limit changes. Denied requests are not
-// recorded, so a client over its limit regains capacity as its old requests age out.
+// SlidingLog keeps the time of every admitted unit in a ring of timestamps: exact (no span of
+// one period ever sees more than Limit), 8 bytes per unit held, at most 8 x Limit bytes per
+// key. The ring grows with the units it holds (doubling, up to Limit), so a key with a large
+// limit and little traffic stays small. Denied requests are not recorded, so a client over its
+// limit regains capacity as its old requests age out.
 //
 // A unit admitted at t counts for decisions at instants in [t, t+Period).
 type SlidingLog struct {
-	ring  []int64 // timestamps, oldest at head
+	ring  []int64 // timestamps, oldest at head; len(ring) <= limit
 	head  int
 	count int
+	limit int64 // the limit of the last decision
 }
+
+// minLogRing is the ring's first size.
+const minLogRing = 8
 
 // Algorithm returns sluice.AlgorithmSlidingLog.
 func (*SlidingLog) Algorithm() sluice.Algorithm { return sluice.AlgorithmSlidingLog }
@@ -25,11 +30,27 @@ func (s *SlidingLog) at(i int) int64 { return s.ring[(s.head+i)%len(s.ring)] }
 
 func (s *SlidingLog) newest() int64 { return s.at(s.count - 1) }
 
-// resize keeps the newest min(count, limit) timestamps in a ring of the new limit. Dropping the
-// oldest ones admits nothing extra: they would have aged out before any kept one.
-func (s *SlidingLog) resize(limit int) {
-	ring := make([]int64, limit)
-	keep := min(s.count, limit)
+// setLimit applies a new limit: the newest min(count, limit) timestamps are kept, in a ring no
+// longer than the limit. Dropping the oldest ones admits nothing extra: they would have aged out
+// before any kept one.
+func (s *SlidingLog) setLimit(limit int64) {
+	s.limit = limit
+	if int64(len(s.ring)) > limit {
+		s.regrow(int(limit), min(s.count, int(limit)))
+	}
+}
+
+// grow makes room for need timestamps (need <= limit), at least doubling the ring.
+func (s *SlidingLog) grow(need int) {
+	if need <= len(s.ring) {
+		return
+	}
+	s.regrow(min(max(need, 2*len(s.ring), minLogRing), int(s.limit)), s.count)
+}
+
+// regrow moves the newest keep timestamps into a new ring of the given size.
+func (s *SlidingLog) regrow(size, keep int) {
+	ring := make([]int64, size)
 	for i := 0; i < keep; i++ {
 		ring[i] = s.at(s.count - keep + i)
 	}
@@ -39,8 +60,8 @@ func (s *SlidingLog) resize(limit int) {
 // Take implements State.
 func (s *SlidingLog) Take(now int64, pr *Params, n, _ int64) sluice.Decision {
 	limit := pr.Rule.Limit
-	if len(s.ring) != int(limit) {
-		s.resize(int(limit))
+	if s.limit != limit {
+		s.setLimit(limit)
 	}
 	if s.count > 0 && now < s.newest() {
 		now = s.newest() // the clock went backwards: time stands still
@@ -59,6 +80,7 @@ func (s *SlidingLog) Take(now int64, pr *Params, n, _ int64) sluice.Decision {
 		s.count -= int(min(-n, c))
 		d.Allowed = true
 	case c+n <= limit:
+		s.grow(s.count + int(n))
 		for i := int64(0); i < n; i++ {
 			s.ring[(s.head+s.count)%len(s.ring)] = now
 			s.count++

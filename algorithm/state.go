@@ -40,6 +40,20 @@ func New(a sluice.Algorithm) State {
 	return nil
 }
 
+// StateBytes is the most memory one key's state under rule r can hold, in bytes, as documented
+// on each state: 8 x Limit for the sliding log, 8 x (SubWindows+1) + 16 for the sliding window,
+// 16 for the others. It leaves out what a store adds per key (docs/ALGORITHMS.md has the
+// measured totals). A service that accepts rules from its callers bounds it (see package server).
+func StateBytes(r sluice.Rule) int64 {
+	switch r.Algorithm {
+	case sluice.AlgorithmSlidingLog:
+		return 8 * r.Limit
+	case sluice.AlgorithmSlidingWindow:
+		return 8*(r.Windows()+1) + 16
+	}
+	return 16
+}
+
 // Scale is the number of fixed-point sub-units per unit in bucket levels.
 const Scale = 1_000_000_000
 

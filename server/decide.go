@@ -62,6 +62,20 @@ func (it *item) numRules() int {
 
 func (it *item) shadow() bool { return !it.overridden() && it.limit != nil && it.limit.ShadowMode }
 
+// never reports whether the item was denied because its cost is above the capacity of one of
+// its rules, so that the same request can never be allowed.
+func (it *item) never() bool {
+	if !it.over || it.shadow() || it.desc.IsNegativeHits {
+		return false
+	}
+	for j := range it.numRules() {
+		if it.hits > it.rule(j).Capacity() {
+			return true
+		}
+	}
+	return false
+}
+
 // grouped reports whether the item is decided in the main group: it takes units (neither a
 // peek nor a refund) and its answer counts (not shadow mode).
 func (it *item) grouped() bool {
@@ -97,6 +111,12 @@ const maxHits = sluice.MaxLimit + 1
 
 // decide answers one RLS request. Errors are gRPC status errors.
 func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return s.decideInto(ctx, req, nil)
+}
+
+// decideInto is decide; when never is not nil, it is set to whether each descriptor can never
+// be allowed (see item.never), which an RLS response cannot say.
+func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, never *[]bool) (*rlsv3.RateLimitResponse, error) {
 	st := s.rules.Load()
 	dom, err := s.validate(st, req)
 	if err != nil {
@@ -114,6 +134,12 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 			if err := s.decideAlone(ctx, sc, it); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if never != nil {
+		*never = make([]bool, len(sc.items))
+		for i := range sc.items {
+			(*never)[i] = sc.items[i].never()
 		}
 	}
 	return s.respond(st, req.Domain, sc.items), nil

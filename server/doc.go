@@ -13,4 +13,9 @@
 // and descriptors that match no rule are answered OK without a store call. Malformed requests
 // are rejected with INVALID_ARGUMENT (HTTP 400) before any store call; an unavailable store
 // gives UNAVAILABLE (HTTP 503), so Envoy applies its failure_mode_deny setting.
+//
+// A rule a request brings (the rule of /v1/allow's key form, a descriptor's limit override)
+// is held to ceilings on its sliding-log limit, its period and its state per key
+// (Config.MaxRequestLogLimit, MaxRequestPeriod, MaxRequestStateBytes); Config.RequestRules
+// restricts requests to limits named from the config, or refuses their rules.
 package server

@@ -184,3 +184,15 @@ func redisConfig(t *testing.T, url string) server.Config {
 }
 
 func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
+
+// post sends body to path and returns the status and the answer's text.
+func (h *harness) post(t *testing.T, path, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(h.base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

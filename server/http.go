@@ -130,11 +130,12 @@ type ruleJSON struct {
 	SubWindows int    `json:"sub_windows"`
 }
 
-// allowRequest is the key form of POST /v1/allow.
+// allowRequest is the key form of POST /v1/allow. Rule is a ruleJSON object (a rule supplied
+// by the request) or a string naming a limit of the rules config.
 type allowRequest struct {
-	Key  string    `json:"key"`
-	Rule *ruleJSON `json:"rule"`
-	N    *int64    `json:"n"`
+	Key  string          `json:"key"`
+	Rule json.RawMessage `json:"rule"`
+	N    *int64          `json:"n"`
 }
 
 // DecisionJSON is a decision in the /v1/allow API. Durations are milliseconds;
@@ -172,6 +173,10 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeError(w, invalid("body: not a JSON object: %v", err))
 		return
 	}
+	if err := checkStrictJSON(body); err != nil {
+		s.writeError(w, err)
+		return
+	}
 	_, hasDomain := probe["domain"]
 	_, hasDescriptors := probe["descriptors"]
 	if hasDomain || hasDescriptors {
@@ -185,12 +190,17 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeError(w, invalid("body: want {\"key\", \"rule\", \"n\"} or {\"domain\", \"descriptors\"}: %v", err))
 		return
 	}
-	key, rule, n, err := s.checkAllow(&req)
+	key, rules, n, err := s.checkAllow(&req)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	d, err := s.limiter.AllowN(r.Context(), key, rule, n)
+	if len(rules) == 0 { // a named limit that is unlimited
+		s.metrics.keyDecisions[1].Inc()
+		writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Limit: -1, Remaining: -1}})
+		return
+	}
+	d, err := s.decideKey(r.Context(), key, rules, n)
 	if err != nil {
 		s.writeError(w, s.storeError(r.Context(), err))
 		return
@@ -206,43 +216,121 @@ func b2i(b bool) int {
 	return 0
 }
 
-func (s *Server) checkAllow(req *allowRequest) (string, sluice.Rule, int64, error) {
+// checkAllow checks a key-form request and returns its key, its rules (none for an unlimited
+// named limit) and its cost.
+func (s *Server) checkAllow(req *allowRequest) (string, []sluice.Rule, int64, error) {
 	if req.Key == "" {
-		return "", sluice.Rule{}, 0, invalid("key: empty")
+		return "", nil, 0, invalid("key: empty")
 	}
 	if len(req.Key) > s.maxKeyLen {
-		return "", sluice.Rule{}, 0, invalid("key: %d bytes, more than the maximum of %d", len(req.Key), s.maxKeyLen)
+		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d", len(req.Key), s.maxKeyLen)
 	}
 	if err := config.CheckKey(req.Key); err != nil {
-		return "", sluice.Rule{}, 0, invalid("key %s: %v", quote(req.Key), err)
+		return "", nil, 0, invalid("key %s: %v", quote(req.Key), err)
 	}
-	if req.Rule == nil {
-		return "", sluice.Rule{}, 0, invalid("rule: missing")
-	}
-	rule := sluice.Rule{Algorithm: sluice.AlgorithmSlidingWindow, Limit: req.Rule.Limit, Burst: req.Rule.Burst, SubWindows: req.Rule.SubWindows}
-	if req.Rule.Algorithm != "" {
-		a, err := sluice.ParseAlgorithm(req.Rule.Algorithm)
-		if err != nil {
-			return "", sluice.Rule{}, 0, invalidRule(err)
-		}
-		rule.Algorithm = a
-	}
-	p, err := time.ParseDuration(req.Rule.Period)
+	rules, err := s.keyRules(req.Rule)
 	if err != nil {
-		return "", sluice.Rule{}, 0, invalid("rule.period: want a duration like 1s, 30s or 1m, got %s", quote(req.Rule.Period))
+		return "", nil, 0, err
 	}
-	rule.Period = p
-	if err := rule.Validate(); err != nil {
-		return "", sluice.Rule{}, 0, invalidRule(err)
+	if len(rules) > 1 && len(req.Key)+4 > s.maxKeyLen { // ruleKey's "|#N"
+		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d for a limit of %d rules", len(req.Key), s.maxKeyLen-4, len(rules))
 	}
 	n := int64(1)
 	if req.N != nil {
 		n = *req.N
 	}
 	if n < 0 || n > maxHits {
-		return "", sluice.Rule{}, 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
+		return "", nil, 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
 	}
-	return req.Key, rule, n, nil
+	return req.Key, rules, n, nil
+}
+
+// keyRules returns the rules of a key-form request's "rule": the rule it supplies, checked
+// against the ceilings, or the rules of the configured limit it names.
+func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, invalid("rule: missing")
+	case raw[0] == '"':
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return nil, invalid("rule: %v", err)
+		}
+		if s.requestRules.mode == RequestRulesOff {
+			return nil, s.requestRules.supplied("rule")
+		}
+		l, err := s.rules.Load().namedLimit("rule", name)
+		if err != nil {
+			return nil, err
+		}
+		return l.Rules, nil
+	case raw[0] == '{':
+		if err := s.requestRules.supplied("rule"); err != nil {
+			return nil, err
+		}
+		rule, err := parseRule(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.requestRules.check("rule", "rule.period", rule); err != nil {
+			return nil, err
+		}
+		return []sluice.Rule{rule}, nil
+	}
+	return nil, invalid("rule: want a rule {\"limit\", \"period\", ...} or the name of a configured limit, got %s", quote(string(raw)))
+}
+
+// parseRule decodes and validates a rule supplied by a request.
+func parseRule(raw json.RawMessage) (sluice.Rule, error) {
+	var rj ruleJSON
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rj); err != nil {
+		return sluice.Rule{}, invalid("rule: want {\"algorithm\", \"limit\", \"period\", \"burst\", \"sub_windows\"}: %v", err)
+	}
+	rule := sluice.Rule{Algorithm: sluice.AlgorithmSlidingWindow, Limit: rj.Limit, Burst: rj.Burst, SubWindows: rj.SubWindows}
+	if rj.Algorithm != "" {
+		a, err := sluice.ParseAlgorithm(rj.Algorithm)
+		if err != nil {
+			return sluice.Rule{}, invalidRule(err)
+		}
+		rule.Algorithm = a
+	}
+	p, err := time.ParseDuration(rj.Period)
+	if err != nil {
+		return sluice.Rule{}, invalid("rule.period: want a duration like 1s, 30s or 1m, got %s", quote(rj.Period))
+	}
+	rule.Period = p
+	if err := rule.Validate(); err != nil {
+		return sluice.Rule{}, invalidRule(err)
+	}
+	return rule, nil
+}
+
+// decideKey decides n units of key under every rule (the second and later rules of a named
+// limit count under ruleKey(key, i), as descriptors do): all must admit.
+func (s *Server) decideKey(ctx context.Context, key string, rules []sluice.Rule, n int64) (sluice.Decision, error) {
+	if len(rules) == 1 {
+		return s.limiter.AllowN(ctx, key, rules[0], n)
+	}
+	checks := make([]sluice.Check, len(rules))
+	for i, r := range rules {
+		checks[i] = sluice.Check{Key: ruleKey(key, i), Rule: r, N: n}
+	}
+	if n > 0 {
+		return s.limiter.AllowAll(ctx, checks)
+	}
+	allowed := true // a peek: each rule on its own (AllowAll takes at least one unit)
+	for i := range checks {
+		d, err := s.limiter.AllowN(ctx, checks[i].Key, checks[i].Rule, 0)
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		checks[i].Decision, allowed = d, allowed && d.Allowed
+	}
+	d, _ := sluice.Combine(checks, allowed)
+	return d, nil
 }
 
 // invalidRule answers a rule that sluice refuses, naming its field in the request ("rule.limit").
@@ -261,7 +349,8 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 		s.writeError(w, invalid("body: want {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits_addend\"}: %v", err))
 		return
 	}
-	resp, err := s.decide(ctx, &req)
+	var never []bool
+	resp, err := s.decideInto(ctx, &req, &never)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -278,12 +367,19 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 			d.ResetAfterMs = st.DurationUntilReset.AsDuration().Milliseconds()
 			if !d.Allowed {
 				d.RetryAfterMs = d.ResetAfterMs
+				if never[i] {
+					d.RetryAfterMs = -1
+				}
 			}
 			if out.Remaining < 0 || d.Remaining < out.Remaining {
 				out.Limit, out.Remaining = d.Limit, d.Remaining
 			}
 			out.ResetAfterMs = max(out.ResetAfterMs, d.ResetAfterMs)
-			out.RetryAfterMs = max(out.RetryAfterMs, d.RetryAfterMs)
+			if out.RetryAfterMs >= 0 && d.RetryAfterMs < 0 {
+				out.RetryAfterMs = -1 // the request can never be allowed
+			} else if out.RetryAfterMs >= 0 {
+				out.RetryAfterMs = max(out.RetryAfterMs, d.RetryAfterMs)
+			}
 		} else {
 			d.Remaining = -1
 		}

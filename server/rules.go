@@ -15,6 +15,7 @@ type rules struct {
 	cfg     *config.Config
 	limits  []limitInfo // by config.Limit.Index
 	domains map[string]*domainCounters
+	named   map[string]*config.Limit // see namedLimits
 }
 
 type limitInfo struct {
@@ -25,7 +26,8 @@ type limitInfo struct {
 }
 
 func (s *Server) compileRules(cfg *config.Config) *rules {
-	r := &rules{cfg: cfg, limits: make([]limitInfo, len(cfg.Limits())), domains: make(map[string]*domainCounters)}
+	r := &rules{cfg: cfg, limits: make([]limitInfo, len(cfg.Limits())), domains: make(map[string]*domainCounters),
+		named: namedLimits(cfg)}
 	for _, l := range cfg.Limits() {
 		info := limitInfo{counters: s.metrics.limitCounters(l)}
 		for _, rule := range l.Rules {

@@ -33,6 +33,22 @@ const (
 	DefaultMaxBodyBytes         = 4 << 20
 	DefaultShutdownTimeout      = 10 * time.Second
 	DefaultStreamWorkers        = 256
+	// DefaultMaxRequestLogLimit keeps one call of the Redis sliding-log script to a few
+	// milliseconds (1.4 to 1.7 ms median; docs/OPERATIONS.md has the measurement).
+	DefaultMaxRequestLogLimit = 1000
+	DefaultMaxRequestPeriod   = 24 * time.Hour
+	DefaultMaxRequestState    = 16 << 10
+)
+
+// The values of Config.RequestRules.
+const (
+	// RequestRulesAny accepts rules supplied by requests, within the ceilings (the default).
+	RequestRulesAny = "any"
+	// RequestRulesNamed accepts only rules named by the request and defined in the rules
+	// config: "rule": "<domain>.<descriptor path>" or "<rate_limit name>" in /v1/allow.
+	RequestRulesNamed = "named"
+	// RequestRulesOff refuses /v1/allow's key form and descriptors' limit overrides.
+	RequestRulesOff = "off"
 )
 
 // Config configures a Server. The zero value of every field is a documented default; a
@@ -76,6 +92,21 @@ type Config struct {
 	ResponseHeaders bool
 	// ShutdownTimeout bounds the graceful shutdown (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// RequestRules says which rules a request may bring: RequestRulesAny (default, also
+	// ""), RequestRulesNamed or RequestRulesOff. It covers the rule of /v1/allow's key form
+	// and the limit override of a descriptor (RLS and HTTP).
+	RequestRules string
+	// MaxRequestLogLimit bounds the limit of a sliding_log rule supplied by a request (default
+	// DefaultMaxRequestLogLimit, at most sluice.MaxSlidingLogLimit): one call of the sliding
+	// log's Redis script inserts or removes up to that many entries, and no other decision on
+	// that Redis runs meanwhile. MaxRequestPeriod bounds the period of a rule supplied by a
+	// request (default DefaultMaxRequestPeriod, at most sluice.MaxPeriod): how long its state
+	// is kept. MaxRequestStateBytes bounds algorithm.StateBytes of a rule supplied by a
+	// request (default DefaultMaxRequestState). Each is checked before any store call; rules
+	// of the rules config are not bounded by them.
+	MaxRequestLogLimit   int64
+	MaxRequestPeriod     time.Duration
+	MaxRequestStateBytes int64
 	// StreamWorkers is the number of long-lived goroutines answering RLS calls (default
 	// DefaultStreamWorkers): a call finds a worker whose stack has already grown instead of
 	// a new goroutine growing its stack each time; calls beyond it get their own goroutine,
@@ -97,6 +128,7 @@ type Server struct {
 	maxDescriptors  int
 	maxDescEntries  int
 	maxKeyLen       int
+	requestRules    requestRules
 	responseHeaders bool
 	lastStoreLog    atomic.Int64
 
@@ -130,6 +162,11 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.ShutdownTimeout <= 0 {
 		s.cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	rr, err := newRequestRules(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.requestRules = rr
 	m, err := newMetrics(s.registry)
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)

@@ -75,11 +75,23 @@ func (s *Server) validateDescriptor(i, domainLen int, d *rlcommon.RateLimitDescr
 		}
 	}
 	if l := d.Limit; l != nil {
-		if _, err := overrideRule(l); err != nil {
-			return invalid("descriptors[%d].limit: %v", i, err)
-		}
+		return s.checkOverride(i, l)
 	}
 	return nil
+}
+
+// checkOverride checks the limit override of descriptor i: allowed by Config.RequestRules,
+// valid, and within the ceilings on rules supplied by requests.
+func (s *Server) checkOverride(i int, l *rlcommon.RateLimitDescriptor_RateLimitOverride) error {
+	field := fmt.Sprintf("descriptors[%d].limit", i)
+	if err := s.requestRules.supplied(field); err != nil {
+		return err
+	}
+	r, err := overrideRule(l)
+	if err != nil {
+		return invalid("%s: %v", field, err)
+	}
+	return s.requestRules.check(field, field+".unit", r)
 }
 
 // overrideRule is the rule of a limit supplied by the request: a sliding window of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
 	"github.com/sluicehq/sluice/server"
@@ -33,6 +35,10 @@ type serveFlags struct {
 	logLevel, logFormat, pprofAddr                    string
 	reload, storeTimeout                              time.Duration
 	headers                                           bool
+	requestRules                                      string
+	maxRequestLogLimit, maxRequestStateBytes          int64
+	maxRequestPeriod                                  time.Duration
+	envErrs                                           map[string]string // by flag: environment values that did not parse
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -51,6 +57,72 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
 	headers, _ := strconv.ParseBool(serveEnv("SLUICE_RESPONSE_HEADERS", "false"))
 	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS]")
+	fs.StringVar(&f.requestRules, "request-rules", serveEnv("SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
+	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
+	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
+	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 8 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
+}
+
+// envInt64 is the integer in the environment variable name (of flag flagName), or def when it is unset;
+// a value that does not parse is kept in f.envErrs.
+func (f *serveFlags) envInt64(flagName, name string, def int64) int64 {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		f.envErr(flagName, fmt.Sprintf("--%s: %s: want an integer, got %q", flagName, name, v))
+		return def
+	}
+	return n
+}
+
+// envDuration is envInt64 for a duration.
+func (f *serveFlags) envDuration(flagName, name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f.envErr(flagName, fmt.Sprintf("--%s: %s: want a duration like 1h, got %q", flagName, name, v))
+		return def
+	}
+	return d
+}
+
+func (f *serveFlags) envErr(flagName, msg string) {
+	if f.envErrs == nil {
+		f.envErrs = make(map[string]string)
+	}
+	f.envErrs[flagName] = msg
+}
+
+// checkRequestRules reports the first problem of the request-rule settings, naming the flag;
+// an environment value that did not parse is one unless the flag was given.
+func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
+	fs.Visit(func(fl *flag.Flag) { delete(f.envErrs, fl.Name) })
+	for _, name := range []string{"max-request-log-limit", "max-request-period", "max-request-state-bytes"} {
+		if msg, ok := f.envErrs[name]; ok {
+			return errors.New(msg)
+		}
+	}
+	switch f.requestRules {
+	case server.RequestRulesAny, server.RequestRulesNamed, server.RequestRulesOff:
+	default:
+		return fmt.Errorf("--request-rules: want %s, %s or %s, got %q", server.RequestRulesAny, server.RequestRulesNamed, server.RequestRulesOff, f.requestRules)
+	}
+	if f.maxRequestLogLimit < 1 || f.maxRequestLogLimit > sluice.MaxSlidingLogLimit {
+		return fmt.Errorf("--max-request-log-limit: must be between 1 and %d, got %d", sluice.MaxSlidingLogLimit, f.maxRequestLogLimit)
+	}
+	if f.maxRequestPeriod < sluice.MinPeriod || f.maxRequestPeriod > sluice.MaxPeriod {
+		return fmt.Errorf("--max-request-period: must be between %v and %v, got %v", sluice.MinPeriod, sluice.MaxPeriod, f.maxRequestPeriod)
+	}
+	if f.maxRequestStateBytes < 1 {
+		return fmt.Errorf("--max-request-state-bytes: must be positive, got %d", f.maxRequestStateBytes)
+	}
+	return nil
 }
 
 func serveEnv(name, def string) string {
@@ -80,6 +152,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve: --fallback:", err)
 		return 2
 	}
+	if err := f.checkRequestRules(fs); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
 	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
@@ -96,6 +172,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		StoreConfig:     stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout},
 		Logger:          logger,
 		ResponseHeaders: f.headers,
+
+		RequestRules:         f.requestRules,
+		MaxRequestLogLimit:   f.maxRequestLogLimit,
+		MaxRequestPeriod:     f.maxRequestPeriod,
+		MaxRequestStateBytes: f.maxRequestStateBytes,
 	}
 	if f.config == "" {
 		rules, err := config.LoadFS(examples.Config, examples.ConfigDir)

@@ -51,6 +51,14 @@ func TestServeValidatesStoreFlags(t *testing.T) {
 		{args: []string{"--store-timeout", "-1s"}, flag: "--store-timeout"},
 		{env: map[string]string{"SLUICE_MODE": "eventually"}, flag: "--mode"},
 		{env: map[string]string{"SLUICE_FALLBACK": "maybe"}, flag: "--fallback"},
+		{args: []string{"--request-rules", "some"}, flag: "--request-rules"},
+		{args: []string{"--max-request-log-limit", "0"}, flag: "--max-request-log-limit"},
+		{args: []string{"--max-request-log-limit", "1000001"}, flag: "--max-request-log-limit"},
+		{args: []string{"--max-request-period", "0s"}, flag: "--max-request-period"},
+		{args: []string{"--max-request-state-bytes", "-1"}, flag: "--max-request-state-bytes"},
+		{env: map[string]string{"SLUICE_REQUEST_RULES": "all"}, flag: "--request-rules"},
+		{env: map[string]string{"SLUICE_MAX_REQUEST_LOG_LIMIT": "lots"}, flag: "--max-request-log-limit"},
+		{env: map[string]string{"SLUICE_MAX_REQUEST_PERIOD": "forever"}, flag: "--max-request-period"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,53 @@ func TestZeroAllocationsPerDecision(t *testing.T) {
 	def.Take(ctx, req)
 	if n := testing.AllocsPerRun(200, func() { def.Take(ctx, req) }); n != 0 {
 		t.Errorf("system clock: %.1f allocations per decision", n)
+	}
+}
+
+// TestSlidingLogMemoryFollowsUse is the 20 keys of a sliding log of 1,000,000 a year:
+// each key held 8 MB from its first request (RSS 25 -> 184 MB). The log grows with the units
+// it holds, so 20 keys of one unit each cost a few hundred bytes each; a full log still admits
+// exactly its limit.
+func TestSlidingLogMemoryFollowsUse(t *testing.T) {
+	ctx := context.Background()
+	s, err := memory.New(memory.WithClock(sluicetest.NewManualClock(time.Unix(1e9, 0))), memory.WithSweepInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rule := sluice.SlidingLog(sluice.MaxSlidingLogLimit, 365*24*time.Hour)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 20 {
+		if d, err := s.Take(ctx, sluice.Request{Key: fmt.Sprint("big-", i), Rule: rule, N: 1}); err != nil || !d.Allowed {
+			t.Fatalf("key %d: %+v %v", i, d, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("20 keys of a sliding log of %d, one unit each: heap +%d bytes", sluice.MaxSlidingLogLimit, grew)
+	if grew > 1<<20 {
+		t.Errorf("heap grew by %d bytes for 20 keys of one unit, want under 1 MiB", grew)
+	}
+	runtime.KeepAlive(s)
+	// Growing by doubling keeps the log exact: 5 units, then 1,000 in steps, then the limit.
+	small := sluice.SlidingLog(1000, time.Minute)
+	admitted := int64(0)
+	for _, n := range []int64{5, 3, 100, 400, 492, 1} {
+		d, err := s.Take(ctx, sluice.Request{Key: "grow", Rule: small, N: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted += n
+		}
+		if d.Remaining != 1000-admitted {
+			t.Fatalf("after %d: remaining %d, want %d", n, d.Remaining, 1000-admitted)
+		}
+	}
+	if admitted != 1000 {
+		t.Errorf("admitted %d, want 1000", admitted)
 	}
 }
