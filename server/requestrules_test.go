@@ -54,7 +54,7 @@ func (h *harness) wantRefused(t *testing.T, req *rlsv3.RateLimitRequest, want st
 // the issue's sliding_log of 1,000,000 a year made the memory store allocate 8 MB per key and
 // ran a 1.5 s script on Redis. Rules within the ceilings, and configured rules, are served.
 func TestRequestRuleCeilings(t *testing.T) {
-	h := start(t, goldenRules)
+	h := start(t, goldenRules, func(c *server.Config) { c.MaxRequestPeriod = 24 * time.Hour })
 	for body, want := range map[string]string{
 		`{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"8760h"}}`: `{"error":"sluice: rule.period: a period of 8760h0m0s is longer than the maximum of 24h0m0s for a rule supplied by a request (max-request-period)","code":"InvalidArgument"}`,
 		`{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"1m"}}`:    `{"error":"sluice: rule.limit: 1000000 is more than the maximum of 1000 for a sliding_log rule supplied by a request (max-request-log-limit)","code":"InvalidArgument"}`,
@@ -80,6 +80,16 @@ func TestRequestRuleCeilings(t *testing.T) {
 	}
 	if got := summary(h.ask(t, "golden", overrideReq(typev3.RateLimitUnit_DAY).Descriptors...)); !strings.HasPrefix(got, "OK: OK 4/5 per day") {
 		t.Errorf("override of a day: %s", got)
+	}
+
+	// By default every period a rule may have is accepted (Envoy's limit overrides reach a
+	// year, as envoyproxy/ratelimit allows): the sliding log's ceilings bound the cost.
+	d := start(t, goldenRules)
+	if got := summary(d.ask(t, "golden", overrideReq(typev3.RateLimitUnit_YEAR).Descriptors...)); !strings.HasPrefix(got, "OK: OK 4/5 per year") {
+		t.Errorf("default ceilings, override of a year: %s", got)
+	}
+	if code, got := d.post(t, "/v1/allow", `{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"8760h"}}`); code != http.StatusBadRequest || !strings.Contains(got, "max-request-log-limit") {
+		t.Errorf("default ceilings, sliding_log of 1,000,000 a year: %d %s", code, got)
 	}
 }
 

@@ -36,7 +36,7 @@ const (
 	// DefaultMaxRequestLogLimit keeps one call of the Redis sliding-log script to a few
 	// milliseconds (1.4 to 1.7 ms median; docs/OPERATIONS.md has the measurement).
 	DefaultMaxRequestLogLimit = 1000
-	DefaultMaxRequestPeriod   = 24 * time.Hour
+	DefaultMaxRequestPeriod   = sluice.MaxPeriod
 	DefaultMaxRequestState    = 16 << 10
 )
 
