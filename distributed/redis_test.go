@@ -55,17 +55,17 @@ func evalCalls(t *testing.T, addr string) int64 {
 }
 
 func TestOverLimitFloodRedis(t *testing.T) {
-	srv := startRedisServer(t)
+	srv := testenv.StartRedis(t)
 	for _, rule := range []sluice.Rule{sluice.FixedWindow(5, time.Second), sluice.TokenBucket(5, time.Second, 5),
 		sluice.SlidingWindow(5, time.Second, 4), sluice.GCRA(5, time.Second, 0)} {
 		t.Run(rule.String(), func(t *testing.T) {
 			clock := sluicetest.NewManualClock(t0)
-			s := newRedisStore(t, srv.addr(), redis.WithClock(clock), redis.WithPrefix(t.Name()+":"))
+			s := newRedisStore(t, srv.Addr(), redis.WithClock(clock), redis.WithPrefix(t.Name()+":"))
 			o, err := NewOverLimit(s, WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkOverLimitFlood(t, o, clock, rule, func() int64 { return evalCalls(t, srv.addr()) })
+			checkOverLimitFlood(t, o, clock, rule, func() int64 { return evalCalls(t, srv.Addr()) })
 		})
 	}
 }
@@ -74,7 +74,7 @@ func TestOverLimitFloodRedis(t *testing.T) {
 // real time; every window stays within the documented bound.
 func TestAsyncOverAdmissionRedis(t *testing.T) {
 	testenv.Timing(t)
-	srv := startRedisServer(t)
+	srv := testenv.StartRedis(t)
 	const nodes, rate = 3, 400 // units per second offered to each node
 	for _, interval := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond} {
 		t.Run(interval.String(), func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestAsyncOverAdmissionRedis(t *testing.T) {
 				stop   = start.Add(2500 * time.Millisecond)
 			)
 			for range nodes {
-				a := newAsync(t, newRedisStore(t, srv.addr()), WithInterval(interval))
+				a := newAsync(t, newRedisStore(t, srv.Addr()), WithInterval(interval))
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -126,26 +126,26 @@ func TestAsyncOverAdmissionRedis(t *testing.T) {
 func TestFallbackOutageRedis(t *testing.T) {
 	for _, mode := range []string{"kill", "sigstop"} {
 		t.Run(mode, func(t *testing.T) {
-			srv := startRedisServer(t)
+			srv := testenv.StartRedis(t)
 			stores := make([]*redis.Store, 3)
 			for i := range stores {
-				stores[i] = newRedisStore(t, srv.addr(), redis.WithTimeout(time.Second))
+				stores[i] = newRedisStore(t, srv.Addr(), redis.WithTimeout(time.Second))
 			}
 			var repairedAt atomic.Int64
 			env := outageEnv{
 				store: func(i int) sluice.Store { return stores[i] },
 				breakIt: func(t *testing.T) {
 					if mode == "kill" {
-						srv.kill()
+						srv.Kill()
 					} else {
-						srv.signal(syscall.SIGSTOP)
+						srv.Signal(syscall.SIGSTOP)
 					}
 				},
 				repair: func(t *testing.T) {
 					if mode == "kill" {
-						srv.start()
+						srv.Start()
 					} else {
-						srv.signal(syscall.SIGCONT)
+						srv.Signal(syscall.SIGCONT)
 					}
 					repairedAt.Store(time.Now().UnixNano())
 				},
@@ -154,3 +154,4 @@ func TestFallbackOutageRedis(t *testing.T) {
 		})
 	}
 }
+
