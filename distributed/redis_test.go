@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,17 +56,17 @@ func evalCalls(t *testing.T, addr string) int64 {
 }
 
 func TestOverLimitFloodRedis(t *testing.T) {
-	srv := startRedisServer(t)
+	srv := testenv.StartRedis(t)
 	for _, rule := range []sluice.Rule{sluice.FixedWindow(5, time.Second), sluice.TokenBucket(5, time.Second, 5),
 		sluice.SlidingWindow(5, time.Second, 4), sluice.GCRA(5, time.Second, 0)} {
 		t.Run(rule.String(), func(t *testing.T) {
 			clock := sluicetest.NewManualClock(t0)
-			s := newRedisStore(t, srv.addr(), redis.WithClock(clock), redis.WithPrefix(t.Name()+":"))
+			s := newRedisStore(t, srv.Addr(), redis.WithClock(clock), redis.WithPrefix(t.Name()+":"))
 			o, err := NewOverLimit(s, WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkOverLimitFlood(t, o, clock, rule, func() int64 { return evalCalls(t, srv.addr()) })
+			checkOverLimitFlood(t, o, clock, rule, func() int64 { return evalCalls(t, srv.Addr()) })
 		})
 	}
 }
@@ -74,7 +75,7 @@ func TestOverLimitFloodRedis(t *testing.T) {
 // real time; every window stays within the documented bound.
 func TestAsyncOverAdmissionRedis(t *testing.T) {
 	testenv.Timing(t)
-	srv := startRedisServer(t)
+	srv := testenv.StartRedis(t)
 	const nodes, rate = 3, 400 // units per second offered to each node
 	for _, interval := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond} {
 		t.Run(interval.String(), func(t *testing.T) {
@@ -88,7 +89,7 @@ func TestAsyncOverAdmissionRedis(t *testing.T) {
 				stop   = start.Add(2500 * time.Millisecond)
 			)
 			for range nodes {
-				a := newAsync(t, newRedisStore(t, srv.addr()), WithInterval(interval))
+				a := newAsync(t, newRedisStore(t, srv.Addr()), WithInterval(interval))
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -126,26 +127,26 @@ func TestAsyncOverAdmissionRedis(t *testing.T) {
 func TestFallbackOutageRedis(t *testing.T) {
 	for _, mode := range []string{"kill", "sigstop"} {
 		t.Run(mode, func(t *testing.T) {
-			srv := startRedisServer(t)
+			srv := testenv.StartRedis(t)
 			stores := make([]*redis.Store, 3)
 			for i := range stores {
-				stores[i] = newRedisStore(t, srv.addr(), redis.WithTimeout(time.Second))
+				stores[i] = newRedisStore(t, srv.Addr(), redis.WithTimeout(time.Second))
 			}
 			var repairedAt atomic.Int64
 			env := outageEnv{
 				store: func(i int) sluice.Store { return stores[i] },
 				breakIt: func(t *testing.T) {
 					if mode == "kill" {
-						srv.kill()
+						srv.Kill()
 					} else {
-						srv.signal(syscall.SIGSTOP)
+						srv.Signal(syscall.SIGSTOP)
 					}
 				},
 				repair: func(t *testing.T) {
 					if mode == "kill" {
-						srv.start()
+						srv.Start()
 					} else {
-						srv.signal(syscall.SIGCONT)
+						srv.Signal(syscall.SIGCONT)
 					}
 					repairedAt.Store(time.Now().UnixNano())
 				},
@@ -153,4 +154,76 @@ func TestFallbackOutageRedis(t *testing.T) {
 			runOutage(t, env, 50*time.Millisecond)
 		})
 	}
+}
+
+// TestFallbackRestartResumes: a Fallback (default probe interval) on a single Redis
+// (NewFromURL, pool of 4 so that the pool stops dialing soon) is SIGKILLed while a caller
+// decides once a millisecond, and restarted on its port 1-2 s later, five times.
+// Decisions go back to Redis within one probe interval plus RedialInterval (and a margin for
+// the round trips) of the restarted server accepting a connection; with go-redis's pool
+// alone, which re-dials once a second after PoolSize failed dials, it took up to 1.1 s.
+func TestFallbackRestartResumes(t *testing.T) {
+	testenv.Timing(t)
+	srv := testenv.StartRedis(t)
+	s, err := redis.NewFromURL("redis://" + srv.Addr() + "?pool_size=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var back atomic.Int64 // Unix ns of the last change back to the store
+	f, err := NewFallback(s, WithGroup(t.Name()), OnStateChange(func(_, to State) {
+		if to == StateStore {
+			back.Store(time.Now().UnixNano())
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		req := sluice.Request{Key: "restart", Rule: sluice.GCRA(1_000_000, time.Second, 0), N: 1}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := f.Take(context.Background(), req); err != nil {
+				t.Errorf("a decision failed with the fallback: %v", err)
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	const restarts, margin = 5, 50 * time.Millisecond
+	bound := DefaultProbeInterval + redis.RedialInterval + margin
+	var worst time.Duration
+	for i := range restarts {
+		if f.State() != StateStore {
+			t.Fatalf("restart %d: state %v before the kill, want store", i+1, f.State())
+		}
+		srv.Kill()
+		waitFor(t, 2*time.Second, "the fallback state", func() bool { return f.State() == StateFallback })
+		// Down long enough for the pool to stop dialing (4 failed probes), for a time that
+		// falls anywhere in go-redis's one-second re-dial cycle.
+		time.Sleep(time.Second + rand.N(time.Second))
+		back.Store(0)
+		accepted := srv.Start()
+		waitFor(t, 3*time.Second, "the store state", func() bool { return back.Load() != 0 })
+		resumed := max(0, time.Duration(back.Load()-accepted.UnixNano()))
+		worst = max(worst, resumed)
+		t.Logf("restart %d: back on Redis %v after it accepted a connection", i+1, resumed.Round(100*time.Microsecond))
+		if resumed > bound {
+			t.Errorf("restart %d: back on Redis %v after it accepted a connection, want within %v (probe interval %v + RedialInterval %v + %v)",
+				i+1, resumed, bound, DefaultProbeInterval, redis.RedialInterval, margin)
+		}
+	}
+	t.Logf("%d restarts: slowest return %v (bound %v)", restarts, worst.Round(100*time.Microsecond), bound)
 }

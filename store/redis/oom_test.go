@@ -3,8 +3,6 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,48 +15,12 @@ import (
 	"github.com/sluicehq/sluice/store/redis"
 )
 
-// startOwnRedis starts a redis-server of the test's own (SLUICE_REDIS_SERVER_BIN) on a free
-// 127.0.0.1 port with extra arguments, and kills that process, by its PID, at the end.
-func startOwnRedis(t *testing.T, args ...string) string {
-	t.Helper()
-	bin := testenv.Get(t, "SLUICE_REDIS_SERVER_BIN")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--daemonize", "no",
-		"--loglevel", "warning"}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not start on %s: %v", addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestOutOfMemory fills a dedicated redis-server up to its maxmemory (noeviction) and wants
 // every decision, on the direct path, through pipelines and in batched script calls, to fail
 // with an error wrapping
 // ErrStoreUnavailable, never to be allowed; once memory is freed, decisions resume.
 func TestOutOfMemory(t *testing.T) {
-	addr := startOwnRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	addr := testenv.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").Addr()
 	ctx := context.Background()
 	admin := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 	defer admin.Close()

@@ -20,7 +20,8 @@ import (
 // Close it when done.
 type Store struct {
 	client goredis.UniversalClient
-	owned  bool // Close closes client (NewFromURL)
+	owned  bool      // Close closes client (NewFromURL)
+	redial *redialer // the client's Dialer (NewFromURL, a single Redis), stopped by Close
 	cfg    config
 
 	bounded  bool         // the client bounds its I/O by the context's deadline (honoursContext)
@@ -45,7 +46,9 @@ var _ sluice.Store = (*Store)(nil)
 // never retried whatever the client's MaxRetries (a call that timed out may have committed);
 // other commands keep the client's settings. Give the client ContextTimeoutEnabled: true so a
 // stuck server holds a pipeline no longer than the store's timeout (callers never wait longer
-// than their timeout either way).
+// than their timeout either way). After PoolSize failed dials, go-redis's pool stops dialing
+// and re-dials once a second, so decisions on a client of your own come back up to a second
+// after a restarted Redis does; NewFromURL's single-node clients re-dial every 10 ms.
 func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redis: New: client is nil")
@@ -201,6 +204,9 @@ func (s *Store) Close() error {
 			break
 		}
 		close(s.drained)
+		if s.redial != nil {
+			s.redial.close()
+		}
 		if s.owned {
 			err = s.client.Close()
 		}

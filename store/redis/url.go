@@ -25,8 +25,11 @@ import (
 // (with username) to the data nodes; the path is the master name. Query parameters for every
 // scheme: db (also the path of redis://), dial_timeout (a Go duration), pool_size. The client
 // never retries (MaxRetries -1) and honours context deadlines (ContextTimeoutEnabled), so a
-// stuck server holds a pipeline no longer than the store's timeout. Errors name the part of
-// the URL that is wrong.
+// stuck server holds a pipeline no longer than the store's timeout. A single Redis that
+// refuses connections fails decisions at once, and is dialed again every 10 ms, so that
+// decisions come back to it within 10 ms plus a round trip of its accepting connections again
+// (go-redis alone re-dials once a second); behind Sentinel or Cluster, go-redis's once a
+// second stays. Errors name the part of the URL that is wrong.
 func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -38,16 +41,22 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	var client goredis.UniversalClient
+	var redial *redialer
 	switch u.Scheme {
 	case "redis", "rediss":
-		o := &goredis.Options{Addr: p.addrs[0], Username: p.user, Password: p.pass, DB: p.db,
-			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true}
 		if len(p.addrs) != 1 {
 			return nil, fmt.Errorf("redis: url: host: %s takes one host:port, got %d (use redis-cluster:// or redis-sentinel:// for more)", u.Scheme, len(p.addrs))
 		}
+		if p.dial == 0 {
+			p.dial = defaultDialTimeout
+		}
+		o := &goredis.Options{Addr: p.addrs[0], Username: p.user, Password: p.pass, DB: p.db,
+			DialTimeout: p.dial, DialerRetries: 1, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true}
 		if u.Scheme == "rediss" {
 			o.TLSConfig = tlsConfig(p.addrs[0])
 		}
+		redial = newRedialer(goredis.NewDialer(o))
+		o.Dialer = redial.dial
 		client = goredis.NewClient(o)
 	case "redis-sentinel":
 		master := strings.Trim(u.Path, "/")
@@ -76,7 +85,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		_ = client.Close()
 		return nil, err
 	}
-	s.owned = true
+	s.owned, s.redial = true, redial
 	return s, nil
 }
 
