@@ -13,6 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/stores"
 )
@@ -62,13 +63,13 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // (503 with ?strict); once Redis continues, an INFO line of the return, the state back to
 // store, /readyz "ready", and the time in the fallback in sluice_fallback_seconds_total.
 func TestFallbackOutageLeavesATrace(t *testing.T) {
-	r := startOwnRedis(t)
+	r := testenv.StartRedis(t)
 	for _, policy := range []string{"local", "fail_open", "fail_closed"} {
 		t.Run(policy, func(t *testing.T) {
 			var logs logBuffer
 			h := (&harness{}).run(t, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 				Rules: compile(t, sharedRules), ReloadInterval: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-				StoreConfig: stores.Config{URL: "redis://" + r.addr + "/0", Fallback: policy, Timeout: 200 * time.Millisecond}})
+				StoreConfig: stores.Config{URL: "redis://" + r.Addr() + "/0", Fallback: policy, Timeout: 200 * time.Millisecond}})
 			tenant := "t-" + policy + "-" + randomSuffix()
 			state := func(s string) string { return `sluice_store_state{policy="` + policy + `",state="` + s + `"}` }
 			h.ask(t, "shared", desc("tenant", tenant))
@@ -80,11 +81,11 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 			}
 			errorsBefore := h.metricValue(t, "sluice_store_errors_total ")
 
-			r.signal(t, syscall.SIGSTOP)
+			r.Signal(syscall.SIGSTOP)
 			stopped := true
 			defer func() {
 				if stopped {
-					r.signal(t, syscall.SIGCONT)
+					r.Signal(syscall.SIGCONT)
 				}
 			}()
 			waitFor(t, 5*time.Second, "fallback state", func() bool {
@@ -113,7 +114,7 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 				t.Errorf("store error log: %v, want one answered by the fallback", recs)
 			}
 
-			r.signal(t, syscall.SIGCONT)
+			r.Signal(syscall.SIGCONT)
 			stopped = false
 			waitFor(t, 5*time.Second, "return to the store", func() bool {
 				_, body := h.get(t, "/readyz")
@@ -144,12 +145,12 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 // answers reads but refuses every write (out of memory under maxmemory noeviction, its own
 // redis-server), as every decision then fails; ready again once memory is freed.
 func TestReadyzRefusesAStoreThatRefusesWrites(t *testing.T) {
-	r := startOwnRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	r := testenv.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	h := (&harness{}).run(t, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		Rules: compile(t, sharedRules), ReloadInterval: -1,
-		StoreConfig: stores.Config{URL: "redis://" + r.addr + "/0", Timeout: 5 * time.Second}})
+		StoreConfig: stores.Config{URL: "redis://" + r.Addr() + "/0", Timeout: 5 * time.Second}})
 	ctx := context.Background()
-	admin := goredis.NewClient(&goredis.Options{Addr: r.addr, MaxRetries: -1})
+	admin := goredis.NewClient(&goredis.Options{Addr: r.Addr(), MaxRetries: -1})
 	defer admin.Close()
 	filler := strings.Repeat("x", 64<<10)
 	full := false
