@@ -31,12 +31,31 @@ type SlidingWindow struct {
 // Algorithm returns sluice.AlgorithmSlidingWindow.
 func (*SlidingWindow) Algorithm() sluice.Algorithm { return sluice.AlgorithmSlidingWindow }
 
-func (s *SlidingWindow) slot(w int64) *int64 {
+func (s *SlidingWindow) slot(w int64) *int64 { return &s.Counts[s.index(w)] }
+
+// index is the position of sub-window w's counter in the ring. It divides, so the loops over
+// the ring take one index and step with next and prev instead.
+func (s *SlidingWindow) index(w int64) int {
 	i := w % int64(len(s.Counts))
 	if i < 0 {
 		i += int64(len(s.Counts))
 	}
-	return &s.Counts[i]
+	return int(i)
+}
+
+// next and prev are the ring positions after and before i.
+func (s *SlidingWindow) next(i int) int {
+	if i++; i == len(s.Counts) {
+		return 0
+	}
+	return i
+}
+
+func (s *SlidingWindow) prev(i int) int {
+	if i == 0 {
+		return len(s.Counts) - 1
+	}
+	return i - 1
 }
 
 // advance moves the newest sub-window to now's, after it, zeroing the ones in between. It is
@@ -61,11 +80,13 @@ func (s *SlidingWindow) slideTo(now int64) int64 {
 // counts returns the counters' view at now, which must be within sub-window s.Newest:
 // the sum of the N newest sub-windows, the oldest one's count, and now's offset into it.
 func (s *SlidingWindow) counts(now int64) (recent, old, f int64) {
-	n := int64(len(s.Counts)) - 1
-	for j := s.Newest - n + 1; j <= s.Newest; j++ {
-		recent += *s.slot(j)
+	i := s.index(s.Newest + 1) // the oldest sub-window, Newest-N, shares the ring with Newest+1
+	old = s.Counts[i]
+	for range len(s.Counts) - 1 {
+		i = s.next(i)
+		recent += s.Counts[i]
 	}
-	return recent, *s.slot(s.Newest - n), now - s.Newest*s.Sub
+	return recent, old, now - s.Newest*s.Sub
 }
 
 // estimate is the count at offset f into the newest sub-window: the N newest sub-windows'
@@ -170,8 +191,8 @@ func (s *SlidingWindow) retryAfter(now, need, recent, old, f0 int64) int64 {
 // resetAfter is how long until every counted unit has slid out of the window.
 func (s *SlidingWindow) resetAfter(now int64) int64 {
 	n := int64(len(s.Counts)) - 1
-	for j := s.Newest; j >= s.Newest-n; j-- {
-		if *s.slot(j) != 0 {
+	for i, j := s.index(s.Newest), s.Newest; j >= s.Newest-n; i, j = s.prev(i), j-1 {
+		if s.Counts[i] != 0 {
 			return (j+n+1)*s.Sub - now
 		}
 	}
