@@ -152,20 +152,7 @@ func TestReadyzRefusesAStoreThatRefusesWrites(t *testing.T) {
 	ctx := context.Background()
 	admin := goredis.NewClient(&goredis.Options{Addr: r.Addr(), MaxRetries: -1})
 	defer admin.Close()
-	filler := strings.Repeat("x", 64<<10)
-	full := false
-	for i := 0; i < 1000 && !full; i++ {
-		err := admin.Set(ctx, "filler:"+strconv.Itoa(i), filler, 0).Err()
-		switch {
-		case err != nil && strings.HasPrefix(err.Error(), "OOM"):
-			full = true
-		case err != nil:
-			t.Fatal(err)
-		}
-	}
-	if !full {
-		t.Fatal("64 MB written under maxmemory 4mb without an OOM error")
-	}
+	r.FillUntilOOM(t)
 	if err := admin.Ping(ctx).Err(); err != nil {
 		t.Fatalf("Redis out of memory does not answer a ping: %v", err)
 	}

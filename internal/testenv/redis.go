@@ -1,12 +1,16 @@
 package testenv
 
 import (
+	"context"
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // RedisServer is a redis-server a test started itself (SLUICE_REDIS_SERVER_BIN) on a free
@@ -89,4 +93,26 @@ func (s *RedisServer) Signal(sig syscall.Signal) {
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		s.t.Fatalf("signal %v to redis-server %d: %v", sig, s.cmd.Process.Pid, err)
 	}
+}
+
+// FillUntilOOM writes 64 KiB values until the server, started with a small --maxmemory and
+// --maxmemory-policy noeviction, refuses a write with OOM; it fails the test if 64 MB go in
+// without one.
+func (s *RedisServer) FillUntilOOM(t testing.TB) {
+	t.Helper()
+	admin := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1})
+	// Open until the test ends: the connection's buffers are part of what fills the server, so
+	// closing it could bring the server back under its limit.
+	t.Cleanup(func() { _ = admin.Close() })
+	filler := strings.Repeat("x", 64<<10)
+	for i := range 1000 {
+		err := admin.Set(context.Background(), "filler:"+strconv.Itoa(i), filler, 0).Err()
+		switch {
+		case err != nil && strings.HasPrefix(err.Error(), "OOM"):
+			return
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("64 MB written without an OOM error: start the server with a small --maxmemory")
 }

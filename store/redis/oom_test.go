@@ -20,24 +20,12 @@ import (
 // with an error wrapping
 // ErrStoreUnavailable, never to be allowed; once memory is freed, decisions resume.
 func TestOutOfMemory(t *testing.T) {
-	addr := testenv.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").Addr()
+	srv := testenv.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	addr := srv.Addr()
 	ctx := context.Background()
 	admin := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
 	defer admin.Close()
-	filler := strings.Repeat("x", 64<<10)
-	full := false
-	for i := 0; i < 1000 && !full; i++ {
-		err := admin.Set(ctx, "filler:"+strconv.Itoa(i), filler, 0).Err()
-		switch {
-		case err != nil && strings.HasPrefix(err.Error(), "OOM"):
-			full = true
-		case err != nil:
-			t.Fatal(err)
-		}
-	}
-	if !full {
-		t.Fatal("64 MB written under maxmemory 4mb without an OOM error")
-	}
+	srv.FillUntilOOM(t)
 	for _, direct := range []bool{true, false} {
 		// ContextTimeoutEnabled lets an idle store's callers send their own call; without it
 		// every call goes through the pipeline workers.
