@@ -66,7 +66,7 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 	r := testenv.StartRedis(t)
 	for _, policy := range []string{"local", "fail_open", "fail_closed"} {
 		t.Run(policy, func(t *testing.T) {
-			var logs logBuffer
+			var logs testenv.LogBuffer
 			h := (&harness{}).run(t, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 				Rules: compile(t, sharedRules), ReloadInterval: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 				StoreConfig: stores.Config{URL: "redis://" + r.Addr() + "/0", Fallback: policy, Timeout: 200 * time.Millisecond}})
@@ -106,11 +106,11 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 			if h.metricValue(t, state("fallback")) != 1 || h.metricValue(t, state("store")) != 0 {
 				t.Errorf("state metrics in the fallback: %q, %q", h.metric(t, state("store")), h.metric(t, state("fallback")))
 			}
-			recs := logs.find(t, "store unavailable")
+			recs := logs.Records(t, "store unavailable")
 			if len(recs) != 1 || recs[0]["level"] != "ERROR" || recs[0]["policy"] != policy || recs[0]["cause"] == "" {
 				t.Errorf("log of the switch to the fallback: %v, want one ERROR with policy %s and a cause", recs, policy)
 			}
-			if recs := logs.find(t, "store error"); len(recs) == 0 || recs[0]["answered_by"] != "fallback "+policy {
+			if recs := logs.Records(t, "store error"); len(recs) == 0 || recs[0]["answered_by"] != "fallback "+policy {
 				t.Errorf("store error log: %v, want one answered by the fallback", recs)
 			}
 
@@ -120,7 +120,7 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 				_, body := h.get(t, "/readyz")
 				return body == "ready"
 			})
-			if recs := logs.find(t, "store answered a probe"); len(recs) != 1 || recs[0]["policy"] != policy {
+			if recs := logs.Records(t, "store answered a probe"); len(recs) != 1 || recs[0]["policy"] != policy {
 				t.Errorf("log of the return to the store: %v, want one naming policy %s", recs, policy)
 			}
 			if h.metricValue(t, state("store")) != 1 || h.metricValue(t, state("fallback")) != 0 {

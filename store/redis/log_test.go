@@ -1,13 +1,10 @@
 package redis_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,39 +12,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store/redis"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a slog handler.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records returns the JSON records written so far.
-func (b *syncBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("not a JSON record: %q", line)
-		}
-		out = append(out, rec)
-	}
-	return out
-}
 
 // deadClient returns a client of a 127.0.0.1 port nothing listens on: every command fails to
 // dial, once, and go-redis logs it.
@@ -68,7 +35,7 @@ func deadClient(t *testing.T) *goredis.Client {
 // WARN records (logger=go-redis), one per interval, the next one counting those dropped.
 func TestLoggerRoutesGoRedisLines(t *testing.T) {
 	t.Cleanup(logging.Enable) // go-redis's own logger again
-	var buf syncBuffer
+	var buf testenv.LogBuffer
 	var now atomic.Int64
 	now.Store(t0.UnixNano())
 	l := redis.NewLogger(slog.New(slog.NewJSONHandler(&buf, nil)), time.Second)
@@ -81,7 +48,7 @@ func TestLoggerRoutesGoRedisLines(t *testing.T) {
 			t.Fatal("a ping of a dead port answered")
 		}
 	}
-	recs := buf.records(t)
+	recs := buf.Records(t, "")
 	if len(recs) != 1 {
 		t.Fatalf("3 failed dials within a second: %d records %v, want 1", len(recs), recs)
 	}
@@ -91,17 +58,17 @@ func TestLoggerRoutesGoRedisLines(t *testing.T) {
 	}
 	now.Add(int64(time.Second))
 	_ = c.Ping(ctx).Err()
-	recs = buf.records(t)
+	recs = buf.Records(t, "")
 	if len(recs) != 2 || recs[1]["dropped"] != float64(2) {
 		t.Fatalf("a second later: records %v, want a second one with dropped=2", recs)
 	}
 
-	var every syncBuffer // SetLogger with a negative interval: every line
+	var every testenv.LogBuffer // SetLogger with a negative interval: every line
 	redis.SetLogger(slog.New(slog.NewJSONHandler(&every, nil)), -1)
 	for range 2 {
 		_ = c.Ping(ctx).Err()
 	}
-	if recs := every.records(t); len(recs) != 2 {
+	if recs := every.Records(t, ""); len(recs) != 2 {
 		t.Fatalf("SetLogger(l, -1): %d records %v for 2 failed dials, want 2", len(recs), recs)
 	}
 }
