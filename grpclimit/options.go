@@ -1,0 +1,65 @@
+package grpclimit
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
+)
+
+// CostFunc returns the cost of a call, in units of the limits' rules: for example the
+// number of items of a batch request. req is the request message of a unary call, and nil
+// for a stream (whose cost is charged once, when it opens). A cost below 1, or a panic, is a
+// defect of the function: it is logged and counted (Stats.Invalid) and the call costs 1, so a
+// request can neither refund quota nor pass for free.
+type CostFunc func(ctx context.Context, fullMethod string, req any) int64
+
+// Option configures an Interceptor.
+type Option interface{ apply(*settings) }
+
+type optionFunc func(*settings)
+
+func (f optionFunc) apply(s *settings) { f(s) }
+
+type settings struct {
+	policy  distributed.Policy
+	cost    CostFunc
+	log     *slog.Logger
+	headers bool
+	wait    time.Duration
+	clock   sluice.Clock
+}
+
+// WithFailurePolicy sets what a call gets when the store cannot decide:
+// distributed.PolicyFailOpen (the default) runs it, distributed.PolicyFailClosed answers
+// codes.Unavailable. distributed.PolicyLocal is not a policy here: wrap the store in
+// distributed.NewFallback, which then always decides.
+func WithFailurePolicy(p distributed.Policy) Option {
+	return optionFunc(func(s *settings) { s.policy = p })
+}
+
+// WithCost sets the cost of each call (default 1). See CostFunc.
+func WithCost(f CostFunc) Option { return optionFunc(func(s *settings) { s.cost = f }) }
+
+// WithLogger sets the logger of store failures and of defects in key and cost functions
+// (default slog.Default()). Each kind of line is written at most once a second, with the
+// number of lines dropped since the last one.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.log = l }) }
+
+// WithHeaders sets whether server interceptors send the binding limit's state as response
+// header metadata (default true): x-ratelimit-limit, x-ratelimit-remaining and
+// x-ratelimit-reset (seconds until the key is back to full, rounded up).
+func WithHeaders(on bool) Option { return optionFunc(func(s *settings) { s.headers = on }) }
+
+// WithWait makes the client interceptors wait, for at most max and never past the call's
+// deadline, until the limits admit a call, instead of failing it at once with
+// codes.ResourceExhausted (the default, max 0). A call that could not be admitted in time
+// fails at once, without waiting; one whose context ends while it waits fails with the
+// context's status (Canceled or DeadlineExceeded). Server interceptors never wait.
+func WithWait(max time.Duration) Option { return optionFunc(func(s *settings) { s.wait = max }) }
+
+// WithClock sets the clock the client interceptors wait on, and that spaces log lines
+// (default sluice.SystemClock).
+func WithClock(c sluice.Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }

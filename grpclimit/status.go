@@ -1,0 +1,66 @@
+package grpclimit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+)
+
+// denial returns the status of a call the limits refused: codes.ResourceExhausted with a
+// google.rpc.QuotaFailure naming each limit that refused it (subject: the store key; quota_id:
+// the limit's name; quota_value: its capacity) and, unless the call can never pass (its cost
+// exceeds a capacity), a google.rpc.RetryInfo whose retry_delay is d.RetryAfter rounded up to
+// the millisecond, so a client that waits that long is not refused again for being early.
+func denial(checks []sluice.Check, d sluice.Decision) error {
+	qf := &errdetails.QuotaFailure{}
+	var names []string
+	for _, c := range checks {
+		if c.Decision.Allowed {
+			continue
+		}
+		name, _, _ := strings.Cut(c.Key, ":")
+		names = append(names, name)
+		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+			Subject:     c.Key,
+			Description: fmt.Sprintf("limit %q (%s) exceeded", name, c.Rule),
+			QuotaId:     name,
+			QuotaValue:  c.Decision.Limit,
+		})
+	}
+	msg := "grpclimit: rate limit exceeded (" + strings.Join(names, ", ") + ")"
+	if d.RetryAfter < 0 {
+		st, _ := status.New(codes.ResourceExhausted, msg+": the call costs more than the limit's capacity").WithDetails(qf)
+		return st.Err()
+	}
+	delay := ceil(d.RetryAfter, time.Millisecond)
+	st, _ := status.New(codes.ResourceExhausted, msg+"; retry in "+delay.String()).
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}, qf)
+	return st.Err()
+}
+
+// ceil rounds d up to a multiple of unit.
+func ceil(d, unit time.Duration) time.Duration {
+	if r := d % unit; r > 0 {
+		d += unit - r
+	}
+	return d
+}
+
+// header returns the binding limit's state as response metadata.
+func (v *verdict) header() metadata.MD {
+	reset := ceil(v.decision.ResetAfter, time.Second) / time.Second
+	return metadata.MD{
+		"x-ratelimit-limit":     {strconv.FormatInt(v.decision.Limit, 10)},
+		"x-ratelimit-remaining": {strconv.FormatInt(max(v.decision.Remaining, 0), 10)},
+		"x-ratelimit-reset":     {strconv.FormatInt(int64(reset), 10)},
+	}
+}
