@@ -45,6 +45,7 @@ func Method() KeyFunc {
 func Compose(parts ...KeyFunc) KeyFunc {
 	parts = append([]KeyFunc(nil), parts...)
 	return func(ctx context.Context, fullMethod string, dst []byte) ([]byte, bool) {
+		base := len(dst)
 		for i, part := range parts {
 			if i > 0 {
 				dst = append(dst, '|')
@@ -52,7 +53,7 @@ func Compose(parts ...KeyFunc) KeyFunc {
 			start := len(dst)
 			var ok bool
 			if dst, ok = part(ctx, fullMethod, dst); !ok {
-				return dst[:start], false
+				return dst[:base], false
 			}
 			dst = prefixLength(dst, start)
 		}
