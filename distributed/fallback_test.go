@@ -93,7 +93,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 		return true
 	})
 	var (
-		phase     atomic.Int32 // 0 before, 1 outage, 2 after
+		phase     atomic.Int32    // 0 before, 1 outage, 2 after
 		admitted  [3]atomic.Int64 // per phase
 		decided   atomic.Int64    // decisions during the outage
 		slowest   atomic.Int64
