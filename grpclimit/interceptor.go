@@ -67,7 +67,8 @@ type verdict struct {
 // check decides a call to fullMethod under limits. wait is how long it may wait to be admitted
 // (client interceptors with WithWait).
 func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Limit, req any, wait time.Duration) verdict {
-	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req))
+	var room [4]sluice.Check // most calls have few limits: no allocation for the checks
+	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0])
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
 	}
@@ -90,17 +91,17 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 	return v
 }
 
-// keys builds the checks of a call: one per limit that has a key for it, its store key the
-// limit's name, a colon and the call's key. A key function that panics fails the call with
-// codes.Internal.
-func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64) (checks []sluice.Check, err error) {
+// keys appends to checks the checks of a call: one per limit that has a key for it, its store
+// key the limit's name, a colon and the call's key. A key function that panics fails the call
+// with codes.Internal.
+func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check) (out []sluice.Check, err error) {
 	var name string
 	defer func() {
 		if p := recover(); p != nil {
 			in.count.invalid.Add(1)
 			in.keyLog.log(in.cfg.log, in.cfg.clock, "grpclimit: key function panicked; call refused with Internal",
 				slog.String("limit", name), slog.String("method", fullMethod), slog.Any("panic", p))
-			checks, err = nil, status.Errorf(codes.Internal, "grpclimit: key function of limit %q failed", name)
+			out, err = nil, status.Errorf(codes.Internal, "grpclimit: key function of limit %q failed", name)
 		}
 	}()
 	var buf [128]byte
@@ -112,9 +113,6 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 			if key, ok = l.Key(ctx, fullMethod, key); !ok {
 				continue
 			}
-		}
-		if checks == nil {
-			checks = make([]sluice.Check, 0, len(limits))
 		}
 		checks = append(checks, sluice.Check{Key: string(key), Rule: l.Rule, N: n})
 	}
@@ -179,8 +177,12 @@ func (in *Interceptor) failure(ctx context.Context, err error) error {
 		return status.Errorf(codes.InvalidArgument, "grpclimit: rate-limit key: %s", fe.Reason)
 	}
 	in.count.storeErrors.Add(1)
+	cause := err // without AllowAll's "check i (key ...)": keys may hold API keys, kept out of logs
+	if u := errors.Unwrap(err); u != nil {
+		cause = u
+	}
 	in.storeLog.log(in.cfg.log, in.cfg.clock, "grpclimit: store error; call answered by the failure policy",
-		slog.String("policy", in.cfg.policy.String()), slog.String("err", err.Error()))
+		slog.String("policy", in.cfg.policy.String()), slog.String("err", cause.Error()))
 	if in.cfg.policy == distributed.PolicyFailClosed {
 		return status.Error(codes.Unavailable, "grpclimit: rate limiter unavailable")
 	}

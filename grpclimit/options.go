@@ -57,7 +57,9 @@ func WithHeaders(on bool) Option { return optionFunc(func(s *settings) { s.heade
 // deadline, until the limits admit a call, instead of failing it at once with
 // codes.ResourceExhausted (the default, max 0). A call that could not be admitted in time
 // fails at once, without waiting; one whose context ends while it waits fails with the
-// context's status (Canceled or DeadlineExceeded). Server interceptors never wait.
+// context's status (Canceled or DeadlineExceeded). A waiting call sleeps until the
+// RetryAfter of the limits and asks again, so under contention another call may take the slot
+// first; it then waits again, within the same bound. Server interceptors never wait.
 func WithWait(max time.Duration) Option { return optionFunc(func(s *settings) { s.wait = max }) }
 
 // WithClock sets the clock the client interceptors wait on, and that spaces log lines

@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"net"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -20,6 +21,13 @@ func PeerIP(r *clientip.Resolver, v6PrefixBits int) KeyFunc {
 		p, ok := peer.FromContext(ctx)
 		if !ok || p.Addr == nil {
 			return dst, false
+		}
+		if tcp, ok := p.Addr.(*net.TCPAddr); ok {
+			// The usual case, a TCP peer that is no trusted proxy, without formatting the
+			// address for Resolve to parse back, nor reading the metadata.
+			if a := tcp.AddrPort().Addr().Unmap().WithZone(""); a.IsValid() && !r.Trusted(a) {
+				return clientip.AppendKey(dst, a, v6PrefixBits), true
+			}
 		}
 		var xff, fwd []string
 		if r != nil {

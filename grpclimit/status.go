@@ -58,9 +58,11 @@ func ceil(d, unit time.Duration) time.Duration {
 // header returns the binding limit's state as response metadata.
 func (v *verdict) header() metadata.MD {
 	reset := ceil(v.decision.ResetAfter, time.Second) / time.Second
+	vals := &[3]string{strconv.FormatInt(v.decision.Limit, 10), strconv.FormatInt(max(v.decision.Remaining, 0), 10),
+		strconv.FormatInt(int64(reset), 10)}
 	return metadata.MD{
-		"x-ratelimit-limit":     {strconv.FormatInt(v.decision.Limit, 10)},
-		"x-ratelimit-remaining": {strconv.FormatInt(max(v.decision.Remaining, 0), 10)},
-		"x-ratelimit-reset":     {strconv.FormatInt(int64(reset), 10)},
+		"x-ratelimit-limit":     vals[0:1:1],
+		"x-ratelimit-remaining": vals[1:2:2],
+		"x-ratelimit-reset":     vals[2:3:3],
 	}
 }

@@ -68,8 +68,11 @@ func TestStoreDown(t *testing.T) {
 				t.Errorf("stats %+v, want 3 store errors and no decision", st)
 			}
 			recs := logs.Records(t, "grpclimit: store error")
-			if len(recs) != 1 || recs[0]["policy"] != tc.policy.String() || recs[0]["err"] == "" {
-				t.Errorf("log records %v, want one line with the policy and the error", recs)
+			if len(recs) != 1 || recs[0]["policy"] != tc.policy.String() {
+				t.Fatalf("log records %v, want one line with the policy", recs)
+			}
+			if msg, _ := recs[0]["err"].(string); !strings.Contains(msg, "store unavailable") || strings.Contains(msg, limit.Name) {
+				t.Errorf("logged error %q, want the store's error without the key", msg)
 			}
 			if n := s.calls.Load(); (n == 3) != (tc.want == codes.OK) {
 				t.Errorf("%d calls reached the service", n)
