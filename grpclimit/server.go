@@ -6,10 +6,14 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Unary returns the unary server interceptor: a call its limits refuse is answered with
-// codes.ResourceExhausted (see New) without running the handler. With WithHeaders (the
-// default) the binding limit's state is sent as header metadata, on denials too. With no
-// limit in any route it passes every call through.
+// Unary returns the unary server interceptor. A call its limits refuse is answered with
+// codes.ResourceExhausted, without running the handler, and two status details: a
+// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
+// key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
+// the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
+// retry_delay is how long until it would pass, rounded up to the millisecond. With
+// WithHeaders (the default) the binding limit's state (the least remaining) is sent as header
+// metadata, on refusals too. With no limit in any route it passes every call through.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		limits := in.routes.match(info.FullMethod)

@@ -15,11 +15,8 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// denial returns the status of a call the limits refused: codes.ResourceExhausted with a
-// google.rpc.QuotaFailure naming each limit that refused it (subject: the store key; quota_id:
-// the limit's name; quota_value: its capacity) and, unless the call can never pass (its cost
-// exceeds a capacity), a google.rpc.RetryInfo whose retry_delay is d.RetryAfter rounded up to
-// the millisecond, so a client that waits that long is not refused again for being early.
+// denial returns the status of a call the limits refused (see Unary). retry_delay is rounded
+// up so that a client that waits that long is not refused again for being early.
 func denial(checks []sluice.Check, d sluice.Decision) error {
 	qf := &errdetails.QuotaFailure{}
 	var names []string
