@@ -59,11 +59,15 @@ func TestClientWait(t *testing.T) {
 		t.Fatalf("first call: %v %s", r.code, r.msg)
 	}
 
-	done := make(chan reply, 1)
-	go func() { done <- s.check(t, "") }()
+	done := make(chan error, 1)
+	call := func(ctx context.Context) {
+		_, err := s.client.Check(ctx, &healthpb.HealthCheckRequest{})
+		done <- err
+	}
+	go call(context.Background())
 	waitForWaiter(t, clock)
 	clock.Advance(time.Second)
-	if r := <-done; r.code != codes.OK {
+	if r := replyOf(t, <-done); r.code != codes.OK {
 		t.Fatalf("waiting call: %v %s, want OK after the clock moved 1s", r.code, r.msg)
 	}
 	if n := s.calls.Load(); n != 2 {
@@ -78,10 +82,10 @@ func TestClientWait(t *testing.T) {
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
-	go func() { done <- s.checkCtx(t, ctx, "") }()
+	go call(ctx)
 	waitForWaiter(t, clock)
 	cancel()
-	if r := <-done; r.code != codes.Canceled {
+	if r := replyOf(t, <-done); r.code != codes.Canceled {
 		t.Errorf("call cancelled while waiting: %v %s, want Canceled", r.code, r.msg)
 	}
 	if n := s.calls.Load(); n != 2 {
