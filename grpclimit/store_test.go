@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -46,13 +47,20 @@ func TestStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	redis.Kill()
+	global := grpclimit.Limit{Name: uniqueName(t), Rule: sluice.PerMinute(1000)}
 	for _, tc := range []struct {
 		policy distributed.Policy
+		limits []grpclimit.Limit
 		want   codes.Code
-	}{{distributed.PolicyFailOpen, codes.OK}, {distributed.PolicyFailClosed, codes.Unavailable}} {
-		t.Run(tc.policy.String(), func(t *testing.T) {
+	}{
+		{distributed.PolicyFailOpen, []grpclimit.Limit{limit}, codes.OK},
+		{distributed.PolicyFailClosed, []grpclimit.Limit{limit}, codes.Unavailable},
+		{distributed.PolicyFailOpen, []grpclimit.Limit{global, limit}, codes.OK},
+		{distributed.PolicyFailClosed, []grpclimit.Limit{global, limit}, codes.Unavailable},
+	} {
+		t.Run(fmt.Sprintf("%v/%d_limits", tc.policy, len(tc.limits)), func(t *testing.T) {
 			var logs testenv.LogBuffer
-			in := mustNew(t, l, every(limit), grpclimit.WithFailurePolicy(tc.policy),
+			in := mustNew(t, l, every(tc.limits...), grpclimit.WithFailurePolicy(tc.policy),
 				grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			s := serve(t, in, nil)
 			for i := range 3 {
@@ -71,7 +79,7 @@ func TestStoreDown(t *testing.T) {
 			if len(recs) != 1 || recs[0]["policy"] != tc.policy.String() {
 				t.Fatalf("log records %v, want one line with the policy", recs)
 			}
-			if msg, _ := recs[0]["err"].(string); !strings.Contains(msg, "store unavailable") || strings.Contains(msg, limit.Name) {
+			if msg, _ := recs[0]["err"].(string); !strings.Contains(msg, "store unavailable") || strings.Contains(msg, "grpclimit-test-") {
 				t.Errorf("logged error %q, want the store's error without the key", msg)
 			}
 			if n := s.calls.Load(); (n == 3) != (tc.want == codes.OK) {
