@@ -155,4 +155,3 @@ func healthServer(b *testing.B, opts ...grpc.ServerOption) (healthpb.HealthClien
 		srv.Stop()
 	}
 }
-
