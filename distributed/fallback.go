@@ -247,7 +247,8 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
-		return sluice.Decision{Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
+		// A settle is not a request to admit: it is answered as applied (and lost).
+		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
 	}
 	fraction := f.safe
 	if fraction == 0 {
