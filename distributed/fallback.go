@@ -247,13 +247,18 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
-		return sluice.Decision{Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
+		// A settle is not a request to admit: it is answered as applied (and lost).
+		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
 	}
-	fraction := f.safe
-	if fraction == 0 {
-		fraction = 1 / float64(max(1, f.instances.Load()))
+	return f.decideLocal(ctx, req, f.fraction())
+}
+
+// fraction is this instance's share of each rule while the store is down.
+func (f *Fallback) fraction() float64 {
+	if f.safe > 0 {
+		return f.safe
 	}
-	return f.decideLocal(ctx, req, fraction)
+	return 1 / float64(max(1, f.instances.Load()))
 }
 
 // open stops calling the store and starts probing it.
@@ -336,6 +341,9 @@ func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 		_, err = within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
 			return f.next.Take(ctx, req)
 		})
+	}
+	if err == nil {
+		err = f.writeBack(ctx)
 	}
 	if err != nil {
 		f.reportFailed(ctx, "probe", err)
