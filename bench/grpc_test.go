@@ -77,7 +77,7 @@ func BenchmarkGRPCInterceptor(b *testing.B) {
 			limit("key_method", grpclimit.Compose(grpclimit.Metadata("x-api-key"), grpclimit.Method()))}, direct},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: tc.limits}}, grpclimit.WithHeaders(false))
+			in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: tc.limits}}, grpclimit.WithHeaders(grpclimit.HeadersNever))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -101,15 +101,21 @@ func BenchmarkGRPCInterceptor(b *testing.B) {
 
 // BenchmarkGRPCCall makes unary calls (health Check) to a server on a loopback TCP port,
 // without an interceptor ("bare") and with grpclimit keying by peer IP and sending the
-// x-ratelimit headers: the latency a client sees, gRPC and the network stack included.
+// x-ratelimit headers (and without them): the latency a client sees, gRPC and the network
+// stack included.
 func BenchmarkGRPCCall(b *testing.B) {
 	st, err := memory.New()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: []grpclimit.Limit{
-		{Name: "ip", Rule: sluice.TokenBucket(perSecond, time.Second, perSecond), Key: grpclimit.PeerIP(nil, 64)}}}})
+	routes := []grpclimit.Route{{Limits: []grpclimit.Limit{
+		{Name: "ip", Rule: sluice.TokenBucket(perSecond, time.Second, perSecond), Key: grpclimit.PeerIP(nil, 64)}}}}
+	in, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaders(grpclimit.HeadersAlways))
+	if err != nil {
+		b.Fatal(err)
+	}
+	quiet, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaders(grpclimit.HeadersNever))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,6 +125,7 @@ func BenchmarkGRPCCall(b *testing.B) {
 	}{
 		{"bare", nil},
 		{"grpclimit", []grpc.ServerOption{grpc.ChainUnaryInterceptor(in.Unary())}},
+		{"grpclimit_no_headers", []grpc.ServerOption{grpc.ChainUnaryInterceptor(quiet.Unary())}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			client, stop := healthServer(b, tc.opts...)

@@ -35,7 +35,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, errors.New("grpclimit: limiter: nil")
 	}
 	in := &Interceptor{limiter: limiter, cfg: settings{policy: distributed.PolicyFailOpen, log: slog.Default(),
-		headers: true, clock: sluice.SystemClock{}}}
+		clock: sluice.SystemClock{}}}
 	for _, o := range opts {
 		o.apply(&in.cfg)
 	}
@@ -46,6 +46,8 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, errors.New("grpclimit: logger: nil")
 	case in.cfg.clock == nil:
 		return nil, errors.New("grpclimit: clock: nil")
+	case in.cfg.headers > HeadersNever:
+		return nil, fmt.Errorf("grpclimit: headers: unknown mode %d", in.cfg.headers)
 	case in.cfg.wait < 0:
 		return nil, fmt.Errorf("grpclimit: wait: negative (%v)", in.cfg.wait)
 	}
@@ -62,6 +64,11 @@ type verdict struct {
 	decision sluice.Decision // the limits' combined decision (see sluice.Combine)
 	decided  bool            // whether decision holds one: a limit applied and the store answered
 	err      error           // the status error to answer with; nil to run the call
+}
+
+// sendHeaders reports whether the header metadata goes with the call's answer.
+func (v *verdict) sendHeaders(m HeaderMode) bool {
+	return v.decided && (m == HeadersAlways || m == HeadersOnDenial && v.err != nil)
 }
 
 // check decides a call to fullMethod under limits. wait is how long it may wait to be admitted

@@ -27,7 +27,7 @@ type settings struct {
 	policy  distributed.Policy
 	cost    CostFunc
 	log     *slog.Logger
-	headers bool
+	headers HeaderMode
 	wait    time.Duration
 	clock   sluice.Clock
 }
@@ -48,10 +48,26 @@ func WithCost(f CostFunc) Option { return optionFunc(func(s *settings) { s.cost 
 // number of lines dropped since the last one.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.log = l }) }
 
-// WithHeaders sets whether server interceptors send the binding limit's state as response
-// header metadata (default true): x-ratelimit-limit, x-ratelimit-remaining and
+// HeaderMode says when server interceptors send the binding limit's state (the limit with the
+// least remaining) as response header metadata: x-ratelimit-limit, x-ratelimit-remaining and
 // x-ratelimit-reset (seconds until the key is back to full, rounded up).
-func WithHeaders(on bool) Option { return optionFunc(func(s *settings) { s.headers = on }) }
+type HeaderMode uint8
+
+// The header modes.
+const (
+	// HeadersOnDenial sends them with refused calls only (the default): admitted calls pay
+	// nothing for them, and a refused client reads them beside the RetryInfo.
+	HeadersOnDenial HeaderMode = iota
+	// HeadersAlways sends them on every call the limits decided. In gRPC's header path that
+	// costs about 17 allocations and 2 KB per call (docs/BENCHMARKS.md).
+	HeadersAlways
+	// HeadersNever sends none.
+	HeadersNever
+)
+
+// WithHeaders sets when server interceptors send rate-limit header metadata (default
+// HeadersOnDenial).
+func WithHeaders(m HeaderMode) Option { return optionFunc(func(s *settings) { s.headers = m }) }
 
 // WithWait makes the client interceptors wait, for at most max and never past the call's
 // deadline, until the limits admit a call, instead of failing it at once with

@@ -11,9 +11,9 @@ import (
 // google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
 // key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
 // the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
-// retry_delay is how long until it would pass, rounded up to the millisecond. With
-// WithHeaders (the default) the binding limit's state (the least remaining) is sent as header
-// metadata, on refusals too. With no limit in any route it passes every call through.
+// retry_delay is how long until it would pass, rounded up to the millisecond, and (see
+// WithHeaders) the x-ratelimit-* header metadata. With no limit in any route it passes every
+// call through.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		limits := in.routes.match(info.FullMethod)
@@ -21,7 +21,7 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		v := in.check(ctx, info.FullMethod, limits, req, 0)
-		if v.decided && in.cfg.headers {
+		if v.sendHeaders(in.cfg.headers) {
 			_ = grpc.SetHeader(ctx, v.header())
 		}
 		if v.err != nil {
@@ -41,7 +41,7 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 			return handler(srv, ss)
 		}
 		v := in.check(ss.Context(), info.FullMethod, limits, nil, 0)
-		if v.decided && in.cfg.headers {
+		if v.sendHeaders(in.cfg.headers) {
 			_ = ss.SetHeader(v.header())
 		}
 		if v.err != nil {

@@ -23,7 +23,8 @@ import (
 func TestDenialDetails(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	rule := sluice.TokenBucket(3, time.Second, 1) // one token every 333.33 ms
-	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.Method()}))
+	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.Method()}),
+		grpclimit.WithHeaders(grpclimit.HeadersAlways))
 	s := serve(t, in, nil)
 
 	ok := s.check(t, "")
@@ -199,7 +200,8 @@ func (s *server) watch(t *testing.T) reply {
 
 // TestStream: a refused stream carries the same details and headers as a unary call.
 func TestStream(t *testing.T) {
-	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.Method()}))
+	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.Method()}),
+		grpclimit.WithHeaders(grpclimit.HeadersAlways))
 	s := serve(t, in, nil)
 	if r := s.watch(t); r.code != codes.OK || r.headerValue(t, "x-ratelimit-remaining") != "0" {
 		t.Fatalf("first stream: %v %s headers %v", r.code, r.msg, r.header)
@@ -232,7 +234,8 @@ func TestCost(t *testing.T) {
 		return 1
 	}
 	in := mustNew(t, l, every(grpclimit.Limit{Name: "units", Rule: sluice.FixedWindow(10, time.Minute)}),
-		grpclimit.WithCost(cost), grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+		grpclimit.WithCost(cost), grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
+		grpclimit.WithHeaders(grpclimit.HeadersAlways))
 	s := serve(t, in, nil)
 	// health answers NOT_FOUND for an unknown service: the call was admitted and ran.
 	steps := []struct {
@@ -292,14 +295,25 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestNoHeaders: WithHeaders(false) sends no rate-limit metadata.
-func TestNoHeaders(t *testing.T) {
-	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "calls", Rule: sluice.PerMinute(1)}),
-		grpclimit.WithHeaders(false))
-	s := serve(t, in, nil)
-	for range 2 {
-		if r := s.check(t, ""); len(r.header.Get("x-ratelimit-limit")) != 0 {
-			t.Errorf("headers %v, want no x-ratelimit-*", r.header)
+// TestHeaderModes: by default only refusals carry the x-ratelimit metadata; HeadersNever sends
+// none.
+func TestHeaderModes(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		opts             []grpclimit.Option
+		allowed, refused bool
+	}{
+		{"default", nil, false, true},
+		{"never", []grpclimit.Option{grpclimit.WithHeaders(grpclimit.HeadersNever)}, false, false},
+		{"always", []grpclimit.Option{grpclimit.WithHeaders(grpclimit.HeadersAlways)}, true, true},
+	} {
+		in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "calls", Rule: sluice.PerMinute(1)}), tc.opts...)
+		s := serve(t, in, nil)
+		for i, want := range []bool{tc.allowed, tc.refused} {
+			r := s.check(t, "")
+			if got := len(r.header.Get("x-ratelimit-limit")) == 1; got != want {
+				t.Errorf("%s, call %d (%v): headers %v, want x-ratelimit-* %v", tc.name, i, r.code, r.header, want)
+			}
 		}
 	}
 }
