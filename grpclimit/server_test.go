@@ -221,7 +221,8 @@ func TestStream(t *testing.T) {
 // logged and counted, and the call costs 1 (never a refund, never free).
 func TestCost(t *testing.T) {
 	var logs testenv.LogBuffer
-	l := newMemory(t, sluicetest.NewManualClock(t0))
+	clock := sluicetest.NewManualClock(t0)
+	l := newMemory(t, clock)
 	cost := func(_ context.Context, _ string, req any) int64 {
 		switch req.(*healthpb.HealthCheckRequest).GetService() {
 		case "batch":
@@ -234,7 +235,7 @@ func TestCost(t *testing.T) {
 		return 1
 	}
 	in := mustNew(t, l, every(grpclimit.Limit{Name: "units", Rule: sluice.FixedWindow(10, time.Minute)}),
-		grpclimit.WithCost(cost), grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
+		grpclimit.WithCost(cost), grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))), grpclimit.WithClock(clock),
 		grpclimit.WithHeaders(grpclimit.HeadersAlways))
 	s := serve(t, in, nil)
 	// health answers NOT_FOUND for an unknown service: the call was admitted and ran.
@@ -255,7 +256,7 @@ func TestCost(t *testing.T) {
 		t.Errorf("stats %+v, want 2 invalid, 4 allowed", st)
 	}
 	// Both defects are of one kind (the cost function), logged at most once a second: the
-	// clock of the interceptor is the system clock, so the second line is dropped.
+	// clock has not moved, so the second line is dropped.
 	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 1 || recs[0]["level"] != "ERROR" {
 		t.Errorf("log records %v, want one error line", recs)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 	sluiceredis "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -60,7 +61,7 @@ func TestStoreDown(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%v/%d_limits", tc.policy, len(tc.limits)), func(t *testing.T) {
 			var logs testenv.LogBuffer
-			in := mustNew(t, l, every(tc.limits...), grpclimit.WithFailurePolicy(tc.policy),
+			in := mustNew(t, l, every(tc.limits...), grpclimit.WithFailurePolicy(tc.policy), grpclimit.WithClock(sluicetest.NewManualClock(t0)),
 				grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			s := serve(t, in, nil)
 			for i := range 3 {
