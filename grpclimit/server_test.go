@@ -260,6 +260,12 @@ func TestCost(t *testing.T) {
 	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 1 || recs[0]["level"] != "ERROR" {
 		t.Errorf("log records %v, want one error line", recs)
 	}
+	// A second later the next defect is logged, with the count of lines dropped meanwhile.
+	clock.Advance(time.Second)
+	s.check(t, "panic")
+	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 2 || recs[1]["dropped"] != 1.0 {
+		t.Errorf("log records %v, want a second line with dropped=1", recs)
+	}
 }
 
 // TestBadInput: an oversized key is refused with InvalidArgument and consumes nothing; a key
