@@ -210,6 +210,9 @@ func TestStream(t *testing.T) {
 	if r.code != codes.ResourceExhausted || r.retry == nil || r.quota.GetViolations()[0].Subject != "streams:"+watchMethod {
 		t.Fatalf("second stream: %v %s retry %v quota %v", r.code, r.msg, r.retry, r.quota)
 	}
+	if got := r.headerValue(t, "x-ratelimit-remaining"); got != "0" {
+		t.Errorf("refused stream: x-ratelimit-remaining %s, want 0", got)
+	}
 	// The sliding window of 1 a minute, taken at the start of a window, frees its unit when
 	// that window has fully slid out: two minutes later.
 	if d := r.retry.GetRetryDelay().AsDuration(); d != 2*time.Minute {
