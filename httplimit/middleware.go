@@ -381,7 +381,7 @@ func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *reque
 		names[i] = m.policies[p].Name
 	}
 	w.Header()[headerRetryAfter] = []string{"1"}
-	WriteProblem(w, r, Problem{Type: ProblemTemporaryReducedCapacity,
+	WriteProblem(w, r, &Problem{Type: ProblemTemporaryReducedCapacity,
 		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
 		Detail: "The rate limiter cannot decide right now.", ViolatedPolicies: names})
 }
