@@ -20,7 +20,7 @@ func BenchmarkSetHeaders(b *testing.B) {
 			_ = syscall.Getrusage(0, &ru0)
 			for b.Loop() {
 				clear(h)
-				setHeaders(h, style, results, policy, t0)
+				setHeaders(h, style, results, policy, t0.UnixNano())
 			}
 			_ = syscall.Getrusage(0, &ru1)
 			b.ReportMetric(float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())/float64(b.N), "cpu-ns/op")

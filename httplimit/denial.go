@@ -49,36 +49,52 @@ var (
 // status line.
 func WriteDenial(w http.ResponseWriter, r *http.Request, results []Result) {
 	var names [8]string
-	p := Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests,
-		Detail: detailRetry, ViolatedPolicies: names[:0]}
+	violated := names[:0]
 	var wait time.Duration
 	for _, res := range results {
 		if res.Decision.Allowed {
 			continue
 		}
-		p.ViolatedPolicies = append(p.ViolatedPolicies, policyName(res.Name))
+		violated = append(violated, policyName(res.Name))
 		if res.Decision.RetryAfter < 0 || wait < 0 {
 			wait = -1
 		} else {
 			wait = max(wait, res.Decision.RetryAfter)
 		}
 	}
+	head := denialHeads[0]
 	if wait < 0 {
-		p.Detail = detailNever
+		head = denialHeads[1]
 	} else {
-		w.Header()[headerRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(wait), 1), 10)}
+		w.Header()[headerRetryAfter] = retryValues.get(max(ceilSeconds(wait), 1))
 	}
-	WriteProblem(w, r, &p)
+	writeProblem(w, http.StatusTooManyRequests, head, violated)
 }
+
+// denialHeads are the JSON of WriteDenial's problems up to their violated policies: the one
+// to retry, and the one that will never be allowed.
+var denialHeads = [2][]byte{
+	appendProblemHead(nil, &Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailRetry}),
+	appendProblemHead(nil, &Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailNever}),
+}
+
+// retryValues holds the Retry-After value last written, shared by the denials that write the
+// same one.
+var retryValues intValues
 
 // WriteProblem writes p as application/problem+json with p.Status as the status code.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
+	writeProblem(w, p.Status, appendProblemHead(nil, p), p.ViolatedPolicies)
+}
+
+// writeProblem writes a problem response: head (see appendProblemHead), then violated.
+func writeProblem(w http.ResponseWriter, status int, head []byte, violated []string) {
 	bp := bufPool.Get().(*[]byte)
-	b := appendProblem((*bp)[:0], p)
+	b := appendProblemTail(append((*bp)[:0], head...), violated)
 	h := w.Header()
 	h["Content-Type"] = problemContentType
 	h["X-Content-Type-Options"] = noSniff
-	w.WriteHeader(p.Status)
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
 	*bp = b
 	bufPool.Put(bp)
@@ -86,6 +102,11 @@ func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
 
 // appendProblem appends p as JSON and a newline.
 func appendProblem(b []byte, p *Problem) []byte {
+	return appendProblemTail(appendProblemHead(b, p), p.ViolatedPolicies)
+}
+
+// appendProblemHead appends the JSON of p up to its violated policies.
+func appendProblemHead(b []byte, p *Problem) []byte {
 	b = append(b, `{"type":`...)
 	b = appendJSONString(b, p.Type)
 	b = append(b, `,"title":`...)
@@ -100,8 +121,13 @@ func appendProblem(b []byte, p *Problem) []byte {
 		b = append(b, `,"instance":`...)
 		b = appendJSONString(b, p.Instance)
 	}
+	return b
+}
+
+// appendProblemTail appends the violated policies and closes the object.
+func appendProblemTail(b []byte, violated []string) []byte {
 	b = append(b, `,"violated-policies":[`...)
-	for i, name := range p.ViolatedPolicies {
+	for i, name := range violated {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/monotime"
 )
 
 // Result is the outcome of one rate-limit policy for a request: the policy's name (as shown in
@@ -80,17 +81,17 @@ func ParseHeaderStyle(name string) (HeaderStyle, error) {
 // the time until the policy is back to full quota. Remaining is never reported below 0.
 // SetHeaders does nothing for HeadersNone or no results.
 func SetHeaders(h http.Header, style HeaderStyle, results []Result) {
-	setHeaders(h, style, results, nil, time.Now())
+	setHeaders(h, style, results, nil, monotime.UnixNano())
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// setHeaders is SetHeaders at now; policy, when not nil, is the precomputed RateLimit-Policy
+// setHeaders is SetHeaders at now (Unix ns; read only for the X- headers); policy, when not nil, is the precomputed RateLimit-Policy
 // value of results (see policyValue). Allocation is what costs most here (on a loaded
 // machine, more than formatting), so it allocates twice, small: one string holding the values
 // that change per request and one slice backing their headers. The X-RateLimit-Limit value,
 // the same on every request of a policy, comes from limitValues.
-func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []string, now time.Time) {
+func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []string, now int64) {
 	if style == HeadersNone || len(results) == 0 {
 		return
 	}
@@ -113,7 +114,7 @@ func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []str
 		d = results[binding(results)].Decision
 		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
 		keys[n], ends[n], n = headerXRemaining, len(b), n+1
-		b = strconv.AppendInt(b, ceilUnix(now.Add(resetAfter(d))), 10)
+		b = strconv.AppendInt(b, ceilUnix(now+int64(resetAfter(d))), 10)
 		keys[n], ends[n], n = headerXReset, len(b), n+1
 	}
 	s := string(b)
@@ -249,10 +250,10 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// ceilUnix returns t as Unix time in whole seconds, rounded up.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
+// ceilUnix returns ns (Unix nanoseconds) in whole seconds, rounded up.
+func ceilUnix(ns int64) int64 {
+	s := ns / int64(time.Second)
+	if ns%int64(time.Second) > 0 {
 		s++
 	}
 	return s

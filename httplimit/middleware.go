@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/fastpath"
+	"github.com/sluicehq/sluice/internal/monotime"
 )
 
 // middleware is the configuration Options fill in and the handlers share.
@@ -57,8 +58,8 @@ type middleware struct {
 //
 // A configuration error (see New) is logged and the policies at fault are left out, so
 // Middleware never panics; use New to fail on them instead. The middleware is safe for
-// concurrent use; on the memory store an allowed request costs no allocation in Sluice's own
-// code besides the header values (two allocations; none with HeadersNone).
+// concurrent use. On the memory store an allowed request costs no allocation in Sluice's own
+// code but the header values: two small ones (one string, one slice), none with HeadersNone.
 func Middleware(l *sluice.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	m, err := build(l, opts)
 	if err != nil {
@@ -224,7 +225,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		allowed = m.wait(r.Context(), q)
 	}
 	m.fillResults(q)
-	setHeaders(w.Header(), m.style, q.results, m.policyHeader(q), m.clock.Now())
+	var now int64
+	if m.style == HeadersBoth || m.style == HeadersX {
+		now = m.unixNano()
+	}
+	setHeaders(w.Header(), m.style, q.results, m.policyHeader(q), now)
 	if !allowed {
 		if m.stats != nil {
 			m.stats.Denied.Add(1)
@@ -407,6 +412,15 @@ func (m *middleware) policyHeader(q *request) []string {
 		m.policyHeaders.Store(&next)
 	}
 	return v
+}
+
+// unixNano reads the middleware's clock: on the system clock, the monotonic clock without
+// building a time.Time (half the cost of time.Now).
+func (m *middleware) unixNano() int64 {
+	if _, ok := m.clock.(sluice.SystemClock); ok {
+		return monotime.UnixNano()
+	}
+	return m.clock.Now().UnixNano()
 }
 
 // costOf returns the cost of r under p: never negative, 1 when the cost function fails.

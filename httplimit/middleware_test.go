@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -270,7 +271,7 @@ func TestShaping(t *testing.T) {
 	done := make(chan int)
 	go func() { done <- get(h, "/", nil).Code }()
 	for clock.Waiters() == 0 {
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // until the request waits on the clock
 	}
 	clock.Advance(time.Second)
 	if c := <-done; c != ok || stats.Waited.Load() != 1 {
