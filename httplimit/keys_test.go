@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -155,7 +156,8 @@ func TestKeyRouteAndMethod(t *testing.T) {
 		// Around the mux, WithServeMux finds the pattern; unknown routes share one key.
 		mux2 := http.NewServeMux()
 		mux2.Handle("GET /a/{id}", okHandler)
-		outer := mustNew(t, l, WithPolicy(Policy{Name: "outer", Rule: rule, Key: KeyRoute()}), WithServeMux(mux2))(mux2)
+		var buf testenv.LogBuffer
+		outer := mustNew(t, l, WithPolicy(Policy{Name: "outer", Rule: rule, Key: KeyRoute()}), WithServeMux(mux2), WithLogger(logged(&buf)))(mux2)
 		got = append(statuses(outer, 1, "/a/1", nil), statuses(outer, 2, "/a/2", nil)...)
 		if want := codes(ok, ok, deny); !reflect.DeepEqual(got, want) {
 			t.Errorf("WithServeMux: %v, want %v", got, want)
@@ -163,6 +165,9 @@ func TestKeyRouteAndMethod(t *testing.T) {
 		got = append(statuses(outer, 1, "/nope/1", nil), statuses(outer, 2, "/nope/"+strings.Repeat("x", 5000), nil)...)
 		if want := codes(http.StatusNotFound, http.StatusNotFound, deny); !reflect.DeepEqual(got, want) {
 			t.Errorf("unknown routes: %v, want %v (one shared key)", got, want)
+		}
+		if recs := buf.Records(t, "httplimit: no route pattern"); len(recs) != 1 || recs[0]["path"] != "/nope/1" {
+			t.Errorf("unknown route log (one a second): %v", recs)
 		}
 
 		byMethod := mustNew(t, l, WithPolicy(Policy{Name: "method", Rule: rule, Key: KeyMethod()}))(okHandler)

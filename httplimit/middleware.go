@@ -47,7 +47,7 @@ type middleware struct {
 	policyHeaders atomic.Pointer[map[uint64][]string]
 	policyMu      sync.Mutex
 
-	storeLog, inputLog logLimiter
+	storeLog, inputLog, routeLog logLimiter
 }
 
 // Middleware returns net/http middleware that rate-limits requests with l under the policies
@@ -323,6 +323,8 @@ func (m *middleware) pattern(r *http.Request) string {
 			return p
 		}
 	}
+	m.routeLog.log(m, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
+		"method", r.Method, "path", r.URL.Path)
 	return noRoute
 }
 
