@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"syscall"
@@ -61,7 +62,7 @@ func middlewareContenders() []middlewareContender {
 		{"sluice_x_headers", sluiceWith(httplimit.HeadersX)},
 		{"sluice_no_headers", sluiceWith(httplimit.HeadersNone)},
 		{"httprate", func(limit int64, period time.Duration, next http.Handler) http.Handler {
-			return httprate.Limit(int(limit), period, httprate.WithKeyFuncs(httprate.KeyByIP))(next)
+			return httprate.LimitBy(int(limit), period, httprateKeyByIP)(next)
 		}},
 		{"ulule", func(limit int64, period time.Duration, next http.Handler) http.Handler {
 			l := ulule.New(ululememory.NewStore(), ulule.Rate{Period: period, Limit: limit})
@@ -84,6 +85,16 @@ func middlewareContenders() []middlewareContender {
 			return tollbooth.LimitHandler(l, next)
 		}},
 	}
+}
+
+// httprateKeyByIP is httprate's deprecated KeyByIP (the peer from RemoteAddr), which its
+// documentation asks users to write themselves.
+func httprateKeyByIP(r *http.Request) (string, error) {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	return httprate.CanonicalizeIP(ip), nil
 }
 
 // processCPU is the CPU time (user and system) of the whole process so far, garbage
