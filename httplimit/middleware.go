@@ -259,6 +259,7 @@ func (q *request) release() {
 func (m *middleware) collect(q *request, r *http.Request) {
 	pattern := ""
 	patternKnown := false
+	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
 	for i := range m.policies {
 		p := &m.policies[i]
 		if !matchMethod(m.methods[i], r.Method) {
@@ -272,7 +273,15 @@ func (m *middleware) collect(q *request, r *http.Request) {
 				continue
 			}
 		}
-		n := m.costOf(p, r)
+		var n int64
+		if p.Cost != nil {
+			n = m.costOf(p.Cost, p.Name, r)
+		} else {
+			if shared < 0 {
+				shared = m.costOf(m.cost, p.Name, r)
+			}
+			n = shared
+		}
 		if n == 0 {
 			continue
 		}
@@ -425,24 +434,21 @@ func (m *middleware) unixNano() int64 {
 	return m.clock.Now().UnixNano()
 }
 
-// costOf returns the cost of r under p: never negative, 1 when the cost function fails.
-func (m *middleware) costOf(p *Policy, r *http.Request) (n int64) {
-	f := p.Cost
-	if f == nil {
-		f = m.cost
-	}
+// costOf returns the cost of r by f (1 when f is nil) for the policy named policy: never
+// negative, 1 when f fails.
+func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.Request) (n int64) {
 	if f == nil {
 		return 1
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: cost function panicked; charging 1", r, "policy", p.Name, "panic", fmt.Sprint(v))
+			m.badInput("httplimit: cost function panicked; charging 1", r, "policy", policy, "panic", fmt.Sprint(v))
 			n = 1
 		}
 	}()
 	n = f(r)
 	if n < 0 {
-		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, "policy", p.Name, "cost", n)
+		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, "policy", policy, "cost", n)
 		return 1
 	}
 	return n

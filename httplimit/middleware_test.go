@@ -324,3 +324,22 @@ func TestAllowedRequestAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestCostPerPolicy: the middleware's cost function runs once per request whatever the number
+// of policies using it; a policy's own Cost overrides it.
+func TestCostPerPolicy(t *testing.T) {
+	l := backends[0].open(t, sluicetest.NewManualClock(t0))
+	calls := 0
+	h := mustNew(t, l, WithCost(func(*http.Request) int64 { calls++; return 2 }), WithPolicy(
+		Policy{Name: "a", Rule: sluice.FixedWindow(10, time.Hour)},
+		Policy{Name: "b", Rule: sluice.FixedWindow(10, time.Hour)},
+		Policy{Name: "c", Rule: sluice.FixedWindow(10, time.Hour), Cost: func(*http.Request) int64 { return 5 }},
+	))(okHandler)
+	rec := get(h, "/", nil)
+	if calls != 1 {
+		t.Errorf("WithCost ran %d times for one request", calls)
+	}
+	if got, want := rec.Header().Get("RateLimit"), `"a";r=8;t=3600, "b";r=8;t=3600, "c";r=5;t=3600`; got != want {
+		t.Errorf("RateLimit = %s, want %s", got, want)
+	}
+}
