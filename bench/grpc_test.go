@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,15 +167,7 @@ func healthServer(b *testing.B, opts ...grpc.ServerOption) (healthpb.HealthClien
 	}
 }
 
-// processCPU returns the CPU time (user and system) the process has used. On a busy machine
-// the CPU time per call is steadier than the wall-clock ns/op: waiting for a core is not in it.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the process's CPU time per op since start (every goroutine's: for a
+// reportCPU reports the process's CPU time (processCPU) per op since start (every goroutine's: for a
 // loopback call, the client's and the server's) as cpu-ns/op.
 func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
