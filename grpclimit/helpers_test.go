@@ -38,7 +38,7 @@ func newMemory(t *testing.T, clock sluice.Clock) *sluice.Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return sluice.New(st)
+	return sluice.New(st, sluice.WithClock(clock))
 }
 
 // server is a gRPC server on a loopback TCP port running the health service behind the

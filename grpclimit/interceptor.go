@@ -79,12 +79,7 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
 	}
-	var d sluice.Decision
-	if wait > 0 {
-		d, err = in.waitAll(ctx, checks, wait)
-	} else {
-		d, err = in.decide(ctx, checks)
-	}
+	d, err := in.decide(ctx, checks, wait)
 	if err != nil {
 		return verdict{err: in.failure(ctx, err)}
 	}
@@ -149,41 +144,20 @@ func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (
 	return n
 }
 
-// decide is Limiter.AllowAll, through AllowN when one limit applies (the memory store decides
-// that in a third of the time). Its errors do not name the key: keys may be API keys, which
-// the failure log leaves out.
-func (in *Interceptor) decide(ctx context.Context, checks []sluice.Check) (sluice.Decision, error) {
-	if len(checks) == 1 {
-		c := &checks[0]
-		var err error
-		c.Decision, err = in.limiter.AllowN(ctx, c.Key, c.Rule, c.N)
-		return c.Decision, err
+// decide is Limiter.AllowAll (or WaitAll, when wait is positive) without the key in its
+// errors: keys may be API keys, which the failure log leaves out.
+func (in *Interceptor) decide(ctx context.Context, checks []sluice.Check, wait time.Duration) (sluice.Decision, error) {
+	var d sluice.Decision
+	var err error
+	if wait > 0 {
+		d, err = in.limiter.WaitAll(ctx, checks, wait)
+	} else {
+		d, err = in.limiter.AllowAll(ctx, checks)
 	}
-	d, err := in.limiter.AllowAll(ctx, checks)
 	if u := errors.Unwrap(err); u != nil {
 		err = u // without AllowAll's "check i (key ...): "
 	}
 	return d, err
-}
-
-// waitAll decides checks, and while they deny with a known RetryAfter that ends within wait
-// (and the context's deadline), sleeps that long and asks again.
-func (in *Interceptor) waitAll(ctx context.Context, checks []sluice.Check, wait time.Duration) (sluice.Decision, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl))
-	}
-	end := in.cfg.clock.Now().Add(wait)
-	for {
-		d, err := in.decide(ctx, checks)
-		if err != nil || d.Allowed || d.RetryAfter < 0 || d.RetryAfter > end.Sub(in.cfg.clock.Now()) {
-			return d, err
-		}
-		select {
-		case <-ctx.Done():
-			return d, ctx.Err()
-		case <-in.cfg.clock.After(max(d.RetryAfter, time.Millisecond)):
-		}
-	}
 }
 
 // failure maps an error of the limiter to the call's answer: the caller's own context ending
