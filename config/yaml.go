@@ -110,7 +110,13 @@ func unknownKeys(n *yaml.Node, what string, known ...string) []string {
 
 // decodeStrict decodes n into v (a pointer to an alias type without UnmarshalYAML) and adds
 // the unknown-field errors, so decoding goes on and every problem is reported.
-func decodeStrict(n *yaml.Node, v any, unknown []string) error {
+func decodeStrict(n *yaml.Node, what string, v any, unknown []string) error {
+	if n.Kind != yaml.MappingNode {
+		if n.Tag == "!!null" {
+			return nil
+		}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s: want a mapping of fields (key: value), got %q", n.Line, what, n.Value)}}
+	}
 	err := n.Decode(v)
 	if te, ok := err.(*yaml.TypeError); ok {
 		unknown = append(unknown, te.Errors...)
@@ -127,14 +133,14 @@ func decodeStrict(n *yaml.Node, v any, unknown []string) error {
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "document", "domain", "descriptors"))
+	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	type plain Descriptor
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
+	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
 		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
 		"share_threshold", "metadata"))
 }
@@ -143,12 +149,12 @@ func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
-	return decodeStrict(n, (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
+	return decodeStrict(n, "rate_limit", (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
 		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "unit_multiplier"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (r *Replace) UnmarshalYAML(n *yaml.Node) error {
 	type plain Replace
-	return decodeStrict(n, (*plain)(r), unknownKeys(n, "replaces", "name"))
+	return decodeStrict(n, "replaces", (*plain)(r), unknownKeys(n, "replaces", "name"))
 }

@@ -182,6 +182,9 @@ func (s *Server) appendItems(sc *scratch, dom *config.Domain, req *rlsv3.RateLim
 		}
 		if it.limited() && !it.block {
 			it.key = descriptorKey(req.Domain, d.Entries, shared)
+			if it.ovr { // an override counts apart from the configured limit, per unit as the peer's
+				it.key += "|@" + strconv.Itoa(int(d.Limit.Unit))
+			}
 		}
 		if it.block {
 			it.over, it.decided = true, true

@@ -380,7 +380,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		go s.watcher.Run(watchCtx, s.cfg.ReloadInterval)
 	}
 	s.ready.Store(true)
-	s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "domains", s.Rules().Domains())
+	s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr(), "metrics", s.MetricsAddr(),
+		"domains", s.Rules().Domains())
 	var err error
 	select {
 	case <-ctx.Done():
