@@ -29,6 +29,8 @@ func badRequests() map[string]*rlsv3.RateLimitRequest {
 	}
 	badUnit := desc("remote_address", "x")
 	badUnit.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: 42}
+	// Deliberate difference: envoyproxy/ratelimit accepts all of these hostile values (and
+	// sends them to its store); Sluice refuses them at once (docs/OPERATIONS.md).
 	// An unknown domain, a descriptor without entries, an entry without a key and an override
 	// of 0 requests are not errors: envoyproxy/ratelimit answers them (peer_test.go).
 	return map[string]*rlsv3.RateLimitRequest{

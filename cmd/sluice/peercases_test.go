@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // The test cases of envoyproxy/ratelimit (test/config/config_test.go, test/service/
@@ -330,4 +334,27 @@ func TestPeerServiceEndpoints(t *testing.T) {
 	if code, _ := s.post(t, "/json", "not json"); code != http.StatusBadRequest {
 		t.Errorf("/json garbage: %d, want 400", code)
 	}
+}
+
+// TestPeerStoreDown: deliberate difference — with its store down, Sluice answers gRPC
+// UNAVAILABLE and /json HTTP 503; the peer answers gRPC UNKNOWN (a recovered RedisError) and
+// /json 400. Both count in ratelimit_service_should_rate_limit_error{err_type="redis_error"}.
+func TestPeerStoreDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	_ = l.Close() // nothing listens there
+	s := servePeer(t, []string{"--store", "redis://" + dead + "/0?dial_timeout=20ms", "--store-timeout", "100ms"},
+		"--config", peerFixture("basic_config.yaml"))
+	req := rlReq("test-domain", 0, []string{"key2", "x"})
+	if _, err := s.client.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC: %v, want UNAVAILABLE", err)
+	}
+	body, _ := protojson.Marshal(req)
+	if code, text := s.post(t, "/json", string(body)); code != http.StatusServiceUnavailable {
+		t.Errorf("/json: %d %q, want 503", code, text)
+	}
+	s.checkSeries(t, `ratelimit_service_should_rate_limit_error{err_type="redis_error"} 2`)
 }

@@ -20,6 +20,9 @@ func TestPeerEnvMapping(t *testing.T) {
 		env  map[string]string
 		want map[string]string // flag -> value; "" means not set
 	}{
+		// Deliberate difference: without the peer's environment, serve keeps its loopback
+		// defaults; the peer listens on 0.0.0.0. Its debug port opens only when asked for
+		// (the peer always opens 0.0.0.0:6070).
 		{"nothing of the peer's", map[string]string{"HOME": "/root"},
 			map[string]string{"http-addr": "", "grpc-addr": "", "config": "", "store": "", "debug-addr": ""}},
 		{"the peer's defaults once its environment is detected", map[string]string{"USE_STATSD": "false"},
