@@ -358,3 +358,93 @@ func TestPeerStoreDown(t *testing.T) {
 	}
 	s.checkSeries(t, `ratelimit_service_should_rate_limit_error{err_type="redis_error"} 2`)
 }
+
+// peerReadmeExamples are the rules of envoyproxy/ratelimit's README examples 2, 3, 5, 6 and 7.
+var peerReadmeExamples = map[string]string{
+	"example2.yaml": `domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit: {unit: day, requests_per_unit: 5}
+  - key: to_number
+    rate_limit: {unit: day, requests_per_unit: 100}
+`,
+	"example3.yaml": `domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+`,
+	"example5.yaml": `domain: internal
+descriptors:
+  - key: ldap
+    rate_limit: {unlimited: true}
+  - key: azure
+    rate_limit: {unit: minute, requests_per_unit: 100}
+`,
+	"example6.yaml": `domain: example6
+descriptors:
+  - key: service
+    descriptors:
+      - key: user
+        value: user-a
+        rate_limit: {requests_per_unit: 10, unit: second}
+        shadow_mode: true
+      - key: user
+        value: user-b
+        rate_limit: {requests_per_unit: 20, unit: second}
+`,
+	"example7.yaml": `domain: example7
+descriptors:
+  - key: key_1
+    value: value_1
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit: {name: specific_limit, requests_per_unit: 5, unit: second}
+  - key: key_2
+    value: value_2
+    descriptors:
+      - key: user
+        value: bkthomps
+        rate_limit:
+          replaces: [{name: specific_limit}]
+          requests_per_unit: 10
+          unit: second
+`,
+}
+
+// TestPeerReadmeExamples replays the README's examples 2, 3, 5, 6 and 7 (4, 8, 9, 10 and
+// 11 are in config/peer_test.go and TestPeerShareThreshold).
+func TestPeerReadmeExamples(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range peerReadmeExamples {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peerStores(t, func(t *testing.T, store []string) {
+		s := servePeer(t, store, "--config", dir)
+		q := func(domain string, hits uint32, descs ...[]string) *rlsvReq { return rlReq(domain, hits, descs...) }
+		marketing, number := []string{"message_type", "marketing", "to_number", "2061111111"}, []string{"to_number", "2061111111"}
+		runPeerCases(t, s, "grpc", []peerCase{
+			{"example 2: both rules apply, logical OR", q("messaging", 1, marketing, number), "OK; OK 5/DAY rem=4; OK 100/DAY rem=99"},
+			{"example 2: the marketing limit is reached", q("messaging", 4, marketing, number), "OK; OK 5/DAY rem=0; OK 100/DAY rem=95"},
+			{"example 2: over the marketing limit", q("messaging", 1, marketing, number), "OVER_LIMIT; OVER_LIMIT 5/DAY rem=0; OK 100/DAY rem=95"},
+			{"example 2: another number", q("messaging", 1, []string{"to_number", "2062222222"}), "OK; OK 100/DAY rem=99"},
+			{"example 3: any address", q("edge_proxy_per_ip", 1, []string{"remote_address", "50.0.0.1"}), "OK; OK 10/SECOND rem=9"},
+			{"example 3: the blocked address", q("edge_proxy_per_ip", 1, []string{"remote_address", "50.0.0.5"}), "OVER_LIMIT; OVER_LIMIT 0/SECOND rem=0"},
+			{"example 5: unlimited", q("internal", 1, []string{"ldap", "x"}), "OK; OK rem=4294967295"},
+			{"example 5: limited", q("internal", 1, []string{"azure", "x"}), "OK; OK 100/MINUTE rem=99"},
+			{"example 6: user-a in shadow mode is never limited", q("example6", 11, []string{"service", "auth-service", "user", "user-a"}), "OK; OK 10/SECOND rem=0"},
+			{"example 6: user-b is", q("example6", 21, []string{"service", "auth-service", "user", "user-b"}), "OVER_LIMIT; OVER_LIMIT 20/SECOND rem=0"},
+			{"example 7: each alone", q("example7", 1, []string{"key_1", "value_1", "user", "bkthomps"}), "OK; OK 5/SECOND specific_limit rem=4"},
+			{"example 7: both: the replaced limit does not apply", q("example7", 1, []string{"key_1", "value_1", "user", "bkthomps"}, []string{"key_2", "value_2", "user", "bkthomps"}),
+				"OK; OK rem=0; OK 10/SECOND rem=9"},
+		})
+	})
+}
