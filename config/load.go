@@ -147,12 +147,16 @@ func ruleFiles(p string, o Options) ([]string, error) {
 // links to directories are not followed; names starting with '.' (files and directories)
 // only with dotFiles.
 func treeFiles(dir string, dotFiles bool) ([]string, error) {
+	root, err := filepath.EvalSymlinks(dir) // the directory may be a link (the peer's "current")
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	var files []string
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p != dir && !dotFiles && strings.HasPrefix(e.Name(), ".") {
+		if p != root && !dotFiles && strings.HasPrefix(e.Name(), ".") {
 			if e.IsDir() {
 				return filepath.SkipDir
 			}
@@ -164,7 +168,8 @@ func treeFiles(dir string, dotFiles bool) ([]string, error) {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() { // a link to a directory
 			return nil
 		}
-		files = append(files, p)
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, filepath.Join(dir, rel)) // named under dir, as given
 		return nil
 	})
 	if err != nil {

@@ -294,3 +294,50 @@ func TestPeerRuntimeTree(t *testing.T) {
 		t.Errorf("domains with DotFiles %s, want a,c", got)
 	}
 }
+
+// TestPeerRuntimeSymlink: the peer's runtime root is usually a symbolic link swapped to a new
+// directory ("current"): the tree below a linked directory is read, and the swap is a reload.
+func TestPeerRuntimeSymlink(t *testing.T) {
+	base := t.TempDir()
+	for _, limit := range []string{"1", "2"} {
+		d := filepath.Join(base, "v"+limit, "ratelimit", "config")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		body := "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: " + limit + "}\n"
+		if err := os.WriteFile(filepath.Join(d, "a.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := filepath.Join(base, "current")
+	if err := os.Symlink(filepath.Join(base, "v1"), current); err != nil {
+		t.Fatal(err)
+	}
+	linkedConfig := filepath.Join(base, "config") // the app directory itself a link
+	if err := os.Symlink(filepath.Join(current, "ratelimit", "config"), linkedConfig); err != nil {
+		t.Fatal(err)
+	}
+	w, err := config.NewWatcherWith(linkedConfig, config.Options{Tree: true}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := config.Lookup(w.Config().Domain("a"), []entry{{"k", "x"}}); l == nil || l.RequestsPerUnit != 1 {
+		t.Fatalf("before the swap: %+v", l)
+	}
+	if files := w.Config().Files(); len(files) != 1 || files[0] != filepath.Join(linkedConfig, "a.yaml") {
+		t.Errorf("files %v, named under the directory as given", files)
+	}
+	tmp := filepath.Join(base, "current.tmp")
+	if err := os.Symlink(filepath.Join(base, "v2"), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, current); err != nil { // the atomic swap
+		t.Fatal(err)
+	}
+	if ok, err := w.Reload(); !ok || err != nil {
+		t.Fatalf("reload after the swap: %v %v", ok, err)
+	}
+	if l := config.Lookup(w.Config().Domain("a"), []entry{{"k", "x"}}); l == nil || l.RequestsPerUnit != 2 {
+		t.Errorf("after the swap: %+v", l)
+	}
+}

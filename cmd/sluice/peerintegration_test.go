@@ -139,6 +139,16 @@ func TestPeerIntegration(t *testing.T) {
 	})
 }
 
+// TestPeerCheckRuntime: check-config reads the peer's runtime directory as serve does.
+func TestPeerCheckRuntime(t *testing.T) {
+	var out, errOut strings.Builder
+	dir := filepath.Join(peerRuntime(t), "ratelimit", "config")
+	if code := run([]string{"check-config", "--config-tree", "--merge-domains", dir}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "3 domain(s) [another basic share-threshold-test]") {
+		t.Errorf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+}
+
 // TestPeerIntegrationReload ports testConfigReload: a file added to the runtime directory is
 // served after a reload, one removed is dropped; the reload.yaml it adds has README example
 // 3's block (requests_per_unit: 0). Sluice polls the files (SLUICE_RELOAD_INTERVAL, default
