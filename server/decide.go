@@ -134,7 +134,11 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 	defer sc.release()
 	sc.items = s.appendItems(sc, dom, req)
 	applyReplaces(sc.items)
-	if err := s.decideGroup(ctx, sc); err != nil {
+	decideGroup := s.decideGroup
+	if s.cfg.CountDenied {
+		decideGroup = s.decideCounting
+	}
+	if err := decideGroup(ctx, sc); err != nil {
 		return nil, err
 	}
 	for i := range sc.items {
@@ -212,6 +216,36 @@ func (s *Server) decideGroup(ctx context.Context, sc *scratch) error {
 		if it := &sc.items[i]; it.checks > 0 {
 			it.settle(sc.checks[it.first:it.first+it.checks], denied-it.first)
 		}
+	}
+	return nil
+}
+
+// decideCounting is decideGroup as envoyproxy/ratelimit decides (Config.CountDenied): each
+// descriptor on its own, and the hits of one over its limit are charged anyway (a settle, so
+// the key goes into debt as the peer's counter goes past the limit; a cost above the most a
+// settle takes, sluice.MaxLimit, is charged that much).
+func (s *Server) decideCounting(ctx context.Context, sc *scratch) error {
+	for i := range sc.items {
+		it := &sc.items[i]
+		if !it.limited() || it.decided || it.hits == 0 || it.desc.IsNegativeHits {
+			continue // peeks and refunds are decided alone
+		}
+		sc.own = it.appendChecks(sc.own[:0], it.hits)
+		for j := range sc.own {
+			c := &sc.own[j]
+			d, err := s.limiter.AllowN(ctx, c.Key, c.Rule, c.N)
+			if err != nil {
+				return s.storeError(ctx, err)
+			}
+			if !d.Allowed {
+				if _, err := s.limiter.Settle(ctx, c.Key, c.Rule, min(c.N, sluice.MaxLimit)); err != nil {
+					return s.storeError(ctx, err)
+				}
+				it.over = true
+			}
+			c.Decision = d
+		}
+		it.combine(sc.own)
 	}
 	return nil
 }

@@ -114,6 +114,11 @@ type Config struct {
 	// GlobalShadowMode answers OK to every request that would be over its limit, counting it
 	// in ratelimit_service_global_shadow_mode (envoyproxy/ratelimit's SHADOW_MODE).
 	GlobalShadowMode bool
+	// CountDenied decides as envoyproxy/ratelimit does: each descriptor on its own, and the
+	// hits of a request over a limit are counted all the same (with the fixed_window default
+	// algorithm, the peer's answers exactly). By default a request over one limit consumes
+	// nothing (envoyproxy/ratelimit issue #427).
+	CountDenied bool
 	// GlobalQuotaMode puts every configured limit in quota mode (QUOTA_MODE): a request is
 	// over its limit only when every one of its limited descriptors is.
 	GlobalQuotaMode bool

@@ -162,7 +162,7 @@ var peerUnhonoured = []struct {
 var peerNoEffect = []struct{ env, why string }{
 	{"REDIS_PIPELINE_WINDOW", "the Redis store pipelines concurrent decisions on its own"},
 	{"REDIS_PIPELINE_LIMIT", "the Redis store pipelines concurrent decisions on its own"},
-	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "Sluice never counts denied hits (a request over one limit consumes nothing)"},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "by default Sluice does not count denied hits (a request over one limit consumes nothing); --count-denied counts them as the peer does without this setting"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "every key expires when its state is back to full"},
 }
 
@@ -349,6 +349,7 @@ func (f *serveFlags) registerPeer(fs *flag.FlagSet) {
 	fs.BoolVar(&f.configTree, "config-tree", f.envBool("config-tree", "SLUICE_CONFIG_TREE"), "read every file below the --config directory, recursively, as envoyproxy/ratelimit reads its runtime directory [SLUICE_CONFIG_TREE, RUNTIME_*]")
 	fs.BoolVar(&f.configDotFiles, "config-dotfiles", f.envBool("config-dotfiles", "SLUICE_CONFIG_DOTFILES"), "with --config-tree, read names starting with '.' too [SLUICE_CONFIG_DOTFILES, RUNTIME_IGNOREDOTFILES]")
 	fs.BoolVar(&f.shadowMode, "shadow-mode", f.envBool("shadow-mode", "SLUICE_SHADOW_MODE"), "answer OK to every request over its limit, counting it [SLUICE_SHADOW_MODE, SHADOW_MODE]")
+	fs.BoolVar(&f.countDenied, "count-denied", f.envBool("count-denied", "SLUICE_COUNT_DENIED"), "count the hits of requests over a limit and decide each descriptor on its own, as envoyproxy/ratelimit does (#427); default: a request over one limit consumes nothing [SLUICE_COUNT_DENIED]")
 	fs.BoolVar(&f.quotaMode, "quota-mode", f.envBool("quota-mode", "SLUICE_QUOTA_MODE"), "every limit in quota mode: a request is over only when all its limits are [SLUICE_QUOTA_MODE, QUOTA_MODE]")
 	fs.StringVar(&f.headerNames, "response-header-names", f.env("response-header-names", "SLUICE_RESPONSE_HEADER_NAMES", "RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset"), "names of the --response-headers: limit,remaining,reset [SLUICE_RESPONSE_HEADER_NAMES, LIMIT_*_HEADER]")
 	fs.StringVar(&f.nearLimitRatio, "near-limit-ratio", f.env("near-limit-ratio", "SLUICE_NEAR_LIMIT_RATIO", "0.8"), "share of a limit past which hits count as near_limit in the ratelimit_service_* metrics [SLUICE_NEAR_LIMIT_RATIO, NEAR_LIMIT_RATIO]")
@@ -370,7 +371,7 @@ func (f *serveFlags) envBool(flagName, name string) bool {
 // peerConfig is what the flags of registerPeer set in server.Config, checked.
 type peerConfig struct {
 	rules                               config.Options
-	shadow, quota                       bool
+	shadow, quota, countDenied          bool
 	ratio                               float64
 	names                               [3]string
 	metricsAddr, metricsPath, debugAddr string
@@ -378,7 +379,7 @@ type peerConfig struct {
 
 func (p peerConfig) apply(c *server.Config) {
 	c.RulesOptions = p.rules
-	c.GlobalShadowMode, c.GlobalQuotaMode = p.shadow, p.quota
+	c.GlobalShadowMode, c.GlobalQuotaMode, c.CountDenied = p.shadow, p.quota, p.countDenied
 	c.NearLimitRatio, c.ResponseHeaderNames = p.ratio, p.names
 	c.MetricsAddr, c.MetricsPath, c.DebugAddr = p.metricsAddr, p.metricsPath, p.debugAddr
 }
@@ -398,7 +399,7 @@ func (f *serveFlags) checkPeer(fs *flag.FlagSet) (peerConfig, error) {
 			return p, fmt.Errorf("--%s: from envoyproxy/ratelimit's %w", row.flag, err)
 		}
 	}
-	for _, name := range []string{"merge-domains", "config-tree", "config-dotfiles", "shadow-mode", "quota-mode"} {
+	for _, name := range []string{"merge-domains", "config-tree", "config-dotfiles", "shadow-mode", "quota-mode", "count-denied"} {
 		if msg, ok := f.envErrs[name]; ok {
 			return p, errors.New(msg)
 		}
@@ -416,7 +417,7 @@ func (f *serveFlags) checkPeer(fs *flag.FlagSet) (peerConfig, error) {
 		return p, fmt.Errorf("--response-header-names: want three names, limit,remaining,reset, got %q", f.headerNames)
 	}
 	copy(p.names[:], names)
-	p.shadow, p.quota = f.shadowMode, f.quotaMode
+	p.shadow, p.quota, p.countDenied = f.shadowMode, f.quotaMode, f.countDenied
 	p.metricsAddr, p.metricsPath, p.debugAddr = f.metricsAddr, f.metricsPath, f.debugAddr
 	if !strings.HasPrefix(p.metricsPath, "/") {
 		return p, fmt.Errorf("--metrics-path: want a path starting with /, got %q", p.metricsPath)

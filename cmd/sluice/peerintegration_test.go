@@ -210,3 +210,39 @@ func TestPeerFixedWindowSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerCountDenied: --count-denied restores what envoyproxy/ratelimit does with the hits
+// of a request over a limit (it counts them, each descriptor on its own: #427); with
+// --default-algorithm fixed_window, testBasicBaseConfig's two-descriptor loop gets the peer's
+// exact answers, key2 counting on while key3 is over its limit.
+func TestPeerCountDenied(t *testing.T) {
+	peerEnvStores(t, func(t *testing.T, storeEnv []string) {
+		s := startServe(t, peerOnlyEnv(peerRuntime(t), storeEnv...), "--count-denied", "--default-algorithm", "fixed_window")
+		for attempt := 0; ; attempt++ {
+			start, r := time.Now().Unix()/60, rand.Int64()
+			var got, want []string
+			for i := range 15 {
+				w := fmt.Sprintf("OK; OK 20/MINUTE rem=%d; OK 10/HOUR rem=%d", 20-(i+1), 10-(i+1))
+				if i >= 10 {
+					w = fmt.Sprintf("OVER_LIMIT; OK 20/MINUTE rem=%d; OVER_LIMIT 10/HOUR rem=0", 20-(i+1))
+				}
+				want = append(want, w)
+				got = append(got, peerSummary(s.ask(t, "grpc", rlReq("another", 1, []string{"key2", fmt.Sprint(r)}, []string{"key3", fmt.Sprint(r)}))))
+			}
+			if time.Now().Unix()/60 != start && attempt == 0 {
+				continue // key2's minute window ended during the loop: once more, in the next one
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("#%d:\n got  %s\n want %s", i, got[i], want[i])
+				}
+			}
+			break
+		}
+		// A request over its limit was counted: the next one is over too, as in the peer.
+		runPeerCases(t, s, "grpc", []peerCase{
+			{"25 hits on 20 a minute", rlReq("another", 25, []string{"key2", "burst"}), "OVER_LIMIT; OVER_LIMIT 20/MINUTE rem=0"},
+			{"counted: over at once", rlReq("another", 1, []string{"key2", "burst"}), "OVER_LIMIT; OVER_LIMIT 20/MINUTE rem=0"},
+		})
+	})
+}

@@ -45,6 +45,7 @@ type serveFlags struct {
 	storePrefix, defaultAlgorithm, headerNames, nearLimitRatio      string
 	metricsAddr, metricsPath, debugAddr                             string
 	mergeDomains, configTree, configDotFiles, shadowMode, quotaMode bool
+	countDenied                                                     bool
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
