@@ -110,17 +110,30 @@ var peerFlags = []peerFlag{
 	{"near-limit-ratio", []string{"NEAR_LIMIT_RATIO"}, verbatim("NEAR_LIMIT_RATIO")},
 	{"log-level", []string{"LOG_LEVEL"}, func(e *peerEnv) (string, bool, error) {
 		v, ok := e.get("LOG_LEVEL")
-		switch strings.ToLower(v) { // logrus's levels
-		case "trace":
-			v = "debug"
-		case "warning":
-			v = "warn"
-		case "fatal", "panic":
-			v = "error"
+		if !ok || v == "" {
+			return "", false, nil
 		}
-		return v, ok, nil
+		switch l := strings.ToLower(v); l { // logrus's levels
+		case "trace", "debug":
+			return "debug", true, nil
+		case "info":
+			return "info", true, nil
+		case "warn", "warning":
+			return "warn", true, nil
+		case "error", "fatal", "panic":
+			return "error", true, nil
+		}
+		return "", false, fmt.Errorf("LOG_LEVEL: want trace, debug, info, warn, error, fatal or panic, got %q", v)
 	}},
-	{"log-format", []string{"LOG_FORMAT"}, verbatim("LOG_FORMAT")},
+	{"log-format", []string{"LOG_FORMAT"}, func(e *peerEnv) (string, bool, error) {
+		if !e.has("LOG_FORMAT") {
+			return "", false, nil
+		}
+		if strings.EqualFold(e.or("LOG_FORMAT", ""), "json") { // the peer: json, anything else is text
+			return "json", true, nil
+		}
+		return "text", true, nil
+	}},
 	{"metrics-addr", []string{"USE_PROMETHEUS", "PROMETHEUS_ADDR"}, func(e *peerEnv) (string, bool, error) {
 		on, err := e.boolean("USE_PROMETHEUS")
 		return e.or("PROMETHEUS_ADDR", ":9090"), on, err
@@ -410,19 +423,33 @@ func (f *serveFlags) checkPeer(fs *flag.FlagSet) (peerConfig, error) {
 	}
 	p.rules = config.Options{DefaultAlgorithm: algo, MergeDomains: f.mergeDomains, Tree: f.configTree, DotFiles: f.configDotFiles}
 	if p.ratio, err = strconv.ParseFloat(f.nearLimitRatio, 64); err != nil || p.ratio <= 0 || p.ratio > 1 {
-		return p, fmt.Errorf("--near-limit-ratio: want a number in (0, 1], got %q", f.nearLimitRatio)
+		return p, fmt.Errorf("--near-limit-ratio: want a number in (0, 1], got %q%s", f.nearLimitRatio, f.fromPeer(given, "near-limit-ratio", f.nearLimitRatio))
 	}
 	names := strings.Split(f.headerNames, ",")
 	if len(names) != 3 || names[0] == "" || names[1] == "" || names[2] == "" {
-		return p, fmt.Errorf("--response-header-names: want three names, limit,remaining,reset, got %q", f.headerNames)
+		return p, fmt.Errorf("--response-header-names: want three names, limit,remaining,reset, got %q%s", f.headerNames, f.fromPeer(given, "response-header-names", f.headerNames))
 	}
 	copy(p.names[:], names)
 	p.shadow, p.quota, p.countDenied = f.shadowMode, f.quotaMode, f.countDenied
 	p.metricsAddr, p.metricsPath, p.debugAddr = f.metricsAddr, f.metricsPath, f.debugAddr
 	if !strings.HasPrefix(p.metricsPath, "/") {
-		return p, fmt.Errorf("--metrics-path: want a path starting with /, got %q", p.metricsPath)
+		return p, fmt.Errorf("--metrics-path: want a path starting with /, got %q%s", p.metricsPath, f.fromPeer(given, "metrics-path", p.metricsPath))
 	}
 	return p, nil
+}
+
+// fromPeer names the peer's variables a flag's value came from, for an error message: ""
+// when the flag was given, or its value is not the one the peer's variables say.
+func (f *serveFlags) fromPeer(given map[string]bool, flagName, value string) string {
+	if v, ok := f.peer.defaults[flagName]; !ok || v != value || given[flagName] {
+		return ""
+	}
+	for _, row := range peerFlags {
+		if row.flag == flagName {
+			return " (from envoyproxy/ratelimit's " + strings.Join(row.vars, ", ") + ")"
+		}
+	}
+	return ""
 }
 
 // logPeer says, once at start-up, which of envoyproxy/ratelimit's settings are in force and

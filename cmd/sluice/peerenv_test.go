@@ -136,3 +136,13 @@ func TestPeerEnvPrecedence(t *testing.T) {
 		t.Errorf("REDIS_URL without tcp: exit %d, %q", code, errOut.String())
 	}
 }
+
+// TestPeerEnvBadValue: a value of the peer's that does not parse is named with its variable.
+func TestPeerEnvBadValue(t *testing.T) {
+	t.Setenv("NEAR_LIMIT_RATIO", "most")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), `--near-limit-ratio: want a number in (0, 1], got "most" (from envoyproxy/ratelimit's NEAR_LIMIT_RATIO)`) {
+		t.Errorf("exit %d: %q", code, errOut.String())
+	}
+}
