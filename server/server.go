@@ -131,6 +131,11 @@ type Config struct {
 	// MetricsAddr, when set, also serves the metrics on a listener of its own, at MetricsPath
 	// (default /metrics): envoyproxy/ratelimit's PROMETHEUS_ADDR and PROMETHEUS_PATH.
 	MetricsAddr, MetricsPath string
+	// GRPCMaxConnectionAge, when positive, closes each gRPC connection after about that long
+	// (with a GOAWAY, jittered by 10%), so clients reconnect and spread over the instances;
+	// GRPCMaxConnectionAgeGrace bounds how long its calls may then take. Zero: no limit.
+	// envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE (24h) and _GRACE (1h).
+	GRPCMaxConnectionAge, GRPCMaxConnectionAgeGrace time.Duration
 	// DebugAddr, when set, serves envoyproxy/ratelimit's debug endpoint /rlconfig on a
 	// listener of its own (its DEBUG_HOST:DEBUG_PORT); /rlconfig is on the HTTP API too.
 	DebugAddr string

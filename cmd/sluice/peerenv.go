@@ -86,6 +86,8 @@ var peerFlags = []peerFlag{
 		return v, true, nil
 	}},
 	{"store-prefix", []string{"CACHE_KEY_PREFIX"}, verbatim("CACHE_KEY_PREFIX")},
+	{"grpc-max-connection-age", []string{"GRPC_MAX_CONNECTION_AGE"}, duration("GRPC_MAX_CONNECTION_AGE", "24h")},
+	{"grpc-max-connection-age-grace", []string{"GRPC_MAX_CONNECTION_AGE_GRACE"}, duration("GRPC_MAX_CONNECTION_AGE_GRACE", "1h")},
 	{"mode", []string{"LOCAL_CACHE_SIZE_IN_BYTES"}, func(e *peerEnv) (string, bool, error) {
 		v, ok := e.get("LOCAL_CACHE_SIZE_IN_BYTES")
 		if !ok {
@@ -168,6 +170,8 @@ var peerUnhonoured = []struct {
 	{"RESPONSE_DYNAMIC_METADATA", isTrue, "dynamic metadata in responses is not supported", false},
 	{"TRACING_ENABLED", isTrue, "OpenTelemetry tracing is not supported", false},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", isTrue, "serve does not start without valid rules", false},
+	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", isTrue, "/healthcheck does not follow the Redis connection: probe /readyz for that", false},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
 
 // peerNoEffect are the peer's settings that tune its own internals and change no answer: they
@@ -177,6 +181,14 @@ var peerNoEffect = []struct{ env, why string }{
 	{"REDIS_PIPELINE_LIMIT", "the Redis store pipelines concurrent decisions on its own"},
 	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "by default Sluice does not count denied hits (a request over one limit consumes nothing); --count-denied counts them as the peer does without this setting"},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "every key expires when its state is back to full"},
+	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "the Redis store pipelines concurrent decisions on its own"},
+	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "the Redis client waits for a connection, bounded by --store-timeout"},
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "serve starts without waiting for Redis; /readyz says when it answers"},
+	{"REDIS_STARTUP_MAX_INTERVAL", "serve starts without waiting for Redis; /readyz says when it answers"},
+	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "serve starts without waiting for Redis; /readyz says when it answers"},
+	{"MEMCACHE_MAX_IDLE_CONNS", "the memcached client keeps its own pool"},
+	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "serve never runs without valid rules"},
+	{"DISABLE_STATS", "the metrics stay on /metrics"},
 }
 
 func isTrue(v string) bool   { b, _ := strconv.ParseBool(v); return b }
@@ -232,6 +244,21 @@ func (e *peerEnv) boolean(name string) (bool, error) {
 		return false, fmt.Errorf("%s: want true or false, got %q", name, v)
 	}
 	return b, nil
+}
+
+// duration maps a duration variable, with the peer's default def once its environment is
+// detected.
+func duration(name, def string) func(e *peerEnv) (string, bool, error) {
+	return func(e *peerEnv) (string, bool, error) {
+		if !e.has(name) {
+			return def, e.detected, nil
+		}
+		v := e.or(name, def)
+		if _, err := time.ParseDuration(v); err != nil {
+			return "", false, fmt.Errorf("%s: want a duration like 24h, got %q", name, v)
+		}
+		return v, true, nil
+	}
 }
 
 func verbatim(name string) func(e *peerEnv) (string, bool, error) {
@@ -368,7 +395,15 @@ func (f *serveFlags) registerPeer(fs *flag.FlagSet) {
 	fs.StringVar(&f.nearLimitRatio, "near-limit-ratio", f.env("near-limit-ratio", "SLUICE_NEAR_LIMIT_RATIO", "0.8"), "share of a limit past which hits count as near_limit in the ratelimit_service_* metrics [SLUICE_NEAR_LIMIT_RATIO, NEAR_LIMIT_RATIO]")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", f.env("metrics-addr", "SLUICE_METRICS_ADDR", ""), "also serve the metrics on this address (they are always on --http-addr) [SLUICE_METRICS_ADDR, USE_PROMETHEUS+PROMETHEUS_ADDR]")
 	fs.StringVar(&f.metricsPath, "metrics-path", f.env("metrics-path", "SLUICE_METRICS_PATH", "/metrics"), "path of the metrics on --metrics-addr [SLUICE_METRICS_PATH, PROMETHEUS_PATH]")
+	fs.DurationVar(&f.grpcMaxAge, "grpc-max-connection-age", f.envDuration("grpc-max-connection-age", "SLUICE_GRPC_MAX_CONNECTION_AGE", f.peerDuration("grpc-max-connection-age")), "close each gRPC connection after about this long so clients spread over the instances; 0: never [SLUICE_GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE]")
+	fs.DurationVar(&f.grpcMaxAgeGrace, "grpc-max-connection-age-grace", f.envDuration("grpc-max-connection-age-grace", "SLUICE_GRPC_MAX_CONNECTION_AGE_GRACE", f.peerDuration("grpc-max-connection-age-grace")), "how long the calls of a connection closed by age may still take; 0: no bound [SLUICE_GRPC_MAX_CONNECTION_AGE_GRACE, GRPC_MAX_CONNECTION_AGE_GRACE]")
 	fs.StringVar(&f.debugAddr, "debug-addr", f.env("debug-addr", "SLUICE_DEBUG_ADDR", ""), "serve envoyproxy/ratelimit's debug endpoint /rlconfig on this address too [SLUICE_DEBUG_ADDR, DEBUG_HOST+DEBUG_PORT]")
+}
+
+// peerDuration is the default a duration flag takes from the peer's variables, 0 without.
+func (f *serveFlags) peerDuration(flagName string) time.Duration {
+	d, _ := time.ParseDuration(f.peer.defaults[flagName]) // checked by readPeerEnv
+	return d
 }
 
 // envBool is env for a boolean flag; a value that does not parse is kept in f.envErrs.
@@ -388,6 +423,7 @@ type peerConfig struct {
 	ratio                               float64
 	names                               [3]string
 	metricsAddr, metricsPath, debugAddr string
+	maxAge, maxAgeGrace                 time.Duration
 }
 
 func (p peerConfig) apply(c *server.Config) {
@@ -395,6 +431,7 @@ func (p peerConfig) apply(c *server.Config) {
 	c.GlobalShadowMode, c.GlobalQuotaMode, c.CountDenied = p.shadow, p.quota, p.countDenied
 	c.NearLimitRatio, c.ResponseHeaderNames = p.ratio, p.names
 	c.MetricsAddr, c.MetricsPath, c.DebugAddr = p.metricsAddr, p.metricsPath, p.debugAddr
+	c.GRPCMaxConnectionAge, c.GRPCMaxConnectionAgeGrace = p.maxAge, p.maxAgeGrace
 }
 
 // checkPeer checks the flags of registerPeer and the peer's settings, naming the flag or
@@ -412,7 +449,8 @@ func (f *serveFlags) checkPeer(fs *flag.FlagSet) (peerConfig, error) {
 			return p, fmt.Errorf("--%s: from envoyproxy/ratelimit's %w", row.flag, err)
 		}
 	}
-	for _, name := range []string{"merge-domains", "config-tree", "config-dotfiles", "shadow-mode", "quota-mode", "count-denied"} {
+	for _, name := range []string{"merge-domains", "config-tree", "config-dotfiles", "shadow-mode", "quota-mode", "count-denied",
+		"grpc-max-connection-age", "grpc-max-connection-age-grace"} {
 		if msg, ok := f.envErrs[name]; ok {
 			return p, errors.New(msg)
 		}
@@ -432,6 +470,10 @@ func (f *serveFlags) checkPeer(fs *flag.FlagSet) (peerConfig, error) {
 	copy(p.names[:], names)
 	p.shadow, p.quota, p.countDenied = f.shadowMode, f.quotaMode, f.countDenied
 	p.metricsAddr, p.metricsPath, p.debugAddr = f.metricsAddr, f.metricsPath, f.debugAddr
+	if f.grpcMaxAge < 0 || f.grpcMaxAgeGrace < 0 {
+		return p, fmt.Errorf("--grpc-max-connection-age, --grpc-max-connection-age-grace: must not be negative")
+	}
+	p.maxAge, p.maxAgeGrace = f.grpcMaxAge, f.grpcMaxAgeGrace
 	if !strings.HasPrefix(p.metricsPath, "/") {
 		return p, fmt.Errorf("--metrics-path: want a path starting with /, got %q%s", p.metricsPath, f.fromPeer(given, "metrics-path", p.metricsPath))
 	}

@@ -46,6 +46,7 @@ type serveFlags struct {
 	metricsAddr, metricsPath, debugAddr                             string
 	mergeDomains, configTree, configDotFiles, shadowMode, quotaMode bool
 	countDenied                                                     bool
+	grpcMaxAge, grpcMaxAgeGrace                                     time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
