@@ -87,8 +87,11 @@ type Config struct {
 	// DefaultMaxBodyBytes).
 	MaxDescriptors, MaxDescriptorEntries, MaxKeyLength int
 	MaxBodyBytes                                       int64
-	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset headers to RLS responses
-	// (response_headers_to_add), for Envoy to pass to the client.
+	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset headers (names:
+	// ResponseHeaderNames) to RLS responses (response_headers_to_add), for Envoy to pass to
+	// the client: the requests_per_unit, limit_remaining and duration_until_reset (seconds) of
+	// the descriptor closest to its limit, as envoyproxy/ratelimit's
+	// LIMIT_RESPONSE_HEADERS_ENABLED.
 	ResponseHeaders bool
 	// ShutdownTimeout bounds the graceful shutdown (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
