@@ -75,7 +75,7 @@ func (d *Document) compile(p *problems, c *Config) *Domain {
 	} else if err := CheckKey(d.Domain); err != nil {
 		p.add(d.File, d.line, "domain", "%v", err)
 	}
-	dom := &Domain{Name: d.Domain}
+	dom := &Domain{Name: d.Domain, Proxy: d.compileProxy(p)}
 	d.compileLevel(p, c, &dom.root, d.Descriptors, "descriptors", d.Domain)
 	return dom
 }
