@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -174,3 +175,5 @@ func dialUpgrade(t *testing.T, addr, path string) (net.Conn, *bufio.Reader, *htt
 	}
 	return conn, br, resp
 }
+
+func newJSONLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }

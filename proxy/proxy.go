@@ -171,6 +171,10 @@ func (p *Proxy) reverseProxy() *httputil.ReverseProxy {
 			// Append the peer to the chain it sent, rather than replacing the chain.
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			pr.SetXForwarded()
+			// Request trailers: Clone gave Out a copy of In's trailer map, taken before the
+			// body was read and so without values; the server fills In's once the body is
+			// read, which is when the transport writes the outgoing trailers.
+			pr.Out.Trailer = pr.In.Trailer
 		},
 		Transport:     transport,
 		FlushInterval: p.cfg.FlushInterval,
