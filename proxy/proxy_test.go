@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -53,5 +54,25 @@ func TestExactlyTheLimitPasses(t *testing.T) {
 				p.clock.Advance(time.Minute)
 			}
 		})
+	}
+}
+
+// TestExampleRules runs the proxy on examples/proxy/rules.yaml: logins are limited per
+// client, and an API key's burst is its own.
+func TestExampleRules(t *testing.T) {
+	rules, err := os.ReadFile("../examples/proxy/rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstream(t)
+	p := startProxy(t, up, string(rules))
+	if passed, denied := countPassed(t, p.base+"/login", 7); passed != 5 || denied != 2 {
+		t.Errorf("/login: %d passed, %d denied; want 5 and 2", passed, denied)
+	}
+	if passed, denied := countPassed(t, p.base+"/api/items", 25, "X-Api-Key: k1"); passed != 20 || denied != 5 {
+		t.Errorf("API key k1: %d passed, %d denied; want its burst of 20", passed, denied)
+	}
+	if passed, _ := countPassed(t, p.base+"/api/items", 1, "X-Api-Key: k2"); passed != 1 {
+		t.Error("API key k2 denied after k1 used its burst")
 	}
 }
