@@ -144,21 +144,28 @@ type MethodAction struct {
 
 // Key returns the action's descriptor key, with its default applied.
 func (a *Action) Key() string {
+	_, key := a.spec()
+	return key
+}
+
+// spec returns the name of the action's kind and its descriptor key, with its default
+// applied; "" and "" when no kind is set.
+func (a *Action) spec() (kind, key string) {
 	switch {
 	case a.RequestHeaders != nil:
-		return a.RequestHeaders.DescriptorKey
+		return "request_headers", a.RequestHeaders.DescriptorKey
 	case a.RemoteAddress != nil:
-		return orString(a.RemoteAddress.DescriptorKey, KeyRemoteAddress)
+		return "remote_address", orString(a.RemoteAddress.DescriptorKey, KeyRemoteAddress)
 	case a.GenericKey != nil:
-		return orString(a.GenericKey.DescriptorKey, KeyGenericKey)
+		return "generic_key", orString(a.GenericKey.DescriptorKey, KeyGenericKey)
 	case a.HeaderValueMatch != nil:
-		return orString(a.HeaderValueMatch.DescriptorKey, KeyHeaderMatch)
+		return "header_value_match", orString(a.HeaderValueMatch.DescriptorKey, KeyHeaderMatch)
 	case a.Path != nil:
-		return orString(a.Path.DescriptorKey, KeyPath)
+		return "path", orString(a.Path.DescriptorKey, KeyPath)
 	case a.Method != nil:
-		return orString(a.Method.DescriptorKey, KeyMethod)
+		return "method", orString(a.Method.DescriptorKey, KeyMethod)
 	}
-	return ""
+	return "", ""
 }
 
 func orString(s, def string) string {
@@ -361,8 +368,9 @@ func (d *Document) checkAction(p *problems, a *Action, field string) {
 		p.add(d.File, a.line, field, "want exactly one of %s, got %d", strings.Join(actionNames, ", "), set)
 		return
 	}
-	keyField := field + "." + a.kind() + ".descriptor_key"
-	if key := a.Key(); key == "" {
+	kind, key := a.spec()
+	keyField := field + "." + kind + ".descriptor_key"
+	if key == "" {
 		p.add(d.File, a.line, keyField, "empty")
 	} else if err := CheckKey(key); err != nil {
 		p.add(d.File, a.line, keyField, "%v", err)
@@ -389,22 +397,6 @@ func (d *Document) checkAction(p *problems, a *Action, field string) {
 			}
 		}
 	}
-}
-
-func (a *Action) kind() string {
-	switch {
-	case a.RequestHeaders != nil:
-		return "request_headers"
-	case a.RemoteAddress != nil:
-		return "remote_address"
-	case a.GenericKey != nil:
-		return "generic_key"
-	case a.HeaderValueMatch != nil:
-		return "header_value_match"
-	case a.Path != nil:
-		return "path"
-	}
-	return "method"
 }
 
 func (d *Document) checkDescriptorValue(p *problems, line int, field, v string) {

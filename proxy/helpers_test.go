@@ -110,6 +110,12 @@ func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 		k, v, _ := strings.Cut(h, ": ")
 		req.Header.Add(k, v)
 	}
+	return send(t, req)
+}
+
+// send sends req and returns the response and its whole body.
+func send(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

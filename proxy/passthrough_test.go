@@ -99,16 +99,8 @@ func TestBodiesAndTrailersPass(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, p.base+"/echo", io.NopCloser(strings.NewReader(big)))
 	req.ContentLength = -1 // chunked, so that trailers can follow
 	req.Trailer = http.Header{"X-Request-Sum": {"abc"}}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(body) != big {
+	resp, body := send(t, req)
+	if body != big {
 		t.Errorf("body: %d bytes back, want %d", len(body), len(big))
 	}
 	if got := resp.Trailer.Get("X-Checksum"); got != "sum:abc" {

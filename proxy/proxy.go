@@ -234,16 +234,14 @@ func (p *Proxy) adminHandler() http.Handler {
 }
 
 // Addr returns the address the proxy listens on.
-func (p *Proxy) Addr() string { return addr(p.lis) }
+func (p *Proxy) Addr() string { return p.lis.Addr().String() }
 
 // AdminAddr returns the address of the admin endpoints ("" when disabled).
-func (p *Proxy) AdminAddr() string { return addr(p.adminLis) }
-
-func addr(l net.Listener) string {
-	if l == nil {
+func (p *Proxy) AdminAddr() string {
+	if p.adminLis == nil {
 		return ""
 	}
-	return l.Addr().String()
+	return p.adminLis.Addr().String()
 }
 
 // Registry returns the registry of the metrics.
