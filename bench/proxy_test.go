@@ -22,13 +22,15 @@ import (
 // The overhead of `sluice proxy` (issue 12): the same GET through a bare
 // httputil.ReverseProxy and through sluice proxy (a per-client-address limit that admits
 // everything, so the allowed path is measured) to the same local upstream, one request at a
-// time on a kept-alive connection, in the same run. Reported per request: the round trip's
-// p50 and p99 and the CPU time of the whole process (client, proxy and upstream; the same
-// client and upstream on both sides, so the difference is the proxy's).
+// time on a kept-alive connection. The proxies take turns in blocks of 100 requests (the
+// first of each round alternating), so they share the machine's state within a run. Reported
+// per proxy: the round trip's p50 and p99, and the CPU time of the whole process per request
+// (client, proxy and upstream: the same client and upstream on every side, so differences
+// are the proxies'); added-* are sluice minus bare.
 //
-//	cd bench && go test -run '^$' -bench Proxy -count 6 -benchtime 20000x
+//	cd bench && go test -run '^$' -bench ProxyOverhead -count 6 -benchtime 100x
 //
-// With SLUICE_REDIS_ADDR set, sluice_redis decides on that Redis instead of memory.
+// With SLUICE_REDIS_ADDR set, sluice_redis (deciding on that Redis) takes turns too.
 
 const proxyBenchRules = `
 domain: bench
@@ -40,18 +42,85 @@ proxy:
     - actions: [{remote_address: {}}]
 `
 
-func BenchmarkProxy(b *testing.B) {
+// proxied is one proxy under measurement: its client, latencies and CPU time.
+type proxied struct {
+	name   string
+	get    func()
+	lat    []time.Duration
+	cpu    time.Duration
+	served int
+}
+
+func BenchmarkProxyOverhead(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello from the upstream")
 	}))
 	defer up.Close()
-	b.Run("bare", func(b *testing.B) { benchProxied(b, bareProxy(b, up.URL)) })
-	b.Run("sluice_memory", func(b *testing.B) { benchProxied(b, sluiceProxy(b, up.URL, stores.Config{})) })
-	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {
-		b.Run("sluice_redis", func(b *testing.B) {
-			benchProxied(b, sluiceProxy(b, up.URL, stores.Config{URL: "redis://" + addr, Prefix: "bench:proxy:"}))
-		})
+	sides := []*proxied{
+		newProxied(b, "bare", bareProxy(b, up.URL)),
+		newProxied(b, "sluice_memory", sluiceProxy(b, up.URL, stores.Config{})),
 	}
+	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {
+		sides = append(sides, newProxied(b, "sluice_redis", sluiceProxy(b, up.URL, stores.Config{URL: "redis://" + addr, Prefix: "bench:proxy:"})))
+	}
+	const block = 100
+	for _, s := range sides { // warm the connections and the keys
+		for range block {
+			s.get()
+		}
+	}
+	round := 0
+	for b.Loop() {
+		for k := range sides {
+			s := sides[(k+round)%len(sides)]
+			cpu0 := cpuTime()
+			for range block {
+				t := time.Now()
+				s.get()
+				s.lat = append(s.lat, time.Since(t))
+			}
+			s.cpu += cpuTime() - cpu0
+			s.served += block
+		}
+		round++
+	}
+	b.StopTimer()
+	bare := sides[0]
+	p50, p99, cpu := bare.stats()
+	for _, s := range sides {
+		s50, s99, scpu := s.stats()
+		b.ReportMetric(s50, s.name+"-p50-µs")
+		b.ReportMetric(s99, s.name+"-p99-µs")
+		b.ReportMetric(scpu, s.name+"-cpu-µs/req")
+		if s != bare {
+			b.ReportMetric(s50-p50, s.name+"-added-p50-µs")
+			b.ReportMetric(s99-p99, s.name+"-added-p99-µs")
+			b.ReportMetric(scpu-cpu, s.name+"-added-cpu-µs/req")
+		}
+	}
+}
+
+func newProxied(b *testing.B, name, base string) *proxied {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	b.Cleanup(client.CloseIdleConnections)
+	return &proxied{name: name, get: func() {
+		resp, err := client.Get(base + "/api/items")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: status %d", name, resp.StatusCode)
+		}
+	}}
+}
+
+// stats returns the p50 and p99 latencies and the CPU time per request, in microseconds.
+func (s *proxied) stats() (p50, p99, cpu float64) {
+	slices.Sort(s.lat)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	return us(s.lat[len(s.lat)/2]), us(s.lat[len(s.lat)*99/100]), us(s.cpu) / float64(s.served)
 }
 
 // upstreamTransport is the transport both proxies use to the upstream.
@@ -98,41 +167,6 @@ func sluiceProxy(b *testing.B, upstream string, sc stores.Config) string {
 	go func() { _ = p.Serve(ctx); close(done) }()
 	b.Cleanup(func() { cancel(); <-done })
 	return "http://" + p.Addr()
-}
-
-// benchProxied sends b.N GETs one after the other and reports their latency percentiles and
-// the process's CPU time per request.
-func benchProxied(b *testing.B, base string) {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	defer client.CloseIdleConnections()
-	get := func() {
-		resp, err := client.Get(base + "/api/items")
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
-	for range 200 { // warm the connections and the keys
-		get()
-	}
-	lat := make([]time.Duration, 0, b.N)
-	cpu0 := cpuTime()
-	b.ResetTimer()
-	for b.Loop() {
-		t := time.Now()
-		get()
-		lat = append(lat, time.Since(t))
-	}
-	b.StopTimer()
-	cpu := cpuTime() - cpu0
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
-	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(len(lat)), "cpu-µs/req")
 }
 
 // cpuTime is the user and system CPU time the process has used.
