@@ -62,10 +62,6 @@ const (
 	KeyMethod        = "method"
 )
 
-// DefaultIPv6Prefix is the prefix length IPv6 clients are grouped by in remote_address: one
-// counter per /64, the block one subscriber usually holds.
-const DefaultIPv6Prefix = 64
-
 // RequestHeadersAction is Envoy's request_headers action. HeaderName may be a pseudo-header:
 // ":path" (path and query as sent), ":method", ":authority" or ":scheme".
 type RequestHeadersAction struct {
@@ -81,8 +77,9 @@ type RequestHeadersAction struct {
 type RemoteAddressAction struct {
 	// DescriptorKey (Sluice) defaults to "remote_address".
 	DescriptorKey string `yaml:"descriptor_key"`
-	// IPv6Prefix (Sluice) groups IPv6 clients by this prefix length, 1 to 128 (default
-	// DefaultIPv6Prefix; 128 counts each address, as Envoy).
+	// IPv6Prefix (Sluice) groups IPv6 clients by this prefix length, 1 to 128; 0 is
+	// clientip.DefaultIPv6PrefixBits, a /64, the block one subscriber usually holds; 128
+	// counts each address, as Envoy.
 	IPv6Prefix int `yaml:"ipv6_prefix"`
 }
 
@@ -173,14 +170,6 @@ func orString(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// Prefix returns the IPv6 grouping prefix length, with its default applied.
-func (a *RemoteAddressAction) Prefix() int {
-	if a.IPv6Prefix == 0 {
-		return DefaultIPv6Prefix
-	}
-	return a.IPv6Prefix
 }
 
 // Matches reports whether the action's headers match as expected; get returns a header's
@@ -380,7 +369,7 @@ func (d *Document) checkAction(p *problems, a *Action, field string) {
 		d.checkHeaderName(p, a.line, field+".request_headers.header_name", a.RequestHeaders.HeaderName)
 	case a.RemoteAddress != nil:
 		if v := a.RemoteAddress.IPv6Prefix; v < 0 || v > 128 {
-			p.add(d.File, a.line, field+".remote_address.ipv6_prefix", "must be between 1 and 128 (0: %d), got %d", DefaultIPv6Prefix, v)
+			p.add(d.File, a.line, field+".remote_address.ipv6_prefix", "must be between 1 and 128 (0: the default, 64), got %d", v)
 		}
 	case a.GenericKey != nil:
 		d.checkDescriptorValue(p, a.line, field+".generic_key.descriptor_value", a.GenericKey.DescriptorValue)

@@ -10,7 +10,9 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -58,7 +60,7 @@ type scratch struct {
 	entries  []*rlcommon.RateLimitDescriptor_Entry
 	used     int // entries in use
 	verdicts []server.Verdict
-	results  []result
+	results  []httplimit.Result
 
 	client     netip.Addr
 	clientDone bool
@@ -138,12 +140,12 @@ func (p *Proxy) actionValue(sc *scratch, r *http.Request, a *config.Action) (str
 		return headerValue(r, a.RequestHeaders.HeaderName)
 	case a.RemoteAddress != nil:
 		if !sc.clientDone {
-			sc.client, sc.clientDone = p.clientAddr(r), true
+			sc.client, sc.clientDone = p.resolver.FromRequest(r), true
 		}
 		if !sc.client.IsValid() {
 			return "", false
 		}
-		sc.buf = appendClientKey(sc.buf[:0], sc.client, a.RemoteAddress.Prefix())
+		sc.buf = clientip.AppendKey(sc.buf[:0], sc.client, a.RemoteAddress.IPv6Prefix)
 		return string(sc.buf), true
 	case a.GenericKey != nil:
 		return a.GenericKey.DescriptorValue, true

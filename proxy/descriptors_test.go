@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -44,10 +45,11 @@ func TestActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{}
-	if err := p.newResolver(nil); err != nil {
+	resolver, err := clientip.New(nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	p := &Proxy{resolver: resolver}
 	build := func(r *http.Request) string {
 		sc := getScratch()
 		defer sc.release()

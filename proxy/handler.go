@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // ServeHTTP decides the request against the rules and forwards it, or answers 429 (with the
@@ -25,9 +27,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, err)
 		return
 	}
-	setHeaders(w.Header(), sc.results)
+	httplimit.SetHeaders(w.Header(), p.cfg.HeaderStyle, sc.results)
 	if denied {
-		writeDenial(w, r, sc.results)
+		httplimit.WriteDenial(w, r, sc.results)
 		sc.release()
 		p.metrics.denied.Inc()
 		return
@@ -54,7 +56,7 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 			if !v.Limited || (v.Limit != nil && v.Limit.ShadowMode) {
 				continue
 			}
-			sc.results = append(sc.results, result{Name: v.Limit.Name, Rule: v.Rule, Decision: v.Decision})
+			sc.results = append(sc.results, httplimit.Result{Name: v.Limit.Name, Rule: v.Rule, Decision: v.Decision})
 			denied = denied || v.Denied
 		}
 		if denied { // later domains are not charged for a request that does not pass

@@ -73,6 +73,9 @@ func TestWebSocketEcho(t *testing.T) {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("status %d, want 101", resp.StatusCode)
 	}
+	if got := resp.Header.Get("RateLimit"); got != `"edge.generic_key_all";r=99;t=120` {
+		t.Errorf("upgrade response: RateLimit %q, want the limit's", got)
+	}
 	for _, msg := range []string{"hello\n", "through the proxy\n"} {
 		if _, err := io.WriteString(conn, msg); err != nil {
 			t.Fatal(err)

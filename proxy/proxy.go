@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/stores"
 )
@@ -58,6 +60,9 @@ type Config struct {
 	// one: X-Forwarded-For and Forwarded are believed only from them (package clientip).
 	// Empty: the client address is the peer's.
 	TrustedProxies []string
+	// HeaderStyle selects the rate-limit headers of responses, as the httplimit middleware's
+	// (default httplimit.HeadersBoth: the IETF draft's and X-RateLimit-*).
+	HeaderStyle httplimit.HeaderStyle
 	// Logger receives startup, reload, shutdown and (rate-limited) error lines; nothing per
 	// request. Default: discard.
 	Logger *slog.Logger
@@ -84,6 +89,7 @@ type Proxy struct {
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	plan     atomic.Pointer[plan]
+	resolver *clientip.Resolver
 	metrics  *metrics
 	errLog   logEvery
 
@@ -110,8 +116,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.upstream = u
-	if err := p.newResolver(cfg.TrustedProxies); err != nil {
-		return nil, err
+	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	reg := cfg.Registry
 	if reg == nil {

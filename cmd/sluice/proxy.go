@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/proxy"
 )
 
@@ -22,8 +24,9 @@ func init() {
 // proxyFlags are the flags of proxy, each defaulting to its SLUICE_* environment variable.
 type proxyFlags struct {
 	sharedFlags
-	upstream, addr, adminAddr, trustedProxies string
-	shutdownTimeout                           time.Duration
+	upstream, addr, adminAddr, trustedProxies, headers string
+	shutdownTimeout                                    time.Duration
+	style                                              httplimit.HeaderStyle // of headers, once checked
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -32,6 +35,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", serveEnv("SLUICE_PROXY_ADDR", proxy.DefaultAddr), "listen address of the proxy [SLUICE_PROXY_ADDR]")
 	fs.StringVar(&f.adminAddr, "admin-addr", serveEnv("SLUICE_ADMIN_ADDR", proxy.DefaultAdminAddr), "listen address of /metrics, /healthz and /readyz, - to disable [SLUICE_ADMIN_ADDR]")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", serveEnv("SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs or addresses of the proxies in front of this one, whose X-Forwarded-For and Forwarded are believed; empty: the client is the peer [SLUICE_TRUSTED_PROXIES]")
+	fs.StringVar(&f.headers, "headers", serveEnv("SLUICE_RATELIMIT_HEADERS", httplimit.HeadersBoth.String()), "rate-limit headers of responses: both (the IETF draft's RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x or none; Retry-After comes with every 429 [SLUICE_RATELIMIT_HEADERS]")
 	timeout, _ := time.ParseDuration(serveEnv("SLUICE_SHUTDOWN_TIMEOUT", proxy.DefaultShutdownTimeout.String()))
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", timeout, "how long in-flight requests (WebSockets and streams too) may take to finish on SIGTERM/SIGINT before they are cut [SLUICE_SHUTDOWN_TIMEOUT]")
 }
@@ -45,6 +49,14 @@ func (f *proxyFlags) check() error {
 		return errors.New("--config: required (a rules file or directory with a proxy section)")
 	case f.shutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %v", f.shutdownTimeout)
+	}
+	style, err := httplimit.ParseHeaderStyle(f.headers)
+	if err != nil {
+		return fmt.Errorf("--headers: want both, ietf, x or none, got %q", f.headers)
+	}
+	f.style = style
+	if _, err := clientip.New(list(f.trustedProxies)); err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	return f.sharedFlags.check()
 }
@@ -85,6 +97,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		ReloadInterval:  f.reload,
 		StoreConfig:     f.storeConfig(),
 		TrustedProxies:  list(f.trustedProxies),
+		HeaderStyle:     f.style,
 		Logger:          logger,
 		ShutdownTimeout: f.shutdownTimeout,
 	})

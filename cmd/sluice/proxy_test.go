@@ -29,6 +29,8 @@ func TestProxyValidatesFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--mode", "psychic"}, "--mode"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--fallback", "pray"}, "--fallback"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--shutdown-timeout", "0s"}, "--shutdown-timeout"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--headers", "draft"}, "--headers"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--trusted-proxies", "10.0.0.0/8,lb.internal"}, "--trusted-proxies"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"proxy"}, tc.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag+":") {
