@@ -24,7 +24,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.metrics.decision.Observe(time.Since(start).Seconds())
 	if err != nil {
 		sc.release()
-		p.refuse(w, err)
+		p.refuse(w, r, err)
 		return
 	}
 	httplimit.SetHeaders(w.Header(), p.cfg.HeaderStyle, sc.results)
@@ -66,23 +66,26 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 	return denied, nil
 }
 
-// refuse answers a request that could not be decided.
-func (p *Proxy) refuse(w http.ResponseWriter, err error) {
-	switch status.Code(err) {
-	case codes.InvalidArgument:
+// refuse answers a request that could not be decided, with an RFC 9457 problem as the
+// httplimit middleware does: 400 for a descriptor the rules refuse, else 503 of type
+// temporary-reduced-capacity with Retry-After: 1 (the store failed without a fallback, or the
+// request ended before its decision).
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if status.Code(err) == codes.InvalidArgument {
 		p.metrics.invalid.Inc()
 		msg := status.Convert(err).Message()
 		if p.errLog.allow() {
 			p.log.Warn("request refused: a rate-limit descriptor built from it is invalid", "err", msg)
 		}
-		http.Error(w, "sluice proxy: request refused: "+msg, http.StatusBadRequest)
-	case codes.Canceled, codes.DeadlineExceeded: // the client has gone, or the drain ended
-		p.metrics.unavailable.Inc()
-		http.Error(w, "sluice proxy: request cancelled", http.StatusServiceUnavailable)
-	default: // the server counted and logged the store error
-		p.metrics.unavailable.Inc()
-		http.Error(w, "sluice proxy: rate-limit store unavailable", http.StatusServiceUnavailable)
+		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
+			Status: http.StatusBadRequest, Detail: "A rate-limit descriptor built from the request is invalid: " + msg})
+		return
 	}
+	p.metrics.unavailable.Inc() // the server counted and logged a store error
+	w.Header().Set("Retry-After", "1")
+	httplimit.WriteProblem(w, r, &httplimit.Problem{Type: httplimit.ProblemTemporaryReducedCapacity,
+		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
+		Detail: "The rate-limit store is unavailable."})
 }
 
 // upstreamError answers 502 when the upstream cannot be reached or fails mid-response, as

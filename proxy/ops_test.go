@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/stores"
@@ -84,8 +85,13 @@ func TestStoreErrorsFollowTheFallback(t *testing.T) {
 				c.StoreConfig = stores.Config{URL: deadRedis, Fallback: tc.fallback, Timeout: 50 * time.Millisecond}
 			})
 			for range 3 {
-				if resp, body := get(t, p.base+"/"); resp.StatusCode != tc.want {
+				resp, body := get(t, p.base+"/")
+				if resp.StatusCode != tc.want {
 					t.Fatalf("status %d %q, want %d", resp.StatusCode, body, tc.want)
+				}
+				if tc.want == http.StatusServiceUnavailable && (resp.Header.Get("Retry-After") != "1" ||
+					!strings.Contains(body, httplimit.ProblemTemporaryReducedCapacity)) {
+					t.Errorf("503: %v %s; want the middleware's temporary-reduced-capacity problem", resp.Header, body)
 				}
 			}
 			if want := int64(0); tc.want == http.StatusOK {
@@ -121,7 +127,7 @@ func TestBadInputConsumesNothing(t *testing.T) {
 	p := startProxy(t, up, perKey, func(c *proxy.Config) { c.Logger = newJSONLogger(&logs) })
 	long := strings.Repeat("k", 2000)
 	for _, h := range []string{"X-Api-Key: " + long, "X-Api-Key: a\tb"} {
-		if resp, body := get(t, p.base+"/", h); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "descriptors[0]") {
+		if resp, body := get(t, p.base+"/", h); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "descriptors[0]") || resp.Header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%.40s: status %d %q, want 400 naming the descriptor", h, resp.StatusCode, body)
 		}
 	}
