@@ -12,6 +12,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
@@ -149,11 +150,7 @@ func bareProxy(b *testing.B, upstream string) string {
 }
 
 func sluiceProxy(b *testing.B, upstream string, sc stores.Config) string {
-	doc, err := config.Decode("bench.yaml", []byte(proxyBenchRules))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.Compile(doc)
+	rules, err := config.LoadFS(fstest.MapFS{"bench.yaml": {Data: []byte(proxyBenchRules)}}, "bench.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
@@ -37,11 +38,7 @@ proxy:
 // TestActions builds the descriptors of requests and checks each action's entry, and that
 // a rate limit whose action cannot append produces no descriptor.
 func TestActions(t *testing.T) {
-	doc, err := config.Decode("rules.yaml", []byte(actionRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Compile(doc)
+	cfg, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(actionRules)}}, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

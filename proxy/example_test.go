@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"testing/fstest"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
@@ -18,7 +19,7 @@ func Example() {
 	}))
 	defer upstream.Close()
 
-	doc, err := config.Decode("rules.yaml", []byte(`
+	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(`
 domain: edge
 descriptors:
   - key: remote_address
@@ -26,11 +27,7 @@ descriptors:
 proxy:
   rate_limits:
     - actions: [{remote_address: {}}]
-`))
-	if err != nil {
-		panic(err)
-	}
-	rules, err := config.Compile(doc)
+`)}}, "rules.yaml")
 	if err != nil {
 		panic(err)
 	}
