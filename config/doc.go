@@ -18,5 +18,8 @@
 // each with its file, line and field. Load reads a file or a directory of *.yaml / *.yml files;
 // Watcher polls them and swaps in a new Config only when it is valid.
 //
+// A document may also have a proxy section (Proxy): Envoy's rate-limit actions, by which
+// `sluice proxy` turns an HTTP request into descriptors of the document's domain.
+//
 // A Config is immutable once built and safe for concurrent use; lookups allocate nothing.
 package config

@@ -5,7 +5,8 @@
 //
 // New listens on the configured addresses (use "127.0.0.1:0" in tests and read the bound
 // addresses back), Serve runs until its context ends and then shuts down gracefully. Run does
-// both.
+// both. Embedded in another transport (sluice proxy), a Server with both addresses "-"
+// decides in process (Decide) and serves the operators' endpoints (AdminHandler).
 //
 // Decisions follow one policy: every limit of every descriptor of a request must pass; when
 // one does not, nothing is consumed from any of them (see Limiter.AllowAll). Shadow-mode
