@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -243,7 +242,6 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := br.ReadString('\n'); err == nil {
 		t.Error("the WebSocket is still open after the drain")
 	}
-	_ = context.Background
 }
 
 // waitFor polls cond every 5 ms for up to 5 s.
