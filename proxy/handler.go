@@ -53,7 +53,7 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 			return false, err
 		}
 		for _, v := range sc.verdicts {
-			if !v.Limited || (v.Limit != nil && v.Limit.ShadowMode) {
+			if !v.Limited || v.Limit == nil || v.Limit.ShadowMode { // nil: an override, never built here
 				continue
 			}
 			sc.results = append(sc.results, httplimit.Result{Name: v.Limit.Name, Rule: v.Rule, Decision: v.Decision})
