@@ -108,3 +108,33 @@ func TestTrustedProxies(t *testing.T) {
 		}
 	})
 }
+
+// TestShadowModeNeverDenies: a shadow-mode limit is decided and counted, never denies, and
+// is left out of the headers.
+func TestShadowModeNeverDenies(t *testing.T) {
+	up := newUpstream(t)
+	p := startProxy(t, up, `
+domain: edge
+descriptors:
+  - key: generic_key
+    value: all
+    rate_limit: {unit: minute, requests_per_unit: 100, name: everyone}
+  - key: method
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1, name: tuning}
+proxy:
+  rate_limits:
+    - actions: [{generic_key: {descriptor_value: all}}]
+    - actions: [{method: {}}]
+`)
+	for i := range 3 {
+		resp, body := get(t, p.base+"/")
+		if resp.StatusCode != http.StatusOK || strings.Contains(resp.Header.Get("RateLimit"), "tuning") ||
+			resp.Header.Get("RateLimit") != `"everyone";r=`+strconv.Itoa(99-i)+`;t=120` {
+			t.Errorf("request %d: %d %q, RateLimit %q", i, resp.StatusCode, body, resp.Header.Get("RateLimit"))
+		}
+	}
+	if _, metrics := get(t, p.admin+"/metrics"); !strings.Contains(metrics, `sluice_shadow_would_deny_total{domain="edge",rule="edge.method"} 2`) {
+		t.Error("the shadow limit's would-be denials are not counted")
+	}
+}
