@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -74,13 +73,13 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	for b.Loop() {
 		for k := range sides {
 			s := sides[(k+round)%len(sides)]
-			cpu0 := cpuTime()
+			cpu0 := processCPU()
 			for range block {
 				t := time.Now()
 				s.get()
 				s.lat = append(s.lat, time.Since(t))
 			}
-			s.cpu += cpuTime() - cpu0
+			s.cpu += processCPU() - cpu0
 			s.served += block
 		}
 		round++
@@ -164,13 +163,4 @@ func sluiceProxy(b *testing.B, upstream string, sc stores.Config) string {
 	go func() { _ = p.Serve(ctx); close(done) }()
 	b.Cleanup(func() { cancel(); <-done })
 	return "http://" + p.Addr()
-}
-
-// cpuTime is the user and system CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
