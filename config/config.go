@@ -23,7 +23,9 @@ type Config struct {
 type Domain struct {
 	// Name is the domain's name.
 	Name string
-	root node
+	// Proxy are the rate limits of the document's proxy section; nil without one.
+	Proxy []ProxyRateLimit
+	root  node
 }
 
 // Limit is the compiled limit of one descriptor: one or more rules that must all pass.

@@ -161,10 +161,22 @@ func TestInvalidFixtures(t *testing.T) {
 		"uneven_sub_windows.yaml":               {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
 		"many_problems.yaml":                    {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
-	files, _ := filepath.Glob("testdata/*.yaml")
+	for base, err := range loadFixtures(t, "testdata", want) {
+		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
+			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+	}
+}
+
+// loadFixtures loads every *.yaml file of dir, each of which must fail with an error whose
+// text (dir/ left out) contains every string of want[file]; it returns the errors by file.
+func loadFixtures(t *testing.T, dir string, want map[string][]string) map[string]error {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) != len(want) {
 		t.Errorf("%d fixtures, %d expectations", len(files), len(want))
 	}
+	errs := make(map[string]error)
 	for _, f := range files {
 		base := filepath.Base(f)
 		_, err := config.Load(f)
@@ -172,16 +184,15 @@ func TestInvalidFixtures(t *testing.T) {
 			t.Errorf("%s: loaded without error", base)
 			continue
 		}
-		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
-			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
-		}
-		msg := strings.ReplaceAll(err.Error(), "testdata/", "")
+		errs[base] = err
+		msg := strings.ReplaceAll(err.Error(), dir+"/", "")
 		for _, w := range want[base] {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: error %q does not contain %q", base, msg, w)
 			}
 		}
 	}
+	return errs
 }
 
 func TestDirectoryAndDuplicateDomains(t *testing.T) {

@@ -14,6 +14,9 @@ type Document struct {
 	Domain string `yaml:"domain"`
 	// Descriptors are the top-level descriptors.
 	Descriptors []Descriptor `yaml:"descriptors"`
+	// Proxy (Sluice) says how `sluice proxy` builds the descriptors of an HTTP request;
+	// `sluice serve` ignores it.
+	Proxy *Proxy `yaml:"proxy"`
 	// File is the name the document was read from (for error messages).
 	File string `yaml:"-"`
 	line int
@@ -133,7 +136,7 @@ func decodeStrict(n *yaml.Node, what string, v any, unknown []string) error {
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors"))
+	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "proxy"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
