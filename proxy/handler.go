@@ -82,10 +82,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	p.metrics.unavailable.Inc() // the server counted and logged a store error
-	w.Header().Set("Retry-After", "1")
-	httplimit.WriteProblem(w, r, &httplimit.Problem{Type: httplimit.ProblemTemporaryReducedCapacity,
-		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
-		Detail: "The rate-limit store is unavailable."})
+	httplimit.WriteUnavailable(w, r, "The rate-limit store is unavailable.", nil)
 }
 
 // upstreamError answers 502 when the upstream cannot be reached or fails mid-response, as
