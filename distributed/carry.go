@@ -22,7 +22,7 @@ type seen struct {
 	remaining int64  // the store's Remaining in the last decision
 	until     int64  // clock instant (Unix ns) from which that decision no longer binds (its ResetAfter)
 	outage    uint64 // the outage in which the local limiter was started from it (0: none yet)
-	owed      int64  // the local limiter's net admissions (refunds negative), not yet written back
+	owed      int64  // local decisions that moved the outage's consumption since it was last written back
 }
 
 // seenRemaining lets a full shard drop first the keys whose last decision no longer binds,
@@ -91,8 +91,26 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 		sh.Set(strings.Clone(req.Key), v)
 	}
 	v.rule = req.Rule
-	v.owed += req.N
+	v.owed++
+	// The outage's own consumption, apart from where the key started: the same decision on a
+	// shadow limiter that holds only the outage's admissions (a settle: never refused), so
+	// what is written back decays as the algorithm decays it (refill, windows passing), not
+	// the sum of every admission of a long outage.
+	local.Settle, local.MaxDelay = true, 0
+	_, _ = f.outageUse.Take(ctx, local)
 	return d, nil
+}
+
+// outageOwed is what key's outage consumption still weighs on its rule now: the shadow
+// limiter's (see decideLocal) capacity less its remaining, under this instance's share of
+// rule.
+func (f *Fallback) outageOwed(ctx context.Context, key string, rule sluice.Rule) (sluice.Rule, int64) {
+	local := share(rule, f.fraction())
+	d, err := f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: 0})
+	if err != nil {
+		return local, 0
+	}
+	return local, max(0, d.Limit-d.Remaining)
 }
 
 // startLocal brings the local limiter's key down to at most remaining units (a take of the
@@ -115,13 +133,14 @@ const writeBackWorkers = 64
 type owing struct {
 	key            string
 	rule           sluice.Rule
-	owed, consumed int64 // consumed: what the store had consumed at the last decision
+	owed, consumed int64 // owed: seen.owed; consumed: what the store had consumed at the last decision
 	until          int64
 }
 
 // writeBack hands the store, before decisions return to it, what it missed during the outage,
-// as settles (charged whatever the limit, so nothing is lost to a denial): each key's net
-// admissions on the local limiter; and, for a key the store has forgotten (it answered as
+// as settles (charged whatever the limit, so nothing is lost to a denial): what each key's
+// admissions on the local limiter still weigh (outageOwed: a long outage's early admissions
+// have refilled or left their window by then); and, for a key the store has forgotten (it answered as
 // full although the last decision said the key would not be full before now: a restart
 // without persistence), what the store had consumed at that decision (refill since then not
 // credited). A restart forgets every key, and the first instance to write a key back finds
@@ -176,7 +195,8 @@ func (f *Fallback) writeBack(ctx context.Context) error {
 // leaves both owed; one that timed out may have committed, and is then counted twice on the
 // next probe (the key denied more, never admitted more).
 func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
-	n := o.owed
+	local, owed := f.outageOwed(ctx, o.key, o.rule)
+	n := owed
 	if o.until > now && o.consumed > 0 {
 		d, err := f.settle(ctx, o.key, o.rule, 0)
 		if err != nil {
@@ -186,11 +206,13 @@ func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
 			n += o.consumed
 		}
 	}
-	if n == 0 {
-		return nil
+	if n > 0 {
+		if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
+			return err
+		}
 	}
-	if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
-		return err
+	if owed > 0 { // written: off the shadow limiter, so the next write-back sends only what came after
+		_, _ = f.outageUse.Take(ctx, sluice.Request{Key: o.key, Rule: local, N: -owed, Settle: true})
 	}
 	f.paid(o.key, o.owed)
 	return nil
@@ -204,7 +226,7 @@ func (f *Fallback) settle(ctx context.Context, key string, rule sluice.Rule, n i
 	})
 }
 
-// paid takes n, now written back, off what key owes.
+// paid takes the n local decisions now written back off key's count (see seen.owed).
 func (f *Fallback) paid(key string, n int64) {
 	sh := f.seen.Shard(key)
 	sh.Lock()

@@ -55,6 +55,7 @@ type Fallback struct {
 	next      sluice.Store
 	registry  sluice.Heartbeater
 	local     *memory.Store
+	outageUse *memory.Store // the outage's own consumption per key (decideLocal)
 	seen      *shardmap.Map[*seen]
 	clock     sluice.Clock
 	timeout   time.Duration
@@ -126,10 +127,14 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	if err != nil {
 		return nil, err
 	}
+	outageUse, err := memory.New(localOpts...)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.clock == nil {
 		cfg.clock = sluice.SystemClock{}
 	}
-	f := &Fallback{next: store, local: local, seen: shardmap.New(cfg.maxKeys, seenRemaining), clock: cfg.clock, timeout: cfg.timeout,
+	f := &Fallback{next: store, local: local, outageUse: outageUse, seen: shardmap.New(cfg.maxKeys, seenRemaining), clock: cfg.clock, timeout: cfg.timeout,
 		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
 		group: cfg.group, id: cfg.id, onChange: cfg.onChange, onError: cfg.onError, manual: cfg.manual, stop: make(chan struct{})}
 	f.policy = func(sluice.Rule) Policy { return cfg.policy }
@@ -474,7 +479,7 @@ func (f *Fallback) Close() error {
 			defer cancel()
 			err = f.Flush(ctx)
 		}
-		err = errors.Join(err, f.local.Close())
+		err = errors.Join(err, f.local.Close(), f.outageUse.Close())
 	})
 	return err
 }

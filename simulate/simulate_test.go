@@ -266,17 +266,17 @@ func TestFallbackKeepsTheGlobalBudget(t *testing.T) {
 		if r.Errors != 0 {
 			t.Errorf("%s/%s: errors %v, want the fallback to decide", r.Algorithm, r.Mode, r.Errors)
 		}
-		// The local limiters start empty when the store goes down, and the store's state is
-		// as the outage left it when it comes back, so a trailing period that spans either
-		// switch can see the store's admissions plus the fleet's local ones: 2 x limit for
-		// the window algorithms, 3 x for the buckets (local burst + refill, then the store's
-		// burst), never nodes x limit. Failing closed adds nothing to what the store admits.
-		bound := 2.0
+		// Neither switch hands out a fresh budget: the local limiters start each key from
+		// the store's last decision, and the outage is written back to the store before the
+		// store path resumes. So the sliding log stays within its limit (+1%, the local
+		// shares' rounding) over any period, switches included, and GCRA within its burst on
+		// top of its rate (2 x, as in sync mode). Failing closed adds nothing to what the
+		// store admits, and admits again in the period after the outage: the store path
+		// resumed. (Failing over locally, that period may rightly admit nothing: the fleet
+		// spent its budget locally during the outage's last period.)
+		bound := 1.01
 		if r.Algorithm == "gcra" {
-			bound = 3
-		}
-		if r.Algorithm == "sliding_log" && r.Mode == "fallback_fail_closed" {
-			bound = 1
+			bound = 2
 		}
 		switch r.Mode {
 		case "fallback", "fallback_fail_closed":
@@ -284,7 +284,7 @@ func TestFallbackKeepsTheGlobalBudget(t *testing.T) {
 				t.Errorf("%s/%s: over_admission %v (%v across the switch back), want at most %v",
 					r.Algorithm, r.Mode, r.OverAdmission, r.OverAdmissionRecovery, bound)
 			}
-			if r.OverAdmissionRecovery < 1 {
+			if r.Mode == "fallback_fail_closed" && r.OverAdmissionRecovery < 1 {
 				t.Errorf("%s/%s: over_admission_recovery %v: the store path did not resume", r.Algorithm, r.Mode, r.OverAdmissionRecovery)
 			}
 			if r.Mode == "fallback_fail_closed" && r.OverAdmissionOutage != 0 {
