@@ -145,6 +145,34 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 	return s.respond(st, req.Domain, sc.items), nil
 }
 
+// settleInto settles a request's descriptors (see settleDescriptors) and returns its items,
+// each with its decision.
+func (s *Server) settleInto(ctx context.Context, req *rlsv3.RateLimitRequest) ([]item, error) {
+	dom, err := s.validate(s.rules.Load(), req)
+	if err != nil {
+		return nil, err
+	}
+	items := appendItems(nil, dom, req)
+	applyReplaces(items)
+	var checks []sluice.Check
+	for i := range items {
+		it := &items[i]
+		if !it.limited() {
+			continue
+		}
+		n := it.hits
+		if it.desc.IsNegativeHits {
+			n = -n
+		}
+		checks = it.appendChecks(checks[:0], n)
+		if err := s.settleChecks(ctx, checks); err != nil {
+			return nil, s.storeError(ctx, err)
+		}
+		it.decision = settled(checks)
+	}
+	return items, nil
+}
+
 // appendItems appends the request's descriptors, with their limits and costs, to items.
 func appendItems(items []item, dom *config.Domain, req *rlsv3.RateLimitRequest) []item {
 	base := int64(req.HitsAddend)
