@@ -35,6 +35,7 @@ type middleware struct {
 	stats    *Stats
 	clock    sluice.Clock
 	prefix   string
+	settle   bool // WithSettle
 
 	// keyPrefixes[i] is prefix + policies[i].Name + ":".
 	keyPrefixes []string
@@ -199,8 +200,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	charged := m.l // the limiter that charged the request, if it did
 	allowed, err := m.decide(r.Context(), m.l, q)
 	if err != nil {
+		charged = nil
 		if m.stats != nil {
 			m.stats.StoreErrors.Add(1)
 		}
@@ -212,6 +215,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case FailFallback:
 			allowed, err = m.decide(r.Context(), m.fallback, q)
+			charged = m.fallback
 		}
 		if err != nil || m.failure == FailOpen {
 			if m.stats != nil {
@@ -243,6 +247,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if m.stats != nil {
 		m.stats.Allowed.Add(1)
+	}
+	if m.settle {
+		h.serveSettled(w, r, q, charged)
+		return
 	}
 	h.next.ServeHTTP(w, r)
 }
