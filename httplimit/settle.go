@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -21,7 +20,8 @@ import (
 // estimate. The rate-limit headers, sent before the handler, describe the reservation.
 //
 // It costs a request passed to the handler two allocations (its context and the request
-// copy that carries it). A settle that fails is logged (as store errors are) and counted in
+// copy that carries it), and one more (the settle's context) when the handler reports a
+// cost. A settle that fails is logged (as store errors are) and counted in
 // Stats.SettleErrors; it never changes the response.
 func WithSettle() Option { return optionFunc(func(m *middleware) { m.settle = true }) }
 
@@ -76,9 +76,9 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *reques
 		return
 	}
 	real := s.real.Load()
-	// The request's context may be over (the client left): the debt is owed all the same.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
-	defer cancel()
+	// The request's context may be over (the client left): the debt is owed all the same. The
+	// store bounds the call by its own timeout (every Sluice store has one).
+	ctx := context.WithoutCancel(r.Context())
 	for i := range q.checks {
 		c := &q.checks[i]
 		if m.policies[q.which[i]].Cost != nil {
@@ -100,7 +100,3 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *reques
 		m.stats.Settled.Add(1)
 	}
 }
-
-// settleTimeout bounds the settlement of one request, which runs after the handler, on a
-// context of its own.
-const settleTimeout = time.Second

@@ -96,3 +96,35 @@ func TestSettleOutsideTheHandler(t *testing.T) {
 		}
 	})
 }
+
+// TestSettleAllocations: WithSettle costs an allowed request two allocations (the context
+// that carries the settlement and the request copy that carries it), and a reported cost one
+// more, the settle's own context (on the memory store).
+func TestSettleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	l := backends[0].open(t, sluice.SystemClock{})
+	rule := sluice.TokenBucket(1e9, time.Minute, 0)
+	w := httptest.NewRecorder()
+	measure := func(h http.Handler, target string) float64 {
+		r := httptest.NewRequest(http.MethodGet, target, nil)
+		return testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) })
+	}
+	report := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			Settle(r, 2)
+		}
+	})
+	plain := mustNew(t, l, WithPolicy(Policy{Name: "p", Rule: rule}), WithHeaderStyle(HeadersNone))(report)
+	settled := mustNew(t, l, WithSettle(), WithPolicy(Policy{Name: "p", Rule: rule}), WithHeaderStyle(HeadersNone))(report)
+	base := measure(plain, "/")
+	if got := measure(settled, "/") - base; got > 2 {
+		t.Errorf("WithSettle: %v allocations per request beyond the middleware's, want at most 2", got)
+	}
+	got := measure(settled, "/?report") - base
+	t.Logf("WithSettle with a reported cost: %v allocations beyond the middleware's", got)
+	if got > 3 {
+		t.Errorf("WithSettle with a reported cost: %v allocations per request beyond the middleware's, want at most 3", got)
+	}
+}
