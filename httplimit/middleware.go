@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,7 +200,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	charged := m.l // the limiter that charged the request, if it did
-	allowed, err := m.decide(r.Context(), m.l, q)
+	d, err := m.l.AllowAll(r.Context(), q.checks)
 	if err != nil {
 		charged = nil
 		if m.stats != nil {
@@ -214,7 +213,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.failClosed(w, r, q)
 			return
 		case FailFallback:
-			allowed, err = m.decide(r.Context(), m.fallback, q)
+			d, err = m.fallback.AllowAll(r.Context(), q.checks)
 			charged = m.fallback
 		}
 		if err != nil || m.failure == FailOpen {
@@ -225,8 +224,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	allowed := d.Allowed
 	if !allowed && m.maxWait > 0 {
-		allowed = m.wait(r.Context(), q)
+		// Shaping: wait for the slot (WithWait, bounded by the request's context).
+		if d, err := m.l.WaitAll(r.Context(), q.checks, m.maxWait); err == nil && d.Allowed {
+			allowed = true
+			if m.stats != nil {
+				m.stats.Waited.Add(1)
+			}
+		}
 	}
 	m.fillResults(q)
 	var now int64
@@ -343,49 +349,6 @@ func (m *middleware) pattern(r *http.Request) string {
 	m.routeLog.log(m, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
 		"method", r.Method, "path", r.URL.Path)
 	return noRoute
-}
-
-// decide decides q's checks on l: AllowN for one check (the memory store's fast path),
-// AllowAll for several.
-func (m *middleware) decide(ctx context.Context, l *sluice.Limiter, q *request) (bool, error) {
-	if len(q.checks) == 1 {
-		c := &q.checks[0]
-		d, err := l.AllowN(ctx, c.Key, c.Rule, c.N)
-		c.Decision = d
-		return d.Allowed, err
-	}
-	d, err := l.AllowAll(ctx, q.checks)
-	return d.Allowed, err
-}
-
-// wait retries a denied request after the longest RetryAfter of its denials while that fits in
-// the wait budget (WithWait and the context's deadline). It reports whether it was allowed.
-func (m *middleware) wait(ctx context.Context, q *request) bool {
-	deadline := m.clock.Now().Add(m.maxWait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	for {
-		d, _ := sluice.Combine(q.checks, false)
-		if d.RetryAfter < 0 || m.clock.Now().Add(d.RetryAfter).After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-m.clock.After(max(d.RetryAfter, time.Millisecond)):
-		}
-		allowed, err := m.decide(ctx, m.l, q)
-		if err != nil {
-			return false
-		}
-		if allowed {
-			if m.stats != nil {
-				m.stats.Waited.Add(1)
-			}
-			return true
-		}
-	}
 }
 
 func (m *middleware) fillResults(q *request) {

@@ -20,13 +20,15 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
-// Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, POST /json, GET /metrics,
-// /healthz, /readyz.
+// Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, /json, GET /metrics,
+// /healthz, /readyz, and envoyproxy/ratelimit's GET /healthcheck and /rlconfig.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
 	mux.HandleFunc("POST /v1/settle", s.withBody(s.handleSettle))
-	mux.HandleFunc("POST /json", s.withBody(s.handleJSON))
+	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
+	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
@@ -503,8 +505,12 @@ func (s *Server) settleDescriptors(w http.ResponseWriter, ctx context.Context, b
 	var limited []sluice.Check
 	for i := range items {
 		it := &items[i]
-		if !it.limited() {
-			out.Descriptors[i] = DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: -1, Remaining: -1}
+		if !it.settles() {
+			limit := int64(-1) // unlimited
+			if it.block {
+				limit = 0
+			}
+			out.Descriptors[i] = DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: limit, Remaining: limit}
 			continue
 		}
 		out.Descriptors[i] = decisionJSON(it.decision)

@@ -25,9 +25,9 @@ func TestHTTPSettle(t *testing.T) {
 		{"/v1/settle", `{"key":"t","rule":"golden.tiered","delta":4}`, `{"allowed":true,"limit":2,"remaining":0,"retry_after_ms":37500,"reset_after_ms":60000}`},
 		{"/v1/settle", `{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"q"}]},{"entries":[{"key":"static","value":"x"}]}],"hits_addend":5}`,
 			`{"allowed":true,"code":"OK","limit":2,"remaining":0,"retry_after_ms":1600,"reset_after_ms":2000,"descriptors":[{"allowed":true,"code":"OK","limit":2,"remaining":0,"retry_after_ms":1600,"reset_after_ms":2000},{"allowed":true,"code":"OK","limit":-1,"remaining":-1,"retry_after_ms":0,"reset_after_ms":0}]}`},
-		// one more unit fits when 5 x (1 - f) <= 1: at 1.8 s
+		// denied (the descriptors form of /v1/allow answers the RLS duration_until_reset)
 		{"/v1/allow", `{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"q"}]}]}`,
-			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":1800,"reset_after_ms":1800,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":1800,"reset_after_ms":1800}]}`},
+			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":2000,"reset_after_ms":2000,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":2000,"reset_after_ms":2000}]}`},
 		// a settle of 0 in the descriptors form: hits_addend 0 on the descriptor (on the
 		// request, 0 means 1, as in RLS)
 		{"/v1/settle", `{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"q"}],"hits_addend":0}]}`,
@@ -46,16 +46,16 @@ func TestHTTPSettle(t *testing.T) {
 func TestHTTPSettleBadInput(t *testing.T) {
 	h := start(t, goldenRules)
 	for name, body := range map[string]string{
-		"not JSON":            "{",
-		"no delta":            `{"key":"k","rule":{"limit":1,"period":"1s"}}`,
-		"n instead of delta":  `{"key":"k","rule":{"limit":1,"period":"1s"},"n":1}`,
-		"delta too large":     `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":1000000001}`,
-		"refund too large":    `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":-1000000001}`,
-		"bad rule":            `{"key":"k","rule":{"limit":0,"period":"1s"},"delta":1}`,
-		"key with brace":      `{"key":"a{b}","rule":{"limit":1,"period":"1s"},"delta":1}`,
-		"unknown field":       `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":1,"x":1}`,
-		"unknown domain":      `{"domain":"nope","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}`,
-		"sliding log too big": `{"key":"k","rule":{"algorithm":"sliding_log","limit":5000,"period":"1s"},"delta":1}`,
+		"not JSON":               "{",
+		"no delta":               `{"key":"k","rule":{"limit":1,"period":"1s"}}`,
+		"n instead of delta":     `{"key":"k","rule":{"limit":1,"period":"1s"},"n":1}`,
+		"delta too large":        `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":1000000001}`,
+		"refund too large":       `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":-1000000001}`,
+		"bad rule":               `{"key":"k","rule":{"limit":0,"period":"1s"},"delta":1}`,
+		"key with brace":         `{"key":"a{b}","rule":{"limit":1,"period":"1s"},"delta":1}`,
+		"unknown field":          `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":1,"x":1}`,
+		"descriptors not a list": `{"domain":"golden","descriptors":"x"}`,
+		"sliding log too big":    `{"key":"k","rule":{"algorithm":"sliding_log","limit":5000,"period":"1s"},"delta":1}`,
 	} {
 		if code, msg := h.post(t, "/v1/settle", body); code != http.StatusBadRequest {
 			t.Errorf("/v1/settle %s: %d %.200s", name, code, msg)

@@ -100,6 +100,28 @@ func (p *delayProxy) close() {
 	p.wg.Wait()
 }
 
+// hammer calls decide from n goroutines, over and over, until the returned stop is called;
+// stop returns once every goroutine has ended.
+func hammer(n int, decide func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				decide()
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
+}
+
 // consumed reads how much of a fixed window's limit a key has used, on a store that talks
 // to Redis directly.
 func consumed(t *testing.T, s *redis.Store, key string, rule sluice.Rule) int64 {
@@ -138,40 +160,26 @@ func TestTimedOutScriptsNotRetried(t *testing.T) {
 	rule := sluice.FixedWindow(1_000_000, time.Hour)
 	var admitted, timedOut, denied atomic.Int64
 	var wrong atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				d, err := viaProxy.Take(context.Background(), sluice.Request{Key: "k", Rule: rule, N: 1})
-				switch {
-				case err != nil && errors.Is(err, sluice.ErrStoreUnavailable):
-					timedOut.Add(1)
-				case err != nil:
-					wrong.Store(err)
-				case d.Allowed:
-					admitted.Add(1)
-				default:
-					denied.Add(1)
-				}
-			}
-		}()
-	}
+	stop := hammer(8, func() {
+		d, err := viaProxy.Take(context.Background(), sluice.Request{Key: "k", Rule: rule, N: 1})
+		switch {
+		case err != nil && errors.Is(err, sluice.ErrStoreUnavailable):
+			timedOut.Add(1)
+		case err != nil:
+			wrong.Store(err)
+		case d.Allowed:
+			admitted.Add(1)
+		default:
+			denied.Add(1)
+		}
+	})
 	for range 6 { // 6 rounds: replies on time, then held back 4x the timeout
 		time.Sleep(100 * time.Millisecond)
 		proxy.delay.Store(int64(4 * timeout))
 		time.Sleep(100 * time.Millisecond)
 		proxy.delay.Store(0)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	proxy.close() // every reply still held has been delivered or dropped: Redis has run every call it got
 
 	got := consumed(t, check, "k", rule)
@@ -222,38 +230,24 @@ func TestScriptCacheLost(t *testing.T) {
 		for name := range rules {
 			got[name] = &counts{}
 		}
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					for name, r := range rules {
-						d, err := s.Take(context.Background(), sluice.Request{Key: phase + name, Rule: r, N: 1})
-						switch {
-						case err != nil:
-							got[name].failed.Add(1)
-						case d.Allowed:
-							got[name].admitted.Add(1)
-						}
-					}
+		stop := hammer(4, func() {
+			for name, r := range rules {
+				d, err := s.Take(context.Background(), sluice.Request{Key: phase + name, Rule: r, N: 1})
+				switch {
+				case err != nil:
+					got[name].failed.Add(1)
+				case d.Allowed:
+					got[name].admitted.Add(1)
 				}
-			}()
-		}
+			}
+		})
 		for range 20 {
 			time.Sleep(10 * time.Millisecond)
 			if err := direct.ScriptFlush(context.Background()).Err(); err != nil {
 				t.Errorf("SCRIPT FLUSH: %v", err)
 			}
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		return got
 	}
 	verify := func(phase string, got map[string]*counts) {
@@ -289,35 +283,22 @@ func TestScriptCacheLost(t *testing.T) {
 	var admitted, failed [3]atomic.Int64
 	var lateBefore atomic.Int64 // sent before the kill, admitted after it
 	rule := rules["gcra"]
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				p := phase.Load()
-				d, err := s.Take(context.Background(), sluice.Request{Key: "restart", Rule: rule, N: 1})
-				switch {
-				case err != nil:
-					failed[p].Add(1)
-				case d.Allowed:
-					admitted[p].Add(1)
-					if p == before && phase.Load() != before {
-						lateBefore.Add(1)
-					}
-					if p == down {
-						phase.CompareAndSwap(down, up)
-					}
-				}
+	stop := hammer(4, func() {
+		p := phase.Load()
+		d, err := s.Take(context.Background(), sluice.Request{Key: "restart", Rule: rule, N: 1})
+		switch {
+		case err != nil:
+			failed[p].Add(1)
+		case d.Allowed:
+			admitted[p].Add(1)
+			if p == before && phase.Load() != before {
+				lateBefore.Add(1)
 			}
-		}()
-	}
+			if p == down {
+				phase.CompareAndSwap(down, up)
+			}
+		}
+	})
 	time.Sleep(50 * time.Millisecond)
 	srv.Kill()
 	phase.Store(down)
@@ -328,8 +309,7 @@ func TestScriptCacheLost(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 	if phase.Load() != up {
 		t.Fatal("no decision succeeded within 3s of the restart")
 	}
