@@ -27,7 +27,7 @@ type Request struct {
 	// requests pay before they are admitted again; a negative N refunds as usual; 0 reports.
 	// The Decision is Allowed, with Remaining 0 while the key is in debt and RetryAfter how
 	// long until the debt is paid (0 when there is none). Each algorithm's debt, and its bound,
-	// is described in package algorithm (State.Settle, Params.MaxDebt). A settle cannot
+	// is described in package algorithm (State.Settle, MaxDebt). A settle cannot
 	// reserve: MaxDelay must be 0.
 	Settle bool
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // FuzzAlgorithms drives every algorithm with an arbitrary rule and operation sequence: time
-// steps forward and backward, takes, peeks, refunds and reservations. Nothing may panic, and
-// every decision must be internally consistent.
+// steps forward and backward, takes, peeks, refunds, reservations and settles. Nothing may
+// panic, and every decision must be internally consistent.
 func FuzzAlgorithms(f *testing.F) {
 	f.Add(uint8(1), int64(10), int64(1000), int64(0), uint8(0), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(3), int64(7), int64(60000), int64(0), uint8(12), []byte{200, 0, 1, 255, 3, 128, 9})
@@ -26,7 +26,7 @@ func FuzzAlgorithms(f *testing.F) {
 		for len(ops) >= 3 {
 			op, arg := ops[0], int64(binary.LittleEndian.Uint16(ops[1:3]))
 			ops = ops[3:]
-			switch op % 6 {
+			switch op % 7 {
 			case 0: // time forward, up to ~2 periods
 				now += arg * int64(r.Period) / 32768
 			case 1: // time backward
@@ -46,6 +46,16 @@ func FuzzAlgorithms(f *testing.F) {
 				d := s.Take(now, &p, 1, arg*int64(time.Millisecond))
 				if d.Delay < 0 || d.Delay > time.Duration(arg)*time.Millisecond {
 					t.Fatalf("%s: reservation delay %v outside [0, %dms]", r, d.Delay, arg)
+				}
+			case 6: // a settle, past the limit or a refund; sometimes the largest
+				n := int64(int16(arg)) * max(1, r.Capacity()/64)
+				if arg%251 == 0 {
+					n = sluice.MaxLimit
+				}
+				d := s.Settle(now, &p, n)
+				if !d.Allowed || d.Remaining < 0 || d.Remaining > r.Capacity() || d.RetryAfter < 0 ||
+					d.ResetAfter < d.RetryAfter || (d.Remaining > 0 && d.RetryAfter != 0) || d.Delay != 0 {
+					t.Fatalf("%s settle %d: inconsistent %+v", r, n, d)
 				}
 			}
 		}

@@ -18,7 +18,7 @@ type State interface {
 	Take(now int64, p *Params, n, maxDelay int64) sluice.Decision
 	// Settle applies n units at time now whatever the limit (sluice.Request.Settle): a negative
 	// n refunds -n units as Take does, a positive n is charged even past the capacity, so the
-	// key goes into debt (at most Params.MaxDebt units) that later requests pay before they
+	// key goes into debt (at most MaxDebt units) that later requests pay before they
 	// are admitted again. The decision is Allowed, with Remaining 0 while the key is in debt,
 	// RetryAfter how long until the debt is paid (0 when there is none; what a peek, Take
 	// with n = 0, would report) and ResetAfter as Take's. |n| must be at most

@@ -78,16 +78,23 @@ func TestOverLimitFloodMemory(t *testing.T) {
 	}
 }
 
+// cachedDenial returns an over-limit cache on a memory store that holds a denial of key "k"
+// under rule, 2 a minute (2 taken, the third denied), and the store's call counter.
+func cachedDenial(t *testing.T) (o *OverLimit, cs *countingStore, rule sluice.Rule) {
+	clock := sluicetest.NewManualClock(t0)
+	cs = &countingStore{Store: newMemory(t, clock)}
+	o, _ = NewOverLimit(cs, WithClock(clock))
+	rule = sluice.FixedWindow(2, time.Minute)
+	for range 3 {
+		o.Take(context.Background(), sluice.Request{Key: "k", Rule: rule, N: 1})
+	}
+	return o, cs, rule
+}
+
 // A rule change (a dynamic limit) drops the cached denial: envoyproxy/ratelimit#1077.
 func TestOverLimitRuleChange(t *testing.T) {
-	clock := sluicetest.NewManualClock(t0)
-	cs := &countingStore{Store: newMemory(t, clock)}
-	o, _ := NewOverLimit(cs, WithClock(clock))
+	o, cs, _ := cachedDenial(t)
 	ctx := context.Background()
-	rule := sluice.FixedWindow(2, time.Minute)
-	for range 3 {
-		o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
-	}
 	raised := sluice.FixedWindow(10, time.Minute)
 	if d, err := o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1}); err != nil || !d.Allowed {
 		t.Fatalf("after raising the limit: %+v %v, want allowed", d, err)
@@ -140,14 +147,8 @@ func TestOverLimitDeniedAllocatesNothing(t *testing.T) {
 // charge past the limit must be recorded, not answered from the cache), and a refund makes
 // the next request ask the store again.
 func TestOverLimitSettle(t *testing.T) {
-	clock := sluicetest.NewManualClock(t0)
-	cs := &countingStore{Store: newMemory(t, clock)}
-	o, _ := NewOverLimit(cs, WithClock(clock))
+	o, cs, rule := cachedDenial(t)
 	ctx := context.Background()
-	rule := sluice.FixedWindow(2, time.Minute)
-	for range 3 { // the third is denied and cached
-		o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
-	}
 	calls := cs.calls
 	d, err := o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 3, Settle: true})
 	if err != nil || !d.Allowed || cs.calls != calls+1 {

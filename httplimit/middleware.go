@@ -34,6 +34,7 @@ type middleware struct {
 	stats    *Stats
 	clock    sluice.Clock
 	prefix   string
+	settle   bool // WithSettle
 
 	// keyPrefixes[i] is prefix + policies[i].Name + ":".
 	keyPrefixes []string
@@ -198,8 +199,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	charged := m.l // the limiter that charged the request, if it did
 	d, err := m.l.AllowAll(r.Context(), q.checks)
 	if err != nil {
+		charged = nil
 		if m.stats != nil {
 			m.stats.StoreErrors.Add(1)
 		}
@@ -211,6 +214,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case FailFallback:
 			d, err = m.fallback.AllowAll(r.Context(), q.checks)
+			charged = m.fallback
 		}
 		if err != nil || m.failure == FailOpen {
 			if m.stats != nil {
@@ -249,6 +253,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if m.stats != nil {
 		m.stats.Allowed.Add(1)
+	}
+	if m.settle {
+		h.serveSettled(w, r, q, charged)
+		return
 	}
 	h.next.ServeHTTP(w, r)
 }

@@ -151,6 +151,9 @@ type Stats struct {
 	// Waited counts requests that waited (WithWait) and were then allowed.
 	Waited atomic.Uint64
 	// BadInput counts failures of the application's functions: cost functions that panicked
-	// or returned a negative cost, key functions that panicked.
+	// or returned a negative cost, key functions that panicked, negative costs given to Settle.
 	BadInput atomic.Uint64
+	// Settled counts requests whose reported cost was settled (WithSettle); SettleErrors the
+	// settles the store refused or could not make.
+	Settled, SettleErrors atomic.Uint64
 }

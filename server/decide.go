@@ -154,6 +154,38 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, in
 	return s.respond(st, dom, req, sc.items), nil
 }
 
+// settles reports whether a settle applies to the item: a limit with a key in the store (not a
+// block, which has no state to settle).
+func (it *item) settles() bool { return it.limited() && !it.block }
+
+// settleInto settles a request's descriptors (see settleDescriptors) and returns its items,
+// each with its decision.
+func (s *Server) settleInto(ctx context.Context, req *rlsv3.RateLimitRequest) ([]item, error) {
+	dom, err := s.validate(s.rules.Load(), req)
+	if err != nil {
+		return nil, err
+	}
+	items := s.appendItems(&scratch{}, dom, req) // not pooled: the caller reads the items
+	applyReplaces(items)
+	var checks []sluice.Check
+	for i := range items {
+		it := &items[i]
+		if !it.settles() {
+			continue
+		}
+		n := it.hits
+		if it.desc.IsNegativeHits {
+			n = -n
+		}
+		checks = it.appendChecks(checks[:0], n)
+		if err := s.settleChecks(ctx, checks); err != nil {
+			return nil, s.storeError(ctx, err)
+		}
+		it.decision = settled(checks)
+	}
+	return items, nil
+}
+
 // appendItems appends the request's descriptors, with their limits and costs, to sc.items.
 func (s *Server) appendItems(sc *scratch, dom *config.Domain, req *rlsv3.RateLimitRequest) []item {
 	items := sc.items

@@ -20,11 +20,12 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
-// Handler returns the HTTP API: POST /v1/allow, /json, GET /metrics, /healthz, /readyz, and
-// envoyproxy/ratelimit's GET /healthcheck and /rlconfig.
+// Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, /json, GET /metrics,
+// /healthz, /readyz, and envoyproxy/ratelimit's GET /healthcheck and /rlconfig.
 func (s *Server) Handler() http.Handler {
 	mux := s.adminMux()
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
+	mux.HandleFunc("POST /v1/settle", s.withBody(s.handleSettle))
 	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
 	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
 	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
@@ -142,12 +143,14 @@ type ruleJSON struct {
 	SubWindows int    `json:"sub_windows"`
 }
 
-// allowRequest is the key form of POST /v1/allow. Rule is a ruleJSON object (a rule supplied
-// by the request) or a string naming a limit of the rules config.
+// allowRequest is the key form of POST /v1/allow and /v1/settle. Rule is a ruleJSON object (a
+// rule supplied by the request) or a string naming a limit of the rules config. N is the cost
+// of /v1/allow, Delta the cost of /v1/settle (each is refused by the other).
 type allowRequest struct {
-	Key  string          `json:"key"`
-	Rule json.RawMessage `json:"rule"`
-	N    *int64          `json:"n"`
+	Key   string          `json:"key"`
+	Rule  json.RawMessage `json:"rule"`
+	N     *int64          `json:"n"`
+	Delta *int64          `json:"delta"`
 }
 
 // DecisionJSON is a decision in the /v1/allow API. Durations are milliseconds;
@@ -180,6 +183,21 @@ func decisionJSON(d sluice.Decision) DecisionJSON {
 // handleAllow is POST /v1/allow: either {"key", "rule", "n"} decided directly, or
 // {"domain", "descriptors", "hits_addend"} decided against the rules like an RLS request.
 func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte) {
+	s.handleKeyOrDescriptors(w, r, body, false)
+}
+
+// handleSettle is POST /v1/settle, a cost known only after the request was served (see
+// sluice.Limiter.Settle): the same two forms as /v1/allow, with the same checks, applied
+// whatever the limit. The key form {"key", "rule", "delta"} settles delta units (negative: a
+// refund); the descriptors form settles hits_addend units (is_negative_hits: a refund) on every
+// limit of every descriptor. The answer is always allowed, with remaining 0 and
+// retry_after_ms, when the key is in debt, until the debt is paid.
+func (s *Server) handleSettle(w http.ResponseWriter, r *http.Request, body []byte) {
+	s.handleKeyOrDescriptors(w, r, body, true)
+}
+
+// handleKeyOrDescriptors is /v1/allow, or /v1/settle when settle.
+func (s *Server) handleKeyOrDescriptors(w http.ResponseWriter, r *http.Request, body []byte, settle bool) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(body, &probe); err != nil {
 		s.writeError(w, invalid("body: not a JSON object: %v", err))
@@ -192,17 +210,25 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 	_, hasDomain := probe["domain"]
 	_, hasDescriptors := probe["descriptors"]
 	if hasDomain || hasDescriptors {
-		s.allowDescriptors(w, r.Context(), body)
+		if settle {
+			s.settleDescriptors(w, r.Context(), body)
+		} else {
+			s.allowDescriptors(w, r.Context(), body)
+		}
 		return
 	}
 	var req allowRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		s.writeError(w, invalid("body: want {\"key\", \"rule\", \"n\"} or {\"domain\", \"descriptors\"}: %v", err))
+		cost := "n"
+		if settle {
+			cost = "delta"
+		}
+		s.writeError(w, invalid("body: want {\"key\", \"rule\", \"%s\"} or {\"domain\", \"descriptors\"}: %v", cost, err))
 		return
 	}
-	key, rules, n, err := s.checkAllow(&req)
+	key, rules, n, err := s.checkAllow(&req, settle)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -212,12 +238,19 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 		writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Limit: -1, Remaining: -1}})
 		return
 	}
-	d, err := s.decideKey(r.Context(), key, rules, n)
+	var d sluice.Decision
+	if settle {
+		d, err = s.settleKey(r.Context(), key, rules, n)
+	} else {
+		d, err = s.decideKey(r.Context(), key, rules, n)
+	}
 	if err != nil {
 		s.writeError(w, s.storeError(r.Context(), err))
 		return
 	}
-	s.metrics.keyDecisions[b2i(d.Allowed)].Inc()
+	if !settle {
+		s.metrics.keyDecisions[b2i(d.Allowed)].Inc()
+	}
 	writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: decisionJSON(d)})
 }
 
@@ -228,9 +261,9 @@ func b2i(b bool) int {
 	return 0
 }
 
-// checkAllow checks a key-form request and returns its key, its rules (none for an unlimited
-// named limit) and its cost.
-func (s *Server) checkAllow(req *allowRequest) (string, []sluice.Rule, int64, error) {
+// checkAllow checks a key-form request (of /v1/settle when settle) and returns its key, its
+// rules (none for an unlimited named limit) and its cost.
+func (s *Server) checkAllow(req *allowRequest, settle bool) (string, []sluice.Rule, int64, error) {
 	if req.Key == "" {
 		return "", nil, 0, invalid("key: empty")
 	}
@@ -247,14 +280,38 @@ func (s *Server) checkAllow(req *allowRequest) (string, []sluice.Rule, int64, er
 	if len(rules) > 1 && len(req.Key)+4 > s.maxKeyLen { // ruleKey's "|#N"
 		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d for a limit of %d rules", len(req.Key), s.maxKeyLen-4, len(rules))
 	}
-	n := int64(1)
-	if req.N != nil {
-		n = *req.N
-	}
-	if n < 0 || n > maxHits {
-		return "", nil, 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
+	n, err := checkCost(req, settle)
+	if err != nil {
+		return "", nil, 0, err
 	}
 	return req.Key, rules, n, nil
+}
+
+// checkCost returns a key-form request's cost: n for /v1/allow (default 1), delta for
+// /v1/settle (required).
+func checkCost(req *allowRequest, settle bool) (int64, error) {
+	if !settle {
+		if req.Delta != nil {
+			return 0, invalid("delta: only for /v1/settle; /v1/allow takes \"n\"")
+		}
+		n := int64(1)
+		if req.N != nil {
+			n = *req.N
+		}
+		if n < 0 || n > maxHits {
+			return 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
+		}
+		return n, nil
+	}
+	switch {
+	case req.N != nil:
+		return 0, invalid("n: /v1/settle takes \"delta\", the real cost minus what was taken")
+	case req.Delta == nil:
+		return 0, invalid("delta: missing")
+	case *req.Delta < -sluice.MaxLimit || *req.Delta > sluice.MaxLimit:
+		return 0, invalid("delta: must be between %d and %d, got %d", -int64(sluice.MaxLimit), int64(sluice.MaxLimit), *req.Delta)
+	}
+	return *req.Delta, nil
 }
 
 // keyRules returns the rules of a key-form request's "rule": the rule it supplies, checked
@@ -345,6 +402,41 @@ func (s *Server) decideKey(ctx context.Context, key string, rules []sluice.Rule,
 	return d, nil
 }
 
+// settleKey settles delta units of key under every rule, keyed as decideKey keys them.
+func (s *Server) settleKey(ctx context.Context, key string, rules []sluice.Rule, delta int64) (sluice.Decision, error) {
+	checks := make([]sluice.Check, len(rules))
+	for i, r := range rules {
+		checks[i] = sluice.Check{Key: ruleKey(key, i), Rule: r, N: delta}
+	}
+	if err := s.settleChecks(ctx, checks); err != nil {
+		return sluice.Decision{}, err
+	}
+	return settled(checks), nil
+}
+
+// settleChecks settles each check's N on its own, filling in its Decision.
+func (s *Server) settleChecks(ctx context.Context, checks []sluice.Check) error {
+	for i := range checks {
+		c := &checks[i]
+		d, err := s.limiter.Settle(ctx, c.Key, c.Rule, c.N)
+		if err != nil {
+			return err
+		}
+		c.Decision = d
+	}
+	return nil
+}
+
+// settled combines the decisions of settled checks: allowed, the binding check's Limit and
+// Remaining, the longest ResetAfter and the longest RetryAfter (until every debt is paid).
+func settled(checks []sluice.Check) sluice.Decision {
+	d, _ := sluice.Combine(checks, true)
+	for _, c := range checks {
+		d.RetryAfter = max(d.RetryAfter, c.Decision.RetryAfter)
+	}
+	return d
+}
+
 // invalidRule answers a rule that sluice refuses, naming its field in the request ("rule.limit").
 func invalidRule(err error) error {
 	var fe *sluice.FieldError
@@ -404,6 +496,44 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 	}
 	if out.Remaining < 0 { // nothing limited
 		out.Limit = -1
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// settleDescriptors is the descriptors form of /v1/settle: every limit of every descriptor
+// that has one settles its cost (hits_addend, negative with is_negative_hits), whatever the
+// limit and whatever its shadow mode. The answer has the /v1/allow shape, always allowed.
+func (s *Server) settleDescriptors(w http.ResponseWriter, ctx context.Context, body []byte) {
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		s.writeError(w, invalid("body: want {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits_addend\"}: %v", err))
+		return
+	}
+	items, err := s.settleInto(ctx, &req)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	out := AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: -1, Remaining: -1},
+		Descriptors: make([]DecisionJSON, len(items))}
+	var limited []sluice.Check
+	for i := range items {
+		it := &items[i]
+		if !it.settles() {
+			limit := int64(-1) // unlimited
+			if it.block {
+				limit = 0
+			}
+			out.Descriptors[i] = DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: limit, Remaining: limit}
+			continue
+		}
+		out.Descriptors[i] = decisionJSON(it.decision)
+		out.Descriptors[i].Code = codeOK.String()
+		limited = append(limited, sluice.Check{Decision: it.decision})
+	}
+	if len(limited) > 0 {
+		out.DecisionJSON = decisionJSON(settled(limited))
+		out.Code = codeOK.String()
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -108,7 +108,7 @@ func TestRequestRuleStateCeiling(t *testing.T) {
 		}
 	}
 	if code, got := h.post(t, "/v1/allow", `{"key":"k","rule":{"algorithm":"sliding_log","limit":1000,"period":"1m"}}`); code != http.StatusOK {
-		t.Errorf("sliding_log of 1000 (16000 bytes: 16 per entry, room for its debt): %d %s", code, got)
+		t.Errorf("sliding_log of 1000 (16000 bytes: 2 x 1000 timestamps in debt): %d %s", code, got)
 	}
 	if n := h.store.calls.Load(); n != 1 {
 		t.Errorf("%d store calls, want 1", n)

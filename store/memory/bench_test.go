@@ -80,6 +80,25 @@ func BenchmarkAllowN(b *testing.B) {
 	}
 }
 
+// BenchmarkStoreTake measures Store.Take on one key, the path of every caller but
+// Limiter.AllowN (which takes the scalar fast path): the decorators, Limiter.AllowAll, Wait and
+// Settle.
+func BenchmarkStoreTake(b *testing.B) {
+	ctx := context.Background()
+	for _, a := range sluice.Algorithms() {
+		rule := benchRule(a)
+		b.Run(a.String(), func(b *testing.B) {
+			s, _ := memory.New()
+			defer s.Close()
+			req := sluice.Request{Key: "user:1", Rule: rule, N: 1}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				s.Take(ctx, req)
+			}
+		})
+	}
+}
+
 // BenchmarkBytesPerKey reports the heap a key costs in the store (entry, index slot, state and
 // key of 12 bytes; the compiled rule is shared), per algorithm, over 100,000 keys:
 //

@@ -144,7 +144,9 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 				now = now.Add(randomStep(rng, st.rule))
 			}
 			req := sluice.Request{Key: k, Rule: st.rule, N: randomN(rng, st.rule)}
-			if st.rule.Algorithm.Bucket() && rng.IntN(4) == 0 {
+			if rng.IntN(6) == 0 {
+				req.Settle, req.N = true, randomSettle(rng, st.rule)
+			} else if st.rule.Algorithm.Bucket() && rng.IntN(4) == 0 {
 				req.MaxDelay = time.Duration(rng.Int64N(2*int64(st.rule.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 			}
 			steps[i] = step{at: now, req: req, switched: st.switched}
@@ -167,8 +169,8 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 			if errs[i] != nil {
 				t.Fatalf("batch %d call %d: %v", b, i, errs[i])
 			}
-			h := append(hist[st.req.Key], fmt.Sprintf("  batch %d call %d at +%v: %s n=%d maxDelay=%v: %+v", b, i,
-				st.at.Sub(t0), st.req.Rule, st.req.N, st.req.MaxDelay, want[i]))
+			h := append(hist[st.req.Key], fmt.Sprintf("  batch %d call %d at +%v: %s n=%d maxDelay=%v settle=%v: %+v", b, i,
+				st.at.Sub(t0), st.req.Rule, st.req.N, st.req.MaxDelay, st.req.Settle, want[i]))
 			hist[st.req.Key] = h
 			if !sameDecision(got[i], alone[i]) || !st.switched && !sameDecision(got[i], want[i]) {
 				t.Fatalf("batch %d call %d, key %q:\n batched  %+v\n alone    %+v\n memory   %+v\nthe key's last calls (memory's decisions):\n%s",

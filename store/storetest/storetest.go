@@ -362,30 +362,36 @@ func testManyKeys(t *testing.T, newStore NewStore, run string) {
 	}
 }
 
-func testRuleChange(t *testing.T, newStore NewStore, run string) {
+// eachAlgorithm runs f in a subtest per algorithm, on a fresh store with a manual clock at Base.
+func eachAlgorithm(t *testing.T, newStore NewStore, f func(t *testing.T, a sluice.Algorithm, s sluice.Store, clock *sluicetest.ManualClock)) {
 	for _, a := range sluice.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := sluicetest.NewManualClock(Base)
-			s := newStore(t, clock)
-			ctx := context.Background()
-			key := "storetest:" + run + ":change:" + a.String()
-			small := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
-			big := sluice.Rule{Algorithm: a, Limit: 20, Period: time.Second}
-			if d, err := s.Take(ctx, sluice.Request{Key: key, Rule: small, N: 8}); err != nil || !d.Allowed {
-				t.Fatalf("take 8: %+v %v", d, err)
-			}
-			clock.Advance(time.Millisecond)
-			d, err := s.Take(ctx, sluice.Request{Key: key, Rule: big, N: 0})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Window algorithms keep the 8 units (12 left); buckets keep them less 1 ms of
-			// refill; GCRA keeps the consumed time (800 ms of 1 s: 4 left).
-			if d.Remaining > 12 || d.Remaining < 4 || d.Limit != 20 {
-				t.Errorf("after raising the limit to 20: %+v; the 8 units consumed were lost", d)
-			}
+			f(t, a, newStore(t, clock), clock)
 		})
 	}
+}
+
+func testRuleChange(t *testing.T, newStore NewStore, run string) {
+	eachAlgorithm(t, newStore, func(t *testing.T, a sluice.Algorithm, s sluice.Store, clock *sluicetest.ManualClock) {
+		ctx := context.Background()
+		key := "storetest:" + run + ":change:" + a.String()
+		small := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
+		big := sluice.Rule{Algorithm: a, Limit: 20, Period: time.Second}
+		if d, err := s.Take(ctx, sluice.Request{Key: key, Rule: small, N: 8}); err != nil || !d.Allowed {
+			t.Fatalf("take 8: %+v %v", d, err)
+		}
+		clock.Advance(time.Millisecond)
+		d, err := s.Take(ctx, sluice.Request{Key: key, Rule: big, N: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Window algorithms keep the 8 units (12 left); buckets keep them less 1 ms of
+		// refill; GCRA keeps the consumed time (800 ms of 1 s: 4 left).
+		if d.Remaining > 12 || d.Remaining < 4 || d.Limit != 20 {
+			t.Errorf("after raising the limit to 20: %+v; the 8 units consumed were lost", d)
+		}
+	})
 }
 
 func testConcurrent(t *testing.T, newStore NewStore, run string) {
@@ -429,56 +435,52 @@ func testConcurrent(t *testing.T, newStore NewStore, run string) {
 // request (and every peek) until the RetryAfter the settle reported, and no longer; a settle of
 // 0 changes nothing.
 func testSettle(t *testing.T, newStore NewStore, run string) {
-	for _, a := range sluice.Algorithms() {
-		t.Run(a.String(), func(t *testing.T) {
-			clock := sluicetest.NewManualClock(Base)
-			s := newStore(t, clock)
-			ctx := context.Background()
-			rule := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
-			key := "storetest:" + run + ":settle:" + a.String()
-			take := func(n int64, settle bool) sluice.Decision {
-				t.Helper()
-				d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: n, Settle: settle})
-				if err != nil {
-					t.Fatalf("n=%d settle=%v at +%v: %v", n, settle, clock.Now().Sub(Base), err)
-				}
-				return d
+	eachAlgorithm(t, newStore, func(t *testing.T, a sluice.Algorithm, s sluice.Store, clock *sluicetest.ManualClock) {
+		ctx := context.Background()
+		rule := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
+		key := "storetest:" + run + ":settle:" + a.String()
+		take := func(n int64, settle bool) sluice.Decision {
+			t.Helper()
+			d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: n, Settle: settle})
+			if err != nil {
+				t.Fatalf("n=%d settle=%v at +%v: %v", n, settle, clock.Now().Sub(Base), err)
 			}
-			if d := take(4, false); !d.Allowed || d.Remaining != 6 {
-				t.Fatalf("reserve 4: %+v", d)
-			}
-			if d := take(-3, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
-				t.Fatalf("settle -3 (refund): %+v, want allowed with 9 remaining", d)
-			}
-			if d := take(0, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
-				t.Fatalf("settle 0: %+v, want allowed with 9 remaining", d)
-			}
-			// 1 used, then 24 more: 15 past the limit.
-			d := take(24, true)
-			if !d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
-				t.Fatalf("settle 24 past the limit: %+v, want allowed, 0 remaining, a positive RetryAfter", d)
-			}
-			paid := d.RetryAfter
-			if d := take(1, false); d.Allowed || d.RetryAfter <= 0 {
-				t.Fatalf("a request while in debt: %+v, want denied", d)
-			}
-			before := (paid - 1).Truncate(time.Millisecond) // the last whole ms still in debt
-			clock.Set(Base.Add(before))
-			if d := take(0, false); d.Allowed || d.Remaining != 0 {
-				t.Fatalf("peek at +%v, before the debt is paid at +%v: %+v, want denied", before, paid, d)
-			}
-			if d := take(1, false); d.Allowed {
-				t.Fatalf("take 1 at +%v, before the debt is paid at +%v: %+v, want denied", before, paid, d)
-			}
-			after := (paid + time.Millisecond - 1).Truncate(time.Millisecond)
-			clock.Set(Base.Add(after))
-			if d := take(0, false); !d.Allowed {
-				t.Fatalf("peek at +%v, once the debt is paid at +%v: %+v, want allowed", after, paid, d)
-			}
-			clock.Set(Base.Add(after + 3*rule.Period))
-			if d := take(10, false); !d.Allowed {
-				t.Fatalf("take 10 three periods after the debt was paid: %+v, want allowed", d)
-			}
-		})
-	}
+			return d
+		}
+		if d := take(4, false); !d.Allowed || d.Remaining != 6 {
+			t.Fatalf("reserve 4: %+v", d)
+		}
+		if d := take(-3, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
+			t.Fatalf("settle -3 (refund): %+v, want allowed with 9 remaining", d)
+		}
+		if d := take(0, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
+			t.Fatalf("settle 0: %+v, want allowed with 9 remaining", d)
+		}
+		// 1 used, then 24 more: 15 past the limit.
+		d := take(24, true)
+		if !d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
+			t.Fatalf("settle 24 past the limit: %+v, want allowed, 0 remaining, a positive RetryAfter", d)
+		}
+		paid := d.RetryAfter
+		if d := take(1, false); d.Allowed || d.RetryAfter <= 0 {
+			t.Fatalf("a request while in debt: %+v, want denied", d)
+		}
+		before := (paid - 1).Truncate(time.Millisecond) // the last whole ms still in debt
+		clock.Set(Base.Add(before))
+		if d := take(0, false); d.Allowed || d.Remaining != 0 {
+			t.Fatalf("peek at +%v, before the debt is paid at +%v: %+v, want denied", before, paid, d)
+		}
+		if d := take(1, false); d.Allowed {
+			t.Fatalf("take 1 at +%v, before the debt is paid at +%v: %+v, want denied", before, paid, d)
+		}
+		after := (paid + time.Millisecond - 1).Truncate(time.Millisecond)
+		clock.Set(Base.Add(after))
+		if d := take(0, false); !d.Allowed {
+			t.Fatalf("peek at +%v, once the debt is paid at +%v: %+v, want allowed", after, paid, d)
+		}
+		clock.Set(Base.Add(after + 3*rule.Period))
+		if d := take(10, false); !d.Allowed {
+			t.Fatalf("take 10 three periods after the debt was paid: %+v, want allowed", d)
+		}
+	})
 }

@@ -14,7 +14,7 @@
 -- two clock values; with a client clock, which need not run at the server's rate, it is
 -- more), then the algorithm's own parameters, P1 to P6 (zeros past the last), then P7: 0 for
 -- a decision, and for a settle (sluice.Request.Settle: n applied whatever the limit) the most
--- units it may charge past the capacity (algorithm.Params.MaxDebt, at least 1). Every body
+-- units it may charge past the capacity (algorithm.MaxDebt, at least 1). Every body
 -- applies a refund (n < 0) or a settle first and then decides as a peek (n = 0), as
 -- algorithm.settle does; the reply is then allowed, with retry-after 0 for a refund and, for
 -- a settle, the peek's: how long until the debt is paid. ARGV[2], X1 in
