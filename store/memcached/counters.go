@@ -1,0 +1,205 @@
+package memcached
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// counted reports whether a is decided on window counters (incr) rather than by gets/cas.
+func counted(a sluice.Algorithm) bool {
+	return a == sluice.AlgorithmFixedWindow || a == sluice.AlgorithmSlidingWindow
+}
+
+// increments reports whether c takes units that may fit: such calls count first and undo
+// what was denied. Peeks, refunds and costs above the limit read the counters instead.
+func increments(c *call) bool { return c.req.N > 0 && c.req.N <= c.req.Rule.Limit }
+
+// windows is the shape of a counter rule: the length of its windows (ns) and how many of them
+// a decision reads, the current one last (a fixed window: 1; a sliding window: N+1).
+func windows(r sluice.Rule) (length int64, n int64) {
+	if r.Algorithm == sluice.AlgorithmSlidingWindow {
+		return int64(r.Period) / r.Windows(), r.Windows() + 1
+	}
+	return int64(r.Period), 1
+}
+
+// view is a counter rule's state as package algorithm holds it, built from the counters of
+// the windows a decision reads, so the decision is algorithm's own.
+type view struct {
+	fixed   algorithm.FixedWindow
+	sliding algorithm.SlidingWindow
+	slide   bool
+	first   int64 // index of the oldest window read
+	n       int64
+}
+
+func newView(r sluice.Rule, cur int64) *view {
+	length, n := windows(r)
+	v := &view{slide: r.Algorithm == sluice.AlgorithmSlidingWindow, first: cur - n + 1, n: n}
+	if v.slide {
+		v.sliding = algorithm.SlidingWindow{Counts: make([]int64, n), Newest: cur, Sub: length}
+	} else {
+		v.fixed = algorithm.FixedWindow{End: (cur + 1) * length}
+	}
+	return v
+}
+
+// at returns the count of window j (first <= j <= first+n-1): sub-window j's counter sits at
+// j mod (N+1) of the sliding window's ring.
+func (v *view) at(j int64) *int64 {
+	if !v.slide {
+		return &v.fixed.Count
+	}
+	i := j % v.n
+	if i < 0 {
+		i += v.n
+	}
+	return &v.sliding.Counts[i]
+}
+
+func (v *view) take(now int64, p *algorithm.Params, n int64) sluice.Decision {
+	if v.slide {
+		return v.sliding.Take(now, p, n, 0)
+	}
+	return v.fixed.Take(now, p, n, 0)
+}
+
+// countRound decides calls (all of one rule) on window counters. Calls that take units (see
+// increments) add their total to the current window's counter with one incr (an add when it
+// does not exist yet), are decided in order against the view with the counter as it was
+// before, and the units of those denied are taken back with one decr. Any other call is alone:
+// it reads the counters, and a refund decrements the windows algorithm took the units from.
+func (s *Store) countRound(base string, calls []*call, now, latest int64) {
+	rule, p := calls[0].req.Rule, calls[0].p
+	length, n := windows(rule)
+	cur := algorithm.WindowIndex(latest, length)
+	v := newView(rule, cur)
+	keys := make([]string, n)
+	for j := range keys {
+		keys[j] = windowKey(base, length/1e6, v.first+int64(j))
+	}
+	lasts := (cur + n) * length // when the current window stops counting
+	s.stats.rounds.Add(1)
+	fail := func(err error) {
+		for _, c := range calls {
+			c.err = err
+		}
+	}
+	if !increments(calls[0]) {
+		if err := s.readCounts(keys, v); err != nil {
+			fail(err)
+			return
+		}
+		before := make([]int64, n)
+		for j := range before {
+			before[j] = *v.at(v.first + int64(j))
+		}
+		c := calls[0]
+		c.d = v.take(now, p, c.req.N)
+		for j := range before {
+			if back := before[j] - *v.at(v.first + int64(j)); back > 0 {
+				if _, err := s.client.Decrement(keys[j], uint64(back)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+					c.err = unavailable(err)
+					return
+				}
+			}
+		}
+		return
+	}
+	if err := s.readCounts(keys[:n-1], v); err != nil {
+		fail(err)
+		return
+	}
+	var sum int64
+	for _, c := range calls {
+		sum += c.req.N
+	}
+	total, err := s.incr(keys[n-1], sum, s.expiration(lasts-now))
+	if err != nil {
+		fail(err)
+		return
+	}
+	*v.at(cur) = total - sum
+	var denied int64
+	for _, c := range calls {
+		c.d = v.take(now, p, c.req.N)
+		if !c.d.Allowed {
+			denied += c.req.N
+		}
+	}
+	if denied > 0 {
+		s.stats.overshoots.Add(1)
+		s.stats.overshootUnits.Add(denied)
+		// A failed decr leaves the units counted until the window expires: later requests
+		// may be denied for them, never admitted.
+		_, _ = s.client.Decrement(keys[n-1], uint64(denied))
+	}
+}
+
+// readCounts reads the counters of keys (windows v.first, v.first+1, ...) into v; a missing
+// counter counts 0.
+func (s *Store) readCounts(keys []string, v *view) error {
+	switch len(keys) {
+	case 0:
+		return nil
+	case 1:
+		it, err := s.client.Get(keys[0])
+		if errors.Is(err, memcache.ErrCacheMiss) {
+			return nil
+		}
+		if err != nil {
+			return unavailable(err)
+		}
+		*v.at(v.first) = parseCount(it.Value)
+		return nil
+	}
+	items, err := s.client.GetMulti(keys)
+	if err != nil {
+		return unavailable(err)
+	}
+	for j, k := range keys {
+		if it := items[k]; it != nil {
+			*v.at(v.first + int64(j)) = parseCount(it.Value)
+		}
+	}
+	return nil
+}
+
+// parseCount reads a counter's value (memcached pads a value that incr or decr shortened with
+// spaces); anything else counts 0.
+func parseCount(b []byte) int64 {
+	x, err := strconv.ParseInt(strings.TrimRight(string(b), " "), 10, 64)
+	if err != nil || x < 0 {
+		return 0
+	}
+	return x
+}
+
+// incr adds delta to the counter at key, creating it with the given expiration when it does
+// not exist, and returns its new total.
+func (s *Store) incr(key string, delta int64, exp int32) (int64, error) {
+	for range 3 {
+		total, err := s.client.Increment(key, uint64(delta))
+		if err == nil {
+			return int64(total), nil
+		}
+		if !errors.Is(err, memcache.ErrCacheMiss) {
+			return 0, unavailable(err)
+		}
+		err = s.client.Add(&memcache.Item{Key: key, Value: strconv.AppendInt(nil, delta, 10), Expiration: exp})
+		if err == nil {
+			return delta, nil
+		}
+		if !errors.Is(err, memcache.ErrNotStored) {
+			return 0, unavailable(err)
+		}
+		// created meanwhile by another process: increment it
+	}
+	return 0, unavailable(errors.New("counter " + key + " kept vanishing between incr and add"))
+}
