@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 )
@@ -30,6 +31,7 @@ type backend struct {
 var backends = []backend{
 	{schemes: []string{"memory"}, open: openMemory},
 	{schemes: []string{"redis", "rediss", "redis-cluster", "redis-sentinel"}, open: openRedis},
+	{schemes: []string{"memcached"}, open: openMemcached},
 }
 
 // backendOf returns the backend of scheme, or nil.
@@ -103,6 +105,30 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 		if err := st.Client().Ping(ctx).Err(); err != nil {
 			_ = st.Close()
 			return nil, fmt.Errorf("stores: ping: %w: %w", sluice.ErrStoreUnavailable, err)
+		}
+	}
+	return st, nil
+}
+
+func openMemcached(_ context.Context, c Config) (closingStore, error) {
+	var opts []memcached.Option
+	if c.Timeout > 0 {
+		opts = append(opts, memcached.WithTimeout(c.Timeout))
+	}
+	if c.Clock != nil {
+		opts = append(opts, memcached.WithClock(c.Clock))
+	}
+	if c.Prefix != "" {
+		opts = append(opts, memcached.WithPrefix(c.Prefix))
+	}
+	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
+	if err != nil {
+		return nil, fmt.Errorf("stores: %w", err)
+	}
+	if c.Ping {
+		if err := st.Ping(); err != nil { // bounded by the client's timeout, not ctx
+			_ = st.Close()
+			return nil, fmt.Errorf("stores: ping: %w", err)
 		}
 	}
 	return st, nil
