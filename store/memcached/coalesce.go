@@ -118,7 +118,7 @@ func (s *Store) lead(sh *laneShard, batch []*call) {
 // calls of the other algorithms one gets/cas round, and anything else goes on its own.
 func (s *Store) round(key string, batch []*call, deadline time.Time) {
 	now, latest := s.now()
-	base := s.cfg.prefix + body(s.cfg.prefix, key)
+	base := s.Key(key)
 	for i := 0; i < len(batch); {
 		c, j := batch[i], i+1
 		if counted(c.req.Rule.Algorithm) {

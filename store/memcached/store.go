@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -163,6 +164,11 @@ func newStore(client *memcache.Client, cfg config, owned bool) *Store {
 // Client returns the store's gomemcache client.
 func (s *Store) Client() *memcache.Client { return s.client }
 
+// Key returns the base of the item keys holding a user key's state: the prefix and the key,
+// or the key's hash (see the package doc). The items are Key + "|s" (token bucket, leaky
+// bucket, GCRA, sliding log) and Key + "|w<window length ms>:<window index>" (window counters).
+func (s *Store) Key(userKey string) string { return s.cfg.prefix + body(s.cfg.prefix, userKey) }
+
 // Stats returns the store's counts so far.
 func (s *Store) Stats() Stats {
 	c := &s.stats
@@ -227,14 +233,15 @@ const monthSeconds = 30 * 24 * 3600
 
 // expiration is the memcached expiration of an item needed for need more nanoseconds: whole
 // seconds rounded up, plus one (memcached's clock ticks in seconds), and at least a minute
-// with a client clock. Past 30 days it is an absolute Unix time of the real clock.
+// with a client clock. Past 30 days it is an absolute Unix time of the real clock (at most
+// 2^31-1, January 2038, where memcached's expirations end).
 func (s *Store) expiration(need int64) int32 {
 	secs := max(0, (need+int64(time.Second)-1)/int64(time.Second)) + 1
 	if s.cfg.clock != nil {
 		secs = max(secs, clientClockMinTTL)
 	}
 	if secs > monthSeconds {
-		return int32(time.Now().Unix() + secs)
+		return int32(min(time.Now().Unix()+secs, math.MaxInt32)) // at most until 2038
 	}
 	return int32(secs)
 }

@@ -1,0 +1,201 @@
+package memcached_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store/memcached"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+var periods = []time.Duration{time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond, 60 * time.Millisecond,
+	time.Second, 3 * time.Second, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour, 40 * 24 * time.Hour}
+
+func randomRule(rng *rand.Rand, a sluice.Algorithm) sluice.Rule {
+	for {
+		r := sluice.Rule{Algorithm: a, Period: periods[rng.IntN(len(periods))]}
+		switch rng.IntN(4) {
+		case 0:
+			r.Limit = 1 + rng.Int64N(3)
+		case 1:
+			r.Limit = 1 + rng.Int64N(20)
+		case 2:
+			r.Limit = 1 + rng.Int64N(1000)
+		default:
+			r.Limit = 1 + rng.Int64N(100_000)
+		}
+		if a == sluice.AlgorithmSlidingLog {
+			r.Limit = min(r.Limit, 50)
+		}
+		if a.Bucket() && rng.IntN(2) == 0 {
+			r.Burst = 1 + rng.Int64N(3*r.Limit)
+		}
+		if a == sluice.AlgorithmSlidingWindow && rng.IntN(2) == 0 {
+			r.SubWindows = []int{1, 2, 3, 4, 5, 10, 60}[rng.IntN(7)]
+		}
+		if r.Validate() == nil {
+			return r
+		}
+	}
+}
+
+// changeRule returns a new rule for a key under r: any rule for the CAS algorithms; for the
+// counter algorithms one with the same windows (a new limit), since a change of period or
+// sub-window count starts from the new windows' counters here (see the package doc).
+func changeRule(rng *rand.Rand, r sluice.Rule) sluice.Rule {
+	for {
+		n := randomRule(rng, r.Algorithm)
+		if r.Algorithm == sluice.AlgorithmFixedWindow || r.Algorithm == sluice.AlgorithmSlidingWindow {
+			n.Period, n.SubWindows = r.Period, r.SubWindows
+		}
+		if n.Validate() == nil {
+			return n
+		}
+	}
+}
+
+func randomStep(rng *rand.Rand, r sluice.Rule) time.Duration {
+	switch rng.IntN(10) {
+	case 0:
+		return 0
+	case 1:
+		return -time.Duration(rng.Int64N(int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+	case 2:
+		return time.Duration(rng.Int64N(3*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+	default:
+		per := max(1, int64(r.Period)/int64(time.Millisecond)/max(1, r.Limit))
+		return time.Duration(rng.Int64N(2*per+1)) * time.Millisecond
+	}
+}
+
+func randomN(rng *rand.Rand, r sluice.Rule) int64 {
+	c := r.Capacity()
+	switch rng.IntN(12) {
+	case 0:
+		return 0
+	case 1:
+		return -1 - rng.Int64N(c)
+	case 2:
+		return c + 1 + rng.Int64N(2)
+	case 3:
+		return 1 + rng.Int64N(c)
+	default:
+		return 1 + rng.Int64N(min(c, 3))
+	}
+}
+
+// TestDifferential drives the memcached store and the memory store (the reference) with the
+// same random requests at whole-millisecond instants of one manual clock, clock steps back
+// included, and wants the same decisions. Each key gets fresh stores, since a store's window
+// counters follow the latest instant it has read, for every key.
+//
+// The clock steps back only for the CAS algorithms, whose state is the memory store's own. The
+// window counters are named by the latest instant the store has read, while the memory store
+// keeps a key's newest window only as long as it keeps the key (not after a peek on an absent
+// key, nor after its sweep), so after a step back the two may decide in different windows
+// (both never in one earlier than a window that still counts units). The conformance tables
+// step the clock back on counters; TestClockBackKeepsWindow checks the clamp.
+func TestDifferential(t *testing.T) {
+	addr := server(t)
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	keys, steps := 25, 100
+	if testing.Short() {
+		keys, steps = 8, 50
+	}
+	ctx := context.Background()
+	for _, a := range sluice.Algorithms() {
+		t.Run(a.String(), func(t *testing.T) {
+			for k := 0; k < keys; k++ {
+				clock := sluicetest.NewManualClock(t0.Add(time.Duration(rng.Int64N(1000)) * time.Millisecond))
+				mc := newStore(t, []string{addr}, memcached.WithClock(clock))
+				ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := fmt.Sprintf("k%d {%d}", k, k) // a space: hashed on memcached
+				r := randomRule(rng, a)
+				var history []string
+				for i := 0; i < steps; i++ {
+					if rng.IntN(40) == 0 {
+						r = changeRule(rng, r)
+					}
+					step := randomStep(rng, r)
+					if step < 0 && !a.Bucket() && a != sluice.AlgorithmSlidingLog {
+						step = -step // see the test's doc
+					}
+					clock.Advance(step)
+					req := sluice.Request{Key: key, Rule: r, N: randomN(rng, r)}
+					if a.Bucket() && rng.IntN(4) == 0 {
+						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+					}
+					want, err := ms.Take(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := mc.Take(ctx, req)
+					if err != nil {
+						t.Fatalf("key %d step %d %s n=%d: %v", k, i, r, req.N, err)
+					}
+					line := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v:\n got  %+v\n want %+v",
+						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, got, want)
+					history = append(history, line)
+					if got != want {
+						t.Fatalf("key %d %s\nhistory:\n%s", k, line, strings.Join(history[max(0, len(history)-8):], "\n"))
+					}
+				}
+				_ = ms.Close()
+			}
+		})
+	}
+}
+
+// TestAlgorithmSwitch: a key decided under another algorithm starts from full, as in memory.
+func TestAlgorithmSwitch(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0)
+	s := newStore(t, []string{server(t)}, memcached.WithClock(clock))
+	algs := sluice.Algorithms()
+	for i := 0; i < 3*len(algs); i++ {
+		r := sluice.Rule{Algorithm: algs[(i*5)%len(algs)], Limit: 3, Period: time.Second}
+		clock.Advance(time.Second) // the window counters of one period are shared by both window algorithms
+		d, err := s.Take(context.Background(), sluice.Request{Key: "k", Rule: r, N: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("%s after a switch: %+v, want allowed with 1 remaining", r.Algorithm, d)
+		}
+	}
+}
+
+// TestClockBackKeepsWindow: a clock stepping back into an earlier window, even one whose
+// counters hold nothing, keeps counting in the latest window: the units counted there stay
+// counted.
+func TestClockBackKeepsWindow(t *testing.T) {
+	ctx := context.Background()
+	for _, r := range []sluice.Rule{sluice.FixedWindow(3, time.Second), sluice.SlidingWindow(3, time.Second, 4)} {
+		clock := sluicetest.NewManualClock(t0)
+		s := newStore(t, []string{server(t)}, memcached.WithClock(clock))
+		clock.Advance(5 * time.Second)
+		if d, err := s.Take(ctx, sluice.Request{Key: "k", Rule: r, N: 3}); err != nil || !d.Allowed {
+			t.Fatalf("%s: take 3: %+v, %v", r, d, err)
+		}
+		clock.Advance(-3 * time.Second)
+		d, err := s.Take(ctx, sluice.Request{Key: "k", Rule: r, N: 1})
+		if err != nil || d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: 3 s back, 1 more: %+v, %v; want denied: the latest window's units still count", r, d, err)
+		}
+	}
+}
