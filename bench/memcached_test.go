@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,8 +48,20 @@ type mcContender struct {
 	conflicts func() int64
 }
 
+// mcPeriod is the period of the contenders' rules (PERIOD, default one second), with a limit
+// of 10^6 per period: every decision is admitted. A window counter is created (incr, then add)
+// by the first decision in its window, so with 10k keys a one-second period makes most
+// decisions the first of their key's window, a minute almost none.
+func mcPeriod() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("PERIOD")); err == nil && d > 0 {
+		return d
+	}
+	return time.Second
+}
+
 func mcContenders(b *testing.B, c *memcache.Client, prefix string) []mcContender {
 	var out []mcContender
+	period := mcPeriod()
 	for _, a := range []sluice.Algorithm{sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow,
 		sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket} {
 		s, err := memcached.New(c, memcached.WithPrefix(prefix+"s"+strconv.Itoa(int(a))+":"), memcached.WithTimeout(time.Second))
@@ -54,7 +69,7 @@ func mcContenders(b *testing.B, c *memcache.Client, prefix string) []mcContender
 			b.Fatal(err)
 		}
 		l := sluice.New(s)
-		rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second}
+		rule := sluice.Rule{Algorithm: a, Limit: perSecond, Period: period}
 		out = append(out, mcContender{
 			name: "sluice/" + a.String(),
 			decide: func(key string) (bool, error) {
@@ -66,7 +81,7 @@ func mcContenders(b *testing.B, c *memcache.Client, prefix string) []mcContender
 	}
 	for _, a := range []sluice.Algorithm{sluice.AlgorithmGCRA, sluice.AlgorithmTokenBucket} {
 		n := &naiveCAS{c: c, prefix: prefix + "n" + strconv.Itoa(int(a)) + ":",
-			params: algorithm.Compile(sluice.Rule{Algorithm: a, Limit: perSecond, Period: time.Second})}
+			params: algorithm.Compile(sluice.Rule{Algorithm: a, Limit: perSecond, Period: period})}
 		out = append(out, mcContender{name: "naive_cas/" + a.String(), decide: n.decide, conflicts: n.conflicts.Load})
 	}
 	out = append(out, mcContender{
@@ -159,4 +174,105 @@ func BenchmarkMemcachedThroughput(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkMemcachedInterleaved is BenchmarkMemcachedThroughput for a busy machine: for each
+// workload (one hot key or 10k keys; 1 or 64 goroutines) it runs every contender for a short
+// slice (SLICE, default 300ms) in turn, ROUNDS times (default 5), so that load from other jobs
+// hits all contenders alike, and reports each contender's median decisions/s, its median
+// per-round ratio to the naive gets/cas loop of its algorithm (vs-naive) and to raw incr
+// (vs-incr), and its CAS conflicts per decision. Run it with -benchtime 1x:
+//
+//	cd bench && SLUICE_MEMCACHED_ADDR=127.0.0.1:11211 go test -run '^$' -bench MemcachedInterleaved -benchtime 1x
+//	cd bench && PERIOD=1m SLUICE_MEMCACHED_ADDR=127.0.0.1:11211 go test -run '^$' -bench MemcachedInterleaved -benchtime 1x
+func BenchmarkMemcachedInterleaved(b *testing.B) {
+	c := memcacheClient(b)
+	rounds, slice := 5, 300*time.Millisecond
+	if v, err := strconv.Atoi(os.Getenv("ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	if v, err := time.ParseDuration(os.Getenv("SLICE")); err == nil && v > 0 {
+		slice = v
+	}
+	cts := mcContenders(b, c, fmt.Sprintf("bench:%x:", time.Now().UnixNano()))
+	index := map[string]int{}
+	for i, ct := range cts {
+		index[ct.name] = i
+	}
+	for _, hot := range []bool{true, false} {
+		shape := "keys=10k"
+		if hot {
+			shape = "keys=1"
+		}
+		for _, g := range []int{1, 64} {
+			rates := make([][]float64, len(cts))
+			conflicts := make([]int64, len(cts))
+			decisions := make([]int64, len(cts))
+			for range rounds {
+				for i, ct := range cts {
+					before := ct.conflicts()
+					n := runFor(slice, g, hot, ct.decide)
+					rates[i] = append(rates[i], float64(n)/slice.Seconds())
+					conflicts[i] += ct.conflicts() - before
+					decisions[i] += n
+				}
+			}
+			for i, ct := range cts {
+				b.Run(fmt.Sprintf("%s/goroutines=%d/%s", shape, g, ct.name), func(b *testing.B) {
+					b.ReportMetric(median(rates[i]), "decisions/s")
+					b.ReportMetric(float64(conflicts[i])/float64(max(1, decisions[i])), "conflicts/decision")
+					b.ReportMetric(medianRatio(rates[i], rates[index["raw_incr"]]), "vs-incr")
+					if _, alg, ok := strings.Cut(ct.name, "/"); ok {
+						if j, ok := index["naive_cas/"+alg]; ok {
+							b.ReportMetric(medianRatio(rates[i], rates[j]), "vs-naive")
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// runFor makes decisions from g goroutines for d (on the key "hot", or round the 10k keys) and
+// returns how many were made; an error fails the benchmark's process.
+func runFor(d time.Duration, g int, hot bool, decide func(key string) (bool, error)) int64 {
+	var n, errs atomic.Int64
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; time.Now().Before(stop); i += g {
+				key := "hot"
+				if !hot {
+					key = keys[i%len(keys)]
+				}
+				if _, err := decide(key); err != nil {
+					errs.Add(1)
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if errs.Load() > 0 {
+		panic(fmt.Sprintf("bench: %d errors", errs.Load()))
+	}
+	return n.Load()
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// medianRatio is the median over rounds of a[i] / b[i].
+func medianRatio(a, b []float64) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = a[i] / max(b[i], 1)
+	}
+	return median(r)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/memcached"
@@ -87,16 +88,7 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 }
 
 func openRedis(ctx context.Context, c Config) (closingStore, error) {
-	var opts []redis.Option
-	if c.Timeout > 0 {
-		opts = append(opts, redis.WithTimeout(c.Timeout))
-	}
-	if c.Clock != nil {
-		opts = append(opts, redis.WithClock(c.Clock))
-	}
-	if c.Prefix != "" {
-		opts = append(opts, redis.WithPrefix(c.Prefix))
-	}
+	opts := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix)
 	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("stores: %w", err)
@@ -111,16 +103,7 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 }
 
 func openMemcached(_ context.Context, c Config) (closingStore, error) {
-	var opts []memcached.Option
-	if c.Timeout > 0 {
-		opts = append(opts, memcached.WithTimeout(c.Timeout))
-	}
-	if c.Clock != nil {
-		opts = append(opts, memcached.WithClock(c.Clock))
-	}
-	if c.Prefix != "" {
-		opts = append(opts, memcached.WithPrefix(c.Prefix))
-	}
+	opts := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix)
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("stores: %w", err)
@@ -132,4 +115,20 @@ func openMemcached(_ context.Context, c Config) (closingStore, error) {
 		}
 	}
 	return st, nil
+}
+
+// sharedOptions returns a shared store's options for the fields of c set: its timeout, clock
+// and prefix options.
+func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sluice.Clock) O, prefix func(string) O) []O {
+	var opts []O
+	if c.Timeout > 0 {
+		opts = append(opts, timeout(c.Timeout))
+	}
+	if c.Clock != nil {
+		opts = append(opts, clock(c.Clock))
+	}
+	if c.Prefix != "" {
+		opts = append(opts, prefix(c.Prefix))
+	}
+	return opts
 }

@@ -23,8 +23,9 @@ const laneShards = 64
 type lane struct{ pending []*call }
 
 type laneShard struct {
-	mu sync.Mutex
-	m  map[string]*lane
+	mu    sync.Mutex
+	m     map[string]*lane
+	older map[olderKey]*olderCounts // the sliding windows' older sub-windows (counters.go)
 }
 
 // call is one decision: its request, and its outcome once decided.
@@ -57,7 +58,7 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, unavailable(err)
 	}
-	c := &call{req: req, p: s.compiled(req.Rule)}
+	c := &call{req: req, p: s.rules.Get(req.Rule)}
 	sh := &s.lanes[maphash.String(s.seed, req.Key)%laneShards]
 	sh.mu.Lock()
 	ln := sh.m[req.Key]
@@ -88,7 +89,7 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 // hands the key's queue to its next leader or removes the lane.
 func (s *Store) lead(sh *laneShard, batch []*call) {
 	key := batch[0].req.Key
-	s.round(key, batch, time.Now().Add(s.cfg.timeout))
+	s.round(sh, key, batch, time.Now().Add(s.cfg.timeout))
 	for _, c := range batch[1:] {
 		close(c.done)
 	}
@@ -116,7 +117,7 @@ func (s *Store) lead(sh *laneShard, batch []*call) {
 // round decides batch, the calls on one key in queue order, at one instant: consecutive calls
 // of the counter algorithms that take units under one rule share one increment, consecutive
 // calls of the other algorithms one gets/cas round, and anything else goes on its own.
-func (s *Store) round(key string, batch []*call, deadline time.Time) {
+func (s *Store) round(sh *laneShard, key string, batch []*call, deadline time.Time) {
 	now, latest := s.now()
 	base := s.Key(key)
 	for i := 0; i < len(batch); {
@@ -127,7 +128,7 @@ func (s *Store) round(key string, batch []*call, deadline time.Time) {
 					j++
 				}
 			}
-			s.countRound(base, batch[i:j], now, latest)
+			s.countRound(sh, key, base, batch[i:j], now, latest)
 		} else {
 			for j < len(batch) && !counted(batch[j].req.Rule.Algorithm) {
 				j++

@@ -75,14 +75,17 @@ func (v *view) take(now int64, p *algorithm.Params, n int64) sluice.Decision {
 // does not exist yet), are decided in order against the view with the counter as it was
 // before, and the units of those denied are taken back with one decr. Any other call is alone:
 // it reads the counters, and a refund decrements the windows algorithm took the units from.
-func (s *Store) countRound(base string, calls []*call, now, latest int64) {
+func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, latest int64) {
 	rule, p := calls[0].req.Rule, calls[0].p
 	length, n := windows(rule)
 	cur := algorithm.WindowIndex(latest, length)
 	v := newView(rule, cur)
-	keys := make([]string, n)
-	for j := range keys {
-		keys[j] = windowKey(base, length/1e6, v.first+int64(j))
+	keys := func(count int64) []string { // the first count windows' counters
+		k := make([]string, count)
+		for j := range k {
+			k[j] = windowKey(base, length/1e6, v.first+int64(j))
+		}
+		return k
 	}
 	lasts := (cur + n) * length // when the current window stops counting
 	s.stats.rounds.Add(1)
@@ -91,8 +94,10 @@ func (s *Store) countRound(base string, calls []*call, now, latest int64) {
 			c.err = err
 		}
 	}
+	ok := olderKey{key, length}
 	if !increments(calls[0]) {
-		if err := s.readCounts(keys, v); err != nil {
+		all := keys(n)
+		if err := s.readCounts(all, v); err != nil {
 			fail(err)
 			return
 		}
@@ -104,23 +109,28 @@ func (s *Store) countRound(base string, calls []*call, now, latest int64) {
 		c.d = v.take(now, p, c.req.N)
 		for j := range before {
 			if back := before[j] - *v.at(v.first + int64(j)); back > 0 {
-				if _, err := s.client.Decrement(keys[j], uint64(back)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				if _, err := s.client.Decrement(all[j], uint64(back)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
 					c.err = unavailable(err)
 					return
 				}
 			}
 		}
+		sh.keepOlder(ok, cur, v) // as the decision left them
 		return
 	}
-	if err := s.readCounts(keys[:n-1], v); err != nil {
-		fail(err)
-		return
+	if n > 1 && !sh.olderFor(ok, cur, v) {
+		if err := s.readCounts(keys(n-1), v); err != nil {
+			fail(err)
+			return
+		}
+		sh.keepOlder(ok, cur, v)
 	}
 	var sum int64
 	for _, c := range calls {
 		sum += c.req.N
 	}
-	total, err := s.incr(keys[n-1], sum, s.expiration(lasts-now))
+	curKey := windowKey(base, length/1e6, cur)
+	total, err := s.incr(curKey, sum, s.expiration(lasts-now))
 	if err != nil {
 		fail(err)
 		return
@@ -138,7 +148,68 @@ func (s *Store) countRound(base string, calls []*call, now, latest int64) {
 		s.stats.overshootUnits.Add(denied)
 		// A failed decr leaves the units counted until the window expires: later requests
 		// may be denied for them, never admitted.
-		_, _ = s.client.Decrement(keys[n-1], uint64(denied))
+		_, _ = s.client.Decrement(curKey, uint64(denied))
+	}
+}
+
+// The older sub-windows of a sliding window change little once they are past: only refunds
+// and late arrivals (a decision of another process whose clock is behind, or whose round was
+// in flight at the edge) still touch them. A store therefore reads them once per key and
+// current sub-window (one get_multi), keeps them in memory, and from then on decides a key's
+// takes with one incr until the current sub-window changes. Counts it keeps may be higher than
+// the store's (after another process's refund: a decision may deny what it could have
+// admitted) or lower by the late arrivals of one clock skew (see the package doc). A read of
+// all the counters (a peek, a refund) renews them.
+type olderKey struct {
+	key    string
+	length int64
+}
+
+type olderCounts struct {
+	cur    int64   // the current sub-window they were read in
+	counts []int64 // sub-windows cur-N .. cur-1
+}
+
+// maxOlder bounds the keys whose older sub-windows a lane shard keeps.
+const maxOlder = 1024
+
+// olderFor copies the older sub-windows kept for k in sub-window cur into v, and reports
+// whether there were any. sh.mu must not be held.
+func (sh *laneShard) olderFor(k olderKey, cur int64, v *view) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	o := sh.older[k]
+	if o == nil || o.cur != cur || int64(len(o.counts)) != v.n-1 {
+		return false
+	}
+	for j, c := range o.counts {
+		*v.at(v.first + int64(j)) = c
+	}
+	return true
+}
+
+// keepOlder keeps v's older sub-windows for k in sub-window cur.
+func (sh *laneShard) keepOlder(k olderKey, cur int64, v *view) {
+	if v.n < 2 {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	o := sh.older[k]
+	if o == nil {
+		if len(sh.older) >= maxOlder {
+			for old := range sh.older { // any one
+				delete(sh.older, old)
+				break
+			}
+		}
+		o = &olderCounts{}
+		sh.older[k] = o
+	}
+	o.cur = cur
+	o.counts = o.counts[:0]
+	for j := range v.n - 1 {
+		o.counts = append(o.counts, *v.at(v.first + j))
 	}
 }
 

@@ -73,22 +73,9 @@ func TestServerKilled(t *testing.T) {
 // ErrStoreUnavailable within the timeout, callers queued behind the stuck round included.
 func TestSlowServer(t *testing.T) {
 	testenv.Timing(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, never answered, until the test ends
-		}
-	}()
+	addr := silentServer(t)
 	const timeout = 100 * time.Millisecond
-	s := newStore(t, []string{l.Addr().String()}, memcached.WithTimeout(timeout))
+	s := newStore(t, []string{addr}, memcached.WithTimeout(timeout))
 	for _, r := range []sluice.Rule{sluice.FixedWindow(10, time.Second), sluice.GCRA(10, time.Second, 0)} {
 		errs := make(chan error, 8)
 		start := time.Now()
@@ -114,21 +101,8 @@ func TestSlowServer(t *testing.T) {
 // ends.
 func TestQueuedCallerContext(t *testing.T) {
 	testenv.Timing(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	s := newStore(t, []string{l.Addr().String()}, memcached.WithTimeout(time.Second))
+	addr := silentServer(t)
+	s := newStore(t, []string{addr}, memcached.WithTimeout(time.Second))
 	r := sluice.GCRA(10, time.Second, 0)
 	go func() { _, _ = s.Take(context.Background(), sluice.Request{Key: "k", Rule: r, N: 1}) }()
 	time.Sleep(20 * time.Millisecond) // the first caller's round is under way
@@ -211,4 +185,30 @@ func TestFallbackTakesOver(t *testing.T) {
 	if admitted == 0 || admitted > 10 {
 		t.Errorf("fallback admitted %d of 20, want between 1 and the limit 10", admitted)
 	}
+}
+
+// silentServer returns the address of a server that accepts connections and never answers,
+// until the test ends.
+func silentServer(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	return l.Addr().String()
 }

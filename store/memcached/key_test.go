@@ -80,3 +80,24 @@ func TestEveryItemExpires(t *testing.T) {
 	}
 	t.Logf("%d items, all with an expiration", seen)
 }
+
+// TestLongExpiration: items that must live more than 30 days get an absolute expiration
+// (memcached reads a relative one that long as a time in 1970, and drops the item at once).
+func TestLongExpiration(t *testing.T) {
+	addr := server(t)
+	s := newStore(t, []string{addr})
+	raw := memcache.New(addr)
+	ctx := context.Background()
+	for _, r := range []sluice.Rule{sluice.FixedWindow(5, 366*24*time.Hour), sluice.GCRA(5, 200*24*time.Hour, 0)} {
+		if _, err := s.Take(ctx, sluice.Request{Key: "long", Rule: r, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Take(ctx, sluice.Request{Key: "long", Rule: r, N: 0})
+		if err != nil || d.Remaining != 4 {
+			t.Errorf("%s: peek after one take: %+v, %v; want 4 remaining (the item must still be there)", r, d, err)
+		}
+	}
+	if _, err := raw.Get(s.Key("long") + "|s"); err != nil {
+		t.Errorf("state item: %v", err)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,23 +20,19 @@ import (
 // gomemcache's default of 2 would make concurrent callers dial a connection per request.
 const maxIdleConns = 64
 
-// maxCompiled bounds the cache of compiled rules; past it each decision compiles its own.
-const maxCompiled = 4096
-
 // Store is the memcached store. It is safe for concurrent use. Build it with New,
 // NewFromServers or NewFromURL and Close it when done.
 type Store struct {
-	client  *memcache.Client
-	owned   bool // Close closes client (NewFromServers, NewFromURL)
-	cfg     config
-	clock   sluice.Clock
-	latest  atomic.Int64 // the latest instant read from clock (Unix ns): windows never go back
-	lanes   [laneShards]laneShard
-	seed    maphash.Seed
-	rulesMu sync.Mutex
-	rules   map[sluice.Rule]*algorithm.Params
-	stats   counters
-	closed  atomic.Bool
+	client *memcache.Client
+	owned  bool // Close closes client (NewFromServers, NewFromURL)
+	cfg    config
+	clock  sluice.Clock
+	latest atomic.Int64 // the latest instant read from clock (Unix ns): windows never go back
+	lanes  [laneShards]laneShard
+	seed   maphash.Seed
+	rules  algorithm.ParamsCache
+	stats  counters
+	closed atomic.Bool
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -150,13 +145,13 @@ func newConfig(opts []Option) (config, error) {
 }
 
 func newStore(client *memcache.Client, cfg config, owned bool) *Store {
-	s := &Store{client: client, owned: owned, cfg: cfg, clock: cfg.clock, seed: maphash.MakeSeed(),
-		rules: make(map[sluice.Rule]*algorithm.Params)}
+	s := &Store{client: client, owned: owned, cfg: cfg, clock: cfg.clock, seed: maphash.MakeSeed()}
 	if s.clock == nil {
 		s.clock = sluice.SystemClock{}
 	}
 	for i := range s.lanes {
 		s.lanes[i].m = make(map[string]*lane)
+		s.lanes[i].older = make(map[olderKey]*olderCounts)
 	}
 	return s
 }
@@ -192,20 +187,6 @@ func (s *Store) Close() error {
 		return nil
 	}
 	return s.client.Close()
-}
-
-// compiled returns the shared compiled form of a valid rule.
-func (s *Store) compiled(r sluice.Rule) *algorithm.Params {
-	s.rulesMu.Lock()
-	defer s.rulesMu.Unlock()
-	if p, ok := s.rules[r]; ok {
-		return p
-	}
-	p := algorithm.Compile(r)
-	if len(s.rules) < maxCompiled {
-		s.rules[r] = &p
-	}
-	return &p
 }
 
 // now reads the clock: now as read (Unix ns), and the latest instant the store has read,

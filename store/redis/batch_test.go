@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestScriptsAssembled: every algorithm's script is assembled from the prelude and its file,
@@ -113,7 +114,7 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 	}
 	state := map[string]*keyState{}
 	for _, k := range keys {
-		state[k] = &keyState{rule: randomRule(rng, algs[rng.IntN(len(algs))])}
+		state[k] = &keyState{rule: storetest.RandomRule(rng, algs[rng.IntN(len(algs))])}
 	}
 	batches := 150
 	if testing.Short() {
@@ -136,14 +137,14 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 			}
 			st := state[k]
 			if rng.IntN(30) == 0 {
-				r := randomRule(rng, algs[rng.IntN(len(algs))]) // another algorithm, or rule
+				r := storetest.RandomRule(rng, algs[rng.IntN(len(algs))]) // another algorithm, or rule
 				st.switched = st.switched || r.Algorithm != st.rule.Algorithm
 				st.rule = r
 			}
 			if rng.IntN(4) == 0 {
-				now = now.Add(randomStep(rng, st.rule))
+				now = now.Add(storetest.RandomStep(rng, st.rule))
 			}
-			req := sluice.Request{Key: k, Rule: st.rule, N: randomN(rng, st.rule)}
+			req := sluice.Request{Key: k, Rule: st.rule, N: storetest.RandomN(rng, st.rule)}
 			if st.rule.Algorithm.Bucket() && rng.IntN(4) == 0 {
 				req.MaxDelay = time.Duration(rng.Int64N(2*int64(st.rule.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 			}

@@ -16,68 +16,8 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/storetest"
 )
-
-var periods = []time.Duration{time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond, 60 * time.Millisecond,
-	time.Second, 3 * time.Second, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
-
-func randomRule(rng *rand.Rand, a sluice.Algorithm) sluice.Rule {
-	for {
-		r := sluice.Rule{Algorithm: a, Period: periods[rng.IntN(len(periods))]}
-		switch rng.IntN(4) {
-		case 0:
-			r.Limit = 1 + rng.Int64N(3)
-		case 1:
-			r.Limit = 1 + rng.Int64N(20)
-		case 2:
-			r.Limit = 1 + rng.Int64N(1000)
-		default:
-			r.Limit = 1 + rng.Int64N(100_000)
-		}
-		if a == sluice.AlgorithmSlidingLog {
-			r.Limit = min(r.Limit, 50)
-		}
-		if a.Bucket() && rng.IntN(2) == 0 {
-			r.Burst = 1 + rng.Int64N(3*r.Limit)
-		}
-		if a == sluice.AlgorithmSlidingWindow && rng.IntN(2) == 0 {
-			r.SubWindows = []int{1, 2, 3, 4, 5, 10, 60}[rng.IntN(7)]
-		}
-		if r.Validate() == nil {
-			return r
-		}
-	}
-}
-
-func randomStep(rng *rand.Rand, r sluice.Rule) time.Duration {
-	switch rng.IntN(10) {
-	case 0:
-		return 0
-	case 1:
-		return -time.Duration(rng.Int64N(int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
-	case 2:
-		return time.Duration(rng.Int64N(3*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
-	default:
-		per := max(1, int64(r.Period)/int64(time.Millisecond)/max(1, r.Limit))
-		return time.Duration(rng.Int64N(2*per+1)) * time.Millisecond
-	}
-}
-
-func randomN(rng *rand.Rand, r sluice.Rule) int64 {
-	c := r.Capacity()
-	switch rng.IntN(12) {
-	case 0:
-		return 0
-	case 1:
-		return -1 - rng.Int64N(c)
-	case 2:
-		return c + 1 + rng.Int64N(2)
-	case 3:
-		return 1 + rng.Int64N(c)
-	default:
-		return 1 + rng.Int64N(min(c, 3))
-	}
-}
 
 // TestDifferential drives the Redis store and the memory store (the reference) with the same
 // random requests at whole-millisecond instants of one manual clock, and wants the same
@@ -107,14 +47,14 @@ func TestDifferential(t *testing.T) {
 			for k := 0; k < keys; k++ {
 				clock.Set(t0.Add(time.Duration(rng.Int64N(1000)) * time.Millisecond))
 				key := "k" + string(rune('a'+k%26)) + "{" + string(rune('0'+k/26)) + "}"
-				r := randomRule(rng, a)
+				r := storetest.RandomRule(rng, a)
 				var history []string
 				for i := 0; i < steps; i++ {
 					if rng.IntN(40) == 0 {
-						r = randomRule(rng, a) // a rule change keeps the state where it can
+						r = storetest.RandomRule(rng, a) // a rule change keeps the state where it can
 					}
-					clock.Advance(randomStep(rng, r))
-					req := sluice.Request{Key: key, Rule: r, N: randomN(rng, r)}
+					clock.Advance(storetest.RandomStep(rng, r))
+					req := sluice.Request{Key: key, Rule: r, N: storetest.RandomN(rng, r)}
 					if a.Bucket() && rng.IntN(4) == 0 {
 						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 					}

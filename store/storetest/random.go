@@ -1,0 +1,79 @@
+package storetest
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// The random request generators of the differential tests, which drive a store and the memory
+// store (the reference) with the same random requests and want the same decisions.
+
+var periods = []time.Duration{time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond, 60 * time.Millisecond,
+	time.Second, 3 * time.Second, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
+
+// RandomRule returns a valid random rule of algorithm a: periods from 1 ms to a day, limits
+// from 1 to 100,000 (at most 50 for the sliding log), random bursts and sub-windows.
+func RandomRule(rng *rand.Rand, a sluice.Algorithm) sluice.Rule {
+	for {
+		r := sluice.Rule{Algorithm: a, Period: periods[rng.IntN(len(periods))]}
+		switch rng.IntN(4) {
+		case 0:
+			r.Limit = 1 + rng.Int64N(3)
+		case 1:
+			r.Limit = 1 + rng.Int64N(20)
+		case 2:
+			r.Limit = 1 + rng.Int64N(1000)
+		default:
+			r.Limit = 1 + rng.Int64N(100_000)
+		}
+		if a == sluice.AlgorithmSlidingLog {
+			r.Limit = min(r.Limit, 50)
+		}
+		if a.Bucket() && rng.IntN(2) == 0 {
+			r.Burst = 1 + rng.Int64N(3*r.Limit)
+		}
+		if a == sluice.AlgorithmSlidingWindow && rng.IntN(2) == 0 {
+			r.SubWindows = []int{1, 2, 3, 4, 5, 10, 60}[rng.IntN(7)]
+		}
+		if r.Validate() == nil {
+			return r
+		}
+	}
+}
+
+// RandomStep returns a random clock step for traffic under r, in whole milliseconds: mostly
+// about the rule's spacing of one unit, sometimes none, a jump of up to three periods, or a
+// step back of up to one period.
+func RandomStep(rng *rand.Rand, r sluice.Rule) time.Duration {
+	switch rng.IntN(10) {
+	case 0:
+		return 0
+	case 1:
+		return -time.Duration(rng.Int64N(int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+	case 2:
+		return time.Duration(rng.Int64N(3*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+	default:
+		per := max(1, int64(r.Period)/int64(time.Millisecond)/max(1, r.Limit))
+		return time.Duration(rng.Int64N(2*per+1)) * time.Millisecond
+	}
+}
+
+// RandomN returns a random cost under r: mostly small takes, sometimes a peek, a refund, a
+// cost above the capacity or up to the capacity.
+func RandomN(rng *rand.Rand, r sluice.Rule) int64 {
+	c := r.Capacity()
+	switch rng.IntN(12) {
+	case 0:
+		return 0
+	case 1:
+		return -1 - rng.Int64N(c)
+	case 2:
+		return c + 1 + rng.Int64N(2)
+	case 3:
+		return 1 + rng.Int64N(c)
+	default:
+		return 1 + rng.Int64N(min(c, 3))
+	}
+}
