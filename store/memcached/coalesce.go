@@ -25,7 +25,7 @@ type lane struct{ pending []*call }
 type laneShard struct {
 	mu    sync.Mutex
 	m     map[string]*lane
-	older map[olderKey]*olderCounts // the sliding windows' older sub-windows (counters.go)
+	memos map[memoKey]*memo // what the store remembers of window counters (counters.go)
 }
 
 // call is one decision: its request, and its outcome once decided.

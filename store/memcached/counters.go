@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 
@@ -94,7 +95,7 @@ func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, 
 			c.err = err
 		}
 	}
-	ok := olderKey{key, length}
+	mk := memoKey{key, length}
 	if !increments(calls[0]) {
 		all := keys(n)
 		if err := s.readCounts(all, v); err != nil {
@@ -115,26 +116,27 @@ func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, 
 				}
 			}
 		}
-		sh.keepOlder(ok, cur, v) // as the decision left them
+		sh.remember(mk, cur, v, true, false) // as the decision left them
 		return
 	}
-	if n > 1 && !sh.olderFor(ok, cur, v) {
+	older, exists := sh.recall(mk, cur, v)
+	if n > 1 && !older {
 		if err := s.readCounts(keys(n-1), v); err != nil {
 			fail(err)
 			return
 		}
-		sh.keepOlder(ok, cur, v)
 	}
 	var sum int64
 	for _, c := range calls {
 		sum += c.req.N
 	}
 	curKey := windowKey(base, length/1e6, cur)
-	total, err := s.incr(curKey, sum, s.expiration(lasts-now))
+	total, err := s.incr(curKey, sum, s.expiration(lasts-now), !exists)
 	if err != nil {
 		fail(err)
 		return
 	}
+	sh.remember(mk, cur, v, n > 1 && !older, true)
 	*v.at(cur) = total - sum
 	var denied int64
 	for _, c := range calls {
@@ -152,64 +154,79 @@ func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, 
 	}
 }
 
-// The older sub-windows of a sliding window change little once they are past: only refunds
-// and late arrivals (a decision of another process whose clock is behind, or whose round was
-// in flight at the edge) still touch them. A store therefore reads them once per key and
-// current sub-window (one get_multi), keeps them in memory, and from then on decides a key's
-// takes with one incr until the current sub-window changes. Counts it keeps may be higher than
-// the store's (after another process's refund: a decision may deny what it could have
-// admitted) or lower by the late arrivals of one clock skew (see the package doc). A read of
-// all the counters (a peek, a refund) renews them.
-type olderKey struct {
+// What a store remembers of a key's window counters between its decisions, so that most
+// takes cost one round trip:
+//
+//   - The older sub-windows of a sliding window change little once they are past: only
+//     refunds and late arrivals (a decision of another process whose clock is behind, or whose
+//     round was in flight at the edge) still touch them. A store reads them once per key and
+//     current sub-window (one get_multi) and keeps them until the current sub-window changes.
+//     Counts it keeps may be higher than memcached's (after another process's refund: a
+//     decision may deny what it could have admitted) or lower by the late arrivals of one
+//     clock skew (see the package doc). A read of all the counters (a peek, a refund) renews
+//     them.
+//   - Whether the current window's counter exists: the first take of a window this store sees
+//     for a key creates the counter with add (and increments it if another process was first),
+//     later ones increment it (and create it if it expired or was evicted). So a key whose
+//     window this store has not seen costs one round trip, not an incr that misses and an add.
+type memoKey struct {
 	key    string
 	length int64
 }
 
-type olderCounts struct {
-	cur    int64   // the current sub-window they were read in
-	counts []int64 // sub-windows cur-N .. cur-1
+type memo struct {
+	cur     int64   // the current window older was read in
+	older   []int64 // windows cur-N .. cur-1, when len(older) == N
+	counted int64   // the newest window whose counter this store has created or incremented
 }
 
-// maxOlder bounds the keys whose older sub-windows a lane shard keeps.
-const maxOlder = 1024
+// maxMemos bounds the keys a lane shard remembers.
+const maxMemos = 1024
 
-// olderFor copies the older sub-windows kept for k in sub-window cur into v, and reports
-// whether there were any. sh.mu must not be held.
-func (sh *laneShard) olderFor(k olderKey, cur int64, v *view) bool {
+// recall copies the older sub-windows remembered for k in window cur into v, reporting
+// whether there were any, and whether the current window's counter is known to exist.
+func (sh *laneShard) recall(k memoKey, cur int64, v *view) (older, exists bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	o := sh.older[k]
-	if o == nil || o.cur != cur || int64(len(o.counts)) != v.n-1 {
-		return false
+	m := sh.memos[k]
+	if m == nil {
+		return false, false
 	}
-	for j, c := range o.counts {
+	exists = m.counted == cur
+	if m.cur != cur || int64(len(m.older)) != v.n-1 {
+		return false, exists
+	}
+	for j, c := range m.older {
 		*v.at(v.first + int64(j)) = c
 	}
-	return true
+	return true, exists
 }
 
-// keepOlder keeps v's older sub-windows for k in sub-window cur.
-func (sh *laneShard) keepOlder(k olderKey, cur int64, v *view) {
-	if v.n < 2 {
-		return
-	}
+// remember keeps v's older sub-windows for k in window cur (when older is set) and that the
+// current window's counter exists (when counted is set).
+func (sh *laneShard) remember(k memoKey, cur int64, v *view, older, counted bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	o := sh.older[k]
-	if o == nil {
-		if len(sh.older) >= maxOlder {
-			for old := range sh.older { // any one
-				delete(sh.older, old)
+	m := sh.memos[k]
+	if m == nil {
+		if len(sh.memos) >= maxMemos {
+			for old := range sh.memos { // any one
+				delete(sh.memos, old)
 				break
 			}
 		}
-		o = &olderCounts{}
-		sh.older[k] = o
+		m = &memo{cur: math.MinInt64, counted: math.MinInt64}
+		sh.memos[k] = m
 	}
-	o.cur = cur
-	o.counts = o.counts[:0]
-	for j := range v.n - 1 {
-		o.counts = append(o.counts, *v.at(v.first + j))
+	if counted {
+		m.counted = cur
+	}
+	if older && v.n > 1 {
+		m.cur = cur
+		m.older = m.older[:0]
+		for j := range v.n - 1 {
+			m.older = append(m.older, *v.at(v.first + j))
+		}
 	}
 }
 
@@ -253,17 +270,20 @@ func parseCount(b []byte) int64 {
 }
 
 // incr adds delta to the counter at key, creating it with the given expiration when it does
-// not exist, and returns its new total.
-func (s *Store) incr(key string, delta int64, exp int32) (int64, error) {
+// not exist, and returns its new total. fresh says the counter is probably new: add first.
+func (s *Store) incr(key string, delta int64, exp int32, fresh bool) (int64, error) {
 	for range 3 {
-		total, err := s.client.Increment(key, uint64(delta))
-		if err == nil {
-			return int64(total), nil
+		if !fresh {
+			total, err := s.client.Increment(key, uint64(delta))
+			if err == nil {
+				return int64(total), nil
+			}
+			if !errors.Is(err, memcache.ErrCacheMiss) {
+				return 0, unavailable(err)
+			}
 		}
-		if !errors.Is(err, memcache.ErrCacheMiss) {
-			return 0, unavailable(err)
-		}
-		err = s.client.Add(&memcache.Item{Key: key, Value: strconv.AppendInt(nil, delta, 10), Expiration: exp})
+		fresh = false
+		err := s.client.Add(&memcache.Item{Key: key, Value: strconv.AppendInt(nil, delta, 10), Expiration: exp})
 		if err == nil {
 			return delta, nil
 		}

@@ -151,7 +151,7 @@ func newStore(client *memcache.Client, cfg config, owned bool) *Store {
 	}
 	for i := range s.lanes {
 		s.lanes[i].m = make(map[string]*lane)
-		s.lanes[i].older = make(map[olderKey]*olderCounts)
+		s.lanes[i].memos = make(map[memoKey]*memo)
 	}
 	return s
 }
