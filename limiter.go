@@ -77,6 +77,24 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n})
 }
 
+// Settle applies delta units to key under rule whatever the limit, for a cost known only after
+// the request was served (tokens generated, bytes sent, rows scanned): reserve an estimate
+// with AllowN before the work, then settle the real cost minus the estimate. A negative delta
+// refunds what was over-estimated; a positive one is charged even past the limit, so the key
+// goes into debt and the next requests pay it before they are admitted again (each algorithm's
+// debt and its bound: package algorithm, State.Settle). A client therefore cannot stay under
+// its quota by sending cheap-looking requests. delta = 0 reports the key's state.
+//
+// The Decision is Allowed, with Remaining 0 while the key is in debt, RetryAfter how long
+// until the debt is paid (0 when there is none) and ResetAfter until the key is back to full.
+// |delta| must be at most MaxLimit. The store applies it atomically (Request.Settle).
+func (l *Limiter) Settle(ctx context.Context, key string, rule Rule, delta int64) (Decision, error) {
+	if l.store == nil {
+		return Decision{}, ErrNoStore
+	}
+	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: delta, Settle: true})
+}
+
 // Peek reports the key's state under rule without consuming: Remaining, ResetAfter, and
 // Allowed false only when the key is over its limit (after a limit was lowered).
 func (l *Limiter) Peek(ctx context.Context, key string, rule Rule) (Decision, error) {

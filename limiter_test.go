@@ -227,3 +227,33 @@ func TestDynamicRule(t *testing.T) {
 		t.Errorf("after raising the limit to 6: %+v, want allowed with 1 left", d)
 	}
 }
+
+func TestSettle(t *testing.T) {
+	l, clock := newLimiter(t)
+	ctx := context.Background()
+	rule := sluice.FixedWindow(10, time.Second)
+	if d, err := l.AllowN(ctx, "k", rule, 8); err != nil || !d.Allowed {
+		t.Fatalf("reserve 8: %+v %v", d, err)
+	}
+	d, err := l.Settle(ctx, "k", rule, -5) // cost 3
+	if err != nil || !d.Allowed || d.Remaining != 7 {
+		t.Fatalf("settle -5: %+v %v, want allowed with 7 remaining", d, err)
+	}
+	d, err = l.Settle(ctx, "k", rule, 12) // cost 15 in all: 5 past the limit
+	if err != nil || !d.Allowed || d.Remaining != 0 || d.RetryAfter != time.Second {
+		t.Fatalf("settle 12: %+v %v, want allowed, 0 remaining, debt paid with the window in 1s", d, err)
+	}
+	if d, _ := l.Allow(ctx, "k", rule); d.Allowed {
+		t.Fatalf("a request while in debt: %+v, want denied", d)
+	}
+	clock.Advance(time.Second)
+	if d, _ := l.Allow(ctx, "k", rule); !d.Allowed {
+		t.Fatalf("a request in the next window: %+v, want allowed", d)
+	}
+	if _, err := l.Settle(ctx, "k", rule, sluice.MaxLimit+1); !errors.Is(err, sluice.ErrInvalidN) {
+		t.Errorf("settle above MaxLimit: %v, want ErrInvalidN", err)
+	}
+	if _, err := sluice.New(nil).Settle(ctx, "k", rule, 1); !errors.Is(err, sluice.ErrNoStore) {
+		t.Errorf("settle without a store: %v, want ErrNoStore", err)
+	}
+}

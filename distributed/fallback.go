@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/shardmap"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -49,6 +50,7 @@ type Fallback struct {
 	next      sluice.Store
 	registry  sluice.Heartbeater
 	local     *memory.Store
+	seen      *shardmap.Map[*seen]
 	clock     sluice.Clock
 	timeout   time.Duration
 	failures  int64
@@ -62,7 +64,8 @@ type Fallback struct {
 	manual    bool
 
 	state       atomic.Uint32
-	lastBeat    atomic.Int64 // clock instant (Unix ns) of the last successful heartbeat
+	outage      atomic.Uint64 // 1 + the number of times the circuit opened
+	lastBeat    atomic.Int64  // clock instant (Unix ns) of the last successful heartbeat
 	consecutive atomic.Int64
 	instances   atomic.Int64
 	stateMu     sync.Mutex
@@ -81,6 +84,7 @@ type fallbackConfig struct {
 	policy    Policy
 	policyFn  func(sluice.Rule) Policy
 	instances int
+	maxKeys   int
 	safe      float64
 	group, id string
 	onChange  func(from, to State)
@@ -94,7 +98,8 @@ type fallbackConfig struct {
 // OnStoreError; another option, or an invalid value, is an error naming the option.
 func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	cfg := fallbackConfig{timeout: DefaultFallbackTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
-		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, group: DefaultGroup}
+		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, maxKeys: DefaultFallbackMaxKeys,
+		group: DefaultGroup}
 	if err := applyOptions("NewFallback", opts, &cfg, func(o Option) func(*fallbackConfig) { return o.fallback }); err != nil {
 		return nil, err
 	}
@@ -117,7 +122,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	if cfg.clock == nil {
 		cfg.clock = sluice.SystemClock{}
 	}
-	f := &Fallback{next: store, local: local, clock: cfg.clock, timeout: cfg.timeout,
+	f := &Fallback{next: store, local: local, seen: shardmap.New(cfg.maxKeys, seenRemaining), clock: cfg.clock, timeout: cfg.timeout,
 		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
 		group: cfg.group, id: cfg.id, onChange: cfg.onChange, onError: cfg.onError, manual: cfg.manual, stop: make(chan struct{})}
 	f.policy = func(sluice.Rule) Policy { return cfg.policy }
@@ -130,6 +135,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 		}
 	}
 	f.state.Store(uint32(StateStore))
+	f.outage.Store(1) // decisions by policy before the circuit first opens belong to outage 1
 	f.instances.Store(int64(cfg.instances))
 	if reg, ok := store.(sluice.Heartbeater); ok {
 		f.registry = reg
@@ -156,6 +162,8 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 		return fmt.Errorf("distributed: WithHeartbeat: must be positive, got %v", c.heartbeat)
 	case !c.policy.Valid():
 		return fmt.Errorf("distributed: WithPolicy: unknown policy %d (want local, fail_open or fail_closed)", uint8(c.policy))
+	case c.maxKeys <= 0:
+		return fmt.Errorf("distributed: WithMaxKeys: must be positive, got %d", c.maxKeys)
 	case c.instances <= 0:
 		return fmt.Errorf("distributed: WithInstances: must be positive, got %d", c.instances)
 	case c.safe < 0 || c.safe > 1 || c.safe != c.safe:
@@ -182,6 +190,7 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 	switch {
 	case err == nil:
 		f.consecutive.Store(0)
+		f.remember(&req, &d)
 		if late {
 			f.storeFailed(fmt.Errorf("distributed: the store answered after the timeout (%v): %w", f.timeout, sluice.ErrStoreUnavailable))
 			f.open() // the store answered, but too slowly: stop asking it
@@ -238,14 +247,18 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
-		return sluice.Decision{Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
+		// A settle is not a request to admit: it is answered as applied (and lost).
+		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
 	}
-	fraction := f.safe
-	if fraction == 0 {
-		fraction = 1 / float64(max(1, f.instances.Load()))
+	return f.decideLocal(ctx, req, f.fraction())
+}
+
+// fraction is this instance's share of each rule while the store is down.
+func (f *Fallback) fraction() float64 {
+	if f.safe > 0 {
+		return f.safe
 	}
-	req.Rule = share(req.Rule, fraction)
-	return f.local.Take(ctx, req)
+	return 1 / float64(max(1, f.instances.Load()))
 }
 
 // open stops calling the store and starts probing it.
@@ -255,6 +268,7 @@ func (f *Fallback) open() {
 	if f.State() != StateStore || f.closed.Load() {
 		return
 	}
+	f.outage.Add(1)
 	f.state.Store(uint32(StateFallback))
 	if f.onChange != nil {
 		f.onChange(StateStore, StateFallback)
@@ -327,6 +341,9 @@ func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 		_, err = within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
 			return f.next.Take(ctx, req)
 		})
+	}
+	if err == nil {
+		err = f.writeBack(ctx)
 	}
 	if err != nil {
 		f.reportFailed(ctx, "probe", err)

@@ -64,16 +64,22 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithMaxKeys bounds the keys the decorator holds state for. It must be positive. It applies
-// to NewOverLimit and NewAsync.
+// to NewOverLimit, NewAsync and NewFallback.
 //
 //   - OverLimit: the cached denials (default DefaultOverLimitMaxKeys). When full, a new denial
 //     replaces an expired entry or the one that expires soonest among a few sampled.
 //   - Async: the keys with a local view (default DefaultAsyncMaxKeys). When full, a new key
 //     evicts an idle one, or else is decided by the wrapped store's Take.
+//   - Fallback: the keys whose last store decision it remembers, to start them from it when
+//     the circuit opens, and whose outage consumption it writes back when it closes (default
+//     DefaultFallbackMaxKeys). When full, a new key replaces one whose last decision no longer
+//     binds, or the one that binds the shortest; a key that owes the store its outage
+//     consumption is never dropped (its admissions are then not written back).
 func WithMaxKeys(n int) Option {
 	return Option{name: "WithMaxKeys",
 		overLimit: func(c *overLimitConfig) { c.maxKeys = n },
-		async:     func(c *asyncConfig) { c.maxKeys = n }}
+		async:     func(c *asyncConfig) { c.maxKeys = n },
+		fallback:  func(c *fallbackConfig) { c.maxKeys = n }}
 }
 
 // WithInterval sets Async's sync interval (default DefaultInterval). It must be positive. It

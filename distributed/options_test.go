@@ -30,7 +30,7 @@ func TestOptionApplies(t *testing.T) {
 	}{
 		{WithClock(clock), "WithClock", []string{o, a, f}},
 		{WithTimeout(time.Second), "WithTimeout", []string{a, f}},
-		{WithMaxKeys(10), "WithMaxKeys", []string{o, a}},
+		{WithMaxKeys(10), "WithMaxKeys", []string{o, a, f}},
 		{WithInterval(time.Second), "WithInterval", []string{a}},
 		{WithMaxStaleness(time.Second), "WithMaxStaleness", []string{a}},
 		{WithSyncWrites(), "WithSyncWrites", []string{a}},

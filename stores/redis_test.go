@@ -27,8 +27,8 @@ func redisURLs(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
 		"redis": func(t *testing.T) string { return "redis://" + testenv.RedisAddr(t) + "/0" },
 		"redis-sentinel": func(t *testing.T) string {
-			return "redis-sentinel://" + strings.Join(testenv.List(t, "SLUICE_REDIS_SENTINEL_ADDRS"), ",") +
-				"/" + testenv.Get(t, "SLUICE_REDIS_SENTINEL_MASTER")
+			addrs, master := testenv.Sentinel(t)
+			return "redis-sentinel://" + strings.Join(addrs, ",") + "/" + master
 		},
 		"redis-cluster": func(t *testing.T) string {
 			return "redis-cluster://" + strings.Join(testenv.List(t, "SLUICE_REDIS_CLUSTER_ADDRS"), ",")

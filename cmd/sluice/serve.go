@@ -60,7 +60,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.requestRules, "request-rules", serveEnv("SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
-	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 8 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
+	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 16 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
 }
 
 // envInt64 is the integer in the environment variable name (of flag flagName), or def when it is unset;

@@ -15,11 +15,16 @@ import (
 	"github.com/sluicehq/sluice/store/redis"
 )
 
-// sentinelClient returns a failover client of the Sentinel setup from scripts/test.sh.
+// sentinelClient returns a failover client of the Sentinel setup from scripts/test.sh, settled
+// and shared (testenv.Sentinel).
 func sentinelClient(t testing.TB) goredis.UniversalClient {
 	t.Helper()
-	addrs := testenv.List(t, "SLUICE_REDIS_SENTINEL_ADDRS")
-	master := testenv.Get(t, "SLUICE_REDIS_SENTINEL_MASTER")
+	addrs, master := testenv.Sentinel(t)
+	return failoverClient(t, addrs, master)
+}
+
+func failoverClient(t testing.TB, addrs []string, master string) goredis.UniversalClient {
+	t.Helper()
 	c := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: master, SentinelAddrs: addrs,
 		MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
@@ -75,8 +80,7 @@ func TestDifferentialCluster(t *testing.T) {
 // TestReadOnlyReplica: a write on a replica is an error wrapping ErrStoreUnavailable, never
 // a decision.
 func TestReadOnlyReplica(t *testing.T) {
-	addrs := testenv.List(t, "SLUICE_REDIS_SENTINEL_ADDRS")
-	master := testenv.Get(t, "SLUICE_REDIS_SENTINEL_MASTER")
+	addrs, master := testenv.Sentinel(t)
 	sc := goredis.NewSentinelClient(&goredis.Options{Addr: addrs[0]})
 	defer sc.Close()
 	// The replica is whichever node of the pair reports role "slave" (a failover test may
@@ -129,10 +133,8 @@ func TestSentinelFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover takes seconds")
 	}
-	c := sentinelClient(t)
-	s := newStore(t, c)
-	addrs := testenv.List(t, "SLUICE_REDIS_SENTINEL_ADDRS")
-	master := testenv.Get(t, "SLUICE_REDIS_SENTINEL_MASTER")
+	addrs, master := testenv.SentinelFailover(t)
+	s := newStore(t, failoverClient(t, addrs, master))
 	sc := goredis.NewSentinelClient(&goredis.Options{Addr: addrs[0]})
 	defer sc.Close()
 	ctx := context.Background()

@@ -43,7 +43,8 @@ func TestNewFromURL(t *testing.T) {
 	urls := map[string]func(t *testing.T) string{
 		"standalone": func(t *testing.T) string { return "redis://" + testenv.RedisAddr(t) + "/0?dial_timeout=1s" },
 		"sentinel": func(t *testing.T) string {
-			return "redis-sentinel://" + strings.Join(testenv.List(t, "SLUICE_REDIS_SENTINEL_ADDRS"), ",") + "/" + testenv.Get(t, "SLUICE_REDIS_SENTINEL_MASTER")
+			addrs, master := testenv.Sentinel(t)
+			return "redis-sentinel://" + strings.Join(addrs, ",") + "/" + master
 		},
 		"cluster": func(t *testing.T) string {
 			return "redis-cluster://" + strings.Join(testenv.List(t, "SLUICE_REDIS_CLUSTER_ADDRS"), ",")

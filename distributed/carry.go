@@ -1,0 +1,204 @@
+package distributed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/shardmap"
+)
+
+// DefaultFallbackMaxKeys bounds the keys whose last store decision a Fallback remembers.
+const DefaultFallbackMaxKeys = 100_000
+
+// seen is what a Fallback remembers of a key, so that neither switch hands out a fresh
+// budget: the last store decision, where the local limiter starts the key when the circuit
+// opens, and what the local limiter admitted during the outage, written back to the store
+// before decisions return to it.
+type seen struct {
+	rule      sluice.Rule
+	remaining int64  // the store's Remaining in the last decision
+	until     int64  // clock instant (Unix ns) from which that decision no longer binds (its ResetAfter)
+	outage    uint64 // the outage in which the local limiter was started from it (0: none yet)
+	owed      int64  // the local limiter's net admissions (refunds negative), not yet written back
+}
+
+// seenRemaining lets a full shard drop first the keys whose last decision no longer binds,
+// and never a key that owes the store its outage's consumption.
+func seenRemaining(v *seen, now int64) int64 {
+	if v.owed != 0 {
+		return shardmap.Pinned
+	}
+	return v.until - now
+}
+
+// remember records a store decision on req's key.
+func (f *Fallback) remember(req *sluice.Request, d *sluice.Decision) {
+	if req.N < 0 {
+		return // a refund says nothing of the key's state that the next decision won't
+	}
+	now := f.clock.Now().UnixNano()
+	sh := f.seen.Shard(req.Key)
+	sh.Lock()
+	v, ok := sh.Get(req.Key)
+	if !ok {
+		if d.Remaining >= d.Limit || !sh.MakeRoom(now) {
+			sh.Unlock() // a full key carries nothing; a shard of owing keys keeps them
+			return
+		}
+		v = &seen{}
+		sh.Set(strings.Clone(req.Key), v)
+	}
+	v.rule, v.remaining, v.until = req.Rule, d.Remaining, now+int64(d.ResetAfter)
+	sh.Unlock()
+}
+
+// decideLocal decides req on the local limiter with this instance's share (fraction) of the
+// rule. Once per outage it first starts the key from the last store decision: the local
+// limiter then holds fraction of what the store had left, so the fleet admits no more during
+// the outage than the store would have (refill between that decision and the outage is not
+// credited: the key may be denied a little more than the store would). What it admits is
+// owed to the store, and written back before decisions return to it (writeBack).
+func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction float64) (sluice.Decision, error) {
+	if err := req.Validate(0); err != nil {
+		return sluice.Decision{}, err
+	}
+	local := req
+	local.Rule = share(req.Rule, fraction)
+	now := f.clock.Now().UnixNano()
+	outage := f.outage.Load()
+	sh := f.seen.Shard(req.Key)
+	sh.Lock()
+	defer sh.Unlock()
+	v, ok := sh.Get(req.Key)
+	if ok && v.outage != outage {
+		v.outage = outage
+		if v.until > now && v.rule == req.Rule {
+			f.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
+		}
+	}
+	d, err := f.local.Take(ctx, local)
+	if err != nil || !d.Allowed || req.N == 0 {
+		return d, err
+	}
+	if !ok {
+		if !sh.MakeRoom(now) {
+			return d, nil // every sampled entry owes: this admission is not written back
+		}
+		v = &seen{outage: outage}
+		sh.Set(strings.Clone(req.Key), v)
+	}
+	v.rule = req.Rule
+	v.owed += req.N
+	return d, nil
+}
+
+// startLocal brings the local limiter's key down to at most remaining units (a take of the
+// difference), leaving it alone when it already holds fewer.
+func (f *Fallback) startLocal(ctx context.Context, req sluice.Request, remaining int64) {
+	req.N = 0
+	d, err := f.local.Take(ctx, req)
+	if err != nil || d.Remaining <= remaining {
+		return
+	}
+	req.N = d.Remaining - remaining
+	_, _ = f.local.Take(ctx, req)
+}
+
+// writeBackWorkers is how many write-back calls a Fallback keeps in flight, so that a
+// pipelining store batches them.
+const writeBackWorkers = 64
+
+// owing is one key's write-back.
+type owing struct {
+	key            string
+	rule           sluice.Rule
+	owed, consumed int64 // consumed: what the store had consumed at the last decision
+	until          int64
+}
+
+// writeBack hands the store, before decisions return to it, what it missed during the outage,
+// as settles (charged whatever the limit, so nothing is lost to a denial): each key's net
+// admissions on the local limiter; and, for a key the store has forgotten (it answered as
+// full although the last decision said the key would not be full before now: a restart
+// without persistence), what the store had consumed at that decision (refill since then not
+// credited). A restart forgets every key, and the first instance to write a key back finds
+// it full; the instances after it find it written. (Two instances writing the same
+// forgotten key at the same instant both restore it: the key is then denied more, never
+// admitted more.) Each call is bounded by the timeout. A key whose write fails keeps what it
+// owes, and the error is returned: the circuit stays open, and the next probe tries again.
+func (f *Fallback) writeBack(ctx context.Context) error {
+	now := f.clock.Now().UnixNano()
+	var todo []owing
+	for i := range shardmap.Shards {
+		sh := f.seen.At(i)
+		sh.Lock()
+		sh.Range(func(key string, v *seen) {
+			if v.owed != 0 || v.until > now {
+				todo = append(todo, owing{key: key, rule: v.rule, owed: v.owed, until: v.until,
+					consumed: max(0, v.rule.Capacity()-v.remaining)})
+			}
+		})
+		sh.Unlock()
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan owing)
+	)
+	for range min(writeBackWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range next {
+				if err := f.writeKey(ctx, o, now); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, o := range todo {
+		next <- o
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeKey writes one key back (see writeBack): the settle of what it owes, then, when the
+// store answered as if the key had been full before it, the settle of the consumption the
+// store forgot.
+func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
+	d, err := f.settle(ctx, o.key, o.rule, o.owed)
+	if err != nil {
+		return err
+	}
+	f.paid(o.key, o.owed)
+	if o.until > now && o.consumed > 0 && d.Remaining+max(0, o.owed) >= o.rule.Capacity() {
+		_, err = f.settle(ctx, o.key, o.rule, o.consumed)
+	}
+	return err
+}
+
+// settle applies n to key on the store whatever the limit, bounded by the timeout.
+func (f *Fallback) settle(ctx context.Context, key string, rule sluice.Rule, n int64) (sluice.Decision, error) {
+	req := sluice.Request{Key: key, Rule: rule, N: n, Settle: true}
+	return within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+		return f.next.Take(ctx, req)
+	})
+}
+
+// paid takes n, now written back, off what key owes.
+func (f *Fallback) paid(key string, n int64) {
+	sh := f.seen.Shard(key)
+	sh.Lock()
+	if v, ok := sh.Get(key); ok {
+		v.owed -= n
+	}
+	sh.Unlock()
+}

@@ -1,0 +1,79 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestWriteDenial(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		results    []Result
+		retryAfter string
+		violated   []string
+		detail     string
+	}{{
+		name:       "rounded up",
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: 1200 * time.Millisecond}}},
+		retryAfter: "2", violated: []string{"a"}, detail: "retry after 2 s",
+	}, {
+		name:       "under a second is 1",
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Millisecond}}},
+		retryAfter: "1", violated: []string{"a"},
+	}, {
+		name:       "exact second",
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: 3 * time.Second}}},
+		retryAfter: "3", violated: []string{"a"},
+	}, {
+		name: "longest wait of the denying policies; allowed ones not listed",
+		results: []Result{
+			{Name: "ok", Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Hour}},
+			{Name: "second", Decision: sluice.Decision{Limit: 5, RetryAfter: 400 * time.Millisecond}},
+			{Name: "minute", Decision: sluice.Decision{Limit: 5, RetryAfter: 30*time.Second + 1}},
+		},
+		retryAfter: "31", violated: []string{"second", "minute"},
+	}, {
+		name:       "never",
+		results:    []Result{{Name: "big", Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
+		retryAfter: "", violated: []string{"big"}, detail: "never be allowed",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			WriteDenial(rec, httptest.NewRequest("GET", "/x", nil), tc.results)
+			res := rec.Result()
+			if res.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("status %d", res.StatusCode)
+			}
+			if got := res.Header.Get("Retry-After"); got != tc.retryAfter {
+				t.Errorf("Retry-After = %q, want %q", got, tc.retryAfter)
+			}
+			if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			var p map[string]any
+			if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			if p["type"] != ProblemQuotaExceeded || p["status"] != float64(429) || p["title"] == "" {
+				t.Errorf("body %v", p)
+			}
+			var violated []string
+			for _, v := range p["violated-policies"].([]any) {
+				violated = append(violated, v.(string))
+			}
+			if !reflect.DeepEqual(violated, tc.violated) {
+				t.Errorf("violated-policies = %v, want %v", violated, tc.violated)
+			}
+			if !strings.Contains(p["detail"].(string), tc.detail) {
+				t.Errorf("detail %q does not say %q", p["detail"], tc.detail)
+			}
+		})
+	}
+}

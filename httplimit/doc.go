@@ -1,0 +1,17 @@
+// Package httplimit rate-limits net/http handlers with a sluice.Limiter.
+//
+// Middleware wraps a handler: for each request it builds keys (client IP behind trusted
+// proxies, an API key header, the route pattern, the method, composites or a custom function),
+// decides every matching rule at once (sluice.Limiter.AllowAll semantics: a denied request
+// consumes from none), writes the rate-limit headers and either calls the handler or answers
+// 429 with an RFC 9457 problem+json body.
+//
+// The headers follow draft-ietf-httpapi-ratelimit-headers-11 (RateLimit-Policy and RateLimit,
+// one item per policy) and the widely deployed X-RateLimit-Limit, -Remaining and -Reset, as
+// chosen by a HeaderStyle; Retry-After comes with every 429. SetHeaders and WriteDenial are
+// exported so other transports (sluice proxy) answer exactly like the middleware.
+//
+// Store errors never become a 500 or a panic: the middleware fails open, fails closed (503,
+// temporary-reduced-capacity) or lets a fallback store decide, logs (rate-limited) and counts
+// them.
+package httplimit
