@@ -94,11 +94,12 @@ func DecodeState(b []byte) (State, error) {
 	case *SlidingLog:
 		s.limit = r.varint()
 		n := r.uvarint()
-		if n > uint64(max(0, s.limit)) || n > uint64(len(r.b)) {
+		// up to Limit timestamps, and as many more in debt (see SlidingLog and Params.MaxDebt)
+		if s.limit < 0 || s.limit > sluice.MaxSlidingLogLimit || n > 2*uint64(s.limit) || n > uint64(len(r.b)) {
 			return nil, fmt.Errorf("%w: %d timestamps in a log of limit %d", ErrBadEncoding, n, s.limit)
 		}
 		if n > 0 {
-			s.ring = make([]int64, min(max(int(n), minLogRing), int(s.limit)))
+			s.ring = make([]int64, max(int(n), min(minLogRing, int(s.limit))))
 			t := r.varint()
 			for i := range int(n) {
 				if i > 0 {

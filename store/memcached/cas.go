@@ -67,7 +67,11 @@ func (s *Store) casAttempt(key string, calls []*call, now int64, buf []byte) err
 		if st == nil || st.Algorithm() != c.req.Rule.Algorithm {
 			st = algorithm.New(c.req.Rule.Algorithm) // a new algorithm starts from full
 		}
-		c.d = st.Take(now, c.p, c.req.N, int64(c.req.MaxDelay))
+		if c.req.Settle {
+			c.d = st.Settle(now, c.p, c.req.N)
+		} else {
+			c.d = st.Take(now, c.p, c.req.N, int64(c.req.MaxDelay))
+		}
 		last = c.d
 	}
 	enc := algorithm.AppendState(buf, st)

@@ -18,8 +18,9 @@ func counted(a sluice.Algorithm) bool {
 }
 
 // increments reports whether c takes units that may fit: such calls count first and undo
-// what was denied. Peeks, refunds and costs above the limit read the counters instead.
-func increments(c *call) bool { return c.req.N > 0 && c.req.N <= c.req.Rule.Limit }
+// what was denied. Peeks, refunds, costs above the limit and settles read the counters
+// instead.
+func increments(c *call) bool { return c.req.N > 0 && c.req.N <= c.req.Rule.Limit && !c.req.Settle }
 
 // windows is the shape of a counter rule: the length of its windows (ns) and how many of them
 // a decision reads, the current one last (a fixed window: 1; a sliding window: N+1).
@@ -71,11 +72,19 @@ func (v *view) take(now int64, p *algorithm.Params, n int64) sluice.Decision {
 	return v.fixed.Take(now, p, n, 0)
 }
 
+func (v *view) settle(now int64, p *algorithm.Params, n int64) sluice.Decision {
+	if v.slide {
+		return v.sliding.Settle(now, p, n)
+	}
+	return v.fixed.Settle(now, p, n)
+}
+
 // countRound decides calls (all of one rule) on window counters. Calls that take units (see
 // increments) add their total to the current window's counter with one incr (an add when it
 // does not exist yet), are decided in order against the view with the counter as it was
 // before, and the units of those denied are taken back with one decr. Any other call is alone:
-// it reads the counters, and a refund decrements the windows algorithm took the units from.
+// it reads the counters, and a refund decrements the windows algorithm took the units from
+// (a settle's charge increments the one it counts in).
 func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, latest int64) {
 	rule, p := calls[0].req.Rule, calls[0].p
 	length, n := windows(rule)
@@ -107,13 +116,27 @@ func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, 
 			before[j] = *v.at(v.first + int64(j))
 		}
 		c := calls[0]
-		c.d = v.take(now, p, c.req.N)
+		if c.req.Settle {
+			c.d = v.settle(now, p, c.req.N)
+		} else {
+			c.d = v.take(now, p, c.req.N)
+		}
 		for j := range before {
-			if back := before[j] - *v.at(v.first + int64(j)); back > 0 {
-				if _, err := s.client.Decrement(all[j], uint64(back)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-					c.err = unavailable(err)
-					return
+			w := v.first + int64(j)
+			var err error
+			switch delta := *v.at(w) - before[j]; {
+			case delta < 0:
+				if _, err = s.client.Decrement(all[j], uint64(-delta)); errors.Is(err, memcache.ErrCacheMiss) {
+					err = nil
+				} else if err != nil {
+					err = unavailable(err)
 				}
+			case delta > 0: // a settle's charge
+				_, err = s.incr(all[j], delta, s.expiration((w+n)*length-now), false)
+			}
+			if err != nil {
+				c.err = err
+				return
 			}
 		}
 		sh.remember(mk, cur, v, true, false) // as the decision left them

@@ -17,7 +17,10 @@
 // the decr, other deciders see those units counted (the transient over-count): it can deny
 // them, never admit more than the limit, and lasts one round trip; Stats.Overshoots counts it.
 // Refunds decrement the windows package algorithm takes them from; peeks and costs above the
-// limit only read. A change of period or sub-window length starts counting in windows of the
+// limit only read. A settle (sluice.Request.Settle) reads the counters, applies the
+// algorithm's Settle to the view and increments what it charged (decrements what it refunded):
+// a take under way meanwhile may not see the debt yet, and settles made at the same instant
+// may together charge past the debt bound (algorithm.Params.MaxDebt) by what they charge. A change of period or sub-window length starts counting in windows of the
 // new length (the memory store carries an estimate over instead); a change of limit applies
 // at once to the counts.
 //
