@@ -18,8 +18,8 @@ import (
 // (cas, or add when there was none). A write that loses to another writer is retried, after a
 // jittered pause, from a fresh read, up to the retry budget; then every call fails with a
 // *ContentionError.
-func (s *Store) casRound(base string, calls []*call, now int64, deadline time.Time) {
-	key := stateKey(base)
+func (s *Store) casRound(b base, calls []*call, now int64, deadline time.Time) {
+	key := b.state()
 	var buf []byte
 	for attempt := 1; ; attempt++ {
 		s.stats.rounds.Add(1)

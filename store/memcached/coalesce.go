@@ -15,7 +15,8 @@ import (
 // laneShards is the number of locks the lanes are spread over.
 const laneShards = 64
 
-// A lane exists while decisions on one key are under way in this process: the one making a
+// A lane exists while decisions on one key are under way in this process (a nil lane until
+// a second one queues): the one making a
 // round (the leader) and the calls queued behind it. When its round is done, the leader hands
 // the queue (up to WithMaxBatch calls) to the first of them, which makes the next round for
 // all of them; the lane disappears when nobody is left. So a hot key costs one round per
@@ -37,6 +38,7 @@ type call struct {
 	state atomic.Int32  // queued, taken or abandoned (calls waiting in a lane)
 	done  chan struct{} // closed when decided, or when promoted to lead (batch set)
 	batch []*call       // the calls this one leads, itself first
+	one   [1]*call      // the batch of a call that leads alone
 }
 
 const (
@@ -61,12 +63,17 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	c := &call{req: req, p: s.rules.Get(req.Rule)}
 	sh := &s.lanes[maphash.String(s.seed, req.Key)%laneShards]
 	sh.mu.Lock()
-	ln := sh.m[req.Key]
-	if ln == nil {
-		sh.m[req.Key] = &lane{}
+	ln, busy := sh.m[req.Key]
+	if !busy {
+		sh.m[req.Key] = nil // a lane with nobody queued yet
 		sh.mu.Unlock()
-		s.lead(sh, []*call{c})
+		c.one[0] = c
+		s.lead(sh, c.one[:])
 		return c.d, c.err
+	}
+	if ln == nil {
+		ln = &lane{}
+		sh.m[req.Key] = ln
 	}
 	c.done = make(chan struct{})
 	ln.pending = append(ln.pending, c)
@@ -96,7 +103,7 @@ func (s *Store) lead(sh *laneShard, batch []*call) {
 	sh.mu.Lock()
 	ln := sh.m[key]
 	var next []*call
-	for len(ln.pending) > 0 && len(next) < s.cfg.maxBatch {
+	for ln != nil && len(ln.pending) > 0 && len(next) < s.cfg.maxBatch {
 		c := ln.pending[0]
 		ln.pending[0] = nil
 		ln.pending = ln.pending[1:]
@@ -119,7 +126,7 @@ func (s *Store) lead(sh *laneShard, batch []*call) {
 // calls of the other algorithms one gets/cas round, and anything else goes on its own.
 func (s *Store) round(sh *laneShard, key string, batch []*call, deadline time.Time) {
 	now, latest := s.now()
-	base := s.Key(key)
+	b := base{s.cfg.prefix, body(s.cfg.prefix, key)}
 	for i := 0; i < len(batch); {
 		c, j := batch[i], i+1
 		if counted(c.req.Rule.Algorithm) {
@@ -128,12 +135,12 @@ func (s *Store) round(sh *laneShard, key string, batch []*call, deadline time.Ti
 					j++
 				}
 			}
-			s.countRound(sh, key, base, batch[i:j], now, latest)
+			s.countRound(sh, key, b, batch[i:j], now, latest)
 		} else {
 			for j < len(batch) && !counted(batch[j].req.Rule.Algorithm) {
 				j++
 			}
-			s.casRound(base, batch[i:j], now, deadline)
+			s.casRound(b, batch[i:j], now, deadline)
 		}
 		i = j
 	}

@@ -41,9 +41,9 @@ type view struct {
 	n       int64
 }
 
-func newView(r sluice.Rule, cur int64) *view {
+func newView(r sluice.Rule, cur int64) view {
 	length, n := windows(r)
-	v := &view{slide: r.Algorithm == sluice.AlgorithmSlidingWindow, first: cur - n + 1, n: n}
+	v := view{slide: r.Algorithm == sluice.AlgorithmSlidingWindow, first: cur - n + 1, n: n}
 	if v.slide {
 		v.sliding = algorithm.SlidingWindow{Counts: make([]int64, n), Newest: cur, Sub: length}
 	} else {
@@ -85,15 +85,16 @@ func (v *view) settle(now int64, p *algorithm.Params, n int64) sluice.Decision {
 // before, and the units of those denied are taken back with one decr. Any other call is alone:
 // it reads the counters, and a refund decrements the windows algorithm took the units from
 // (a settle's charge increments the one it counts in).
-func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, latest int64) {
+func (s *Store) countRound(sh *laneShard, key string, b base, calls []*call, now, latest int64) {
 	rule, p := calls[0].req.Rule, calls[0].p
 	length, n := windows(rule)
 	cur := algorithm.WindowIndex(latest, length)
-	v := newView(rule, cur)
+	vv := newView(rule, cur)
+	v := &vv
 	keys := func(count int64) []string { // the first count windows' counters
 		k := make([]string, count)
 		for j := range k {
-			k[j] = windowKey(base, length/1e6, v.first+int64(j))
+			k[j] = b.window(length/1e6, v.first+int64(j))
 		}
 		return k
 	}
@@ -153,7 +154,7 @@ func (s *Store) countRound(sh *laneShard, key, base string, calls []*call, now, 
 	for _, c := range calls {
 		sum += c.req.N
 	}
-	curKey := windowKey(base, length/1e6, cur)
+	curKey := b.window(length/1e6, cur)
 	total, err := s.incr(curKey, sum, s.expiration(lasts-now), !exists)
 	if err != nil {
 		fail(err)

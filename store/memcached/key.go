@@ -42,18 +42,24 @@ func legal(s string) bool {
 	return true
 }
 
-// stateKey is the item holding a CAS algorithm's encoded state.
-func stateKey(base string) string { return base + "|s" }
+// base names a user key's items: prefix + body, and a suffix.
+type base struct{ prefix, body string }
 
-// windowKey is the item counting window idx of the given length (ms).
-func windowKey(base string, lengthMS, idx int64) string {
-	b := make([]byte, 0, len(base)+maxSuffix)
-	b = append(b, base...)
-	b = append(b, "|w"...)
-	b = strconv.AppendInt(b, lengthMS, 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, idx, 10)
-	return string(b)
+// state is the item holding a CAS algorithm's encoded state.
+func (b base) state() string { return b.prefix + b.body + "|s" }
+
+// window is the item counting window idx of the given length (ms).
+func (b base) window(lengthMS, idx int64) string {
+	var k strings.Builder
+	k.Grow(len(b.prefix) + len(b.body) + maxSuffix)
+	k.WriteString(b.prefix)
+	k.WriteString(b.body)
+	k.WriteString("|w")
+	var num [20]byte
+	k.Write(strconv.AppendInt(num[:0], lengthMS, 10))
+	k.WriteByte(':')
+	k.Write(strconv.AppendInt(num[:0], idx, 10))
+	return k.String()
 }
 
 // selector is the server selection of the clients NewFromServers builds: memcache.ServerList's
