@@ -11,18 +11,23 @@
 // window, "<prefix><key>|w<length ms>:<index>", created by add with an expiration covering the
 // window's life and incremented by incr: no read-modify-write race. A request that takes
 // units increments the current window first and is decided by package algorithm on a view
-// of the counters (FixedWindow or SlidingWindow, the older sub-windows read with one
-// get_multi) holding the current count as it was before its own units; if it is denied, its
-// units are taken back with decr, so a denied request consumes nothing. Between the incr and
-// the decr, other deciders see those units counted (the transient over-count): it can deny
-// them, never admit more than the limit, and lasts one round trip; Stats.Overshoots counts it.
+// of the counters (FixedWindow or SlidingWindow) holding the current count as it was before
+// its own units; if it is denied, its units are taken back with decr, so a denied request
+// consumes nothing. A sliding window's older sub-windows are read with one get_multi once per
+// key and sub-window and remembered (they change little once past; see counters.go), and a
+// window the store has not counted in yet is created with add first, so a take is one round
+// trip. Between the incr and the decr, other deciders see the denied units counted (the
+// transient over-count): it can deny them, never admit more than the limit, and lasts one
+// round trip; it is at most one round's units per process (WithMaxBatch requests), and
+// Stats.Overshoots counts it (TestTransientOverCount measures it).
 // Refunds decrement the windows package algorithm takes them from; peeks and costs above the
 // limit only read. A settle (sluice.Request.Settle) reads the counters, applies the
 // algorithm's Settle to the view and increments what it charged (decrements what it refunded):
 // a take under way meanwhile may not see the debt yet, and settles made at the same instant
-// may together charge past the debt bound (algorithm.Params.MaxDebt) by what they charge. A change of period or sub-window length starts counting in windows of the
-// new length (the memory store carries an estimate over instead); a change of limit applies
-// at once to the counts.
+// may together charge past the debt bound (algorithm.Params.MaxDebt) by what they charge. A
+// change of period or sub-window length starts counting in windows of the new length (the
+// memory store carries an estimate over instead); a change of limit applies at once to the
+// counts.
 //
 // Token bucket, leaky bucket, GCRA and the sliding log keep one item, "<prefix><key>|s",
 // holding the state in algorithm.AppendState's compact encoding (2 to 20 bytes, a sliding log
