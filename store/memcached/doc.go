@@ -33,10 +33,11 @@
 // holding the state in algorithm.AppendState's compact encoding (2 to 20 bytes, a sliding log
 // 1 to 3 bytes per unit held, so memcached's item size, 1 MB by default, bounds its limit). A
 // decision reads it with gets, decides with the algorithm exactly as the memory store does
-// (State.Take, or State.Settle for a settle), and writes it back with cas (add when absent) if it changed; a write that lost to another
-// process is retried from a fresh read after a jittered pause, at most WithMaxAttempts times,
-// and then fails with a *ContentionError wrapping sluice.ErrStoreUnavailable (never a silent
-// allow). Stats.CASConflicts counts the lost writes.
+// (State.Take, or State.Settle for a settle), and writes it back with cas (add when absent) if
+// it changed; a write that lost to another process is retried from a fresh read after a
+// jittered pause, at most WithMaxAttempts times, and then fails with a *ContentionError
+// wrapping sluice.ErrStoreUnavailable (never a silent allow). Stats.CASConflicts counts the
+// lost writes.
 //
 // Coalescing: concurrent decisions of one Store on one key queue behind the one under way;
 // when it is done, the queue (up to WithMaxBatch decisions) is decided in one round, in queue
