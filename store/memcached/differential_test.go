@@ -78,8 +78,8 @@ func TestDifferential(t *testing.T) {
 					}
 					clock.Advance(step)
 					req := sluice.Request{Key: key, Rule: r, N: storetest.RandomN(rng, r)}
-					if rng.IntN(8) == 0 {
-						req.Settle = true // a cost known after the fact: applied whatever the limit
+					if rng.IntN(6) == 0 { // a cost known after the fact: applied whatever the limit
+						req.Settle, req.N = true, storetest.RandomSettle(rng, r)
 					} else if a.Bucket() && rng.IntN(4) == 0 {
 						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 					}

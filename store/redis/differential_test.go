@@ -55,7 +55,9 @@ func TestDifferential(t *testing.T) {
 					}
 					clock.Advance(storetest.RandomStep(rng, r))
 					req := sluice.Request{Key: key, Rule: r, N: storetest.RandomN(rng, r)}
-					if a.Bucket() && rng.IntN(4) == 0 {
+					if rng.IntN(6) == 0 {
+						req.Settle, req.N = true, storetest.RandomSettle(rng, r)
+					} else if a.Bucket() && rng.IntN(4) == 0 {
 						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 					}
 					want, err := ms.Take(ctx, req)
@@ -66,8 +68,8 @@ func TestDifferential(t *testing.T) {
 					if err != nil {
 						t.Fatalf("key %d step %d %s n=%d: %v", k, i, r, req.N, err)
 					}
-					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v:\n got  %+v\n want %+v",
-						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, got, want)
+					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v settle=%v:\n got  %+v\n want %+v",
+						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, req.Settle, got, want)
 					history = append(history, step)
 					if !sameDecision(got, want) {
 						t.Fatalf("key %d %s\nhistory:\n%s", k, step, strings.Join(history[max(0, len(history)-8):], "\n"))

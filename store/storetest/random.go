@@ -77,3 +77,21 @@ func RandomN(rng *rand.Rand, r sluice.Rule) int64 {
 		return 1 + rng.Int64N(min(c, 3))
 	}
 }
+
+// RandomSettle returns the cost of a settle under r: a refund, a charge within the capacity,
+// or one far past it (up to the debt bound and beyond).
+func RandomSettle(rng *rand.Rand, r sluice.Rule) int64 {
+	c := r.Capacity()
+	switch rng.IntN(8) {
+	case 0:
+		return 0
+	case 1, 2:
+		return -1 - rng.Int64N(c)
+	case 3:
+		return c + rng.Int64N(10*c)
+	case 4:
+		return sluice.MaxLimit - rng.Int64N(3)
+	default:
+		return 1 + rng.Int64N(c)
+	}
+}
