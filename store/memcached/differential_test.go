@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +54,6 @@ func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		keys, steps = 8, 50
 	}
-	ctx := context.Background()
 	for _, a := range sluice.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
 			for k := 0; k < keys; k++ {
@@ -67,7 +65,7 @@ func TestDifferential(t *testing.T) {
 				}
 				key := fmt.Sprintf("k%d {%d}", k, k) // a space: hashed on memcached
 				r := storetest.RandomRule(rng, a)
-				var history []string
+				diff := storetest.Differential{Ref: ms, Store: mc}
 				for i := 0; i < steps; i++ {
 					if rng.IntN(40) == 0 {
 						r = changeRule(rng, r)
@@ -77,26 +75,7 @@ func TestDifferential(t *testing.T) {
 						step = -step // see the test's doc
 					}
 					clock.Advance(step)
-					req := sluice.Request{Key: key, Rule: r, N: storetest.RandomN(rng, r)}
-					if rng.IntN(6) == 0 { // a cost known after the fact: applied whatever the limit
-						req.Settle, req.N = true, storetest.RandomSettle(rng, r)
-					} else if a.Bucket() && rng.IntN(4) == 0 {
-						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
-					}
-					want, err := ms.Take(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := mc.Take(ctx, req)
-					if err != nil {
-						t.Fatalf("key %d step %d %s n=%d: %v", k, i, r, req.N, err)
-					}
-					line := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v settle=%v:\n got  %+v\n want %+v",
-						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, req.Settle, got, want)
-					history = append(history, line)
-					if got != want {
-						t.Fatalf("key %d %s\nhistory:\n%s", k, line, strings.Join(history[max(0, len(history)-8):], "\n"))
-					}
+					diff.Step(t, clock.Now().Sub(t0), storetest.RandomRequest(rng, key, r))
 				}
 				_ = ms.Close()
 			}

@@ -2,11 +2,9 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,37 +41,17 @@ func TestDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx := context.Background()
 			for k := 0; k < keys; k++ {
 				clock.Set(t0.Add(time.Duration(rng.Int64N(1000)) * time.Millisecond))
 				key := "k" + string(rune('a'+k%26)) + "{" + string(rune('0'+k/26)) + "}"
 				r := storetest.RandomRule(rng, a)
-				var history []string
+				diff := storetest.Differential{Ref: ms, Store: rs, Same: sameDecision}
 				for i := 0; i < steps; i++ {
 					if rng.IntN(40) == 0 {
 						r = storetest.RandomRule(rng, a) // a rule change keeps the state where it can
 					}
 					clock.Advance(storetest.RandomStep(rng, r))
-					req := sluice.Request{Key: key, Rule: r, N: storetest.RandomN(rng, r)}
-					if rng.IntN(6) == 0 {
-						req.Settle, req.N = true, storetest.RandomSettle(rng, r)
-					} else if a.Bucket() && rng.IntN(4) == 0 {
-						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
-					}
-					want, err := ms.Take(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := rs.Take(ctx, req)
-					if err != nil {
-						t.Fatalf("key %d step %d %s n=%d: %v", k, i, r, req.N, err)
-					}
-					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v settle=%v:\n got  %+v\n want %+v",
-						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, req.Settle, got, want)
-					history = append(history, step)
-					if !sameDecision(got, want) {
-						t.Fatalf("key %d %s\nhistory:\n%s", k, step, strings.Join(history[max(0, len(history)-8):], "\n"))
-					}
+					diff.Step(t, clock.Now().Sub(t0), storetest.RandomRequest(rng, key, r))
 				}
 			}
 		})

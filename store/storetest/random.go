@@ -1,7 +1,11 @@
 package storetest
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -93,5 +97,47 @@ func RandomSettle(rng *rand.Rand, r sluice.Rule) int64 {
 		return sluice.MaxLimit - rng.Int64N(3)
 	default:
 		return 1 + rng.Int64N(c)
+	}
+}
+
+// RandomRequest returns a random request on key under r: a settle of RandomSettle units one
+// time in six, otherwise a take of RandomN units, with a random MaxDelay (up to two periods)
+// one time in four for the bucket algorithms.
+func RandomRequest(rng *rand.Rand, key string, r sluice.Rule) sluice.Request {
+	req := sluice.Request{Key: key, Rule: r, N: RandomN(rng, r)}
+	if rng.IntN(6) == 0 {
+		req.Settle, req.N = true, RandomSettle(rng, r)
+	} else if r.Algorithm.Bucket() && rng.IntN(4) == 0 {
+		req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+	}
+	return req
+}
+
+// Differential holds a store to the reference (the memory store) request by request.
+type Differential struct {
+	Ref, Store sluice.Store
+	// Same reports whether two decisions agree; nil means equal.
+	Same    func(got, want sluice.Decision) bool
+	history []string
+}
+
+// Step decides req on both stores at the instant at (reported in messages) and fails t, with
+// the last steps, when the decisions differ or the store fails.
+func (d *Differential) Step(t testing.TB, at time.Duration, req sluice.Request) {
+	t.Helper()
+	ctx := context.Background()
+	want, err := d.Ref.Take(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Store.Take(ctx, req)
+	if err != nil {
+		t.Fatalf("key %q at +%v %s n=%d: %v", req.Key, at, req.Rule, req.N, err)
+	}
+	line := fmt.Sprintf("key %q step %d at +%v: %s n=%d maxDelay=%v settle=%v:\n got  %+v\n want %+v",
+		req.Key, len(d.history), at, req.Rule, req.N, req.MaxDelay, req.Settle, got, want)
+	d.history = append(d.history, line)
+	if d.Same == nil && got != want || d.Same != nil && !d.Same(got, want) {
+		t.Fatalf("%s\nhistory:\n%s", line, strings.Join(d.history[max(0, len(d.history)-8):], "\n"))
 	}
 }
