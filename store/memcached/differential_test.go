@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -44,12 +42,7 @@ func changeRule(rng *rand.Rand, r sluice.Rule) sluice.Rule {
 // step the clock back on counters; TestClockBackKeepsWindow checks the clamp.
 func TestDifferential(t *testing.T) {
 	addr := server(t)
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	rng := storetest.Rand(t, 2)
 	keys, steps := 25, 100
 	if testing.Short() {
 		keys, steps = 8, 50

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -92,12 +91,7 @@ func sameSlotKeys(s *redis.Store, n int) []string {
 // back to full, which Redis need not keep, and a clock stepping back tells them apart (the
 // memory store's sweep forgets such states too).
 func batchDifferential(t *testing.T, c goredis.UniversalClient) {
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	rng := storetest.Rand(t, 2)
 	clock := sluicetest.NewManualClock(t0)
 	rs := newStore(t, c, redis.WithClock(clock))
 	seq := newStore(t, c, redis.WithClock(clock))

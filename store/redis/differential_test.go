@@ -2,9 +2,6 @@ package redis_test
 
 import (
 	"context"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -22,12 +19,7 @@ import (
 // decisions: the Lua scripts mirror package algorithm exactly.
 func TestDifferential(t *testing.T) {
 	c := standalone(t)
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng := storetest.Rand(t, 1)
 	keys := 60
 	steps := 120
 	if testing.Short() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +142,17 @@ func (d *Differential) Step(t testing.TB, at time.Duration, req sluice.Request) 
 	if d.Same == nil && got != want || d.Same != nil && !d.Same(got, want) {
 		t.Fatalf("%s\nhistory:\n%s", line, strings.Join(d.history[max(0, len(d.history)-8):], "\n"))
 	}
+}
+
+// Rand returns a random source for a randomised test, seeded from SLUICE_SEED when it is set
+// (to replay a failure) and from the clock otherwise; the seed is logged. stream tells tests
+// sharing a seed apart.
+func Rand(t testing.TB, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream))
 }
