@@ -152,7 +152,7 @@ func TestBadInputBeforeNetwork(t *testing.T) {
 func TestFallbackTakesOver(t *testing.T) {
 	own := testenv.StartMemcached(t)
 	clock := sluicetest.NewManualClock(t0)
-	s := newStore(t, []string{own.Addr()}, memcached.WithClock(clock), memcached.WithTimeout(100*time.Millisecond))
+	s := newStore(t, []string{own.Addr()}, memcached.WithClock(clock))
 	fb, err := distributed.NewFallback(s, distributed.WithClock(clock), distributed.WithManualProbe())
 	if err != nil {
 		t.Fatal(err)

@@ -16,10 +16,12 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // server returns the shared memcached's address (SLUICE_MEMCACHED_ADDR).
 func server(t testing.TB) string { t.Helper(); return testenv.MemcachedAddr(t) }
 
-// newStore returns a store on addrs with a prefix unique to the test, closed at cleanup.
+// newStore returns a store on addrs with a prefix unique to the test, closed at cleanup. Its
+// timeout is 5 s unless opts set one: tests that are not about time must not fail because a
+// loaded machine (the race detector, other jobs) made a round trip slow.
 func newStore(t testing.TB, addrs []string, opts ...memcached.Option) *memcached.Store {
 	t.Helper()
-	opts = append([]memcached.Option{memcached.WithPrefix(prefix())}, opts...)
+	opts = append([]memcached.Option{memcached.WithPrefix(prefix()), memcached.WithTimeout(5 * time.Second)}, opts...)
 	s, err := memcached.NewFromServers(addrs, opts...)
 	if err != nil {
 		t.Fatal(err)
