@@ -1,6 +1,10 @@
 package algorithm
 
-import "github.com/sluicehq/sluice"
+import (
+	"sync"
+
+	"github.com/sluicehq/sluice"
+)
 
 // Params is a rule compiled for fast decisions: the divisions every decision would otherwise
 // repeat are done once. Stores that keep state per key keep one Params per distinct rule (see
@@ -74,4 +78,32 @@ func MaxDebt(r sluice.Rule) int64 {
 		return max(1, min(sluice.MaxLimit, int64(sluice.MaxPeriod)/Interval(r)))
 	}
 	return sluice.MaxLimit
+}
+
+// maxCachedParams bounds a ParamsCache.
+const maxCachedParams = 4096
+
+// ParamsCache shares the compiled form of rules between the keys (and decisions) that use
+// them: up to 4096 distinct rules are kept, and past that each caller gets its own copy. The
+// zero ParamsCache is ready to use; it is safe for concurrent use.
+type ParamsCache struct {
+	mu sync.Mutex
+	m  map[sluice.Rule]*Params
+}
+
+// Get returns the compiled form of a valid rule.
+func (c *ParamsCache) Get(r sluice.Rule) *Params {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.m[r]; ok {
+		return p
+	}
+	p := Compile(r)
+	if c.m == nil {
+		c.m = make(map[sluice.Rule]*Params)
+	}
+	if len(c.m) < maxCachedParams {
+		c.m[r] = &p
+	}
+	return &p
 }

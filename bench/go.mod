@@ -3,6 +3,7 @@ module github.com/sluicehq/sluice/bench
 go 1.26.0
 
 require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/go-chi/httprate v0.16.1
 	github.com/go-redis/redis_rate/v10 v10.0.1

@@ -14,12 +14,14 @@
 //	lim := sluice.New(st)
 //
 // The URL names the store: "memory" (also "" and "memory://"), or a Redis URL as
-// redis.NewFromURL reads it (redis://, rediss://, redis-cluster://, redis-sentinel://).
+// redis.NewFromURL reads it (redis://, rediss://, redis-cluster://, redis-sentinel://), or a
+// memcached URL as memcached.NewFromURL reads it (memcached://host:port,host:port).
 // The mode is one of package distributed's decorators ("sync": none, "overlimit", "async"),
 // and the fallback wraps the result in distributed.NewFallback with a policy ("local",
 // "fail_open", "fail_closed"). The composed store is returned as it is, so the optional
 // interfaces of the outermost store (sluice.WindowCounter, sluice.Heartbeater,
 // sluice.Flusher) stay visible.
 //
-// Package stores imports the Redis client; importing package sluice alone does not.
+// Package stores imports the Redis and memcached clients; importing package sluice alone does
+// not.
 package stores

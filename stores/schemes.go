@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
 )
@@ -30,6 +32,7 @@ type backend struct {
 var backends = []backend{
 	{schemes: []string{"memory"}, open: openMemory},
 	{schemes: []string{"redis", "rediss", "redis-cluster", "redis-sentinel"}, open: openRedis},
+	{schemes: []string{"memcached"}, open: openMemcached},
 }
 
 // backendOf returns the backend of scheme, or nil.
@@ -85,16 +88,7 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 }
 
 func openRedis(ctx context.Context, c Config) (closingStore, error) {
-	var opts []redis.Option
-	if c.Timeout > 0 {
-		opts = append(opts, redis.WithTimeout(c.Timeout))
-	}
-	if c.Clock != nil {
-		opts = append(opts, redis.WithClock(c.Clock))
-	}
-	if c.Prefix != "" {
-		opts = append(opts, redis.WithPrefix(c.Prefix))
-	}
+	opts := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix)
 	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("stores: %w", err)
@@ -106,4 +100,35 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 		}
 	}
 	return st, nil
+}
+
+func openMemcached(_ context.Context, c Config) (closingStore, error) {
+	opts := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix)
+	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
+	if err != nil {
+		return nil, fmt.Errorf("stores: %w", err)
+	}
+	if c.Ping {
+		if err := st.Ping(); err != nil { // bounded by the client's timeout, not ctx
+			_ = st.Close()
+			return nil, fmt.Errorf("stores: ping: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// sharedOptions returns a shared store's options for the fields of c set: its timeout, clock
+// and prefix options.
+func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sluice.Clock) O, prefix func(string) O) []O {
+	var opts []O
+	if c.Timeout > 0 {
+		opts = append(opts, timeout(c.Timeout))
+	}
+	if c.Clock != nil {
+		opts = append(opts, clock(c.Clock))
+	}
+	if c.Prefix != "" {
+		opts = append(opts, prefix(c.Prefix))
+	}
+	return opts
 }

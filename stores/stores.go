@@ -19,7 +19,8 @@ type Config struct {
 	// (TLS) for one Redis; "redis-cluster://host:port,host:port" for Redis Cluster;
 	// "redis-sentinel://host:port,host:port/MASTER" for a Sentinel-managed primary. Query
 	// parameters: db, dial_timeout, pool_size (and username, password for Sentinel's data
-	// nodes). Schemes lists the schemes.
+	// nodes). "memcached://host:port,host:port" for memcached (memcached.NewFromURL). Schemes
+	// lists the schemes.
 	URL string
 	// Mode is the distribution mode: "sync" (the default, also ""; one store call per
 	// decision), "overlimit" (keys already over their limit are denied locally until they
@@ -30,7 +31,7 @@ type Config struct {
 	// (none: decisions fail with sluice.ErrStoreUnavailable), "local" (a local limiter
 	// keeping the global budget), "fail_open" or "fail_closed".
 	Fallback string
-	// Timeout bounds each store call (Redis; 0: redis.DefaultTimeout). A call that takes
+	// Timeout bounds each store call (Redis, memcached; 0: their DefaultTimeout). A call that takes
 	// longer fails as the store being unavailable. Keep it below the timeout of the callers
 	// (Envoy's rate limit filter: 20 ms by default). The memory store ignores it.
 	Timeout time.Duration

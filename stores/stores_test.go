@@ -70,7 +70,7 @@ func TestOpenEveryScheme(t *testing.T) {
 // unknown scheme lists the known ones.
 func TestOpenBadURL(t *testing.T) {
 	for _, tc := range []struct{ url, names string }{
-		{"nosuch://x", `url: scheme: unknown "nosuch" (want memory, redis, rediss, redis-cluster or redis-sentinel)`},
+		{"nosuch://x", `url: scheme: unknown "nosuch" (want memory, redis, rediss, redis-cluster, redis-sentinel or memcached)`},
 		{"http://127.0.0.1:6379", "scheme"},
 		{"127.0.0.1:6379", "url: scheme: missing"},
 		{"Memory", "url: scheme: missing"},
@@ -84,6 +84,10 @@ func TestOpenBadURL(t *testing.T) {
 		{"redis-cluster://127.0.0.1:1,nohostport", "host"},
 		{"redis-sentinel://127.0.0.1:1,127.0.0.1:2", "path"},
 		{"redis-sentinel://127.0.0.1:1/a/b", "path"},
+		{"memcached://", "memcached: url"},
+		{"memcached://127.0.0.1:11211/0", "memcached: url"},
+		{"memcached://127.0.0.1:11211?timeout=1s", "memcached: url"},
+		{"memcached://127.0.0.1", "not host:port"},
 	} {
 		st, closer, err := stores.Open(context.Background(), stores.Config{URL: tc.url})
 		if err == nil {

@@ -38,7 +38,7 @@ func plainEnv(_, name, def string) string {
 // describes --config for the command.
 func (f *sharedFlags) register(fs *flag.FlagSet, configUsage string, env envFunc) {
 	fs.StringVar(&f.config, "config", env("config", "SLUICE_CONFIG", ""), configUsage+" [SLUICE_CONFIG]")
-	fs.StringVar(&f.store, "store", env("store", "SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER [SLUICE_STORE]")
+	fs.StringVar(&f.store, "store", env("store", "SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER, memcached://host:port,host:port [SLUICE_STORE]")
 	fs.StringVar(&f.mode, "mode", env("mode", "SLUICE_MODE", "sync"), "distribution mode: sync, overlimit or async [SLUICE_MODE]")
 	fs.StringVar(&f.fallback, "fallback", env("fallback", "SLUICE_FALLBACK", ""), "policy while the store is down: local, fail_open, fail_closed; empty: answer UNAVAILABLE (proxy: 503) [SLUICE_FALLBACK]")
 	fs.StringVar(&f.logLevel, "log-level", env("log-level", "SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error [SLUICE_LOG_LEVEL]")

@@ -28,7 +28,6 @@ const (
 	DefaultShards        = 64
 	DefaultSweepInterval = time.Minute
 	evictionSamples      = 8
-	maxCompiled          = 4096
 )
 
 // Store is the in-process store. It is safe for concurrent use. Build it with New; call Close
@@ -42,8 +41,7 @@ type Store struct {
 	perShard  int
 	maxKeyLen int
 	evictions atomic.Int64
-	rulesMu   sync.Mutex
-	rules     map[sluice.Rule]*algorithm.Params
+	rules     algorithm.ParamsCache
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -141,7 +139,6 @@ func New(opts ...Option) (*Store, error) {
 		maxKeyLen: cmp.Or(cfg.maxKeyLen, sluice.DefaultMaxKeyLength),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
-		rules:     make(map[sluice.Rule]*algorithm.Params),
 	}
 	for i := range s.shards {
 		s.shards[i].tab.Store(newTable(minTable))
@@ -347,20 +344,8 @@ func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorit
 	return d
 }
 
-// compiled returns the shared compiled form of a valid rule. Up to maxCompiled distinct rules
-// are cached; past that each key gets its own copy.
-func (s *Store) compiled(r sluice.Rule) *algorithm.Params {
-	s.rulesMu.Lock()
-	defer s.rulesMu.Unlock()
-	if p, ok := s.rules[r]; ok {
-		return p
-	}
-	p := algorithm.Compile(r)
-	if len(s.rules) < maxCompiled {
-		s.rules[r] = &p
-	}
-	return &p
-}
+// compiled returns the shared compiled form of a valid rule (see algorithm.ParamsCache).
+func (s *Store) compiled(r sluice.Rule) *algorithm.Params { return s.rules.Get(r) }
 
 // Sweep removes every key whose state is back to full capacity, and shrinks tables left
 // mostly empty. The background sweep calls it; tests with a manual clock call it directly.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestScriptsAssembled: every algorithm's script is assembled from the prelude and its file,
@@ -91,12 +91,7 @@ func sameSlotKeys(s *redis.Store, n int) []string {
 // back to full, which Redis need not keep, and a clock stepping back tells them apart (the
 // memory store's sweep forgets such states too).
 func batchDifferential(t *testing.T, c goredis.UniversalClient) {
-	seed := uint64(time.Now().UnixNano())
-	if v, err := strconv.ParseUint(os.Getenv("SLUICE_SEED"), 10, 64); err == nil {
-		seed = v
-	}
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	rng := storetest.Rand(t, 2)
 	clock := sluicetest.NewManualClock(t0)
 	rs := newStore(t, c, redis.WithClock(clock))
 	seq := newStore(t, c, redis.WithClock(clock))
@@ -113,7 +108,7 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 	}
 	state := map[string]*keyState{}
 	for _, k := range keys {
-		state[k] = &keyState{rule: randomRule(rng, algs[rng.IntN(len(algs))])}
+		state[k] = &keyState{rule: storetest.RandomRule(rng, algs[rng.IntN(len(algs))])}
 	}
 	batches := 150
 	if testing.Short() {
@@ -136,16 +131,16 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 			}
 			st := state[k]
 			if rng.IntN(30) == 0 {
-				r := randomRule(rng, algs[rng.IntN(len(algs))]) // another algorithm, or rule
+				r := storetest.RandomRule(rng, algs[rng.IntN(len(algs))]) // another algorithm, or rule
 				st.switched = st.switched || r.Algorithm != st.rule.Algorithm
 				st.rule = r
 			}
 			if rng.IntN(4) == 0 {
-				now = now.Add(randomStep(rng, st.rule))
+				now = now.Add(storetest.RandomStep(rng, st.rule))
 			}
-			req := sluice.Request{Key: k, Rule: st.rule, N: randomN(rng, st.rule)}
+			req := sluice.Request{Key: k, Rule: st.rule, N: storetest.RandomN(rng, st.rule)}
 			if rng.IntN(6) == 0 {
-				req.Settle, req.N = true, randomSettle(rng, st.rule)
+				req.Settle, req.N = true, storetest.RandomSettle(rng, st.rule)
 			} else if st.rule.Algorithm.Bucket() && rng.IntN(4) == 0 {
 				req.MaxDelay = time.Duration(rng.Int64N(2*int64(st.rule.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 			}

@@ -1,0 +1,143 @@
+package algorithm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrBadEncoding reports bytes that AppendState did not write (another program's value, or a
+// truncated one).
+var ErrBadEncoding = errors.New("algorithm: bad state encoding")
+
+// AppendState appends the compact binary encoding of s to dst and returns the extended
+// buffer: a byte naming the algorithm, then the state's fields as varints (a sliding log's
+// timestamps as the first one and then the gaps between them, so a busy log takes one or two
+// bytes a unit). Stores that keep state outside the process (store/memcached) write it and
+// read it back with DecodeState, which returns a state that decides exactly as s would.
+func AppendState(dst []byte, s State) []byte {
+	dst = append(dst, byte(s.Algorithm()))
+	switch s := s.(type) {
+	case *FixedWindow:
+		dst = binary.AppendVarint(dst, s.End)
+		dst = binary.AppendVarint(dst, s.Count)
+	case *SlidingWindow:
+		dst = binary.AppendVarint(dst, s.Newest)
+		dst = binary.AppendVarint(dst, s.Sub)
+		dst = binary.AppendUvarint(dst, uint64(len(s.Counts)))
+		for _, c := range s.Counts {
+			dst = binary.AppendVarint(dst, c)
+		}
+	case *TokenBucket:
+		dst = s.level.append(dst)
+	case *LeakyBucket:
+		dst = s.level.append(dst)
+	case *GCRA:
+		dst = binary.AppendVarint(dst, s.TAT)
+	case *SlidingLog:
+		dst = binary.AppendVarint(dst, s.limit)
+		dst = binary.AppendUvarint(dst, uint64(s.count))
+		prev := int64(0)
+		for i := 0; i < s.count; i++ {
+			t := s.at(i)
+			if i == 0 {
+				dst = binary.AppendVarint(dst, t)
+			} else {
+				dst = binary.AppendUvarint(dst, uint64(t-prev))
+			}
+			prev = t
+		}
+	}
+	return dst
+}
+
+func (b *level) append(dst []byte) []byte {
+	dst = binary.AppendVarint(dst, b.Level)
+	return binary.AppendVarint(dst, b.Last)
+}
+
+// DecodeState returns the state AppendState encoded in b, or an error wrapping
+// ErrBadEncoding when b is not such an encoding (nothing in b can make it panic or allocate
+// more than a valid state of its size would).
+func DecodeState(b []byte) (State, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrBadEncoding)
+	}
+	s := New(sluice.Algorithm(b[0]))
+	if s == nil {
+		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrBadEncoding, b[0])
+	}
+	r := reader{b: b[1:]}
+	switch s := s.(type) {
+	case *FixedWindow:
+		s.End, s.Count = r.varint(), r.varint()
+	case *SlidingWindow:
+		s.Newest, s.Sub = r.varint(), r.varint()
+		n := r.uvarint()
+		if n > sluice.MaxSubWindows+1 || n > uint64(len(r.b)) {
+			return nil, fmt.Errorf("%w: %d sliding-window counters", ErrBadEncoding, n)
+		}
+		if n > 0 {
+			s.Counts = make([]int64, n)
+			for i := range s.Counts {
+				s.Counts[i] = r.varint()
+			}
+		}
+	case *TokenBucket:
+		s.Level, s.Last = r.varint(), r.varint()
+	case *LeakyBucket:
+		s.Level, s.Last = r.varint(), r.varint()
+	case *GCRA:
+		s.TAT = r.varint()
+	case *SlidingLog:
+		s.limit = r.varint()
+		n := r.uvarint()
+		// up to Limit timestamps, and as many more in debt (see SlidingLog and Params.MaxDebt)
+		if s.limit < 0 || s.limit > sluice.MaxSlidingLogLimit || n > 2*uint64(s.limit) || n > uint64(len(r.b)) {
+			return nil, fmt.Errorf("%w: %d timestamps in a log of limit %d", ErrBadEncoding, n, s.limit)
+		}
+		if n > 0 {
+			s.ring = make([]int64, max(int(n), min(minLogRing, int(s.limit))))
+			t := r.varint()
+			for i := range int(n) {
+				if i > 0 {
+					t += int64(r.uvarint())
+				}
+				s.ring[i] = t
+			}
+			s.count = int(n)
+		}
+	}
+	if r.err || len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: %s state of %d bytes", ErrBadEncoding, s.Algorithm(), len(b))
+	}
+	return s, nil
+}
+
+// reader reads varints, remembering the first failure.
+type reader struct {
+	b   []byte
+	err bool
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}

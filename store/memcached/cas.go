@@ -1,0 +1,107 @@
+package memcached
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// casRound decides calls (token bucket, leaky bucket, GCRA, sliding log) with an optimistic
+// gets/cas loop around the algorithm's own state: read the state item (gets), decide every
+// call in order on it exactly as the memory store would, and write it back if it changed
+// (cas, or add when there was none). A write that loses to another writer is retried, after a
+// jittered pause, from a fresh read, up to the retry budget; then every call fails with a
+// *ContentionError.
+func (s *Store) casRound(b base, calls []*call, now int64, deadline time.Time) {
+	key := b.state()
+	var buf []byte
+	for attempt := 1; ; attempt++ {
+		s.stats.rounds.Add(1)
+		err := s.casAttempt(key, calls, now, buf[:0])
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errConflict) {
+			for _, c := range calls {
+				c.err = err
+			}
+			return
+		}
+		s.stats.conflicts.Add(1)
+		pause := s.backoff(attempt)
+		if attempt >= s.cfg.maxAttempts || time.Now().Add(pause).After(deadline) {
+			s.stats.contention.Add(int64(len(calls)))
+			for _, c := range calls {
+				c.err = &ContentionError{Key: calls[0].req.Key, Attempts: attempt}
+			}
+			return
+		}
+		time.Sleep(pause)
+	}
+}
+
+// errConflict is a lost gets/cas round.
+var errConflict = errors.New("memcached: cas conflict")
+
+// casAttempt is one gets/cas attempt: nil when the calls are decided (and the state written if
+// it changed), errConflict when another writer got there first.
+func (s *Store) casAttempt(key string, calls []*call, now int64, buf []byte) error {
+	it, err := s.client.Get(key)
+	var st algorithm.State
+	switch {
+	case err == nil:
+		st, _ = algorithm.DecodeState(it.Value) // not a state of ours: start from full
+	case errors.Is(err, memcache.ErrCacheMiss):
+		it = nil
+	default:
+		return unavailable(err)
+	}
+	var last sluice.Decision
+	for _, c := range calls {
+		if st == nil || st.Algorithm() != c.req.Rule.Algorithm {
+			st = algorithm.New(c.req.Rule.Algorithm) // a new algorithm starts from full
+		}
+		if c.req.Settle {
+			c.d = st.Settle(now, c.p, c.req.N)
+		} else {
+			c.d = st.Take(now, c.p, c.req.N, int64(c.req.MaxDelay))
+		}
+		last = c.d
+	}
+	enc := algorithm.AppendState(buf, st)
+	exp := s.expiration(int64(last.ResetAfter))
+	switch {
+	case it == nil && last.ResetAfter <= 0:
+		return nil // a full state: nothing to keep
+	case it == nil:
+		err = s.client.Add(&memcache.Item{Key: key, Value: enc, Expiration: exp})
+	case bytes.Equal(enc, it.Value):
+		return nil
+	default:
+		it.Value, it.Expiration = enc, exp
+		err = s.client.CompareAndSwap(it)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
+		return errConflict
+	}
+	return unavailable(err)
+}
+
+// backoff is the pause after the attempt-th conflict: uniform in [0, base x 2^(attempt-1)),
+// capped at 32 x base.
+func (s *Store) backoff(attempt int) time.Duration {
+	ceil := s.cfg.backoff << min(attempt-1, 5)
+	if ceil <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(ceil)))
+}

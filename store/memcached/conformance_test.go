@@ -1,0 +1,16 @@
+package memcached_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memcached"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	addr := server(t)
+	storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Store {
+		return newStore(t, []string{addr}, memcached.WithClock(clock))
+	})
+}

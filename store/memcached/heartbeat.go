@@ -1,0 +1,107 @@
+package memcached
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/sluicehq/sluice"
+)
+
+var _ sluice.Heartbeater = (*Store)(nil)
+
+// Heartbeat implements sluice.Heartbeater (the fallback decorator's count of live instances):
+// one item per group, "<prefix>instances:<group>|h" (hashed like any key), holding each
+// instance's expiry on the client clock, updated by the same gets/cas loop as the CAS
+// algorithms: expired instances are dropped, this one marked live for ttl. The item expires
+// with its newest heartbeat.
+func (s *Store) Heartbeat(ctx context.Context, group, instance string, ttl time.Duration) (int, error) {
+	switch {
+	case instance == "":
+		return 0, fmt.Errorf("%w: instance: empty", sluice.ErrInvalidKey)
+	case ttl <= 0:
+		return 0, fmt.Errorf("%w: ttl: must be positive, got %v", sluice.ErrInvalidRule, ttl)
+	case s.closed.Load():
+		return 0, fmt.Errorf("memcached: heartbeat: %w", sluice.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, unavailable(err)
+	}
+	name := "instances:" + group
+	key := s.cfg.prefix + body(s.cfg.prefix, name) + "|h"
+	deadline := time.Now().Add(s.cfg.timeout)
+	for attempt := 1; ; attempt++ {
+		now := s.clock.Now().UnixNano()
+		live, err := s.beat(key, instance, now, int64(ttl))
+		if !errors.Is(err, errConflict) {
+			return live, err
+		}
+		s.stats.conflicts.Add(1)
+		pause := s.backoff(attempt)
+		if attempt >= s.cfg.maxAttempts || time.Now().Add(pause).After(deadline) {
+			return 0, &ContentionError{Key: name, Attempts: attempt}
+		}
+		time.Sleep(pause)
+	}
+}
+
+// beat is one gets/cas attempt of Heartbeat.
+func (s *Store) beat(key, instance string, now, ttl int64) (int, error) {
+	it, err := s.client.Get(key)
+	var old []byte
+	switch {
+	case err == nil:
+		old = it.Value
+	case errors.Is(err, memcache.ErrCacheMiss):
+		it = nil
+	default:
+		return 0, unavailable(err)
+	}
+	var out []byte
+	live := 1
+	newest := now + ttl
+	for b := old; len(b) > 0; {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			break // not ours: start afresh
+		}
+		id := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		exp, k := binary.Varint(b)
+		if k <= 0 {
+			break
+		}
+		b = b[k:]
+		if id == instance || exp <= now {
+			continue
+		}
+		out = appendBeat(out, id, exp)
+		live++
+		newest = max(newest, exp)
+	}
+	out = appendBeat(out, instance, now+ttl)
+	item := &memcache.Item{Key: key, Value: out, Expiration: s.expiration(newest - now)}
+	if it == nil {
+		err = s.client.Add(item)
+	} else {
+		item.CasID = it.CasID
+		err = s.client.CompareAndSwap(item)
+	}
+	switch {
+	case err == nil:
+		return live, nil
+	case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
+		return 0, errConflict
+	}
+	return 0, unavailable(err)
+}
+
+func appendBeat(b []byte, id string, exp int64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	b = append(b, id...)
+	return binary.AppendVarint(b, exp)
+}

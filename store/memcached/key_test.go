@@ -1,0 +1,103 @@
+package memcached_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memcached"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// TestUnsafeKeysHashed: keys longer than memcached allows, or holding spaces, control
+// characters or a leading '#', are hashed into short legal keys; others are sent as they are.
+// Either way the state lands under Key(k).
+func TestUnsafeKeysHashed(t *testing.T) {
+	addr := server(t)
+	s := newStore(t, []string{addr})
+	raw := memcache.New(addr)
+	for _, k := range []string{"plain", "with space", "tab\t", "nl\n", "nul\x00", "del\x7f", "#lead", strings.Repeat("x", 200), strings.Repeat("é", 500), "ä|b"} {
+		key := s.Key(k)
+		safe := len(k) <= 150 && !strings.ContainsAny(k, " \t\n\x00\x7f#")
+		if hashed := strings.Contains(key, "#"); hashed == safe {
+			t.Errorf("%q: item key %q, hashed %v", k, key, hashed)
+		}
+		if len(key)+34 > 250 {
+			t.Errorf("%q: item key of %d bytes leaves no room for a suffix", k, len(key))
+		}
+		if _, err := s.Take(context.Background(), sluice.Request{Key: k, Rule: sluice.GCRA(5, time.Second, 0), N: 1}); err != nil {
+			t.Fatalf("%q: %v", k, err)
+		}
+		if _, err := raw.Get(key + "|s"); err != nil {
+			t.Errorf("%q: state item %q: %v", k, key+"|s", err)
+		}
+	}
+}
+
+// TestEveryItemExpires runs the conformance suite under a fresh prefix, then lists the
+// server's items (lru_crawler metadump) and wants an expiration on every one of the suite's.
+func TestEveryItemExpires(t *testing.T) {
+	addr := server(t)
+	p := prefix()
+	storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Store {
+		return newStore(t, []string{addr}, memcached.WithClock(clock), memcached.WithPrefix(p))
+	})
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "lru_crawler metadump all\r\n")
+	sc := bufio.NewScanner(c)
+	seen := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "END" {
+			break
+		}
+		if strings.HasPrefix(line, "BUSY") || strings.HasPrefix(line, "ERROR") {
+			t.Skipf("metadump unavailable: %s", line)
+		}
+		f := strings.Fields(line) // key=<urlencoded> exp=<unix or -1> ...
+		if len(f) < 2 || !strings.HasPrefix(f[0], "key="+strings.ReplaceAll(p, ":", "%3A")) {
+			continue
+		}
+		seen++
+		if f[1] == "exp=-1" {
+			t.Errorf("item without expiration: %s", line)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no item of the suite found in the metadump")
+	}
+	t.Logf("%d items, all with an expiration", seen)
+}
+
+// TestLongExpiration: items that must live more than 30 days get an absolute expiration
+// (memcached reads a relative one that long as a time in 1970, and drops the item at once).
+func TestLongExpiration(t *testing.T) {
+	addr := server(t)
+	s := newStore(t, []string{addr})
+	raw := memcache.New(addr)
+	ctx := context.Background()
+	for _, r := range []sluice.Rule{sluice.FixedWindow(5, 366*24*time.Hour), sluice.GCRA(5, 200*24*time.Hour, 0)} {
+		if _, err := s.Take(ctx, sluice.Request{Key: "long", Rule: r, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Take(ctx, sluice.Request{Key: "long", Rule: r, N: 0})
+		if err != nil || d.Remaining != 4 {
+			t.Errorf("%s: peek after one take: %+v, %v; want 4 remaining (the item must still be there)", r, d, err)
+		}
+	}
+	if _, err := raw.Get(s.Key("long") + "|s"); err != nil {
+		t.Errorf("state item: %v", err)
+	}
+}
