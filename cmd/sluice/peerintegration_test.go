@@ -59,7 +59,7 @@ func peerEnvStores(t *testing.T, f func(t *testing.T, storeEnv []string)) {
 	t.Run("memory", func(t *testing.T) { f(t, nil) })
 	t.Run("redis", func(t *testing.T) {
 		addr := testenv.RedisAddr(t)
-		f(t, []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + addr, "CACHE_KEY_PREFIX=sluice-peer-" + uniq() + ":"})
+		f(t, []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + addr, "REDIS_TIMEOUT=2s", "CACHE_KEY_PREFIX=sluice-peer-" + uniq() + ":"})
 	})
 }
 

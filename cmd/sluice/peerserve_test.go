@@ -235,7 +235,9 @@ func peerStores(t *testing.T, f func(t *testing.T, storeArgs []string)) {
 	t.Run("memory", func(t *testing.T) { f(t, []string{"--store", "memory"}) })
 	t.Run("redis", func(t *testing.T) {
 		addr := testenv.RedisAddr(t)
-		f(t, []string{"--store", "redis://" + addr + "/0", "--store-prefix", "sluice-peer-"}) // servePeer makes it unique
+		// servePeer makes the prefix unique; the timeout is generous: these tests check
+		// answers, not latency, on a machine whose other tests share the Redis and the CPUs.
+		f(t, []string{"--store", "redis://" + addr + "/0", "--store-prefix", "sluice-peer-", "--store-timeout", "2s"})
 	})
 }
 
