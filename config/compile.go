@@ -77,6 +77,7 @@ func (d *Document) compile(p *problems, c *Config) *Domain {
 	}
 	dom := &Domain{Name: d.Domain}
 	d.compileLevel(p, c, &dom.root, d.Descriptors, "descriptors", d.Domain)
+	dom.quota = d.compileQuota(p)
 	return dom
 }
 

@@ -23,6 +23,8 @@ type Domain struct {
 	// Name is the domain's name.
 	Name string
 	root node
+
+	quota []*QuotaRule // the RLQS quota rules, in file order (quota.go)
 }
 
 // Limit is the compiled limit of one descriptor: one or more rules that must all pass.

@@ -14,6 +14,8 @@ type Document struct {
 	Domain string `yaml:"domain"`
 	// Descriptors are the top-level descriptors.
 	Descriptors []Descriptor `yaml:"descriptors"`
+	// QuotaBuckets (Sluice) are the RLQS quota rules of the domain; see QuotaBucket.
+	QuotaBuckets []QuotaBucket `yaml:"quota_buckets"`
 	// File is the name the document was read from (for error messages).
 	File string `yaml:"-"`
 	line int
@@ -115,7 +117,7 @@ func decodeStrict(n *yaml.Node, v any, unknown []string) error {
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "document", "domain", "descriptors"))
+	return decodeStrict(n, (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "quota_buckets"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

@@ -33,7 +33,16 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 			code = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()))
+		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s), %d quota bucket rule(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()), quotaRules(c))
 	}
 	return code
+}
+
+// quotaRules counts the RLQS quota rules of every domain.
+func quotaRules(c *config.Config) int {
+	n := 0
+	for _, d := range c.Domains() {
+		n += len(c.Domain(d).QuotaRules())
+	}
+	return n
 }
