@@ -190,7 +190,7 @@ func (d *Document) compileQuotaBucket(p *problems, q *QuotaBucket, f string) *Qu
 			bad("strategy", "%s takes no requests_per_unit, unit, period, burst, fairness or static_share", r.Strategy)
 		}
 	} else {
-		d.compileQuotaLimit(q, r, bad)
+		d.compileQuotaLimit(p, q, r, f, bad)
 	}
 	if q.AssignmentTTL != "" {
 		ttl, err := time.ParseDuration(q.AssignmentTTL)
@@ -222,7 +222,7 @@ func (d *Document) compileQuotaBucket(p *problems, q *QuotaBucket, f string) *Qu
 
 // compileQuotaLimit checks and sets the limit, period, burst and fairness of a limiting
 // strategy.
-func (d *Document) compileQuotaLimit(q *QuotaBucket, r *QuotaRule, bad func(field, format string, args ...any)) {
+func (d *Document) compileQuotaLimit(p *problems, q *QuotaBucket, r *QuotaRule, f string, bad func(field, format string, args ...any)) {
 	var period time.Duration
 	switch {
 	case q.Unit != "" && q.Period != "":
@@ -264,6 +264,13 @@ func (d *Document) compileQuotaLimit(q *QuotaBucket, r *QuotaRule, bad func(fiel
 	r.Burst = q.Burst
 	if r.Burst == 0 {
 		r.Burst = q.RequestsPerUnit
+	}
+	if q.RequestsPerUnit > 0 && period > 0 && period <= sluice.MaxPeriod && q.Burst >= 0 {
+		// The whole fleet's token bucket must be one sluice accepts (whole milliseconds,
+		// refill within MaxPeriod), so every share of it is too.
+		if err := sluice.TokenBucket(q.RequestsPerUnit, period, r.Burst).Validate(); err != nil {
+			p.addRuleError(d.File, q.line, f, err)
+		}
 	}
 	pol, ok := alloc.MaxMin, true
 	if q.Fairness != "" {

@@ -98,6 +98,7 @@ func TestQuotaInvalidFixtures(t *testing.T) {
 		"zero_requests.yaml":        {"zero_requests.yaml:3: quota_buckets[0].requests_per_unit: want 1 to"},
 		"unknown_field.yaml":        {"unknown_field.yaml:6:", `unknown field "shares"`},
 		"blanket_with_limit.yaml":   {"blanket_with_limit.yaml:3: quota_buckets[0].strategy: deny_all takes no"},
+		"sub_ms_period.yaml":        {"sub_ms_period.yaml:3: quota_buckets[0].period: must be a whole number of milliseconds"},
 		"two_problems.yaml":         {"two_problems.yaml:3: quota_buckets[0].bucket_id.{x}: brace", "two_problems.yaml:3: quota_buckets[0].fairness:"},
 	}
 	files, _ := filepath.Glob("testdata/quota/*.yaml")
