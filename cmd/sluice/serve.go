@@ -39,6 +39,7 @@ type serveFlags struct {
 	maxRequestLogLimit, maxRequestStateBytes          int64
 	maxRequestPeriod                                  time.Duration
 	envErrs                                           map[string]string // by flag: environment values that did not parse
+	quotaStore                                        string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -48,6 +49,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.store, "store", serveEnv("SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER [SLUICE_STORE]")
 	fs.StringVar(&f.mode, "mode", serveEnv("SLUICE_MODE", "sync"), "distribution mode: sync, overlimit or async [SLUICE_MODE]")
 	fs.StringVar(&f.fallback, "fallback", serveEnv("SLUICE_FALLBACK", ""), "policy while the store is down: local, fail_open, fail_closed; empty: answer UNAVAILABLE [SLUICE_FALLBACK]")
+	fs.StringVar(&f.quotaStore, "quota-store", serveEnv("SLUICE_QUOTA_STORE", "memory"), "where the RLQS quota server keeps demands and assignments: memory (this replica alone) or a redis URL shared by every replica [SLUICE_QUOTA_STORE]")
 	fs.StringVar(&f.logLevel, "log-level", serveEnv("SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error [SLUICE_LOG_LEVEL]")
 	fs.StringVar(&f.logFormat, "log-format", serveEnv("SLUICE_LOG_FORMAT", "text"), "log format: text or json [SLUICE_LOG_FORMAT]")
 	reload, _ := time.ParseDuration(serveEnv("SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
@@ -196,6 +198,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		defer stopPprof()
 		logger.Info("pprof debug listener", "addr", f.pprofAddr)
 	}
+	closeQuota, err := quotaState(&cfg, f.quotaStore)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
+		return 2
+	}
+	defer closeQuota()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg); err != nil {

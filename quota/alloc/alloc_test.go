@@ -217,3 +217,21 @@ func TestBucketNewClientWaitsForFreedShare(t *testing.T) {
 		t.Fatalf("committed %d", c)
 	}
 }
+
+func TestEncodeClient(t *testing.T) {
+	c := &Client{History: []Sample{{Count: 12.5, Elapsed: 1e9}, {Count: 0, Elapsed: 3}}, Seen: -5, Left: true,
+		Held: []Assignment{{Share: 100, Expires: 1 << 60}, {Share: 3, Expires: 7}}}
+	b := AppendClient(nil, c)
+	got, err := DecodeClient(b)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(c) {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for i := range b {
+		if _, err := DecodeClient(b[:i]); err == nil {
+			t.Fatalf("truncated at %d decoded", i)
+		}
+	}
+	if _, err := DecodeClient(append(b, 0)); err == nil {
+		t.Fatal("trailing byte decoded")
+	}
+}

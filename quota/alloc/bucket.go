@@ -50,6 +50,10 @@ func (s *Settings) ttl() time.Duration {
 // EffectiveTTL returns the assignment time to live in force (TTL or its default).
 func (s *Settings) EffectiveTTL() time.Duration { return s.ttl() }
 
+// Retention is how long a client's state matters after its last report: IdleAfter, then
+// one TTL for what it holds. A shared store keeps a bucket that long after its last write.
+func (s *Settings) Retention() time.Duration { return time.Duration(s.idleAfter()) + s.ttl() }
+
 func (s *Settings) idleAfter() int64 {
 	if s.IdleAfter > 0 {
 		return int64(s.IdleAfter)
