@@ -3,9 +3,6 @@ package rlqs
 import (
 	"fmt"
 	"math"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -13,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/quota"
 )
 
 // Limits of what one stream may send; Config's zero values take these.
@@ -86,8 +84,7 @@ func (s *Service) validate(msg *rlqspb.RateLimitQuotaUsageReports) ([]usage, err
 	return out, nil
 }
 
-// bucketKey checks a bucket id and returns its canonical form: entries sorted by key, each
-// length-prefixed, so that no two ids share a key.
+// bucketKey checks a bucket id and returns its canonical form (quota.BucketKey).
 func (s *Service) bucketKey(id *rlqspb.BucketId, f string) (string, error) {
 	b := id.GetBucket()
 	if len(b) == 0 {
@@ -97,7 +94,6 @@ func (s *Service) bucketKey(id *rlqspb.BucketId, f string) (string, error) {
 		return "", invalid("%s: %d entries, more than the maximum of %d", f, len(b), s.maxEntries)
 	}
 	size := 0
-	keys := make([]string, 0, len(b))
 	for k, v := range b {
 		size += len(k) + len(v)
 		if size > s.maxIDBytes {
@@ -112,19 +108,6 @@ func (s *Service) bucketKey(id *rlqspb.BucketId, f string) (string, error) {
 		if err := config.CheckValue(v); err != nil {
 			return "", invalid("%s.%s: %v", f, k, err)
 		}
-		keys = append(keys, k)
 	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	sb.Grow(size + 8*len(keys))
-	for _, k := range keys {
-		sb.WriteString(strconv.Itoa(len(k)))
-		sb.WriteByte(':')
-		sb.WriteString(k)
-		v := b[k]
-		sb.WriteString(strconv.Itoa(len(v)))
-		sb.WriteByte(':')
-		sb.WriteString(v)
-	}
-	return sb.String(), nil
+	return quota.BucketKey(b), nil
 }
