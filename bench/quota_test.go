@@ -3,9 +3,8 @@ package bench
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,12 +26,8 @@ import (
 //	cd bench && for i in $(seq 8); do go test -run '^$' -bench 'Quota/' -benchmem; done | tee quota.txt
 func BenchmarkQuota(b *testing.B) {
 	const n = 1000
-	rulesPath := filepath.Join(b.TempDir(), "rules.yaml")
 	body := "domain: bench\nquota_buckets:\n  - bucket_id: {name: \"\"}\n    requests_per_unit: 1000000\n    unit: second\n    assignment_ttl: 1h\n"
-	if err := os.WriteFile(rulesPath, []byte(body), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	rules, err := config.Load(rulesPath)
+	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(body)}}, "rules.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -162,7 +162,15 @@ func TestInvalidFixtures(t *testing.T) {
 		"uneven_sub_windows.yaml":       {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
 		"many_problems.yaml":            {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
-	files, _ := filepath.Glob("testdata/*.yaml")
+	checkFixtures(t, "testdata", want)
+}
+
+// checkFixtures loads each *.yaml file of dir and checks that its error wraps ErrInvalid
+// (but for a YAML syntax error) and contains every expected text, the directory cut from
+// the names.
+func checkFixtures(t *testing.T, dir string, want map[string][]string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) != len(want) {
 		t.Errorf("%d fixtures, %d expectations", len(files), len(want))
 	}
@@ -176,7 +184,7 @@ func TestInvalidFixtures(t *testing.T) {
 		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
 			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
 		}
-		msg := strings.ReplaceAll(err.Error(), "testdata/", "")
+		msg := strings.ReplaceAll(err.Error(), dir+"/", "")
 		for _, w := range want[base] {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: error %q does not contain %q", base, msg, w)

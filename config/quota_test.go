@@ -1,11 +1,8 @@
 package config_test
 
 import (
-	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
@@ -40,11 +37,7 @@ quota_buckets:
 `
 
 func TestQuotaRules(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(p, []byte(quotaRules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(p)
+	c, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(quotaRules)}}, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,25 +94,5 @@ func TestQuotaInvalidFixtures(t *testing.T) {
 		"sub_ms_period.yaml":        {"sub_ms_period.yaml:3: quota_buckets[0].period: must be a whole number of milliseconds"},
 		"two_problems.yaml":         {"two_problems.yaml:3: quota_buckets[0].bucket_id.{x}: brace", "two_problems.yaml:3: quota_buckets[0].fairness:"},
 	}
-	files, _ := filepath.Glob("testdata/quota/*.yaml")
-	if len(files) != len(want) {
-		t.Errorf("%d fixtures, %d expectations", len(files), len(want))
-	}
-	for _, f := range files {
-		base := filepath.Base(f)
-		_, err := config.Load(f)
-		if err == nil {
-			t.Errorf("%s: loaded without error", base)
-			continue
-		}
-		if !errors.Is(err, config.ErrInvalid) {
-			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
-		}
-		msg := strings.ReplaceAll(err.Error(), "testdata/quota/", "")
-		for _, w := range want[base] {
-			if !strings.Contains(msg, w) {
-				t.Errorf("%s: error %q does not contain %q", base, msg, w)
-			}
-		}
-	}
+	checkFixtures(t, "testdata/quota", want)
 }

@@ -3,9 +3,8 @@ package quota_test
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,11 +39,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(p, []byte(rulesYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rules, err := config.Load(p)
+	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(rulesYAML)}}, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,8 @@ package rlqs_test
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -20,14 +19,10 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// rules writes body to a rules file and loads it.
-func rules(t *testing.T, body string) *config.Config {
+// rules loads body as a rules file.
+func rules(t testing.TB, body string) *config.Config {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(p)
+	c, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(body)}}, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

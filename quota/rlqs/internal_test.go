@@ -3,10 +3,9 @@ package rlqs
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -25,11 +24,7 @@ quota_buckets:
 `
 
 func loadRules(tb testing.TB) *config.Config {
-	p := filepath.Join(tb.TempDir(), "r.yaml")
-	if err := os.WriteFile(p, []byte(benchRules), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	c, err := config.Load(p)
+	c, err := config.LoadFS(fstest.MapFS{"r.yaml": {Data: []byte(benchRules)}}, "r.yaml")
 	if err != nil {
 		tb.Fatal(err)
 	}

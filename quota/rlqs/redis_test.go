@@ -31,29 +31,7 @@ func TestTwoReplicasShareOneBudget(t *testing.T) {
 		return rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, fairRules) }, Clock: clock, State: rlqs.NewRedisState(rc, prefix)})
 	}
 	a, b := newReplica(), newReplica()
-	connA, connB := serve(t, a), serve(t, b)
-	f := &fleet{t: t, demands: skewed, shares: make([]int64, len(skewed)), ttls: make([]time.Duration, len(skewed))}
-	for i := range skewed {
-		conn := connA
-		if i%2 == 1 {
-			conn = connB
-		}
-		f.clients = append(f.clients, newFakeEnvoy(t, conn, "envoy"))
-	}
-	want := maxMin(1000, skewed)
-	f.round()
-	clock.Advance(interval)
-	f.round()
-	if !within5(f.shares, want) {
-		t.Fatalf("after two rounds over two replicas: shares %v, max-min fair %v", f.shares, want)
-	}
-	var sum int64
-	for _, s := range f.shares {
-		sum += s
-	}
-	if sum > 1000 {
-		t.Fatalf("replicas handed out %d > 1000", sum)
-	}
+	newFleetOver(t, serve(t, a), serve(t, b)).twoRounds(clock)
 	keys, err := rc.Keys(context.Background(), prefix+"*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys %v %v, want one bucket hash", keys, err)

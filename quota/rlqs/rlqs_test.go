@@ -8,6 +8,7 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -65,6 +66,35 @@ func (f *fleet) round() {
 	}
 }
 
+// newFleetOver opens one fake Envoy per skewed demand, client i on conns[i % len(conns)].
+func newFleetOver(t *testing.T, conns ...*grpc.ClientConn) *fleet {
+	f := &fleet{t: t, demands: skewed, shares: make([]int64, len(skewed)), ttls: make([]time.Duration, len(skewed))}
+	for i := range skewed {
+		f.clients = append(f.clients, newFakeEnvoy(t, conns[i%len(conns)], "envoy"))
+	}
+	return f
+}
+
+// twoRounds runs two reporting rounds an interval apart and checks the shares are within
+// 5% of the max-min fair split and within the limit.
+func (f *fleet) twoRounds(clock interface{ Advance(time.Duration) }) {
+	f.t.Helper()
+	want := maxMin(1000, f.demands)
+	f.round()
+	clock.Advance(interval)
+	f.round()
+	if !within5(f.shares, want) {
+		f.t.Fatalf("after two rounds: shares %v, max-min fair %v", f.shares, want)
+	}
+	var sum int64
+	for _, s := range f.shares {
+		sum += s
+	}
+	if sum > 1000 {
+		f.t.Fatalf("shares sum to %d > 1000", sum)
+	}
+}
+
 func maxMin(limit int64, demands []float64) []int64 {
 	out := make([]int64, len(demands))
 	alloc.MaxMinFair(limit, demands, out)
@@ -84,27 +114,12 @@ func within5(got, want []int64) bool {
 func TestMaxMinFairSharesAfterTwoRounds(t *testing.T) {
 	clock := newClock()
 	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, fairRules) }, Clock: clock})
-	conn := serve(t, svc)
-	f := &fleet{t: t, demands: skewed, shares: make([]int64, len(skewed)), ttls: make([]time.Duration, len(skewed))}
-	for range skewed {
-		f.clients = append(f.clients, newFakeEnvoy(t, conn, "envoy"))
-	}
-	want := maxMin(1000, skewed)
-	f.round()
-	clock.Advance(interval)
-	f.round()
-	if !within5(f.shares, want) {
-		t.Fatalf("after two rounds: shares %v, max-min fair %v", f.shares, want)
-	}
-	var sum int64
-	for i, s := range f.shares {
-		sum += s
-		if f.ttls[i] != time.Second {
-			t.Errorf("ttl %v", f.ttls[i])
+	f := newFleetOver(t, serve(t, svc))
+	f.twoRounds(clock)
+	for _, ttl := range f.ttls {
+		if ttl != time.Second {
+			t.Errorf("ttl %v", ttl)
 		}
-	}
-	if sum > 1000 {
-		t.Fatalf("shares sum to %d > 1000", sum)
 	}
 
 	// The heaviest client leaves: its share goes to the others within one interval plus
