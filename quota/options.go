@@ -38,15 +38,14 @@ type optionFunc func(*settings)
 func (f optionFunc) apply(s *settings) { f(s) }
 
 type settings struct {
-	clock       sluice.Clock
-	interval    time.Duration
-	bucketID    func(key string) map[string]string
-	noAssign    Behavior
-	expired     Behavior
-	reuseFor    time.Duration
-	maxBuckets  int
-	maxKeyLen   int
-	onReconnect func(error)
+	clock      sluice.Clock
+	interval   time.Duration
+	bucketID   func(key string) map[string]string
+	noAssign   Behavior
+	expired    Behavior
+	reuseFor   time.Duration
+	maxBuckets int
+	maxKeyLen  int
 }
 
 // WithClock sets the clock that times reports and expiries (default sluice.SystemClock).
