@@ -32,6 +32,33 @@ func ExampleLimiter_Allow() {
 	// allowed=false remaining=0 retry_after=500ms
 }
 
+// A cost known only after the work (LLM tokens): reserve an estimate, then settle the
+// difference. An overage is charged past the limit, and the key's next requests wait for the
+// debt to be paid.
+func ExampleLimiter_Settle() {
+	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	store, _ := memory.New(memory.WithClock(clock)) // omit WithClock outside tests
+	defer store.Close()
+	limiter := sluice.New(store)
+	ctx := context.Background()
+	rule := sluice.TokenBucket(1000, time.Minute, 0) // 1,000 tokens a minute
+
+	const estimate = 200
+	d, _ := limiter.AllowN(ctx, "tenant:7", rule, estimate)
+	fmt.Printf("reserved=%v remaining=%d\n", d.Allowed, d.Remaining)
+
+	used := int64(1500) // the response's real cost
+	d, _ = limiter.Settle(ctx, "tenant:7", rule, used-estimate)
+	fmt.Printf("settled: remaining=%d debt paid in %v\n", d.Remaining, d.RetryAfter)
+
+	d, _ = limiter.Allow(ctx, "tenant:7", rule)
+	fmt.Printf("next: allowed=%v retry_after=%v\n", d.Allowed, d.RetryAfter)
+	// Output:
+	// reserved=true remaining=800
+	// settled: remaining=0 debt paid in 30s
+	// next: allowed=false retry_after=30.06s
+}
+
 func ExampleLimiter_AllowAll() {
 	store, _ := memory.New()
 	defer store.Close()

@@ -77,6 +77,24 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n})
 }
 
+// Settle applies delta units to key under rule whatever the limit, for a cost known only after
+// the request was served (tokens generated, bytes sent, rows scanned): reserve an estimate
+// with AllowN before the work, then settle the real cost minus the estimate. A negative delta
+// refunds what was over-estimated; a positive one is charged even past the limit, so the key
+// goes into debt and the next requests pay it before they are admitted again (each algorithm's
+// debt and its bound: package algorithm, State.Settle). A client therefore cannot stay under
+// its quota by sending cheap-looking requests. delta = 0 reports the key's state.
+//
+// The Decision is Allowed, with Remaining 0 while the key is in debt, RetryAfter how long
+// until the debt is paid (0 when there is none) and ResetAfter until the key is back to full.
+// |delta| must be at most MaxLimit. The store applies it atomically (Request.Settle).
+func (l *Limiter) Settle(ctx context.Context, key string, rule Rule, delta int64) (Decision, error) {
+	if l.store == nil {
+		return Decision{}, ErrNoStore
+	}
+	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: delta, Settle: true})
+}
+
 // Peek reports the key's state under rule without consuming: Remaining, ResetAfter, and
 // Allowed false only when the key is over its limit (after a limit was lowered).
 func (l *Limiter) Peek(ctx context.Context, key string, rule Rule) (Decision, error) {
@@ -193,6 +211,19 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	if len(checks) == 0 {
 		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
+	if len(checks) == 1 { // AllowN: the memory store's fast path
+		c := &checks[0]
+		n := c.N
+		if n == 0 {
+			n = 1
+		}
+		d, err := l.AllowN(ctx, c.Key, c.Rule, n)
+		if err != nil {
+			return Decision{}, fmt.Errorf("check 0 (key %q): %w", c.Key, err)
+		}
+		c.Decision = d
+		return d, nil
+	}
 	denied := -1
 	for i := range checks {
 		c := &checks[i]
@@ -216,6 +247,28 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	}
 	d, _ := Combine(checks, denied < 0)
 	return d, nil
+}
+
+// WaitAll is AllowAll that waits instead of denying: while the checks deny with a RetryAfter
+// that ends within maxWait (and the context's deadline), it sleeps that long on the
+// limiter's clock and decides again. It returns the last decision: denied when the wait
+// would be too long (RetryAfter then says how long), or the context's error when it ends
+// while waiting. Unlike WaitN it reserves no slot, for any algorithm: under contention another
+// request may take the slot first, and the waiter asks again.
+func (l *Limiter) WaitAll(ctx context.Context, checks []Check, maxWait time.Duration) (Decision, error) {
+	end := l.clock.Now().Add(maxWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	for {
+		d, err := l.AllowAll(ctx, checks)
+		if err != nil || d.Allowed || d.RetryAfter < 0 || d.RetryAfter > end.Sub(l.clock.Now()) {
+			return d, err
+		}
+		if err := l.sleep(ctx, max(d.RetryAfter, time.Millisecond)); err != nil {
+			return d, err
+		}
+	}
 }
 
 // undo refunds checks taken before a denial or an error.

@@ -227,3 +227,71 @@ func TestDynamicRule(t *testing.T) {
 		t.Errorf("after raising the limit to 6: %+v, want allowed with 1 left", d)
 	}
 }
+
+func TestSettle(t *testing.T) {
+	l, clock := newLimiter(t)
+	ctx := context.Background()
+	rule := sluice.FixedWindow(10, time.Second)
+	if d, err := l.AllowN(ctx, "k", rule, 8); err != nil || !d.Allowed {
+		t.Fatalf("reserve 8: %+v %v", d, err)
+	}
+	d, err := l.Settle(ctx, "k", rule, -5) // cost 3
+	if err != nil || !d.Allowed || d.Remaining != 7 {
+		t.Fatalf("settle -5: %+v %v, want allowed with 7 remaining", d, err)
+	}
+	d, err = l.Settle(ctx, "k", rule, 12) // cost 15 in all: 5 past the limit
+	if err != nil || !d.Allowed || d.Remaining != 0 || d.RetryAfter != time.Second {
+		t.Fatalf("settle 12: %+v %v, want allowed, 0 remaining, debt paid with the window in 1s", d, err)
+	}
+	if d, _ := l.Allow(ctx, "k", rule); d.Allowed {
+		t.Fatalf("a request while in debt: %+v, want denied", d)
+	}
+	clock.Advance(time.Second)
+	if d, _ := l.Allow(ctx, "k", rule); !d.Allowed {
+		t.Fatalf("a request in the next window: %+v, want allowed", d)
+	}
+	if _, err := l.Settle(ctx, "k", rule, sluice.MaxLimit+1); !errors.Is(err, sluice.ErrInvalidN) {
+		t.Errorf("settle above MaxLimit: %v, want ErrInvalidN", err)
+	}
+	if _, err := sluice.New(nil).Settle(ctx, "k", rule, 1); !errors.Is(err, sluice.ErrNoStore) {
+		t.Errorf("settle without a store: %v, want ErrNoStore", err)
+	}
+}
+
+// TestWaitAll: WaitAll sleeps on the limiter's clock until every check admits, refuses at once
+// a wait longer than its bound, and returns the context's error when it ends while waiting.
+func TestWaitAll(t *testing.T) {
+	l, clock := newLimiter(t)
+	ctx := context.Background()
+	checks := func() []sluice.Check {
+		return []sluice.Check{{Key: "a", Rule: sluice.FixedWindow(1, time.Second)}, {Key: "b", Rule: sluice.FixedWindow(5, time.Minute)}}
+	}
+	if d, err := l.WaitAll(ctx, checks(), time.Second); err != nil || !d.Allowed {
+		t.Fatalf("first: %+v, %v", d, err)
+	}
+	// "a" is spent until the next second: a wait of at most 100 ms is refused at once.
+	if d, err := l.WaitAll(ctx, checks(), 100*time.Millisecond); err != nil || d.Allowed || d.RetryAfter != time.Second {
+		t.Fatalf("short wait: %+v, %v; want denied with RetryAfter 1s", d, err)
+	}
+	done := make(chan sluice.Decision, 1)
+	go func() {
+		d, err := l.WaitAll(ctx, checks(), 2*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- d
+	}()
+	blockUntilWaiting(t, clock, 1)
+	clock.Advance(time.Second)
+	if d := <-done; !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after the wait: %+v, want allowed with 0 remaining (a's)", d)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() { _, err := l.WaitAll(cctx, checks(), 2*time.Second); errs <- err }()
+	blockUntilWaiting(t, clock, 1)
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}

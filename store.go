@@ -22,6 +22,14 @@ type Request struct {
 	// denying: the request is admitted if it can start within MaxDelay, and Decision.Delay says
 	// when. Window algorithms ignore it and decide as usual.
 	MaxDelay time.Duration
+	// Settle applies N whatever the limit, for a cost known only after the fact (Limiter.Settle):
+	// a positive N is charged even past the limit, so the key goes into debt that later
+	// requests pay before they are admitted again; a negative N refunds as usual; 0 reports.
+	// The Decision is Allowed, with Remaining 0 while the key is in debt and RetryAfter how
+	// long until the debt is paid (0 when there is none). Each algorithm's debt, and its bound,
+	// is described in package algorithm (State.Settle, Params.MaxDebt). A settle cannot
+	// reserve: MaxDelay must be 0.
+	Settle bool
 }
 
 // Store makes rate-limit decisions on shared state: one atomic operation per decision, with
@@ -57,6 +65,9 @@ func (req *Request) ValidateArgs(maxKeyLen int) error {
 	if req.MaxDelay < 0 {
 		return fieldError(ErrInvalidN, "max_delay", "negative (%v)", req.MaxDelay)
 	}
+	if req.Settle {
+		return req.validateSettle()
+	}
 	return nil
 }
 
@@ -77,4 +88,15 @@ func keyError(key string, maxKeyLen int) error {
 		return fieldError(ErrInvalidKey, "key", "empty")
 	}
 	return fieldError(ErrInvalidKey, "key", "%d bytes, longer than the maximum of %d", len(key), maxKeyLen)
+}
+
+// validateSettle checks what a settle adds: a charge of at most MaxLimit, no reservation.
+func (req *Request) validateSettle() error {
+	if req.N > MaxLimit {
+		return fieldError(ErrInvalidN, "n", "settle of %d is above the maximum of %d", req.N, int64(MaxLimit))
+	}
+	if req.MaxDelay != 0 {
+		return fieldError(ErrInvalidN, "max_delay", "a settle cannot reserve (got %v)", req.MaxDelay)
+	}
+	return nil
 }

@@ -78,6 +78,13 @@ func (b *level) take(now int64, p *Params, n, maxDelay int64, queue bool) (allow
 	return allowed, max(0, (full-b.Level)/Scale), retryAfter, timeFor(b.Level, p), delay
 }
 
+// charge takes n more units past the capacity: the level rises above full (a token bucket's
+// tokens go below zero, a leaky bucket holds more than it can), and the refill pays the debt
+// before anything fits again.
+func (b *level) charge(_ int64, p *Params, n int64) {
+	b.Level = max(b.Level, min(b.Level+n*Scale, p.full+p.maxDebt*Scale))
+}
+
 // TokenBucket refills Limit tokens per Period continuously, holding at most Capacity (Burst,
 // or Limit). Exact: any span of length t admits at most Capacity + Limit x t/Period (refill is
 // counted in billionths of a token, rounded down). Memory: 16 bytes. Reservations (Wait)
@@ -93,6 +100,11 @@ func (s *TokenBucket) Take(now int64, p *Params, n, maxDelay int64) sluice.Decis
 	return s.decide(now, p, n, maxDelay, false)
 }
 
+// Settle implements State: a debt is tokens below zero, which the refill pays.
+func (s *TokenBucket) Settle(now int64, p *Params, n int64) sluice.Decision {
+	return settle(s, now, p, n)
+}
+
 // LeakyBucket holds up to Capacity (Burst, or Limit) units and leaks Limit per Period. As a
 // meter (Allow) it admits what fits, exactly like the token bucket. As a queue (Wait) every
 // request waits for the units ahead of it to leak out, so admitted requests leave evenly spaced
@@ -105,4 +117,9 @@ func (*LeakyBucket) Algorithm() sluice.Algorithm { return sluice.AlgorithmLeakyB
 // Take implements State.
 func (s *LeakyBucket) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	return s.decide(now, p, n, maxDelay, true)
+}
+
+// Settle implements State: a debt is a level above the capacity, which leaks out first.
+func (s *LeakyBucket) Settle(now int64, p *Params, n int64) sluice.Decision {
+	return settle(s, now, p, n)
 }

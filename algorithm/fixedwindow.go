@@ -23,6 +23,16 @@ func (s *FixedWindow) Take(now int64, pr *Params, n, maxDelay int64) sluice.Deci
 	return d
 }
 
+// Settle implements State: a debt is a count above the limit in the current window, which
+// admits nothing more; like every count, it leaves with the window.
+func (s *FixedWindow) Settle(now int64, pr *Params, n int64) sluice.Decision {
+	return settle(s, now, pr, n)
+}
+
+func (s *FixedWindow) charge(_ int64, pr *Params, n int64) {
+	s.Count = max(s.Count, min(s.Count+n, pr.Rule.Limit+pr.maxDebt))
+}
+
 // decide is Take with the decision in registers, but for Limit. A window cannot reserve:
 // maxDelay is ignored.
 func (s *FixedWindow) decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {

@@ -31,6 +31,15 @@ func (s *GCRA) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	return d
 }
 
+// Settle implements State: a debt pushes TAT further ahead, past the burst window, and the key
+// admits nothing until now catches up with it.
+func (s *GCRA) Settle(now int64, p *Params, n int64) sluice.Decision { return settle(s, now, p, n) }
+
+// charge moves TAT, at or after now, on by n x T.
+func (s *GCRA) charge(now int64, p *Params, n int64) {
+	s.TAT = max(s.TAT, min(s.TAT+n*p.interval, now+p.window+p.maxDebt*p.interval))
+}
+
 // decide is Take with the decision in registers, but for Limit.
 func (s *GCRA) decide(now int64, p *Params, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	capacity, t, window := p.capacity, p.interval, p.window

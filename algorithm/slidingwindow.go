@@ -148,6 +148,18 @@ func (s *SlidingWindow) Take(now int64, pr *Params, n, _ int64) sluice.Decision 
 	return d
 }
 
+// Settle implements State: a debt is a count above the limit in the newest sub-window, which
+// weighs on the estimate, as every count does, until it has slid out of the window.
+func (s *SlidingWindow) Settle(now int64, pr *Params, n int64) sluice.Decision {
+	return settle(s, now, pr, n)
+}
+
+// charge counts n more units in the newest sub-window, up to an estimate of Limit + MaxDebt.
+func (s *SlidingWindow) charge(now int64, pr *Params, n int64) {
+	used, _ := s.Estimate(now)
+	*s.slot(s.Newest) += max(0, min(n, pr.Rule.Limit+pr.maxDebt-used))
+}
+
 // refund takes units back from the newest sub-windows first.
 func (s *SlidingWindow) refund(n int64) {
 	for j := s.Newest; j > s.Newest-int64(len(s.Counts)) && n > 0; j-- {

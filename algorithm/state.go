@@ -16,6 +16,14 @@ type State interface {
 	// must be >= -sluice.MaxLimit; a rule different from the last call's is applied from this
 	// call on.
 	Take(now int64, p *Params, n, maxDelay int64) sluice.Decision
+	// Settle applies n units at time now whatever the limit (sluice.Request.Settle): a negative
+	// n refunds -n units as Take does, a positive n is charged even past the capacity, so the
+	// key goes into debt (at most Params.MaxDebt units) that later requests pay before they
+	// are admitted again. The decision is Allowed, with Remaining 0 while the key is in debt,
+	// RetryAfter how long until the debt is paid (0 when there is none; what a peek, Take
+	// with n = 0, would report) and ResetAfter as Take's. |n| must be at most
+	// sluice.MaxLimit; the rule as for Take.
+	Settle(now int64, p *Params, n int64) sluice.Decision
 	// Algorithm reports which algorithm the state belongs to.
 	Algorithm() sluice.Algorithm
 }
@@ -40,14 +48,40 @@ func New(a sluice.Algorithm) State {
 	return nil
 }
 
+// charger is a State that can charge units past its capacity: charge adds n > 0 units (at
+// most Params.capacity + Params.maxDebt) to a state brought up to now by a peek, never
+// lowering what the state holds. Each algorithm's charge says what its debt is.
+type charger interface {
+	State
+	charge(now int64, p *Params, n int64)
+}
+
+// settle is State.Settle for every algorithm: n is applied first (a refund as Take applies
+// it, a charge by the state's charge), then the key is reported as a peek would report it,
+// but Allowed: a peek denies while the key is in debt, and its RetryAfter is when the debt is
+// paid. The Redis scripts mirror this order (store/redis/lua).
+func settle(s charger, now int64, p *Params, n int64) sluice.Decision {
+	switch {
+	case n < 0:
+		s.Take(now, p, max(n, -sluice.MaxLimit), 0)
+	case n > 0:
+		s.Take(now, p, 0, 0)
+		s.charge(now, p, min(n, p.capacity+p.maxDebt))
+	}
+	d := s.Take(now, p, 0, 0)
+	d.Allowed = true
+	return d
+}
+
 // StateBytes is the most memory one key's state under rule r can hold, in bytes, as documented
-// on each state: 8 x Limit for the sliding log, 8 x (SubWindows+1) + 16 for the sliding window,
-// 16 for the others. It leaves out what a store adds per key (docs/ALGORITHMS.md has the
-// measured totals). A service that accepts rules from its callers bounds it (see package server).
+// on each state: 16 x Limit for the sliding log (8 per timestamp, up to 2 x Limit of them while
+// a settle keeps the key in debt), 8 x (SubWindows+1) + 16 for the sliding window, 16 for the
+// others. It leaves out what a store adds per key (docs/ALGORITHMS.md has the measured
+// totals). A service that accepts rules from its callers bounds it (see package server).
 func StateBytes(r sluice.Rule) int64 {
 	switch r.Algorithm {
 	case sluice.AlgorithmSlidingLog:
-		return 8 * r.Limit
+		return 16 * r.Limit
 	case sluice.AlgorithmSlidingWindow:
 		return 8*(r.Windows()+1) + 16
 	}

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"net"
-	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -93,13 +92,4 @@ func BenchmarkQuota(b *testing.B) {
 			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// processCPU is the process's user + system CPU time in nanoseconds.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

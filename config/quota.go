@@ -55,7 +55,7 @@ type QuotaBucket struct {
 func (q *QuotaBucket) UnmarshalYAML(n *yaml.Node) error {
 	type plain QuotaBucket
 	q.line = n.Line
-	return decodeStrict(n, (*plain)(q), unknownKeys(n, "quota_bucket", "name", "bucket_id", "requests_per_unit",
+	return decodeStrict(n, "quota_bucket", (*plain)(q), unknownKeys(n, "quota_bucket", "name", "bucket_id", "requests_per_unit",
 		"unit", "period", "strategy", "burst", "fairness", "static_share", "assignment_ttl", "default_demand",
 		"history", "abandon_after"))
 }
@@ -111,7 +111,10 @@ type QuotaRule struct {
 func (r *QuotaRule) Matches(bucket map[string]string) bool {
 	for _, k := range r.keys {
 		v, ok := bucket[k]
-		if !ok || r.match.find(k, v) == nil {
+		if !ok {
+			return false
+		}
+		if n, _ := r.match.find(k, v); n == nil {
 			return false
 		}
 	}

@@ -40,9 +40,18 @@ type Descriptor struct {
 	// DetailedMetric labels this descriptor's metrics with the request's values (beware of
 	// unbounded cardinality).
 	DetailedMetric bool `yaml:"detailed_metric"`
-	// ValueToMetric is accepted for envoyproxy/ratelimit compatibility; see DetailedMetric.
+	// ValueToMetric names the metrics of the limits below with the request's value at this
+	// level (envoyproxy/ratelimit's value_to_metric; per-value series, as DetailedMetric).
 	ValueToMetric bool `yaml:"value_to_metric"`
-	line          int
+	// QuotaMode (envoyproxy/ratelimit): the descriptor's OVER_LIMIT denies the request only
+	// when every quota-mode descriptor of the request is over its limit.
+	QuotaMode bool `yaml:"quota_mode"`
+	// ShareThreshold makes every value matching this descriptor's wildcard value share one
+	// counter (envoyproxy/ratelimit's share_threshold); the value must contain '*'.
+	ShareThreshold bool `yaml:"share_threshold"`
+	// Metadata is free-form data kept with the limit (envoyproxy/ratelimit's metadata).
+	Metadata map[string]any `yaml:"metadata"`
+	line     int
 }
 
 // RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,
@@ -50,7 +59,8 @@ type Descriptor struct {
 type RateLimit struct {
 	// Unit is second, minute, hour, day, week, month (30 days) or year (365 days).
 	Unit string `yaml:"unit"`
-	// RequestsPerUnit is the limit per unit (or per Period).
+	// RequestsPerUnit is the limit per unit (or per Period); 0 blocks every request (always
+	// OVER_LIMIT, as in envoyproxy/ratelimit).
 	RequestsPerUnit int64 `yaml:"requests_per_unit"`
 	// Unlimited admits everything without a store call.
 	Unlimited bool `yaml:"unlimited"`
@@ -66,7 +76,9 @@ type RateLimit struct {
 	Burst int64 `yaml:"burst"`
 	// SubWindows (Sluice) is the sliding window's number of sub-windows.
 	SubWindows int `yaml:"sub_windows"`
-	line       int
+	// UnitMultiplier makes the period UnitMultiplier units (RLS's unit_multiplier); 0 is 1.
+	UnitMultiplier uint32 `yaml:"unit_multiplier"`
+	line           int
 }
 
 // Replace names a limit that a matching limit replaces.
@@ -100,7 +112,13 @@ func unknownKeys(n *yaml.Node, what string, known ...string) []string {
 
 // decodeStrict decodes n into v (a pointer to an alias type without UnmarshalYAML) and adds
 // the unknown-field errors, so decoding goes on and every problem is reported.
-func decodeStrict(n *yaml.Node, v any, unknown []string) error {
+func decodeStrict(n *yaml.Node, what string, v any, unknown []string) error {
+	if n.Kind != yaml.MappingNode {
+		if n.Tag == "!!null" {
+			return nil
+		}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s: want a mapping of fields (key: value), got %q", n.Line, what, n.Value)}}
+	}
 	err := n.Decode(v)
 	if te, ok := err.(*yaml.TypeError); ok {
 		unknown = append(unknown, te.Errors...)
@@ -117,27 +135,28 @@ func decodeStrict(n *yaml.Node, v any, unknown []string) error {
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "quota_buckets"))
+	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "quota_buckets"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	type plain Descriptor
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
-		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric"))
+	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
+		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
+		"share_threshold", "metadata"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
-	return decodeStrict(n, (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
-		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows"))
+	return decodeStrict(n, "rate_limit", (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
+		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "unit_multiplier"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (r *Replace) UnmarshalYAML(n *yaml.Node) error {
 	type plain Replace
-	return decodeStrict(n, (*plain)(r), unknownKeys(n, "replaces", "name"))
+	return decodeStrict(n, "replaces", (*plain)(r), unknownKeys(n, "replaces", "name"))
 }

@@ -152,7 +152,7 @@ func (a *Async) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	} else if !ks.sameShape(req.Rule) {
 		ks.reshape(req.Rule, t)
 	}
-	d := ks.decide(t, req.Rule, req.N)
+	d := ks.decide(t, req.Rule, req.N, req.Settle)
 	markDirty(sh, ks)
 	if !a.syncWrites || !d.Allowed || req.N == 0 {
 		sh.Unlock()

@@ -60,13 +60,16 @@ func TestAsyncSingleNodeMatchesMemory(t *testing.T) {
 					n = rule.Limit + 1
 				}
 				req := sluice.Request{Key: "k", Rule: rule, N: n}
+				if rng.IntN(8) == 0 { // settles, past the limit too
+					req.Settle, req.N = true, int64(rng.IntN(3*int(rule.Limit)))-rule.Limit
+				}
 				want, err1 := ref.Take(ctx, req)
 				got, err2 := a.Take(ctx, req)
 				if err1 != nil || err2 != nil {
 					t.Fatal(err1, err2)
 				}
 				if got != want {
-					t.Fatalf("step %d n=%d at +%v: async %+v, memory %+v", i, n, clock.Now().Sub(t0), got, want)
+					t.Fatalf("step %d n=%d settle=%v at +%v: async %+v, memory %+v", i, req.N, req.Settle, clock.Now().Sub(t0), got, want)
 				}
 				if rng.IntN(5) == 0 {
 					if err := a.Sync(ctx); err != nil {

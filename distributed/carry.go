@@ -2,7 +2,9 @@ package distributed
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/shardmap"
@@ -20,13 +22,13 @@ type seen struct {
 	remaining int64  // the store's Remaining in the last decision
 	until     int64  // clock instant (Unix ns) from which that decision no longer binds (its ResetAfter)
 	outage    uint64 // the outage in which the local limiter was started from it (0: none yet)
-	owed      int64  // admitted locally during the current outage, not yet written back
+	owed      int64  // the local limiter's net admissions (refunds negative), not yet written back
 }
 
 // seenRemaining lets a full shard drop first the keys whose last decision no longer binds,
 // and never a key that owes the store its outage's consumption.
 func seenRemaining(v *seen, now int64) int64 {
-	if v.owed > 0 {
+	if v.owed != 0 {
 		return shardmap.Pinned
 	}
 	return v.until - now
@@ -78,7 +80,7 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 		}
 	}
 	d, err := f.local.Take(ctx, local)
-	if err != nil || !d.Allowed || req.N <= 0 {
+	if err != nil || !d.Allowed || req.N == 0 {
 		return d, err
 	}
 	if !ok {
@@ -103,4 +105,111 @@ func (f *Fallback) startLocal(ctx context.Context, req sluice.Request, remaining
 	}
 	req.N = d.Remaining - remaining
 	_, _ = f.local.Take(ctx, req)
+}
+
+// writeBackWorkers is how many write-back calls a Fallback keeps in flight, so that a
+// pipelining store batches them.
+const writeBackWorkers = 64
+
+// owing is one key's write-back.
+type owing struct {
+	key            string
+	rule           sluice.Rule
+	owed, consumed int64 // consumed: what the store had consumed at the last decision
+	until          int64
+}
+
+// writeBack hands the store, before decisions return to it, what it missed during the outage,
+// as settles (charged whatever the limit, so nothing is lost to a denial): each key's net
+// admissions on the local limiter; and, for a key the store has forgotten (it answered as
+// full although the last decision said the key would not be full before now: a restart
+// without persistence), what the store had consumed at that decision (refill since then not
+// credited). A restart forgets every key, and the first instance to write a key back finds
+// it full; the instances after it find it written. (Two instances writing the same
+// forgotten key at the same instant both restore it: the key is then denied more, never
+// admitted more.) Each call is bounded by the timeout. A key whose write fails keeps what it
+// owes, and the error is returned: the circuit stays open, and the next probe tries again.
+func (f *Fallback) writeBack(ctx context.Context) error {
+	now := f.clock.Now().UnixNano()
+	var todo []owing
+	for i := range shardmap.Shards {
+		sh := f.seen.At(i)
+		sh.Lock()
+		sh.Range(func(key string, v *seen) {
+			if v.owed != 0 || v.until > now {
+				todo = append(todo, owing{key: key, rule: v.rule, owed: v.owed, until: v.until,
+					consumed: max(0, v.rule.Capacity()-v.remaining)})
+			}
+		})
+		sh.Unlock()
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan owing)
+	)
+	for range min(writeBackWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range next {
+				if err := f.writeKey(ctx, o, now); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, o := range todo {
+		next <- o
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeKey writes one key back (see writeBack): a peek first, to tell whether the store
+// forgot the key (it answers full before the last decision's until), then one settle of what
+// the key owes plus, if it was forgotten, what the store had consumed. A settle that fails
+// leaves both owed; one that timed out may have committed, and is then counted twice on the
+// next probe (the key denied more, never admitted more).
+func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
+	n := o.owed
+	if o.until > now && o.consumed > 0 {
+		d, err := f.settle(ctx, o.key, o.rule, 0)
+		if err != nil {
+			return err
+		}
+		if d.Remaining >= o.rule.Capacity() {
+			n += o.consumed
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
+		return err
+	}
+	f.paid(o.key, o.owed)
+	return nil
+}
+
+// settle applies n to key on the store whatever the limit, bounded by the timeout.
+func (f *Fallback) settle(ctx context.Context, key string, rule sluice.Rule, n int64) (sluice.Decision, error) {
+	req := sluice.Request{Key: key, Rule: rule, N: n, Settle: true}
+	return within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
+		return f.next.Take(ctx, req)
+	})
+}
+
+// paid takes n, now written back, off what key owes.
+func (f *Fallback) paid(key string, n int64) {
+	sh := f.seen.Shard(key)
+	sh.Lock()
+	if v, ok := sh.Get(key); ok {
+		v.owed -= n
+	}
+	sh.Unlock()
 }

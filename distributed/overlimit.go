@@ -20,7 +20,8 @@ const DefaultOverLimitMaxKeys = 100_000
 // denial served from the cache is one the store would have given (nothing is admitted
 // meanwhile by this key's cached requests; other instances can only consume more).
 //
-// Reservations (Request.MaxDelay > 0, from Limiter.Wait) bypass the cache.
+// Reservations (Request.MaxDelay > 0, from Limiter.Wait) and settles (Request.Settle, which
+// apply whatever the limit) bypass the cache; a settle that changes the state drops the entry.
 // A request with a different Rule than the cached denial (a dynamic limit change) drops the
 // entry and goes to the store. A refund drops it too. Memory is bounded by WithMaxKeys.
 //
@@ -67,7 +68,7 @@ func NewOverLimit(next sluice.Store, opts ...Option) (*OverLimit, error) {
 // Take implements sluice.Store.
 func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	sh := o.denials.Shard(req.Key)
-	if req.N > 0 && req.MaxDelay == 0 {
+	if req.N > 0 && req.MaxDelay == 0 && !req.Settle {
 		t := now(o.clock)
 		sh.Lock()
 		if e, ok := sh.Get(req.Key); ok {
@@ -87,7 +88,7 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 		return d, err
 	}
 	switch {
-	case !d.Allowed && d.RetryAfter > 0 && req.N > 0 && req.MaxDelay == 0:
+	case !d.Allowed && d.RetryAfter > 0 && req.N > 0 && req.MaxDelay == 0 && !req.Settle:
 		t := now(o.clock)
 		sh.Lock()
 		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),

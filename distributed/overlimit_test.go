@@ -135,3 +135,28 @@ func TestOverLimitDeniedAllocatesNothing(t *testing.T) {
 		t.Fatalf("a cached denial allocates %v times", a)
 	}
 }
+
+// TestOverLimitSettle: a settle reaches the store even while a denial of the key is cached (a
+// charge past the limit must be recorded, not answered from the cache), and a refund makes
+// the next request ask the store again.
+func TestOverLimitSettle(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0)
+	cs := &countingStore{Store: newMemory(t, clock)}
+	o, _ := NewOverLimit(cs, WithClock(clock))
+	ctx := context.Background()
+	rule := sluice.FixedWindow(2, time.Minute)
+	for range 3 { // the third is denied and cached
+		o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
+	}
+	calls := cs.calls
+	d, err := o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 3, Settle: true})
+	if err != nil || !d.Allowed || cs.calls != calls+1 {
+		t.Fatalf("settle 3 with a cached denial: %+v %v, %d store calls; want allowed, from the store", d, err, cs.calls-calls)
+	}
+	if d, _ := o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: -4, Settle: true}); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("settle -4 (5 counted): %+v, want allowed, 1 remaining", d)
+	}
+	if d, _ := o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); !d.Allowed {
+		t.Fatalf("a request with 1 of 2 counted after the refund: %+v, want allowed (the cached denial dropped)", d)
+	}
+}

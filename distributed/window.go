@@ -239,29 +239,39 @@ func (ks *keyState) next(i int) int {
 	return i
 }
 
-// decide decides n units at now under r (which has the state's shape) and adds what it
-// counts (or refunds) to the pending deltas.
-func (ks *keyState) decide(now int64, r sluice.Rule, n int64) sluice.Decision {
+// decide decides n units at now under r (which has the state's shape), or settles them
+// (sluice.Request.Settle), and adds what it counts (or refunds) to the pending deltas.
+func (ks *keyState) decide(now int64, r sluice.Rule, n int64, settle bool) sluice.Decision {
 	if r != ks.params.Rule { // same shape: a new limit applies at once
 		ks.params = algorithm.Compile(r)
 	}
 	// now's window, or the newest one if the clock went backwards
 	ks.cur = max(ks.cur, algorithm.WindowIndex(now, ks.length))
 	if ks.sliding {
-		return ks.takeSliding(now, n)
+		return ks.takeSliding(now, n, settle)
 	}
-	return ks.takeFixed(now, n)
+	return ks.takeFixed(now, n, settle)
 }
 
 // takeFixed decides a fixed window on the view of the current window, the carried count
 // included, and adds what it counts (or takes back, the carried units first) to the pending
-// delta.
-func (ks *keyState) takeFixed(now, n int64) sluice.Decision {
+// delta. A settle applies n first (a charge as FixedWindow.Settle does, a refund as a refund)
+// and reports as a peek, allowed.
+func (ks *keyState) takeFixed(now, n int64, settle bool) sluice.Decision {
 	own := ks.val(ks.cur)
 	c := algorithm.Carried{Count: ks.carriedAt(now), End: ks.carried.End}
 	carried := c.Count
 	w := algorithm.FixedWindow{End: (ks.cur + 1) * ks.length, Count: own + carried}
+	if settle {
+		if n > 0 {
+			w.Settle(now, &ks.params, n)
+		} else if n < 0 {
+			w.TakeCarrying(now, &ks.params, n, &c)
+		}
+		n = 0
+	}
 	d := w.TakeCarrying(now, &ks.params, n, &c)
+	d.Allowed = d.Allowed || settle
 	ks.carried.Count -= carried - c.Count
 	if delta := w.Count - c.Count - own; delta != 0 {
 		ks.slotFor(ks.cur).pending += delta
@@ -269,11 +279,16 @@ func (ks *keyState) takeFixed(now, n int64) sluice.Decision {
 	return d
 }
 
-// takeSliding decides a sliding window on a copy of the view and adds what the decision
-// changed (units counted, or taken back) to the slots.
-func (ks *keyState) takeSliding(now, n int64) sluice.Decision {
+// takeSliding decides (or settles) a sliding window on a copy of the view and adds what the
+// decision changed (units counted, or taken back) to the slots.
+func (ks *keyState) takeSliding(now, n int64, settle bool) sluice.Decision {
 	w := ks.view()
-	d := w.Take(now, &ks.params, n, 0)
+	var d sluice.Decision
+	if settle {
+		d = w.Settle(now, &ks.params, n)
+	} else {
+		d = w.Take(now, &ks.params, n, 0)
+	}
 	same := true
 	first := ks.first()
 	if n > 0 {

@@ -20,11 +20,14 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
-// Handler returns the HTTP API: POST /v1/allow, POST /json, GET /metrics, /healthz, /readyz.
+// Handler returns the HTTP API: POST /v1/allow, /json, GET /metrics, /healthz, /readyz, and
+// envoyproxy/ratelimit's GET /healthcheck and /rlconfig.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
-	mux.HandleFunc("POST /json", s.withBody(s.handleJSON))
+	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
+	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)

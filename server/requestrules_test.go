@@ -100,7 +100,7 @@ func TestRequestRuleStateCeiling(t *testing.T) {
 		c.MaxRequestLogLimit, c.MaxRequestPeriod = 100_000, time.Hour
 	})
 	for body, want := range map[string]string{
-		`{"key":"k","rule":{"algorithm":"sliding_log","limit":5000,"period":"1m"}}`: "rule: its state takes 40000 bytes per key, more than the maximum of 16384 for a rule supplied by a request (max-request-state-bytes)",
+		`{"key":"k","rule":{"algorithm":"sliding_log","limit":5000,"period":"1m"}}`: "rule: its state takes 80000 bytes per key, more than the maximum of 16384 for a rule supplied by a request (max-request-state-bytes)",
 		`{"key":"k","rule":{"limit":1,"period":"61m"}}`:                             "rule.period: a period of 1h1m0s is longer than the maximum of 1h0m0s",
 	} {
 		if code, got := h.post(t, "/v1/allow", body); code != http.StatusBadRequest || !strings.Contains(got, want) {

@@ -15,8 +15,13 @@ func init() {
 func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	var o config.Options
+	fs.BoolVar(&o.Tree, "config-tree", false, "read every file below a directory, recursively, as envoyproxy/ratelimit reads its runtime directory")
+	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
+	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice check-config PATH...   (rules files or directories)")
+		fmt.Fprintln(stderr, "usage: sluice check-config [--config-tree] [--config-dotfiles] [--merge-domains] PATH...   (rules files or directories)")
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -27,19 +32,19 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, p := range fs.Args() {
-		c, err := config.Load(p)
+		c, err := config.LoadWith(p, o)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			code = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s), %d quota bucket rule(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()), quotaRules(c))
+		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s), %d quota bucket rule(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()), countQuotaBuckets(c))
 	}
 	return code
 }
 
-// quotaRules counts the RLQS quota rules of every domain.
-func quotaRules(c *config.Config) int {
+// countQuotaBuckets counts the RLQS quota rules of every domain.
+func countQuotaBuckets(c *config.Config) int {
 	n := 0
 	for _, d := range c.Domains() {
 		n += len(c.Domain(d).QuotaRules())

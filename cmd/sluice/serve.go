@@ -39,30 +39,40 @@ type serveFlags struct {
 	maxRequestLogLimit, maxRequestStateBytes          int64
 	maxRequestPeriod                                  time.Duration
 	envErrs                                           map[string]string // by flag: environment values that did not parse
-	quotaStore                                        string
+
+	// envoyproxy/ratelimit's settings (peerenv.go)
+	peer                                                            *peerEnv
+	storePrefix, defaultAlgorithm, headerNames, nearLimitRatio      string
+	metricsAddr, metricsPath, debugAddr                             string
+	mergeDomains, configTree, configDotFiles, shadowMode, quotaMode bool
+	countDenied                                                     bool
+	grpcMaxAge, grpcMaxAgeGrace                                     time.Duration
+
+	quotaStore string // the RLQS quota state (quota.go)
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", serveEnv("SLUICE_CONFIG", ""), "rules file or directory, watched for changes (default: the embedded example rules) [SLUICE_CONFIG]")
-	fs.StringVar(&f.grpcAddr, "grpc-addr", serveEnv("SLUICE_GRPC_ADDR", server.DefaultGRPCAddr), "Envoy RLS gRPC listen address, - to disable [SLUICE_GRPC_ADDR]")
-	fs.StringVar(&f.httpAddr, "http-addr", serveEnv("SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR]")
-	fs.StringVar(&f.store, "store", serveEnv("SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER [SLUICE_STORE]")
-	fs.StringVar(&f.mode, "mode", serveEnv("SLUICE_MODE", "sync"), "distribution mode: sync, overlimit or async [SLUICE_MODE]")
-	fs.StringVar(&f.fallback, "fallback", serveEnv("SLUICE_FALLBACK", ""), "policy while the store is down: local, fail_open, fail_closed; empty: answer UNAVAILABLE [SLUICE_FALLBACK]")
-	fs.StringVar(&f.quotaStore, "quota-store", serveEnv("SLUICE_QUOTA_STORE", "memory"), "where the RLQS quota server keeps demands and assignments: memory (this replica alone) or a redis URL shared by every replica [SLUICE_QUOTA_STORE]")
-	fs.StringVar(&f.logLevel, "log-level", serveEnv("SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error [SLUICE_LOG_LEVEL]")
-	fs.StringVar(&f.logFormat, "log-format", serveEnv("SLUICE_LOG_FORMAT", "text"), "log format: text or json [SLUICE_LOG_FORMAT]")
-	reload, _ := time.ParseDuration(serveEnv("SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
+	fs.StringVar(&f.config, "config", f.env("config", "SLUICE_CONFIG", ""), "rules file or directory, watched for changes (default: the embedded example rules) [SLUICE_CONFIG, RUNTIME_ROOT+RUNTIME_SUBDIRECTORY+RUNTIME_APPDIRECTORY]")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", f.env("grpc-addr", "SLUICE_GRPC_ADDR", server.DefaultGRPCAddr), "Envoy RLS gRPC listen address, - to disable [SLUICE_GRPC_ADDR, GRPC_HOST+GRPC_PORT]")
+	fs.StringVar(&f.httpAddr, "http-addr", f.env("http-addr", "SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR, HOST+PORT]")
+	fs.StringVar(&f.store, "store", f.env("store", "SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER [SLUICE_STORE, BACKEND_TYPE+REDIS_*|MEMCACHE_HOST_PORT]")
+	fs.StringVar(&f.mode, "mode", f.env("mode", "SLUICE_MODE", "sync"), "distribution mode: sync, overlimit or async [SLUICE_MODE, LOCAL_CACHE_SIZE_IN_BYTES>0: overlimit]")
+	fs.StringVar(&f.fallback, "fallback", f.env("fallback", "SLUICE_FALLBACK", ""), "policy while the store is down: local, fail_open, fail_closed; empty: answer UNAVAILABLE [SLUICE_FALLBACK]")
+	fs.StringVar(&f.quotaStore, "quota-store", f.env("quota-store", "SLUICE_QUOTA_STORE", "memory"), "where the RLQS quota server keeps demands and assignments: memory (this replica alone) or a redis URL shared by every replica [SLUICE_QUOTA_STORE]")
+	fs.StringVar(&f.logLevel, "log-level", f.env("log-level", "SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error [SLUICE_LOG_LEVEL, LOG_LEVEL]")
+	fs.StringVar(&f.logFormat, "log-format", f.env("log-format", "SLUICE_LOG_FORMAT", "text"), "log format: text or json [SLUICE_LOG_FORMAT, LOG_FORMAT]")
+	reload, _ := time.ParseDuration(f.env("reload-interval", "SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
 	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
-	fs.StringVar(&f.pprofAddr, "pprof", serveEnv("SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
-	storeTimeout, _ := time.ParseDuration(serveEnv("SLUICE_STORE_TIMEOUT", "0s"))
-	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
-	headers, _ := strconv.ParseBool(serveEnv("SLUICE_RESPONSE_HEADERS", "false"))
-	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS]")
-	fs.StringVar(&f.requestRules, "request-rules", serveEnv("SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
+	fs.StringVar(&f.pprofAddr, "pprof", f.env("pprof", "SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
+	storeTimeout, _ := time.ParseDuration(f.env("store-timeout", "SLUICE_STORE_TIMEOUT", "0s"))
+	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT, REDIS_TIMEOUT]")
+	headers, _ := strconv.ParseBool(f.env("response-headers", "SLUICE_RESPONSE_HEADERS", "false"))
+	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED]")
+	fs.StringVar(&f.requestRules, "request-rules", f.env("request-rules", "SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
-	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 8 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
+	f.registerPeer(fs)
+	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 16 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
 }
 
 // envInt64 is the integer in the environment variable name (of flag flagName), or def when it is unset;
@@ -127,17 +137,10 @@ func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 	return nil
 }
 
-func serveEnv(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f serveFlags
+	f := serveFlags{peer: readPeerEnv(os.LookupEnv)}
 	f.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -158,11 +161,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
+	peerCfg, err := f.checkPeer(fs)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
 	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
+	f.logPeer(logger)
 	// go-redis's own lines (failed dials, Sentinel switches) go through the same logger,
 	// at most one a second, instead of plain text on standard error.
 	redis.SetLogger(logger, redis.DefaultLogInterval)
@@ -171,7 +180,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		HTTPAddr:        f.httpAddr,
 		RulesPath:       f.config,
 		ReloadInterval:  f.reload,
-		StoreConfig:     stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout},
+		StoreConfig:     stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: f.storePrefix},
 		Logger:          logger,
 		ResponseHeaders: f.headers,
 
@@ -180,6 +189,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		MaxRequestPeriod:     f.maxRequestPeriod,
 		MaxRequestStateBytes: f.maxRequestStateBytes,
 	}
+	peerCfg.apply(&cfg)
 	if f.config == "" {
 		rules, err := config.LoadFS(examples.Config, examples.ConfigDir)
 		if err != nil {

@@ -120,6 +120,13 @@ func (sh *Shard[V]) Get(key string) (V, bool) {
 // that points into a larger buffer). Call MakeRoom first for a key that is not present.
 func (sh *Shard[V]) Set(key string, v V) { sh.m[key] = v }
 
+// Range calls fn for every entry of the shard.
+func (sh *Shard[V]) Range(fn func(key string, v V)) {
+	for k, v := range sh.m {
+		fn(k, v)
+	}
+}
+
 // Delete drops key.
 func (sh *Shard[V]) Delete(key string) { delete(sh.m, key) }
 

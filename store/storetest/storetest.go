@@ -34,11 +34,13 @@ type NewStore func(t *testing.T, clock sluice.Clock) sluice.Store
 // Base is the instant step tables start at: aligned to every period the tables use.
 var Base = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Step is one decision of a table: at Base+At, take N (with MaxDelay), expect Want.
+// Step is one decision of a table: at Base+At, take N (with MaxDelay), or settle N when
+// Settle, expect Want.
 type Step struct {
 	At       time.Duration
 	N        int64
 	MaxDelay time.Duration
+	Settle   bool
 	Rule     *sluice.Rule // overrides the case's rule from this step on (a run-time change)
 	Want     sluice.Decision
 }
@@ -63,6 +65,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("ManyKeys", func(t *testing.T) { testManyKeys(t, newStore, run) })
 	t.Run("RuleChangeKeepsState", func(t *testing.T) { testRuleChange(t, newStore, run) })
 	t.Run("ConcurrentTakers", func(t *testing.T) { testConcurrent(t, newStore, run) })
+	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore, run) })
 }
 
 // RunCase plays one step table against a fresh store.
@@ -76,12 +79,12 @@ func RunCase(t *testing.T, newStore NewStore, run string, c Case) {
 			rule = *st.Rule
 		}
 		clock.Set(Base.Add(st.At))
-		got, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: st.N, MaxDelay: st.MaxDelay})
+		got, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: st.N, MaxDelay: st.MaxDelay, Settle: st.Settle})
 		if err != nil {
-			t.Fatalf("step %d (t=%v n=%d): %v", i, st.At, st.N, err)
+			t.Fatalf("step %d (t=%v n=%d settle=%v): %v", i, st.At, st.N, st.Settle, err)
 		}
 		if got != st.Want {
-			t.Errorf("step %d (t=%v n=%d max_delay=%v rule=%s):\n got  %+v\n want %+v", i, st.At, st.N, st.MaxDelay, rule, got, st.Want)
+			t.Errorf("step %d (t=%v n=%d max_delay=%v settle=%v rule=%s):\n got  %+v\n want %+v", i, st.At, st.N, st.MaxDelay, st.Settle, rule, got, st.Want)
 		}
 	}
 }
@@ -92,6 +95,11 @@ func ok(limit, remaining int64, reset time.Duration) sluice.Decision {
 
 func delayed(limit, remaining int64, reset, delay time.Duration) sluice.Decision {
 	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset, Delay: delay}
+}
+
+// settled is the decision of a settle: allowed, with RetryAfter until the debt is paid.
+func settled(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
+	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 func deny(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
@@ -118,6 +126,18 @@ func Cases() []Case {
 			{At: 900 * ms, N: 1, Want: deny(3, 0, 1100*ms, 1100*ms)}, // clock back: same window, nothing new
 			{At: 2000 * ms, N: 3, Want: ok(3, 0, 1000*ms)},
 		}},
+		{Name: "fixed_window_settle", Rule: sluice.FixedWindow(3, time.Second), Steps: []Step{
+			{At: 0, N: 1, Want: ok(3, 2, 1000*ms)},
+			{At: 100 * ms, N: -1, Settle: true, Want: settled(3, 3, 0, 0)}, // refund
+			{At: 100 * ms, N: 2, Want: ok(3, 1, 900*ms)},
+			{At: 200 * ms, N: 4, Settle: true, Want: settled(3, 0, 800*ms, 800*ms)}, // 6 counted
+			{At: 300 * ms, N: 1, Want: deny(3, 0, 700*ms, 700*ms)},
+			{At: 300 * ms, N: 0, Settle: true, Want: settled(3, 0, 700*ms, 700*ms)},
+			{At: 400 * ms, N: -2, Settle: true, Want: settled(3, 0, 600*ms, 600*ms)}, // 4: still in debt
+			{At: 400 * ms, N: -1, Settle: true, Want: settled(3, 0, 0, 600*ms)},      // 3: paid, full
+			{At: 400 * ms, N: 1, Want: deny(3, 0, 600*ms, 600*ms)},
+			{At: 1000 * ms, N: 3, Want: ok(3, 0, 1000*ms)}, // the debt left with its window
+		}},
 		{Name: "fixed_window_limit_change", Rule: sluice.FixedWindow(10, time.Second), Steps: []Step{
 			{At: 0, N: 8, Want: ok(10, 2, 1000*ms)},
 			{At: 100 * ms, N: 1, Rule: &fixedHalf, Want: deny(2, 0, 900*ms, 900*ms)},
@@ -136,6 +156,20 @@ func Cases() []Case {
 			{At: 1100 * ms, N: 1, Want: ok(3, 0, 1000*ms)},           // log: 200, 400, 1100
 			{At: 1050 * ms, N: 1, Want: deny(3, 0, 100*ms, 1000*ms)}, // clock back: time stands at 1100
 			{At: 2100 * ms, N: 3, Want: ok(3, 0, 1000*ms)},
+		}},
+		{Name: "sliding_log_settle", Rule: sluice.SlidingLog(3, time.Second), Steps: []Step{
+			{At: 0, N: 2, Want: ok(3, 1, 1000*ms)},
+			// log 0, 0, 100, 100, 100: in debt until 0 and 0 have aged out
+			{At: 100 * ms, N: 3, Settle: true, Want: settled(3, 0, 900*ms, 1000*ms)},
+			{At: 200 * ms, N: 1, Want: deny(3, 0, 900*ms, 900*ms)}, // needs a 100 gone too
+			{At: 1000 * ms, N: 1, Want: deny(3, 0, 100*ms, 100*ms)},
+			{At: 1000 * ms, N: -1, Settle: true, Want: settled(3, 1, 0, 100*ms)}, // refund
+			{At: 1000 * ms, N: 1, Want: ok(3, 0, 1000*ms)},
+			// at 1500 the log holds 1000; 10 more are kept as the newest 2 x 3 = 6 (1000 dropped)
+			{At: 1500 * ms, N: 10, Settle: true, Want: settled(3, 0, 1000*ms, 1000*ms)},
+			{At: 1600 * ms, N: -2, Settle: true, Want: settled(3, 0, 900*ms, 900*ms)},
+			{At: 1600 * ms, N: 0, Want: deny(3, 0, 900*ms, 900*ms)}, // a peek denies while in debt
+			{At: 2500 * ms, N: 1, Want: ok(3, 2, 1000*ms)},
 		}},
 		{Name: "sliding_window_two_windows", Rule: sluice.PerSecond(10), Steps: []Step{
 			{At: 0, N: 5, Want: ok(10, 5, 2000*ms)},
@@ -158,6 +192,15 @@ func Cases() []Case {
 			{At: 350 * ms, N: 1, Want: deny(4, 0, 150*ms, 450*ms)},
 			{At: 450 * ms, N: 1, Want: deny(4, 0, 50*ms, 350*ms)}, // 3 + ceil(1 x 0.5)
 			{At: 500 * ms, N: 1, Want: ok(4, 0, 500*ms)},
+		}},
+		{Name: "sliding_window_settle", Rule: sluice.PerSecond(10), Steps: []Step{
+			{At: 0, N: 5, Want: ok(10, 5, 2000*ms)},
+			// 15 in window 0: the estimate is back to 10 when 15 x (1 - f) <= 10, f = 1/3 of
+			// window 1 (rounded up to the ns): 1333.333334 ms
+			{At: 500 * ms, N: 10, Settle: true, Want: settled(10, 0, 833333334, 1500*ms)},
+			{At: 1000 * ms, N: 1, Want: deny(10, 0, 400*ms, 1000*ms)}, // 9 fit at f = 0.4
+			{At: 1000 * ms, N: -6, Settle: true, Want: settled(10, 1, 0, 1000*ms)},
+			{At: 1000 * ms, N: 1, Want: ok(10, 0, 2000*ms)},
 		}},
 		{Name: "token_bucket", Rule: sluice.TokenBucket(10, time.Second, 5), Steps: []Step{
 			{At: 0, N: 5, Want: ok(5, 0, 500*ms)},
@@ -184,6 +227,27 @@ func Cases() []Case {
 			{At: 150 * ms, N: 4, Want: deny(3, 0, sluice.Never, 250*ms)},
 			{At: 150 * ms, N: -2, Want: ok(3, 2, 50*ms)},
 		}},
+		{Name: "token_bucket_settle", Rule: sluice.TokenBucket(10, time.Second, 5), Steps: []Step{
+			{At: 0, N: 2, Want: ok(5, 3, 200*ms)},
+			{At: 0, N: 6, Settle: true, Want: settled(5, 0, 300*ms, 800*ms)}, // 8 used: 3 tokens below zero
+			{At: 100 * ms, N: 1, Want: deny(5, 0, 300*ms, 700*ms)},
+			{At: 400 * ms, N: 1, Want: ok(5, 0, 500*ms)},
+			{At: 400 * ms, N: -3, Settle: true, Want: settled(5, 3, 0, 200*ms)}, // refund
+			{At: 400 * ms, N: 0, Settle: true, Want: settled(5, 3, 0, 200*ms)},
+			{At: 2000 * ms, N: 0, Want: ok(5, 5, 0)},
+		}},
+		{Name: "token_bucket_debt_bound", Rule: sluice.TokenBucket(1000, time.Millisecond, 0), Steps: []Step{
+			// 1 µs per token; the debt is capped at MaxLimit tokens (what refills in MaxPeriod
+			// is more): the second settle adds only 1000
+			{At: 0, N: sluice.MaxLimit, Settle: true, Want: settled(1000, 0, (sluice.MaxLimit-1000)*time.Microsecond, sluice.MaxLimit*time.Microsecond)},
+			{At: 0, N: sluice.MaxLimit, Settle: true, Want: settled(1000, 0, sluice.MaxLimit*time.Microsecond, (sluice.MaxLimit+1000)*time.Microsecond)},
+		}},
+		{Name: "leaky_bucket_settle", Rule: sluice.LeakyBucket(10, time.Second, 3), Steps: []Step{
+			{At: 0, N: 3, Want: ok(3, 0, 300*ms)},
+			{At: 0, N: 2, Settle: true, Want: settled(3, 0, 200*ms, 500*ms)}, // 5 held, 2 above the capacity
+			{At: 100 * ms, N: 1, MaxDelay: time.Second, Want: deny(3, 0, 200*ms, 400*ms)},
+			{At: 300 * ms, N: 1, Want: ok(3, 0, 300*ms)},
+		}},
 		{Name: "leaky_bucket_queue", Rule: sluice.LeakyBucket(10, time.Second, 3), Steps: []Step{
 			{At: 0, N: 1, MaxDelay: time.Second, Want: delayed(3, 2, 100*ms, 0)},
 			{At: 0, N: 1, MaxDelay: time.Second, Want: delayed(3, 1, 200*ms, 100*ms)},
@@ -202,6 +266,17 @@ func Cases() []Case {
 			{At: 350 * ms, N: 6, Want: deny(5, 2, sluice.Never, 250*ms)},
 			{At: 350 * ms, N: -1, Want: ok(5, 3, 150*ms)},
 			{At: 300 * ms, N: 1, Want: ok(5, 2, 300*ms)}, // clock back: TAT 600 is further ahead
+			{At: 2000 * ms, N: 0, Want: ok(5, 5, 0)},
+		}},
+		{Name: "gcra_settle", Rule: sluice.GCRA(10, time.Second, 5), Steps: []Step{
+			{At: 0, N: 0, Settle: true, Want: settled(5, 5, 0, 0)}, // settle 0 on a new key: reports
+			{At: 0, N: 2, Want: ok(5, 3, 200*ms)},
+			// TAT 200 + 6 x 100 = 800: 300 ms past the burst window of 500
+			{At: 0, N: 6, Settle: true, Want: settled(5, 0, 300*ms, 800*ms)},
+			{At: 100 * ms, N: 1, Want: deny(5, 0, 300*ms, 700*ms)},
+			{At: 400 * ms, N: 1, Want: ok(5, 0, 500*ms)}, // debt paid at 300, then one more unit
+			{At: 400 * ms, N: -3, Settle: true, Want: settled(5, 3, 0, 200*ms)},
+			{At: 400 * ms, N: 0, Settle: true, Want: settled(5, 3, 0, 200*ms)},
 			{At: 2000 * ms, N: 0, Want: ok(5, 5, 0)},
 		}},
 		{Name: "gcra_reserve", Rule: sluice.GCRA(10, time.Second, 2), Steps: []Step{
@@ -233,6 +308,10 @@ func testBadInput(t *testing.T, newStore NewStore, run string) {
 		{"burst on a window", sluice.Request{Key: key, Rule: sluice.FixedWindow(1, time.Second).WithBurst(3), N: 1}, sluice.ErrInvalidRule},
 		{"huge refund", sluice.Request{Key: key, Rule: good, N: -sluice.MaxLimit - 1}, sluice.ErrInvalidN},
 		{"negative max delay", sluice.Request{Key: key, Rule: good, N: 1, MaxDelay: -1}, sluice.ErrInvalidN},
+		{"huge settle", sluice.Request{Key: key, Rule: good, N: sluice.MaxLimit + 1, Settle: true}, sluice.ErrInvalidN},
+		{"huge settle refund", sluice.Request{Key: key, Rule: good, N: -sluice.MaxLimit - 1, Settle: true}, sluice.ErrInvalidN},
+		{"settle with max delay", sluice.Request{Key: key, Rule: good, N: 1, MaxDelay: time.Second, Settle: true}, sluice.ErrInvalidN},
+		{"settle with a bad rule", sluice.Request{Key: key, Rule: sluice.TokenBucket(0, time.Second, 0), N: 1, Settle: true}, sluice.ErrInvalidRule},
 	}
 	for _, b := range bad {
 		if _, err := s.Take(ctx, b.req); !errors.Is(err, b.want) {
@@ -340,6 +419,65 @@ func testConcurrent(t *testing.T, newStore NewStore, run string) {
 			}
 			if admitted.Load() != limit {
 				t.Errorf("%d concurrent takers admitted %d, want exactly %d (clock frozen)", workers, admitted.Load(), limit)
+			}
+		})
+	}
+}
+
+// testSettle checks settles on every algorithm: a refund gives back what was taken; a charge
+// past the limit is admitted whatever the limit and puts the key in debt, which denies every
+// request (and every peek) until the RetryAfter the settle reported, and no longer; a settle of
+// 0 changes nothing.
+func testSettle(t *testing.T, newStore NewStore, run string) {
+	for _, a := range sluice.Algorithms() {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := sluicetest.NewManualClock(Base)
+			s := newStore(t, clock)
+			ctx := context.Background()
+			rule := sluice.Rule{Algorithm: a, Limit: 10, Period: time.Second}
+			key := "storetest:" + run + ":settle:" + a.String()
+			take := func(n int64, settle bool) sluice.Decision {
+				t.Helper()
+				d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: n, Settle: settle})
+				if err != nil {
+					t.Fatalf("n=%d settle=%v at +%v: %v", n, settle, clock.Now().Sub(Base), err)
+				}
+				return d
+			}
+			if d := take(4, false); !d.Allowed || d.Remaining != 6 {
+				t.Fatalf("reserve 4: %+v", d)
+			}
+			if d := take(-3, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
+				t.Fatalf("settle -3 (refund): %+v, want allowed with 9 remaining", d)
+			}
+			if d := take(0, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
+				t.Fatalf("settle 0: %+v, want allowed with 9 remaining", d)
+			}
+			// 1 used, then 24 more: 15 past the limit.
+			d := take(24, true)
+			if !d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.ResetAfter < d.RetryAfter {
+				t.Fatalf("settle 24 past the limit: %+v, want allowed, 0 remaining, a positive RetryAfter", d)
+			}
+			paid := d.RetryAfter
+			if d := take(1, false); d.Allowed || d.RetryAfter <= 0 {
+				t.Fatalf("a request while in debt: %+v, want denied", d)
+			}
+			before := (paid - 1).Truncate(time.Millisecond) // the last whole ms still in debt
+			clock.Set(Base.Add(before))
+			if d := take(0, false); d.Allowed || d.Remaining != 0 {
+				t.Fatalf("peek at +%v, before the debt is paid at +%v: %+v, want denied", before, paid, d)
+			}
+			if d := take(1, false); d.Allowed {
+				t.Fatalf("take 1 at +%v, before the debt is paid at +%v: %+v, want denied", before, paid, d)
+			}
+			after := (paid + time.Millisecond - 1).Truncate(time.Millisecond)
+			clock.Set(Base.Add(after))
+			if d := take(0, false); !d.Allowed {
+				t.Fatalf("peek at +%v, once the debt is paid at +%v: %+v, want allowed", after, paid, d)
+			}
+			clock.Set(Base.Add(after + 3*rule.Period))
+			if d := take(10, false); !d.Allowed {
+				t.Fatalf("take 10 three periods after the debt was paid: %+v, want allowed", d)
 			}
 		})
 	}
