@@ -96,6 +96,12 @@ func (d *Document) compile(p *problems, c *Config, dom *Domain, o Options) *Doma
 	if dom == nil {
 		dom = &Domain{Name: d.Domain}
 	}
+	if proxy := d.compileProxy(p); proxy != nil {
+		if dom.Proxy != nil {
+			p.add(d.File, d.Proxy.line, "proxy", "a second proxy section for domain %q (merged domains take one)", d.Domain)
+		}
+		dom.Proxy = proxy
+	}
 	d.compileLevel(p, c, o, &dom.root, d.Descriptors, "descriptors", d.Domain, false)
 	dom.quota = append(dom.quota, d.compileQuota(p)...) // merged domains: every file's
 	return dom

@@ -23,7 +23,9 @@ type Config struct {
 type Domain struct {
 	// Name is the domain's name.
 	Name string
-	root node
+	// Proxy are the rate limits of the document's proxy section; nil without one.
+	Proxy []ProxyRateLimit
+	root  node
 
 	quota []*QuotaRule // the RLQS quota rules, in file order (quota.go)
 }

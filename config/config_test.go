@@ -161,18 +161,22 @@ func TestInvalidFixtures(t *testing.T) {
 		"uneven_sub_windows.yaml":               {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
 		"many_problems.yaml":                    {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
-	checkFixtures(t, "testdata", want)
+	for base, err := range loadFixtures(t, "testdata", want) {
+		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
+			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+	}
 }
 
-// checkFixtures loads each *.yaml file of dir and checks that its error wraps ErrInvalid
-// (but for a YAML syntax error) and contains every expected text, the directory cut from
-// the names.
-func checkFixtures(t *testing.T, dir string, want map[string][]string) {
+// loadFixtures loads every *.yaml file of dir, each of which must fail with an error whose
+// text (dir/ left out) contains every string of want[file]; it returns the errors by file.
+func loadFixtures(t *testing.T, dir string, want map[string][]string) map[string]error {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) != len(want) {
 		t.Errorf("%d fixtures, %d expectations", len(files), len(want))
 	}
+	errs := make(map[string]error)
 	for _, f := range files {
 		base := filepath.Base(f)
 		_, err := config.Load(f)
@@ -180,9 +184,7 @@ func checkFixtures(t *testing.T, dir string, want map[string][]string) {
 			t.Errorf("%s: loaded without error", base)
 			continue
 		}
-		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
-			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
-		}
+		errs[base] = err
 		msg := strings.ReplaceAll(err.Error(), dir+"/", "")
 		for _, w := range want[base] {
 			if !strings.Contains(msg, w) {
@@ -190,6 +192,7 @@ func checkFixtures(t *testing.T, dir string, want map[string][]string) {
 			}
 		}
 	}
+	return errs
 }
 
 func TestDirectoryAndDuplicateDomains(t *testing.T) {

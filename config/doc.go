@@ -24,5 +24,8 @@
 // the value-less key); LookupShared also reports share_threshold patterns, and MetricKey gives
 // the peer's stats key of a descriptor.
 //
+// A document may also have a proxy section (Proxy): Envoy's rate-limit actions, by which
+// `sluice proxy` turns an HTTP request into descriptors of the document's domain.
+//
 // A Config is immutable once built and safe for concurrent use; lookups allocate nothing.
 package config

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -94,5 +95,9 @@ func TestQuotaInvalidFixtures(t *testing.T) {
 		"sub_ms_period.yaml":        {"sub_ms_period.yaml:3: quota_buckets[0].period: must be a whole number of milliseconds"},
 		"two_problems.yaml":         {"two_problems.yaml:3: quota_buckets[0].bucket_id.{x}: brace", "two_problems.yaml:3: quota_buckets[0].fairness:"},
 	}
-	checkFixtures(t, "testdata/quota", want)
+	for base, err := range loadFixtures(t, "testdata/quota", want) {
+		if !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+	}
 }

@@ -359,10 +359,17 @@ func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *reque
 	for i, p := range q.which {
 		names[i] = m.policies[p].Name
 	}
+	WriteUnavailable(w, r, "The rate limiter cannot decide right now.", names)
+}
+
+// WriteUnavailable answers 503 with Retry-After 1 and the draft's temporary-reduced-capacity
+// problem: the request was not decided because the rate limiter's store is unavailable (fail
+// closed). policies names the policies that could not be decided; detail says why.
+func WriteUnavailable(w http.ResponseWriter, r *http.Request, detail string, policies []string) {
 	w.Header()[headerRetryAfter] = []string{"1"}
 	WriteProblem(w, r, &Problem{Type: ProblemTemporaryReducedCapacity,
 		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
-		Detail: "The rate limiter cannot decide right now.", ViolatedPolicies: names})
+		Detail: detail, ViolatedPolicies: policies})
 }
 
 // policyHeader returns the cached RateLimit-Policy value of q's policies.

@@ -122,9 +122,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	return s.decideInto(ctx, req, nil)
 }
 
-// decideInto is decide; when never is not nil, it is set to whether each descriptor can never
-// be allowed (see item.never), which an RLS response cannot say.
-func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, never *[]bool) (*rlsv3.RateLimitResponse, error) {
+// decideInto is decide; when inspect is not nil, it is called with the decided items before
+// they go back to their pool, for what an RLS response cannot say (see item.never).
+func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, inspect func([]item)) (*rlsv3.RateLimitResponse, error) {
 	st := s.rules.Load()
 	dom, err := s.validate(st, req)
 	if err != nil {
@@ -148,11 +148,8 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 			}
 		}
 	}
-	if never != nil {
-		*never = make([]bool, len(sc.items))
-		for i := range sc.items {
-			(*never)[i] = sc.items[i].never()
-		}
+	if inspect != nil {
+		inspect(sc.items)
 	}
 	return s.respond(st, dom, req, sc.items), nil
 }

@@ -6,7 +6,8 @@
 //
 // New listens on the configured addresses (use "127.0.0.1:0" in tests and read the bound
 // addresses back), Serve runs until its context ends and then shuts down gracefully. Run does
-// both.
+// both. Embedded in another transport (sluice proxy), a Server with both addresses "-"
+// decides in process (Decide) and serves the operators' endpoints (AdminHandler).
 //
 // Decisions are envoyproxy/ratelimit's (an unknown domain, an unmatched or unlimited
 // descriptor are OK without a store call; quota mode, shadow mode, whole-second resets; its

@@ -400,8 +400,10 @@ func (s *Server) Serve(ctx context.Context) error {
 		go s.watcher.Run(watchCtx, s.cfg.ReloadInterval)
 	}
 	s.ready.Store(true)
-	s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr(), "metrics", s.MetricsAddr(),
-		"domains", s.Rules().Domains())
+	if s.grpc != nil || s.http != nil { // else embedded (sluice proxy), which says what it serves
+		s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr(), "metrics", s.MetricsAddr(),
+			"domains", s.Rules().Domains())
+	}
 	var err error
 	select {
 	case <-ctx.Done():

@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -21,8 +19,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/store/redis"
-	"github.com/sluicehq/sluice/stores"
 )
 
 func init() {
@@ -31,14 +27,13 @@ func init() {
 
 // serveFlags are the flags of serve, each defaulting to its SLUICE_* environment variable.
 type serveFlags struct {
-	config, grpcAddr, httpAddr, store, mode, fallback string
-	logLevel, logFormat, pprofAddr                    string
-	reload, storeTimeout                              time.Duration
-	headers                                           bool
-	requestRules                                      string
-	maxRequestLogLimit, maxRequestStateBytes          int64
-	maxRequestPeriod                                  time.Duration
-	envErrs                                           map[string]string // by flag: environment values that did not parse
+	sharedFlags
+	grpcAddr, httpAddr, pprofAddr            string
+	headers                                  bool
+	requestRules                             string
+	maxRequestLogLimit, maxRequestStateBytes int64
+	maxRequestPeriod                         time.Duration
+	envErrs                                  map[string]string // by flag: environment values that did not parse
 
 	// envoyproxy/ratelimit's settings (peerenv.go)
 	peer                                                            *peerEnv
@@ -52,20 +47,11 @@ type serveFlags struct {
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", f.env("config", "SLUICE_CONFIG", ""), "rules file or directory, watched for changes (default: the embedded example rules) [SLUICE_CONFIG, RUNTIME_ROOT+RUNTIME_SUBDIRECTORY+RUNTIME_APPDIRECTORY]")
+	f.sharedFlags.register(fs, "rules file or directory, watched for changes (default: the embedded example rules)", f.env)
 	fs.StringVar(&f.grpcAddr, "grpc-addr", f.env("grpc-addr", "SLUICE_GRPC_ADDR", server.DefaultGRPCAddr), "Envoy RLS gRPC listen address, - to disable [SLUICE_GRPC_ADDR, GRPC_HOST+GRPC_PORT]")
 	fs.StringVar(&f.httpAddr, "http-addr", f.env("http-addr", "SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR, HOST+PORT]")
-	fs.StringVar(&f.store, "store", f.env("store", "SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER [SLUICE_STORE, BACKEND_TYPE+REDIS_*|MEMCACHE_HOST_PORT]")
-	fs.StringVar(&f.mode, "mode", f.env("mode", "SLUICE_MODE", "sync"), "distribution mode: sync, overlimit or async [SLUICE_MODE, LOCAL_CACHE_SIZE_IN_BYTES>0: overlimit]")
-	fs.StringVar(&f.fallback, "fallback", f.env("fallback", "SLUICE_FALLBACK", ""), "policy while the store is down: local, fail_open, fail_closed; empty: answer UNAVAILABLE [SLUICE_FALLBACK]")
 	fs.StringVar(&f.quotaStore, "quota-store", f.env("quota-store", "SLUICE_QUOTA_STORE", "memory"), "where the RLQS quota server keeps demands and assignments: memory (this replica alone) or a redis URL shared by every replica [SLUICE_QUOTA_STORE]")
-	fs.StringVar(&f.logLevel, "log-level", f.env("log-level", "SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error [SLUICE_LOG_LEVEL, LOG_LEVEL]")
-	fs.StringVar(&f.logFormat, "log-format", f.env("log-format", "SLUICE_LOG_FORMAT", "text"), "log format: text or json [SLUICE_LOG_FORMAT, LOG_FORMAT]")
-	reload, _ := time.ParseDuration(f.env("reload-interval", "SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
-	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
 	fs.StringVar(&f.pprofAddr, "pprof", f.env("pprof", "SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
-	storeTimeout, _ := time.ParseDuration(f.env("store-timeout", "SLUICE_STORE_TIMEOUT", "0s"))
-	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT, REDIS_TIMEOUT]")
 	headers, _ := strconv.ParseBool(f.env("response-headers", "SLUICE_RESPONSE_HEADERS", "false"))
 	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED]")
 	fs.StringVar(&f.requestRules, "request-rules", f.env("request-rules", "SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
@@ -145,16 +131,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := stores.CheckMode(f.mode); err != nil {
-		fmt.Fprintln(stderr, "sluice serve: --mode:", err)
-		return 2
-	}
-	if f.storeTimeout < 0 {
-		fmt.Fprintln(stderr, "sluice serve: --store-timeout: must not be negative, got", f.storeTimeout)
-		return 2
-	}
-	if err := stores.CheckFallback(f.fallback); err != nil {
-		fmt.Fprintln(stderr, "sluice serve: --fallback:", err)
+	if err := f.check(); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
 	if err := f.checkRequestRules(fs); err != nil {
@@ -166,21 +144,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
+	logger, err := f.logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
 	f.logPeer(logger)
-	// go-redis's own lines (failed dials, Sentinel switches) go through the same logger,
-	// at most one a second, instead of plain text on standard error.
-	redis.SetLogger(logger, redis.DefaultLogInterval)
 	cfg := server.Config{
 		GRPCAddr:        f.grpcAddr,
 		HTTPAddr:        f.httpAddr,
 		RulesPath:       f.config,
 		ReloadInterval:  f.reload,
-		StoreConfig:     stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: f.storePrefix},
+		StoreConfig:     f.storeConfig(f.storePrefix),
 		Logger:          logger,
 		ResponseHeaders: f.headers,
 
@@ -221,21 +196,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(format) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
 }
 
 // servePprof serves /debug/pprof/ on addr, which must be a loopback address: profiles
