@@ -126,3 +126,42 @@ func cpuTime() int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// TestStrategiesAreValid: every strategy the server hands out passes go-control-plane's
+// validation of the protocol (Envoy rejects the others), zero shares included.
+func TestStrategiesAreValid(t *testing.T) {
+	body := `domain: d
+quota_buckets:
+  - bucket_id: {a: x}
+    requests_per_unit: 100
+    unit: minute
+    burst: 10
+  - bucket_id: {a: y}
+    requests_per_unit: 100
+    unit: minute
+    strategy: requests_per_time_unit
+  - bucket_id: {a: z}
+    strategy: allow_all
+`
+	c, err := config.LoadFS(fstest.MapFS{"r.yaml": {Data: []byte(body)}}, "r.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.Domain("d").QuotaRules() {
+		for _, share := range []int64{0, 1, 5, 100} {
+			s := Strategy(r, share)
+			if err := s.ValidateAll(); err != nil {
+				t.Errorf("%s share %d: %v: %v", r.Name, share, s, err)
+			}
+			if err := assign(&rlqspb.BucketId{Bucket: map[string]string{"a": "x"}}, s, time.Second).ValidateAll(); err != nil {
+				t.Errorf("%s share %d: action: %v", r.Name, share, err)
+			}
+		}
+	}
+	if s := Strategy(c.Domain("d").QuotaRules()[0], 0); s.GetBlanketRule().String() != "DENY_ALL" {
+		t.Errorf("zero token bucket share: %v, want DENY_ALL", s)
+	}
+	if tb := Strategy(c.Domain("d").QuotaRules()[0], 5).GetTokenBucket(); tb.GetMaxTokens() != 1 || tb.GetTokensPerFill().GetValue() != 5 {
+		t.Errorf("share 5 of 100 with a burst of 10: %v, want 1 token of room, 5 per minute", tb)
+	}
+}

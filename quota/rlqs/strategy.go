@@ -13,8 +13,9 @@ import (
 
 // Strategy returns the RateLimitStrategy that hands a client share requests per period of
 // rule: a token bucket filling share per period with share/limit of the fleet's burst (at
-// least one token when share > 0), requests_per_time_unit share per unit, or the rule's
-// blanket rule. A zero share denies everything.
+// least one token), requests_per_time_unit share per unit, or the rule's blanket rule. A zero
+// share denies everything (DENY_ALL for a token bucket, 0 requests per unit otherwise). Every
+// strategy passes the protocol's validation.
 func Strategy(rule *config.QuotaRule, share int64) *typev3.RateLimitStrategy {
 	switch rule.Strategy {
 	case config.QuotaAllowAll:
@@ -26,13 +27,13 @@ func Strategy(rule *config.QuotaRule, share int64) *typev3.RateLimitStrategy {
 			RequestsPerTimeUnit: &typev3.RateLimitStrategy_RequestsPerTimeUnit{
 				RequestsPerTimeUnit: uint64(max(share, 0)), TimeUnit: typev3.RateLimitUnit(rule.Unit)}}}
 	}
-	var tokens int64
-	if share > 0 && rule.Share.Limit > 0 {
-		tokens = max(1, rule.Burst*share/rule.Share.Limit)
+	if share <= 0 || rule.Share.Limit <= 0 {
+		return blanket(typev3.RateLimitStrategy_DENY_ALL) // a token bucket must fill (tokens_per_fill > 0)
 	}
+	tokens := max(1, rule.Burst*share/rule.Share.Limit)
 	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
 		MaxTokens:     uint32(min(tokens, 1<<32-1)),
-		TokensPerFill: wrapperspb.UInt32(uint32(min(max(share, 0), 1<<32-1))),
+		TokensPerFill: wrapperspb.UInt32(uint32(min(share, 1<<32-1))),
 		FillInterval:  durationpb.New(rule.Share.Period),
 	}}}
 }
