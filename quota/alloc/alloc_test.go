@@ -112,7 +112,7 @@ func TestBucketNeverOvercommits(t *testing.T) {
 		s := &Settings{Limit: 1000, Period: time.Second, Policy: pol, StaticShare: 300, TTL: 3 * time.Second}
 		var b Bucket
 		now := int64(0)
-		for i := 0; i < 20000; i++ {
+		for i := 0; i < 5000; i++ {
 			now += int64(r.IntN(int(500 * time.Millisecond)))
 			id := fmt.Sprint("c", r.IntN(12))
 			if r.IntN(20) == 0 {
