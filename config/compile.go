@@ -103,6 +103,7 @@ func (d *Document) compile(p *problems, c *Config, dom *Domain, o Options) *Doma
 		dom.Proxy = proxy
 	}
 	d.compileLevel(p, c, o, &dom.root, d.Descriptors, "descriptors", d.Domain, false)
+	dom.quota = append(dom.quota, d.compileQuota(p)...) // merged domains: every file's
 	return dom
 }
 

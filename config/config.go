@@ -26,6 +26,8 @@ type Domain struct {
 	// Proxy are the rate limits of the document's proxy section; nil without one.
 	Proxy []ProxyRateLimit
 	root  node
+
+	quota []*QuotaRule // the RLQS quota rules, in file order (quota.go)
 }
 
 // Limit is the compiled limit of one descriptor: one or more rules that must all pass.

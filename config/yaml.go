@@ -17,6 +17,8 @@ type Document struct {
 	// Proxy (Sluice) says how `sluice proxy` builds the descriptors of an HTTP request;
 	// `sluice serve` ignores it.
 	Proxy *Proxy `yaml:"proxy"`
+	// QuotaBuckets (Sluice) are the RLQS quota rules of the domain; see QuotaBucket.
+	QuotaBuckets []QuotaBucket `yaml:"quota_buckets"`
 	// File is the name the document was read from (for error messages).
 	File string `yaml:"-"`
 	line int
@@ -136,7 +138,7 @@ func decodeStrict(n *yaml.Node, what string, v any, unknown []string) error {
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "proxy"))
+	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "proxy", "quota_buckets"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/stores"
 )
 
@@ -147,6 +148,9 @@ type Config struct {
 	// a new goroutine growing its stack each time; calls beyond it get their own goroutine,
 	// as without workers. Negative: no workers.
 	StreamWorkers int
+	// Quota configures the RLQS quota service served on the gRPC port (quota.go); its
+	// Rules are the server's.
+	Quota rlqs.Config
 }
 
 // Server is a running rate-limit service. Build it with New, run it with Serve.
@@ -174,6 +178,7 @@ type Server struct {
 	ready            atomic.Bool
 	readyCheck       readiness
 	fallback         *fallbackWatch // the fallback of the store the server opened; nil without
+	quota            *rlqs.Service
 	closeOnce        sync.Once
 
 	// envoyproxy/ratelimit compatibility (peer.go, peermetrics.go)
@@ -316,6 +321,7 @@ func (s *Server) listen() error {
 		s.grpcLis = lis
 		s.grpc = grpc.NewServer(s.grpcOptions()...)
 		s.grpc.RegisterService(&rlsServiceDesc, rlsService{s: s})
+		s.registerQuota()
 		s.health = health.NewServer()
 		healthpb.RegisterHealthServer(s.grpc, s.health)
 		reflection.Register(s.grpc)
@@ -374,6 +380,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.grpc != nil {
 		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		s.health.SetServingStatus(rlqs.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		s.health.SetServingStatus(PeerHealthService, healthpb.HealthCheckResponse_SERVING)
 		go func() { errc <- s.grpc.Serve(s.grpcLis) }()
 	}
@@ -418,6 +425,7 @@ func (s *Server) shutdown() {
 	var wg sync.WaitGroup
 	if s.grpc != nil {
 		s.health.Shutdown()
+		s.quota.Drain() // quota streams never end by themselves
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

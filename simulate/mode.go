@@ -204,7 +204,7 @@ func ParseModes(list string, nodes int, routings []Routing) ([]Mode, error) {
 
 // ModeNames lists the mode names ParseModes accepts.
 func ModeNames() []string {
-	return []string{"single", "sync", "async_INTERVAL (e.g. async_50ms)", "fallback", "fallback_fail_open", "fallback_fail_closed"}
+	return []string{"single", "sync", "async_INTERVAL (e.g. async_50ms)", "quota_INTERVAL (e.g. quota_1s)", "fallback", "fallback_fail_open", "fallback_fail_closed"}
 }
 
 // distributedMode returns the constructor of the named distributed mode.
@@ -218,6 +218,13 @@ func distributedMode(name string) (func(nodes int, r Routing) Mode, error) {
 		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyFailOpen) }, nil
 	case "fallback_fail_closed":
 		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyFailClosed) }, nil
+	}
+	if rest, ok := strings.CutPrefix(name, "quota_"); ok {
+		d, err := time.ParseDuration(rest)
+		if err == nil && d >= time.Millisecond {
+			return func(nodes int, r Routing) Mode { return Quota(nodes, r, d) }, nil
+		}
+		return nil, fmt.Errorf("simulate: modes: %q: the reporting interval must be a duration of at least 1ms, like quota_1s", name)
 	}
 	if rest, ok := strings.CutPrefix(name, "async_"); ok {
 		d, err := time.ParseDuration(rest)

@@ -23,7 +23,9 @@ import (
 //     window count of the same requests, with the limit;
 //   - SCENARIO_admitted: one panel per algorithm (first mode): the exact number of units it
 //     admitted for that client in the trailing period, with the limit;
-//   - SCENARIO_over_admission: a bar per row, the over_admission metric.
+//   - SCENARIO_over_admission: a bar per row, the over_admission metric;
+//   - SCENARIO_quota_shares (with a quota mode): each instance's assigned share of the
+//     client's limit over time (solid) against its max-min fair share (dashed).
 func WritePlots(dir string, res *Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("simulate: out: %w", err)
@@ -35,6 +37,7 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 		{"counted_vs_perfect", countedFigure},
 		{"admitted", admittedFigure},
 		{"over_admission", overAdmissionFigure},
+		{"quota_shares", sharesFigure},
 	}
 	var paths []string
 	for _, f := range figures {

@@ -87,7 +87,7 @@ func (r Row) values() []any {
 	return []any{r.Scenario, r.Algorithm, r.Mode, r.Nodes, r.Routing, r.Requests,
 		r.AdmittedFraction, r.OverAdmission, r.LimitViolations, r.NeedlessDenials,
 		r.MeanAbsError, r.Errors, r.RateEstimationWrong, r.RateEstimationError,
-		r.OverAdmissionOutage, r.OverAdmissionRecovery}
+		r.OverAdmissionOutage, r.OverAdmissionRecovery, r.FairnessError}
 }
 
 // cells formats the row's values, floats with prec significant digits (-1: exact).

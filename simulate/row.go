@@ -42,12 +42,17 @@ type Row struct {
 	// OverAdmissionRecovery is OverAdmission over the period after the store comes back: the
 	// trailing periods that span the switch back (modes with an outage; NaN otherwise).
 	OverAdmissionRecovery float64 `json:"over_admission_recovery"`
+	// FairnessError is, in the quota mode, the mean over reporting rounds and keys of the
+	// share of the limit assigned to the wrong instances: sum |share - max-min fair share| /
+	// (2 x limit), the fair shares split from each instance's requests over the last period
+	// (NaN in other modes).
+	FairnessError float64 `json:"fairness_error"`
 }
 
 // Columns lists the table columns in order, as named in JSON.
 var Columns = []string{"scenario", "algorithm", "mode", "nodes", "routing", "requests",
 	"admitted_fraction", "over_admission", "limit_violations", "needless_denials",
 	"mean_abs_error", "errors", "rate_estimation_wrong", "rate_estimation_error",
-	"over_admission_outage", "over_admission_recovery"}
+	"over_admission_outage", "over_admission_recovery", "fairness_error"}
 
 var nan = math.NaN()

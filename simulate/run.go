@@ -63,6 +63,10 @@ type Series struct {
 	// Admitted is, per variant in the first mode, the exact count of the units it admitted
 	// for the client in the trailing period.
 	Admitted []NamedSeries
+	// Shares and FairShares are, in the first quota mode run (first variant), each
+	// instance's assigned share of the client's limit and its max-min fair share of the
+	// demands of the last interval, indexed by instance.
+	Shares, FairShares [][]int64
 }
 
 // NamedSeries is one line of a plot.
@@ -178,11 +182,14 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 			return Row{}, nil, err
 		}
 		dec = d
+		if q := quotaOf(dec); q != nil {
+			q.focus = d.keys[s.series.Client]
+		}
 	}
 	row := Row{Scenario: cfg.Scenario.Name, Algorithm: v.Name(), Mode: m.Name, Nodes: m.Nodes,
 		Routing: string(m.Routing), Requests: int64(len(trace.Events)),
 		MeanAbsError: nan, RateEstimationWrong: nan, RateEstimationError: nan,
-		OverAdmissionOutage: nan, OverAdmissionRecovery: nan}
+		OverAdmissionOutage: nan, OverAdmissionRecovery: nan, FairnessError: nan}
 	if m.Build == nil {
 		row.Routing = "-"
 	} else if row.Routing == "" {
@@ -241,6 +248,12 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 	}
 	for len(samples) < len(s.at) {
 		samples = append(samples, focus.Count(s.at[len(samples)]))
+	}
+	if q := quotaOf(dec); q != nil {
+		row.FairnessError = q.fairnessError()
+		if s.series.Shares == nil {
+			s.series.Shares, s.series.FairShares = q.sharesAt(s.at)
+		}
 	}
 	if err := dec.close(); err != nil {
 		return Row{}, nil, err

@@ -38,7 +38,16 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 			code = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()))
+		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s), %d quota bucket rule(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()), countQuotaBuckets(c))
 	}
 	return code
+}
+
+// countQuotaBuckets counts the RLQS quota rules of every domain.
+func countQuotaBuckets(c *config.Config) int {
+	n := 0
+	for _, d := range c.Domains() {
+		n += len(c.Domain(d).QuotaRules())
+	}
+	return n
 }

@@ -42,12 +42,15 @@ type serveFlags struct {
 	mergeDomains, configTree, configDotFiles, shadowMode, quotaMode bool
 	countDenied                                                     bool
 	grpcMaxAge, grpcMaxAgeGrace                                     time.Duration
+
+	quotaStore string // the RLQS quota state (quota.go)
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.sharedFlags.register(fs, "rules file or directory, watched for changes (default: the embedded example rules)", f.env)
 	fs.StringVar(&f.grpcAddr, "grpc-addr", f.env("grpc-addr", "SLUICE_GRPC_ADDR", server.DefaultGRPCAddr), "Envoy RLS gRPC listen address, - to disable [SLUICE_GRPC_ADDR, GRPC_HOST+GRPC_PORT]")
 	fs.StringVar(&f.httpAddr, "http-addr", f.env("http-addr", "SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR, HOST+PORT]")
+	fs.StringVar(&f.quotaStore, "quota-store", f.env("quota-store", "SLUICE_QUOTA_STORE", "memory"), "where the RLQS quota server keeps demands and assignments: memory (this replica alone) or a redis URL shared by every replica [SLUICE_QUOTA_STORE]")
 	fs.StringVar(&f.pprofAddr, "pprof", f.env("pprof", "SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
 	headers, _ := strconv.ParseBool(f.env("response-headers", "SLUICE_RESPONSE_HEADERS", "false"))
 	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED]")
@@ -180,6 +183,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		defer stopPprof()
 		logger.Info("pprof debug listener", "addr", f.pprofAddr)
 	}
+	closeQuota, err := quotaState(&cfg, f.quotaStore)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
+		return 2
+	}
+	defer closeQuota()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg); err != nil {

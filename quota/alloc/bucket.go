@@ -1,0 +1,272 @@
+package alloc
+
+import (
+	"sort"
+	"time"
+)
+
+// Defaults of Settings' zero values.
+const (
+	DefaultHistory = 4
+	// MaxHeld bounds the assignments remembered per client: older ones are merged (largest
+	// share, latest expiry), which only ever overestimates what the client holds.
+	MaxHeld = 8
+)
+
+// Settings describe one bucket's limit and how it is shared. The zero value of every field
+// but Limit and Period is a documented default.
+type Settings struct {
+	// Limit is the number of requests per Period the whole fleet may make.
+	Limit int64
+	// Period is the limit's period.
+	Period time.Duration
+	// Policy splits the limit (default MaxMin).
+	Policy Policy
+	// StaticShare is every client's share under Static, in requests per Period.
+	StaticShare int64
+	// TTL is how long an assignment lasts unless renewed; default 2 × Period capped to one
+	// minute, and at least one second.
+	TTL time.Duration
+	// History is how many reports a client's demand is averaged over (default
+	// DefaultHistory): the sum of their counts over the sum of their elapsed times.
+	History int
+	// DefaultDemand is the demand, in requests per Period, of a client that has not yet
+	// reported a usage over a positive elapsed time; 0 means Limit (a newcomer asks for the
+	// whole limit, so under MaxMin it gets an equal share at most).
+	DefaultDemand float64
+	// IdleAfter drops the demand of a client that has not reported for that long (default
+	// 3 × TTL); what it holds still counts until it expires.
+	IdleAfter time.Duration
+}
+
+// ttl returns TTL or its default.
+func (s *Settings) ttl() time.Duration {
+	if s.TTL > 0 {
+		return s.TTL
+	}
+	return min(max(2*s.Period, time.Second), time.Minute)
+}
+
+// EffectiveTTL returns the assignment time to live in force (TTL or its default).
+func (s *Settings) EffectiveTTL() time.Duration { return s.ttl() }
+
+// Retention is how long a client's state matters after its last report: IdleAfter, then
+// one TTL for what it holds. A shared store keeps a bucket that long after its last write.
+func (s *Settings) Retention() time.Duration { return time.Duration(s.idleAfter()) + s.ttl() }
+
+func (s *Settings) idleAfter() int64 {
+	if s.IdleAfter > 0 {
+		return int64(s.IdleAfter)
+	}
+	return 3 * int64(s.ttl())
+}
+
+func (s *Settings) history() int {
+	if s.History > 0 {
+		return s.History
+	}
+	return DefaultHistory
+}
+
+// Sample is one usage report: requests counted (allowed + denied) over an elapsed time.
+type Sample struct {
+	Count   float64
+	Elapsed int64 // nanoseconds
+}
+
+// Assignment is a share handed to a client, in requests per Period, until Expires (Unix
+// nanoseconds).
+type Assignment struct {
+	Share   int64
+	Expires int64
+}
+
+// Client is what a bucket knows of one client. Its fields are exported so a shared store
+// can persist it (see Encode); treat them as read-only.
+type Client struct {
+	// History holds the last reports, oldest first.
+	History []Sample
+	// Seen is when the client last reported (Unix ns); Left says its stream has closed.
+	Seen int64
+	Left bool
+	// Held are the assignments that may still be in force, oldest first, shares decreasing.
+	Held []Assignment
+}
+
+// demand returns the client's smoothed demand in requests per period, or def without history.
+func (c *Client) demand(period time.Duration, def float64) float64 {
+	var count float64
+	var elapsed int64
+	for _, s := range c.History {
+		count += s.Count
+		elapsed += s.Elapsed
+	}
+	if elapsed <= 0 {
+		return def
+	}
+	return count * float64(period) / float64(elapsed)
+}
+
+// holds returns the largest share the client may be spending at now.
+func (c *Client) holds(now int64) int64 {
+	var h int64
+	for _, a := range c.Held {
+		if a.Expires > now && a.Share > h {
+			h = a.Share
+		}
+	}
+	return h
+}
+
+// prune drops the expired assignments.
+func (c *Client) prune(now int64) {
+	kept := c.Held[:0]
+	for _, a := range c.Held {
+		if a.Expires > now {
+			kept = append(kept, a)
+		}
+	}
+	c.Held = kept
+}
+
+// hold records a new assignment: older ones it dominates (smaller or equal share, earlier
+// expiry) are dropped; beyond MaxHeld the two oldest merge.
+func (c *Client) hold(a Assignment) {
+	kept := c.Held[:0]
+	for _, h := range c.Held {
+		if h.Share > a.Share {
+			kept = append(kept, h)
+		}
+	}
+	c.Held = append(kept, a)
+	for len(c.Held) > MaxHeld {
+		m := Assignment{Share: max(c.Held[0].Share, c.Held[1].Share), Expires: max(c.Held[0].Expires, c.Held[1].Expires)}
+		c.Held = append(c.Held[:1], c.Held[2:]...)
+		c.Held[0] = m
+	}
+}
+
+// Bucket is the allocation state of one bucket: its clients by id. The zero value is an
+// empty bucket. It is not safe for concurrent use.
+type Bucket struct {
+	Clients map[string]*Client
+}
+
+// Report records client id's usage (count requests over elapsed) at now and returns the
+// assignment it gets: its target share under the policy, capped so that the shares every
+// client may hold at now sum to at most Limit. The assignment lasts until now + TTL. A
+// report with elapsed <= 0 subscribes the client without a demand sample.
+func (b *Bucket) Report(s *Settings, id string, now int64, count float64, elapsed time.Duration) Assignment {
+	if b.Clients == nil {
+		b.Clients = make(map[string]*Client)
+	}
+	b.Expire(s, now)
+	c := b.Clients[id]
+	if c == nil {
+		c = &Client{}
+		b.Clients[id] = c
+	}
+	c.Seen, c.Left = now, false
+	if elapsed > 0 && count >= 0 {
+		c.History = append(c.History, Sample{Count: count, Elapsed: int64(elapsed)})
+		if h := s.history(); len(c.History) > h {
+			c.History = append(c.History[:0], c.History[len(c.History)-h:]...)
+		}
+	}
+	target := b.Targets(s, now)[id]
+	var others int64
+	for cid, o := range b.Clients {
+		if cid != id {
+			others += o.holds(now)
+		}
+	}
+	share := max(min(target, s.Limit-others), 0)
+	a := Assignment{Share: share, Expires: now + int64(s.ttl())}
+	c.hold(a)
+	return a
+}
+
+// Leave marks client id as gone (its stream closed): its demand no longer counts, what it
+// holds counts until it expires.
+func (b *Bucket) Leave(id string) {
+	if c := b.Clients[id]; c != nil {
+		c.Left = true
+	}
+}
+
+// Expire drops expired assignments, and the clients that hold nothing and are gone or idle.
+func (b *Bucket) Expire(s *Settings, now int64) {
+	for id, c := range b.Clients {
+		c.prune(now)
+		if len(c.Held) == 0 && (c.Left || now-c.Seen >= s.idleAfter()) {
+			delete(b.Clients, id)
+		}
+	}
+}
+
+// Active reports whether client id takes part in the split at now: it has reported within
+// IdleAfter and its stream has not closed.
+func (b *Bucket) active(s *Settings, c *Client, now int64) bool {
+	return !c.Left && now-c.Seen < s.idleAfter()
+}
+
+// Targets returns the share each active client should get under the policy at now, by
+// client id; the limit is split over the active clients in the order of their ids, so
+// replicas computing over the same state agree.
+func (b *Bucket) Targets(s *Settings, now int64) map[string]int64 {
+	ids := make([]string, 0, len(b.Clients))
+	for id, c := range b.Clients {
+		if b.active(s, c, now) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	def := s.DefaultDemand
+	if def <= 0 {
+		def = float64(s.Limit)
+	}
+	demands := make([]float64, len(ids))
+	for i, id := range ids {
+		demands[i] = b.Clients[id].demand(s.Period, def)
+	}
+	shares := make([]int64, len(ids))
+	switch s.Policy {
+	case Proportional:
+		ProportionalSplit(s.Limit, demands, shares)
+	case Static:
+		for i := range shares {
+			shares[i] = s.StaticShare
+		}
+	default:
+		MaxMinFair(s.Limit, demands, shares)
+	}
+	out := make(map[string]int64, len(ids))
+	for i, id := range ids {
+		out[id] = shares[i]
+	}
+	return out
+}
+
+// Demand returns client id's smoothed demand in requests per Period (DefaultDemand, or
+// Limit, before its first sample), and false for an unknown client.
+func (b *Bucket) Demand(s *Settings, id string) (float64, bool) {
+	c := b.Clients[id]
+	if c == nil {
+		return 0, false
+	}
+	def := s.DefaultDemand
+	if def <= 0 {
+		def = float64(s.Limit)
+	}
+	return c.demand(s.Period, def), true
+}
+
+// Committed returns the sum, over clients, of the largest share each may hold at now: what
+// the fleet can spend at that instant. Report keeps it at most Limit.
+func (b *Bucket) Committed(now int64) int64 {
+	var sum int64
+	for _, c := range b.Clients {
+		sum += c.holds(now)
+	}
+	return sum
+}

@@ -1,0 +1,267 @@
+package quota_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/rlqs"
+	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const rulesYAML = `domain: go
+quota_buckets:
+  - bucket_id: {name: "api*"}
+    requests_per_unit: 100
+    unit: second
+    assignment_ttl: 2s
+  - bucket_id: {name: closed}
+    strategy: deny_all
+`
+
+type env struct {
+	clock *sluicetest.ManualClock
+	svc   *rlqs.Service
+	grpc  *grpc.Server
+	conn  *grpc.ClientConn
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(rulesYAML)}}, "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{clock: sluicetest.NewManualClock(t0)}
+	e.svc = rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules }, Clock: e.clock})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.grpc = grpc.NewServer()
+	e.svc.Register(e.grpc)
+	go func() { _ = e.grpc.Serve(lis) }()
+	t.Cleanup(e.grpc.Stop)
+	e.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.conn.Close() })
+	return e
+}
+
+// client returns a quota client over a memory store, both on the env's clock; it reports
+// only when the test calls Flush (the interval is an hour).
+func (e *env) client(t *testing.T, opts ...quota.Option) *quota.Client {
+	t.Helper()
+	mem, err := memory.New(memory.WithClock(e.clock), memory.WithSweepInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	c, err := quota.New(mem, e.conn, "go", append([]quota.Option{quota.WithClock(e.clock), quota.WithInterval(time.Hour)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// flush reports now and waits (bounded real time) for the answer, returning key's
+// assignment.
+func flush(t *testing.T, c *quota.Client, key string) quota.Assignment {
+	t.Helper()
+	if err := c.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !quota.Answered(c) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer for %s", key)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a, _ := c.Assignment(key)
+	return a
+}
+
+// take makes n decisions on key with the own rule own and returns how many were admitted.
+func take(t *testing.T, c *quota.Client, key string, own sluice.Rule, n int) int {
+	t.Helper()
+	ok := 0
+	for i := 0; i < n; i++ {
+		d, err := c.Take(context.Background(), sluice.Request{Key: key, Rule: own, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			ok++
+		}
+	}
+	return ok
+}
+
+var own = sluice.TokenBucket(10, time.Second, 10) // the fallback: limit / instances, say
+
+func TestClientSpendsItsShare(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.client(t), e.client(t)
+	// No assignment yet: the request's own rule (10 per second).
+	if got := take(t, a, "api", own, 50); got != 10 {
+		t.Fatalf("before any assignment: %d admitted, want the fallback's 10", got)
+	}
+	as := flush(t, a, "api")
+	if as.Rule.Limit != 100 || !as.Expires.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("alone: %+v, want the whole 100 per second for 2s", as)
+	}
+	e.clock.Advance(time.Second)
+	if got := take(t, a, "api", own, 200); got != 100 {
+		t.Fatalf("with the whole limit: %d admitted, want 100", got)
+	}
+	// b joins; a's 100 is held until it expires, then both get 50.
+	take(t, b, "api", own, 1)
+	flush(t, b, "api")
+	for i := 0; i < 3; i++ {
+		e.clock.Advance(time.Second)
+		take(t, a, "api", own, 100)
+		take(t, b, "api", own, 100)
+		flush(t, a, "api")
+		flush(t, b, "api")
+	}
+	sa, _ := a.Assignment("api")
+	sb, _ := b.Assignment("api")
+	if sa.Rule.Limit != 50 || sb.Rule.Limit != 50 {
+		t.Fatalf("shares %d and %d, want 50 each", sa.Rule.Limit, sb.Rule.Limit)
+	}
+	e.clock.Advance(time.Second)
+	if got := take(t, a, "api", own, 100) + take(t, b, "api", own, 100); got != 100 {
+		t.Fatalf("together: %d admitted in one second, want 100", got)
+	}
+	// A blanket deny.
+	take(t, a, "closed", own, 1)
+	if d := flush(t, a, "closed"); !d.Deny {
+		t.Fatalf("closed bucket: %+v", d)
+	}
+	if got := take(t, a, "closed", own, 5); got != 0 {
+		t.Fatalf("deny_all admitted %d", got)
+	}
+}
+
+func TestClientExpiredBehaviours(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []quota.Option
+		want int // admitted in the second after the assignment expired
+	}{
+		{"fallback", nil, 10},
+		{"deny", []quota.Option{quota.WithExpired(quota.Deny)}, 0},
+		{"allow", []quota.Option{quota.WithExpired(quota.Allow)}, 500},
+		{"reuse last", []quota.Option{quota.WithExpired(quota.ReuseLast), quota.WithReuseFor(5 * time.Second)}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.client(t, tc.opts...)
+			take(t, c, "api", own, 1)
+			flush(t, c, "api")
+			e.grpc.Stop() // the server is gone; the assignment lives 2s
+			e.clock.Advance(3 * time.Second)
+			if got := take(t, c, "api", own, 500); got != tc.want {
+				t.Fatalf("after expiry: %d admitted, want %d", got, tc.want)
+			}
+			if tc.name == "reuse last" {
+				// Past the reuse bound: the own rule, once the 100 just spent have drained at
+				// its 10 per second (a rule change keeps the consumed state).
+				e.clock.Advance(10 * time.Second)
+				if got := take(t, c, "api", own, 500); got != 10 {
+					t.Fatalf("past reuse: %d admitted, want 10", got)
+				}
+			}
+		})
+	}
+}
+
+// TestServerKilledStaysWithinBudget: two clients share 100 per second; the server dies
+// halfway. They spend their assignments until they expire, then fall back to 10 per second
+// each (their own rule). Over the run, the total admitted stays within limit × duration
+// plus the burst plus one TTL of the limit (the slack docs/OPERATIONS.md documents).
+func TestServerKilledStaysWithinBudget(t *testing.T) {
+	e := newEnv(t)
+	cs := []*quota.Client{e.client(t), e.client(t)}
+	const seconds = 10
+	total := 0
+	for s := 0; s < seconds; s++ {
+		for _, c := range cs {
+			for ms := 0; ms < 10; ms++ {
+				total += take(t, c, "api", own, 30)
+			}
+		}
+		if s == seconds/2 {
+			e.grpc.Stop()
+		}
+		if s < seconds/2 {
+			for _, c := range cs {
+				flush(t, c, "api")
+			}
+		} else {
+			for _, c := range cs {
+				_ = c.Flush() // fails: the server is gone
+			}
+		}
+		e.clock.Advance(time.Second)
+	}
+	bound := 100*seconds + 100 + 100*2
+	if total > bound {
+		t.Fatalf("admitted %d over %ds, more than %d", total, seconds, bound)
+	}
+	if total < 2*10*seconds {
+		t.Fatalf("admitted only %d: the fallback did not serve", total)
+	}
+}
+
+func TestClientAllocatesNothing(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	take(t, c, "api", own, 1)
+	flush(t, c, "api")
+	req := sluice.Request{Key: "api", Rule: own, N: 1}
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { _, _ = c.Take(ctx, req) }); n != 0 {
+		t.Fatalf("Take allocates %v times", n)
+	}
+}
+
+func TestClientBadInput(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	if _, err := c.Take(context.Background(), sluice.Request{Key: "", Rule: own, N: 1}); err == nil {
+		t.Fatal("empty key accepted")
+	}
+	if _, err := c.Take(context.Background(), sluice.Request{Key: "x", Rule: sluice.Rule{}, N: 1}); err == nil {
+		t.Fatal("invalid rule accepted")
+	}
+	for _, opt := range []quota.Option{quota.WithInterval(0), quota.WithMaxBuckets(-1), quota.WithNoAssignment(quota.ReuseLast), quota.WithReuseFor(-1)} {
+		if _, err := quota.New(newMem(t), e.conn, "go", opt); err == nil {
+			t.Errorf("option accepted")
+		}
+	}
+}
+
+func newMem(t *testing.T) sluice.Store {
+	mem, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	return mem
+}

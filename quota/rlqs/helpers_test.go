@@ -1,0 +1,168 @@
+package rlqs_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/quota/rlqs"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// rules loads body as a rules file.
+func rules(t testing.TB, body string) *config.Config {
+	t.Helper()
+	c, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(body)}}, "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// serve starts svc on a loopback gRPC server and returns a connection to it.
+func serve(t *testing.T, svc *rlqs.Service) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	svc.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// fakeEnvoy is an RLQS client built from the go-control-plane types, as Envoy's
+// rate_limit_quota filter speaks it: one stream, the domain in the first report.
+type fakeEnvoy struct {
+	t      *testing.T
+	domain string
+	stream grpc.BidiStreamingClient[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
+	cancel context.CancelFunc
+	resps  chan *rlqspb.RateLimitQuotaResponse
+	done   chan error
+	sent   bool
+}
+
+func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeEnvoy{t: t, domain: domain, stream: st, cancel: cancel, resps: make(chan *rlqspb.RateLimitQuotaResponse, 16), done: make(chan error, 1)}
+	go func() {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				f.done <- err
+				return
+			}
+			f.resps <- r
+		}
+	}()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeEnvoy) close() { f.cancel() }
+
+func usage(bucket map[string]string, elapsed time.Duration, allowed, denied uint64) *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage {
+	return &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqspb.BucketId{Bucket: bucket},
+		TimeElapsed: durationpb.New(elapsed), NumRequestsAllowed: allowed, NumRequestsDenied: denied}
+}
+
+// send sends one report (naming the domain the first time).
+func (f *fakeEnvoy) send(us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) {
+	f.t.Helper()
+	m := &rlqspb.RateLimitQuotaUsageReports{BucketQuotaUsages: us}
+	if !f.sent {
+		m.Domain = f.domain
+		f.sent = true
+	}
+	if err := f.stream.Send(m); err != nil {
+		f.t.Fatalf("send: %v", err)
+	}
+}
+
+// report sends one report and waits (bounded real time) for the answer.
+func (f *fakeEnvoy) report(us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqspb.RateLimitQuotaResponse {
+	f.t.Helper()
+	f.send(us...)
+	return f.recv()
+}
+
+func (f *fakeEnvoy) recv() *rlqspb.RateLimitQuotaResponse {
+	f.t.Helper()
+	select {
+	case r := <-f.resps:
+		return r
+	case err := <-f.done:
+		f.t.Fatalf("stream ended: %v", err)
+	case <-time.After(10 * time.Second):
+		f.t.Fatal("no answer within 10s")
+	}
+	return nil
+}
+
+// ended waits for the stream to end and returns its error.
+func (f *fakeEnvoy) ended() error {
+	f.t.Helper()
+	select {
+	case err := <-f.done:
+		return err
+	case r := <-f.resps:
+		f.t.Fatalf("answered %v, want the stream to end", r)
+	case <-time.After(10 * time.Second):
+		f.t.Fatal("stream still open after 10s")
+	}
+	return nil
+}
+
+// share returns the requests per period of a token bucket or requests_per_time_unit
+// assignment, and its TTL; -1 for an abandon or a blanket rule.
+func share(a *rlqspb.RateLimitQuotaResponse_BucketAction) (int64, time.Duration) {
+	q := a.GetQuotaAssignmentAction()
+	if q == nil {
+		return -1, 0
+	}
+	s := q.GetRateLimitStrategy()
+	switch {
+	case s.GetTokenBucket() != nil:
+		return int64(s.GetTokenBucket().GetTokensPerFill().GetValue()), q.GetAssignmentTimeToLive().AsDuration()
+	case s.GetRequestsPerTimeUnit() != nil:
+		return int64(s.GetRequestsPerTimeUnit().GetRequestsPerTimeUnit()), q.GetAssignmentTimeToLive().AsDuration()
+	}
+	return -1, q.GetAssignmentTimeToLive().AsDuration()
+}
+
+func newClock() *sluicetest.ManualClock { return sluicetest.NewManualClock(t0) }
+
+// waitFor polls cond for up to 10 s of real time.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,109 @@
+package rlqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/quota/alloc"
+)
+
+// DefaultRedisPrefix prefixes the keys of NewRedisState.
+const DefaultRedisPrefix = "sluice:rlqs:"
+
+// maxTxRetries bounds the optimistic retries of one report when replicas race on a bucket.
+const maxTxRetries = 16
+
+// redisState is a State shared by several replicas through Redis: one hash per bucket,
+// one field per client (alloc.AppendClient), updated under WATCH so that two replicas never
+// hand out the same free share.
+type redisState struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+// NewRedisState returns a State kept in Redis, so that every replica using the same Redis
+// and prefix (default DefaultRedisPrefix) splits one budget per bucket: each report reads
+// the bucket's clients (demands and held assignments, whichever replica serves them),
+// computes the same split, and writes its client back in a transaction that retries when
+// another replica wrote the bucket meanwhile. Each bucket's hash expires one
+// alloc.Settings.Retention after its last write. Replicas' clocks should agree (NTP):
+// assignments expire by the clock of the replica that handed them out.
+func NewRedisState(c redis.UniversalClient, prefix string) State {
+	if prefix == "" {
+		prefix = DefaultRedisPrefix
+	}
+	return &redisState{c: c, prefix: prefix}
+}
+
+// hashKey names a bucket's hash: a digest of the bucket key, as its own hash tag.
+func (r *redisState) hashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return r.prefix + "{" + hex.EncodeToString(sum[:12]) + "}"
+}
+
+func (r *redisState) Report(ctx context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+	var a alloc.Assignment
+	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.Report(s, client, now, count, elapsed) }, client)
+	return a, err
+}
+
+func (r *redisState) Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error {
+	return r.update(ctx, key, s, func(b *alloc.Bucket) {
+		b.Leave(client)
+		b.Expire(s, now)
+	}, client)
+}
+
+// update reads the bucket, applies change, and writes back client's entry and the removal
+// of the clients change dropped, atomically; it retries when another writer intervened.
+func (r *redisState) update(ctx context.Context, key string, s *alloc.Settings, change func(*alloc.Bucket), client string) error {
+	hk := r.hashKey(key)
+	txf := func(tx *redis.Tx) error {
+		fields, err := tx.HGetAll(ctx, hk).Result()
+		if err != nil {
+			return err
+		}
+		b := alloc.Bucket{Clients: make(map[string]*alloc.Client, len(fields))}
+		for id, v := range fields {
+			if c, err := alloc.DecodeClient([]byte(v)); err == nil {
+				b.Clients[id] = c
+			}
+		}
+		change(&b)
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			var gone []string
+			for id := range fields {
+				if b.Clients[id] == nil {
+					gone = append(gone, id)
+				}
+			}
+			if len(gone) > 0 {
+				p.HDel(ctx, hk, gone...)
+			}
+			if c := b.Clients[client]; c != nil {
+				p.HSet(ctx, hk, client, alloc.AppendClient(nil, c))
+				p.PExpire(ctx, hk, s.Retention())
+			}
+			return nil
+		})
+		return err
+	}
+	for i := 0; i < maxTxRetries; i++ {
+		err := r.c.Watch(ctx, txf, hk)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("rlqs: redis: %w: %w", sluice.ErrStoreUnavailable, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("rlqs: redis: bucket contended by other replicas %d times in a row", maxTxRetries)
+}

@@ -1,0 +1,173 @@
+package rlqs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Config configures a Service. Rules is required; the zero value of every other field is a
+// documented default.
+type Config struct {
+	// Rules returns the rules in force (called per report, so reloads apply at once).
+	Rules func() *config.Config
+	// State holds the allocation state (default NewMemoryState(): this replica alone).
+	State State
+	// Clock tells the time (default sluice.SystemClock).
+	Clock sluice.Clock
+	// Logger receives stream rejections and state errors (rate-limited); default discard.
+	Logger *slog.Logger
+	// MaxBuckets bounds the buckets of one stream (default DefaultMaxBuckets);
+	// MaxBucketEntries the entries of a bucket id (default DefaultMaxBucketEntries);
+	// MaxBucketIDBytes the bytes of its keys and values (default DefaultMaxBucketIDBytes);
+	// MaxStreams the streams open at once (default DefaultMaxStreams).
+	MaxBuckets, MaxBucketEntries, MaxBucketIDBytes, MaxStreams int
+	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
+	// when its rule does not say (default DefaultAbandonAfter).
+	AbandonAfter time.Duration
+}
+
+// Service implements RateLimitQuotaService. Build it with New; it is safe for concurrent
+// use.
+type Service struct {
+	rlqspb.UnimplementedRateLimitQuotaServiceServer
+	rules                                     func() *config.Config
+	state                                     State
+	clock                                     sluice.Clock
+	log                                       *slog.Logger
+	maxBuckets, maxEntries, maxIDBytes, maxSt int
+	abandonAfter                              time.Duration
+	prefix                                    string // this replica's part of client ids
+	seq                                       atomic.Uint64
+	lastErrLog                                atomic.Int64
+
+	mu       sync.Mutex
+	streams  map[*stream]struct{}
+	draining bool
+}
+
+// New returns a Service over cfg.
+func New(cfg Config) *Service {
+	s := &Service{rules: cfg.Rules, state: cfg.State, clock: cfg.Clock, log: cfg.Logger,
+		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
+		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
+		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}
+	if s.state == nil {
+		s.state = NewMemoryState()
+	}
+	if s.clock == nil {
+		s.clock = sluice.SystemClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.abandonAfter <= 0 {
+		s.abandonAfter = DefaultAbandonAfter
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	s.prefix = hex.EncodeToString(b[:])
+	return s
+}
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+// Register registers the service on g.
+func (s *Service) Register(g *grpc.Server) { rlqspb.RegisterRateLimitQuotaServiceServer(g, s) }
+
+// ServiceName is the gRPC service name, for health checks.
+const ServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
+
+// StreamRateLimitQuotas implements RateLimitQuotaService.
+func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]) error {
+	ctx, cancel := context.WithCancel(srv.Context())
+	defer cancel()
+	st := &stream{svc: s, srv: srv, cancel: cancel, id: s.prefix + "-" + itoa(s.seq.Add(1)), subs: make(map[string]*sub)}
+	s.mu.Lock()
+	switch {
+	case s.draining:
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "rlqs: server shutting down")
+	case len(s.streams) >= s.maxSt:
+		s.mu.Unlock()
+		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the maximum", s.maxSt)
+	}
+	s.streams[st] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, st)
+		s.mu.Unlock()
+		st.leaveAll()
+	}()
+	err := st.run(ctx)
+	if err != nil && status.Code(err) != codes.Canceled {
+		s.log.Info("rlqs stream ended", "stream", st.id, "domain", st.domain, "err", err)
+	}
+	return err
+}
+
+// Drain expires every assignment of every open stream (TTL 0), so that clients fall back
+// to their expired-assignment behaviour at once, and ends the streams with Unavailable;
+// new streams are refused. Call it before a planned stop (Server does, before its
+// graceful stop).
+func (s *Service) Drain() {
+	s.mu.Lock()
+	s.draining = true
+	streams := make([]*stream, 0, len(s.streams))
+	for st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	for _, st := range streams {
+		st.expireAll()
+		st.cancel()
+	}
+}
+
+// Streams returns the number of open streams.
+func (s *Service) Streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// logStateError logs a state failure at most once a second.
+func (s *Service) logStateError(err error) {
+	now := time.Now().UnixNano()
+	last := s.lastErrLog.Load()
+	if now-last >= int64(time.Second) && s.lastErrLog.CompareAndSwap(last, now) {
+		s.log.Error("rlqs: quota state unavailable; clients keep their assignments until they expire", "err", err)
+	}
+}
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}

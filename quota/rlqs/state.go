@@ -1,0 +1,86 @@
+package rlqs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/quota/alloc"
+)
+
+// State holds the allocation state of every bucket. Implementations are safe for
+// concurrent use.
+type State interface {
+	// Report records client's usage of the bucket named key under settings s at now (Unix
+	// ns) and returns the client's new assignment (see alloc.Bucket.Report).
+	Report(ctx context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error)
+	// Leave says client no longer reports for the bucket; what it holds counts until it
+	// expires.
+	Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error
+}
+
+// sweepEvery is how often the memory state drops the buckets nobody holds a share of.
+const sweepEvery = 10 * time.Second
+
+// memoryState is the State of one replica.
+type memoryState struct {
+	mu        sync.Mutex
+	buckets   map[string]*memBucket
+	lastSweep int64
+}
+
+type memBucket struct {
+	b alloc.Bucket
+	s alloc.Settings // the settings of the last call, for the sweep
+}
+
+// NewMemoryState returns a State held in this process: one replica owns the whole limit.
+func NewMemoryState() State { return &memoryState{buckets: make(map[string]*memBucket)} }
+
+func (m *memoryState) Report(_ context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweep(now)
+	mb := m.buckets[key]
+	if mb == nil {
+		mb = &memBucket{}
+		m.buckets[key] = mb
+	}
+	mb.s = *s
+	return mb.b.Report(s, client, now, count, elapsed), nil
+}
+
+func (m *memoryState) Leave(_ context.Context, key string, s *alloc.Settings, client string, now int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mb := m.buckets[key]; mb != nil {
+		mb.b.Leave(client)
+		mb.b.Expire(s, now)
+		if len(mb.b.Clients) == 0 {
+			delete(m.buckets, key)
+		}
+	}
+	m.sweep(now)
+	return nil
+}
+
+// sweep drops, every sweepEvery, the clients and buckets that are gone and hold nothing.
+func (m *memoryState) sweep(now int64) {
+	if now-m.lastSweep < int64(sweepEvery) {
+		return
+	}
+	m.lastSweep = now
+	for k, mb := range m.buckets {
+		mb.b.Expire(&mb.s, now)
+		if len(mb.b.Clients) == 0 {
+			delete(m.buckets, k)
+		}
+	}
+}
+
+// buckets returns the number of buckets held (tests check memory stays bounded).
+func (m *memoryState) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buckets)
+}
