@@ -185,16 +185,18 @@ func (d *Document) compileLimit(p *problems, desc *Descriptor, field, full strin
 			if len(limits) > 1 {
 				p.add(d.File, rl.line, f+".unlimited", "cannot be combined with other limits on one descriptor")
 			}
-			if rl.Unit != "" || rl.Period != "" || rl.RequestsPerUnit != 0 || rl.Algorithm != "" || rl.Burst != 0 {
-				p.add(d.File, rl.line, f+".unlimited", "should not specify unit, period, requests_per_unit, algorithm or burst when unlimited")
+			if rl.Unit != "" || rl.Period != "" || rl.RequestsPerUnit != 0 || rl.Algorithm != "" || rl.Burst != 0 || rl.Scope != "" {
+				p.add(d.File, rl.line, f+".unlimited", "should not specify unit, period, requests_per_unit, algorithm, burst or scope when unlimited")
 			}
 			l.Unlimited = true
 			continue
 		}
+		local, scopeOK := d.compileScope(p, rl, f)
 		rule, unit, mult, ok := d.compileRule(p, rl, f)
-		if !ok {
+		if !ok || !scopeOK {
 			continue
 		}
+		l.addScope(local)
 		if len(l.Rules) == 0 {
 			l.Unit, l.UnitMultiplier = unit, mult
 			l.RequestsPerUnit = uint32(min(rule.Limit, math.MaxUint32))

@@ -36,6 +36,10 @@ type Limit struct {
 	Name string
 	// Rules are the limits; empty when Unlimited.
 	Rules []sluice.Rule
+	// Local[i] reports whether Rules[i] is a per-instance limit (scope: local), decided in
+	// the instance's own memory, rather than a cluster limit on the shared store. Nil when
+	// every rule is a cluster limit.
+	Local []bool
 	// Unlimited admits every request without a store call.
 	Unlimited bool
 	// ShadowMode decides and counts, but always answers OK.

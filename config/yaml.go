@@ -64,7 +64,10 @@ type RateLimit struct {
 	Burst int64 `yaml:"burst"`
 	// SubWindows (Sluice) is the sliding window's number of sub-windows.
 	SubWindows int `yaml:"sub_windows"`
-	line       int
+	// Scope (Sluice) is "cluster" (the default: the shared store) or "local" (an in-process
+	// memory store of each instance); see ScopeLocal.
+	Scope string `yaml:"scope"`
+	line  int
 }
 
 // Replace names a limit that a matching limit replaces.
@@ -131,7 +134,7 @@ func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
 	return decodeStrict(n, (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
-		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows"))
+		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "scope"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

@@ -85,7 +85,11 @@ func (it *item) grouped() bool {
 // appendChecks appends one check of cost n per rule of the item.
 func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 	for j := range it.numRules() {
-		checks = append(checks, sluice.Check{Key: ruleKey(it.key, j), Rule: it.rule(j), N: n})
+		var l *config.Limit
+		if !it.overridden() {
+			l = it.limit
+		}
+		checks = append(checks, sluice.Check{Key: checkKey(l, it.key, j), Rule: it.rule(j), N: n})
 	}
 	return checks
 }
@@ -211,7 +215,7 @@ func (s *Server) decideAlone(ctx context.Context, sc *scratch, it *item) error {
 	sc.own = it.appendChecks(sc.own[:0], n)
 	for j := range sc.own {
 		c := &sc.own[j]
-		d, err := s.limiter.AllowN(ctx, c.Key, c.Rule, c.N)
+		d, err := s.limiterFor(sc.own[j:j+1]).AllowN(ctx, c.Key, c.Rule, c.N)
 		if err != nil {
 			return s.storeError(ctx, err)
 		}
@@ -229,7 +233,7 @@ func (s *Server) allowAll(ctx context.Context, checks []sluice.Check) (int, erro
 	if len(checks) == 0 {
 		return 0, nil
 	}
-	if _, err := s.limiter.AllowAll(ctx, checks); err != nil {
+	if _, err := s.limiterFor(checks).AllowAll(ctx, checks); err != nil {
 		return 0, s.storeError(ctx, err)
 	}
 	for j := range checks {

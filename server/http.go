@@ -190,17 +190,17 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeError(w, invalid("body: want {\"key\", \"rule\", \"n\"} or {\"domain\", \"descriptors\"}: %v", err))
 		return
 	}
-	key, rules, n, err := s.checkAllow(&req)
+	key, lim, n, err := s.checkAllow(&req)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if len(rules) == 0 { // a named limit that is unlimited
+	if len(lim.Rules) == 0 { // a named limit that is unlimited
 		s.metrics.keyDecisions[1].Inc()
 		writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Limit: -1, Remaining: -1}})
 		return
 	}
-	d, err := s.decideKey(r.Context(), key, rules, n)
+	d, err := s.decideKey(r.Context(), key, lim, n)
 	if err != nil {
 		s.writeError(w, s.storeError(r.Context(), err))
 		return
@@ -216,9 +216,9 @@ func b2i(b bool) int {
 	return 0
 }
 
-// checkAllow checks a key-form request and returns its key, its rules (none for an unlimited
-// named limit) and its cost.
-func (s *Server) checkAllow(req *allowRequest) (string, []sluice.Rule, int64, error) {
+// checkAllow checks a key-form request and returns its key, its limit (no rules for an
+// unlimited named limit) and its cost.
+func (s *Server) checkAllow(req *allowRequest) (string, *config.Limit, int64, error) {
 	if req.Key == "" {
 		return "", nil, 0, invalid("key: empty")
 	}
@@ -228,10 +228,11 @@ func (s *Server) checkAllow(req *allowRequest) (string, []sluice.Rule, int64, er
 	if err := config.CheckKey(req.Key); err != nil {
 		return "", nil, 0, invalid("key %s: %v", quote(req.Key), err)
 	}
-	rules, err := s.keyRules(req.Rule)
+	lim, err := s.keyRules(req.Rule)
 	if err != nil {
 		return "", nil, 0, err
 	}
+	rules := lim.Rules
 	if len(rules) > 1 && len(req.Key)+4 > s.maxKeyLen { // ruleKey's "|#N"
 		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d for a limit of %d rules", len(req.Key), s.maxKeyLen-4, len(rules))
 	}
@@ -242,12 +243,12 @@ func (s *Server) checkAllow(req *allowRequest) (string, []sluice.Rule, int64, er
 	if n < 0 || n > maxHits {
 		return "", nil, 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
 	}
-	return req.Key, rules, n, nil
+	return req.Key, lim, n, nil
 }
 
-// keyRules returns the rules of a key-form request's "rule": the rule it supplies, checked
-// against the ceilings, or the rules of the configured limit it names.
-func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
+// keyRules returns the limit of a key-form request's "rule": the rule it supplies, checked
+// against the ceilings, or the configured limit it names.
+func (s *Server) keyRules(raw json.RawMessage) (*config.Limit, error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -264,7 +265,7 @@ func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
 		if err != nil {
 			return nil, err
 		}
-		return l.Rules, nil
+		return l, nil
 	case raw[0] == '{':
 		if err := s.requestRules.supplied("rule"); err != nil {
 			return nil, err
@@ -276,7 +277,7 @@ func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
 		if err := s.requestRules.check("rule", "rule.period", rule); err != nil {
 			return nil, err
 		}
-		return []sluice.Rule{rule}, nil
+		return &config.Limit{Rules: []sluice.Rule{rule}}, nil
 	}
 	return nil, invalid("rule: want a rule {\"limit\", \"period\", ...} or the name of a configured limit, got %s", quote(string(raw)))
 }
@@ -308,22 +309,24 @@ func parseRule(raw json.RawMessage) (sluice.Rule, error) {
 	return rule, nil
 }
 
-// decideKey decides n units of key under every rule (the second and later rules of a named
-// limit count under ruleKey(key, i), as descriptors do): all must admit.
-func (s *Server) decideKey(ctx context.Context, key string, rules []sluice.Rule, n int64) (sluice.Decision, error) {
-	if len(rules) == 1 {
-		return s.limiter.AllowN(ctx, key, rules[0], n)
+// decideKey decides n units of key under every rule of lim (the second and later rules of a
+// named limit count under ruleKey(key, i), as descriptors do; per-instance rules on the
+// instance's memory): all must admit.
+func (s *Server) decideKey(ctx context.Context, key string, lim *config.Limit, n int64) (sluice.Decision, error) {
+	checks := make([]sluice.Check, len(lim.Rules))
+	for i, r := range lim.Rules {
+		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: n}
 	}
-	checks := make([]sluice.Check, len(rules))
-	for i, r := range rules {
-		checks[i] = sluice.Check{Key: ruleKey(key, i), Rule: r, N: n}
+	l := s.limiterFor(checks)
+	if len(checks) == 1 {
+		return l.AllowN(ctx, checks[0].Key, checks[0].Rule, n)
 	}
 	if n > 0 {
-		return s.limiter.AllowAll(ctx, checks)
+		return l.AllowAll(ctx, checks)
 	}
 	allowed := true // a peek: each rule on its own (AllowAll takes at least one unit)
 	for i := range checks {
-		d, err := s.limiter.AllowN(ctx, checks[i].Key, checks[i].Rule, 0)
+		d, err := l.AllowN(ctx, checks[i].Key, checks[i].Rule, 0)
 		if err != nil {
 			return sluice.Decision{}, err
 		}

@@ -121,6 +121,8 @@ type Server struct {
 	store           sluice.Store
 	storeCloser     io.Closer // the store it opened; nil for Config.Store
 	limiter         *sluice.Limiter
+	layered         *sluice.Limiter // limiter and per-instance limits (layered.go)
+	localStore      io.Closer
 	rules           atomic.Pointer[rules]
 	watcher         *config.Watcher
 	metrics         *metrics
@@ -235,7 +237,7 @@ func (s *Server) openStore() error {
 	}
 	s.limiter = sluice.New(s.store)
 	s.readyCheck.store = s.store
-	return nil
+	return s.openLocal()
 }
 
 func (s *Server) listen() error {
@@ -394,6 +396,9 @@ func (s *Server) Close() error {
 		}
 		if s.storeCloser != nil {
 			err = s.storeCloser.Close()
+		}
+		if s.localStore != nil {
+			_ = s.localStore.Close()
 		}
 	})
 	return err
