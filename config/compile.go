@@ -102,6 +102,7 @@ func (d *Document) compileLevel(p *problems, c *Config, parent *node, descs []De
 			p.add(d.File, desc.line, field, "duplicate descriptor %q", full)
 		}
 		n.limit = d.compileLimit(p, desc, field, full)
+		d.compileHot(p, desc, n.limit, field)
 		if n.limit != nil && c != nil {
 			n.limit.Index = len(c.limits)
 			c.limits = append(c.limits, n.limit)

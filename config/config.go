@@ -40,6 +40,9 @@ type Limit struct {
 	// the instance's own memory, rather than a cluster limit on the shared store. Nil when
 	// every rule is a cluster limit.
 	Local []bool
+	// Hot, when set, tracks the descriptor's values in a bounded sketch (package hotkey): the
+	// cold values are admitted without a store call.
+	Hot *HotParam
 	// Unlimited admits every request without a store call.
 	Unlimited bool
 	// ShadowMode decides and counts, but always answers OK.

@@ -40,7 +40,10 @@ type Descriptor struct {
 	DetailedMetric bool `yaml:"detailed_metric"`
 	// ValueToMetric is accepted for envoyproxy/ratelimit compatibility; see DetailedMetric.
 	ValueToMetric bool `yaml:"value_to_metric"`
-	line          int
+	// Hot (Sluice) limits each value of this value-less key separately in bounded memory:
+	// see HotParam.
+	Hot  *HotParam `yaml:"hot"`
+	line int
 }
 
 // RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,
@@ -126,7 +129,7 @@ func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	type plain Descriptor
 	d.line = n.Line
 	return decodeStrict(n, (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
-		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric"))
+		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "hot"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

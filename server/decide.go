@@ -79,7 +79,7 @@ func (it *item) never() bool {
 // grouped reports whether the item is decided in the main group: it takes units (neither a
 // peek nor a refund) and its answer counts (not shadow mode).
 func (it *item) grouped() bool {
-	return it.limited() && !it.shadow() && it.hits != 0 && !it.desc.IsNegativeHits
+	return it.limited() && !it.shadow() && it.hits != 0 && !it.desc.IsNegativeHits && !it.decided
 }
 
 // appendChecks appends one check of cost n per rule of the item.
@@ -130,6 +130,9 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 	defer sc.release()
 	sc.items = appendItems(sc.items, dom, req)
 	applyReplaces(sc.items)
+	if err := s.decideHot(ctx, st, sc); err != nil {
+		return nil, err
+	}
 	if err := s.decideGroup(ctx, sc); err != nil {
 		return nil, err
 	}
@@ -140,6 +143,7 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 			}
 		}
 	}
+	recordHot(st, sc)
 	if never != nil {
 		*never = make([]bool, len(sc.items))
 		for i := range sc.items {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // rules is one loaded config with everything the hot path needs precomputed: metric
@@ -23,13 +24,15 @@ type limitInfo struct {
 	// current are the RLS current_limit of each rule of the limit; shared read-only by
 	// responses.
 	current []*rlsv3.RateLimitResponse_RateLimit
+	// hot is the sketch of a hot parameter (hot.go); nil for other limits.
+	hot *hotkey.Param
 }
 
 func (s *Server) compileRules(cfg *config.Config) *rules {
 	r := &rules{cfg: cfg, limits: make([]limitInfo, len(cfg.Limits())), domains: make(map[string]*domainCounters),
 		named: namedLimits(cfg)}
 	for _, l := range cfg.Limits() {
-		info := limitInfo{counters: s.metrics.limitCounters(l)}
+		info := limitInfo{counters: s.metrics.limitCounters(l), hot: s.hotParam(l)}
 		for _, rule := range l.Rules {
 			unit, mult := config.UnitOf(rule.Period)
 			rl := &rlsv3.RateLimitResponse_RateLimit{
