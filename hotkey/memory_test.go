@@ -44,7 +44,7 @@ func TestMemoryFlatWithTenMillionValues(t *testing.T) {
 	if rss0 > 0 && rss1 > rss0+16<<20 {
 		t.Errorf("RSS grew from %.1f to %.1f MiB", mib(rss0), mib(rss1))
 	}
-	top, _ := p.Top(0)
+	top, _ := p.Tracker().Top(0)
 	if len(top) > 2000 {
 		t.Errorf("%d values tracked, want at most 2 x TopK", len(top))
 	}

@@ -3,7 +3,6 @@ package hotkey
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
@@ -29,18 +28,13 @@ type Config struct {
 }
 
 // Param limits each value of one parameter separately under one rule, in bounded memory: a
-// Space-Saving sketch of the current and of the previous period (periods aligned on
-// multiples of the rule's period) bounds each value's count; a value whose bound, with the
-// request, stays within ColdLimit is admitted without a store call. Param is safe for
-// concurrent use.
+// Tracker over the rule's period, whose Space-Saving and Count-Min sketches of the current and
+// the previous period bound each value's count; a value whose bound, with the request, stays
+// within ColdLimit is admitted without a store call. Param is safe for concurrent use.
 type Param struct {
-	rule  sluice.Rule
-	cold  int64
-	clock sluice.Clock
-
-	mu        sync.Mutex
-	epoch     int64
-	cur, prev *sketch
+	rule    sluice.Rule
+	cold    int64
+	tracker *Tracker
 
 	coldAdmits, storeCalls atomic.Int64
 }
@@ -53,21 +47,13 @@ func New(rule sluice.Rule, cfg Config) (*Param, error) {
 	if cfg.TopK < 0 {
 		return nil, &sluice.FieldError{Err: sluice.ErrInvalidRule, Field: "top_k", Reason: fmt.Sprintf("must be positive, got %d", cfg.TopK)}
 	}
-	p := &Param{rule: rule, cold: cfg.ColdLimit, clock: cfg.Clock}
-	k := cfg.TopK
-	if k == 0 {
-		k = DefaultTopK
-	}
+	p := &Param{rule: rule, cold: cfg.ColdLimit, tracker: newTracker(cfg.TopK, rule.Period, cfg.Clock, true)}
 	if p.cold == 0 {
 		p.cold = max(1, rule.Capacity()/10)
 	}
 	if p.cold > rule.Capacity() {
 		return nil, &sluice.FieldError{Err: sluice.ErrInvalidRule, Field: "cold_limit", Reason: fmt.Sprintf("%d is above the rule's capacity %d", p.cold, rule.Capacity())}
 	}
-	if p.clock == nil {
-		p.clock = sluice.SystemClock{}
-	}
-	p.cur, p.prev = newSketch(k), newSketch(k)
 	return p, nil
 }
 
@@ -94,11 +80,12 @@ type Verdict struct {
 // and the previous period, so an instance never admits more than ColdLimit units of a value
 // cold in any window of one period.
 func (p *Param) Observe(value string, n int64) Verdict {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.rotate()
-	bound := p.cur.bound(value) + p.prev.bound(value)
-	e := p.cur.add(value, n)
+	t := p.tracker
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rotate()
+	bound := t.cur.bound(value) + t.prev.bound(value)
+	e := t.cur.add(value, n)
 	if p.cold >= 0 && bound+n <= p.cold {
 		p.coldAdmits.Add(1)
 		return Verdict{Cold: true, Bound: bound}
@@ -107,51 +94,28 @@ func (p *Param) Observe(value string, n int64) Verdict {
 	v := Verdict{Bound: bound}
 	if !e.charged {
 		v.Charge = e.count - n // its earlier units in this period, all cold until now
-		if pe := p.prev.byValue[value]; pe != nil && !pe.charged {
+		if pe := t.prev.byValue[value]; pe != nil && !pe.charged {
 			v.Charge += pe.count
 		} else if pe == nil {
-			v.Charge += p.prev.bound(value)
+			v.Charge += t.prev.bound(value)
 		}
 		e.charged = true
 	}
 	return v
 }
 
-// Denied records that the store denied a request of value (for Top).
-func (p *Param) Denied(value string) {
-	p.mu.Lock()
-	if e := p.cur.byValue[value]; e != nil {
-		e.denied++
-	}
-	p.mu.Unlock()
-}
-
 // uncharge forgets that value was charged, after the charge failed.
 func (p *Param) uncharge(value string) {
-	p.mu.Lock()
-	if e := p.cur.byValue[value]; e != nil {
+	t := p.tracker
+	t.mu.Lock()
+	if e := t.cur.byValue[value]; e != nil {
 		e.charged = false
 	}
-	p.mu.Unlock()
+	t.mu.Unlock()
 }
 
-// rotate moves to the clock's period; held under p.mu.
-func (p *Param) rotate() {
-	epoch := p.clock.Now().UnixNano() / int64(p.rule.Period)
-	switch {
-	case epoch == p.epoch:
-		return
-	case epoch == p.epoch+1:
-		p.prev.reset()
-		p.cur, p.prev = p.prev, p.cur
-	case epoch > p.epoch+1:
-		p.cur.reset()
-		p.prev.reset()
-	default:
-		return // the clock went back: keep the period (it can only over-count)
-	}
-	p.epoch = epoch
-}
+// Tracker returns the sketch of the parameter's values: Top lists the hottest.
+func (p *Param) Tracker() *Tracker { return p.tracker }
 
 // Allow decides n units of value, whose store key is key, on l: cold values are admitted
 // without a store call, the others by the store after the charge of their cold admissions.
@@ -168,7 +132,7 @@ func (p *Param) Allow(ctx context.Context, l *sluice.Limiter, key, value string,
 	}
 	d, err := l.AllowN(ctx, key, p.rule, n)
 	if err == nil && !d.Allowed {
-		p.Denied(value)
+		p.tracker.Denied(value)
 	}
 	return d, err
 }
@@ -188,52 +152,4 @@ type Stats struct {
 // Stats returns the counts since the Param was built.
 func (p *Param) Stats() Stats {
 	return Stats{ColdAdmits: p.coldAdmits.Load(), StoreCalls: p.storeCalls.Load()}
-}
-
-// Value is one tracked value in Top.
-type Value struct {
-	// Value is the parameter's value.
-	Value string `json:"value"`
-	// Rate is the value's requests per second over the last period, an upper bound (the
-	// sliding estimate of the current and the previous period), and Error how much of it may
-	// be other values' (Space-Saving's error).
-	Rate  float64 `json:"rate"`
-	Error float64 `json:"error"`
-	// DeniedRate is the requests per second the store denied in the current period.
-	DeniedRate float64 `json:"denied_rate"`
-}
-
-// Top returns the n values of highest rate (all tracked values when n <= 0), highest first,
-// and the total rate of the parameter.
-func (p *Param) Top(n int) ([]Value, float64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.rotate()
-	now := p.clock.Now().UnixNano()
-	period := int64(p.rule.Period)
-	elapsed := float64(now-p.epoch*period) / float64(period)
-	secs := p.rule.Period.Seconds()
-	weight := 1 - elapsed // of the previous period
-	out := make([]Value, 0, len(p.cur.heap)+len(p.prev.heap))
-	seen := make(map[string]int, len(p.cur.heap))
-	for _, e := range p.cur.heap {
-		seen[e.value] = len(out)
-		out = append(out, Value{Value: e.value, Rate: float64(e.count) / secs, Error: float64(e.err) / secs,
-			DeniedRate: float64(e.denied) / max(elapsed*secs, 1e-3)})
-	}
-	for _, e := range p.prev.heap {
-		r := float64(e.count) * weight / secs
-		if i, ok := seen[e.value]; ok {
-			out[i].Rate += r
-			out[i].Error += float64(e.err) * weight / secs
-			continue
-		}
-		out = append(out, Value{Value: e.value, Rate: r, Error: float64(e.err) * weight / secs})
-	}
-	sortValues(out)
-	if n > 0 && len(out) > n {
-		out = out[:n]
-	}
-	total := (float64(p.cur.total) + float64(p.prev.total)*weight) / secs
-	return out, total
 }

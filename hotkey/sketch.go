@@ -31,15 +31,21 @@ type entry struct {
 	index   int
 }
 
-func newSketch(k int) *sketch {
-	return &sketch{k: k, byValue: make(map[string]*entry, k), heap: make(entries, 0, k),
-		cm: newCountMin(countMinWidthPerValue*k, maphash.MakeSeed())}
+// newSketch returns a sketch of k values, with a Count-Min sketch when bounds is set.
+func newSketch(k int, bounds bool) *sketch {
+	s := &sketch{k: k, byValue: make(map[string]*entry, k), heap: make(entries, 0, k)}
+	if bounds {
+		s.cm = newCountMin(countMinWidthPerValue*k, maphash.MakeSeed())
+	}
+	return s
 }
 
 // add counts n for value and returns its entry.
 func (s *sketch) add(value string, n int64) *entry {
 	s.total += n
-	s.cm.add(value, n)
+	if s.cm != nil {
+		s.cm.add(value, n)
+	}
 	if e := s.byValue[value]; e != nil {
 		e.count += n
 		heap.Fix(&s.heap, e.index)
@@ -67,6 +73,9 @@ func (s *sketch) bound(value string) int64 {
 	if e := s.byValue[value]; e != nil {
 		b = e.count
 	}
+	if s.cm == nil {
+		return b
+	}
 	return min(b, s.cm.estimate(value))
 }
 
@@ -84,7 +93,9 @@ func (s *sketch) reset() {
 	clear(s.byValue)
 	clear(s.heap)
 	s.heap, s.total = s.heap[:0], 0
-	s.cm.reset()
+	if s.cm != nil {
+		s.cm.reset()
+	}
 }
 
 // cloneString copies a value so that the sketch keeps no request buffer alive.

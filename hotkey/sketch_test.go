@@ -11,7 +11,7 @@ import (
 // at most min <= total/k times.
 func TestSketchGuarantee(t *testing.T) {
 	const k, n = 100, 200_000
-	s := newSketch(k)
+	s := newSketch(k, true)
 	exact := map[string]int64{}
 	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 100_000)
 	for range n {

@@ -404,6 +404,9 @@ func (s *Server) count(st *rules, dc *domainCounters, it *item, ds *rlsv3.RateLi
 		return
 	}
 	info := &st.limits[it.limit.Index]
+	if info.hot == nil { // a hot parameter's sketch counts it already
+		info.view.Add(it.key, 1, it.over && !it.shadow())
+	}
 	ds.CurrentLimit = info.current[it.binding]
 	c := info.counters
 	switch {

@@ -13,13 +13,8 @@ func (s *Server) hotParam(l *config.Limit) *hotkey.Param {
 	if l.Hot == nil {
 		return nil
 	}
-	if old := s.rules.Load(); old != nil {
-		for _, ol := range old.cfg.Limits() {
-			if ol.Domain == l.Domain && ol.FullKey == l.FullKey && ol.Hot != nil && *ol.Hot == *l.Hot &&
-				old.limits[ol.Index].hot != nil && old.limits[ol.Index].hot.Rule() == l.Rules[0] {
-				return old.limits[ol.Index].hot
-			}
-		}
+	if prev := s.previous(l); prev != nil && prev.hot != nil {
+		return prev.hot
 	}
 	p, _ := hotkey.New(l.Rules[0], l.Hot.Config()) // validated by config
 	return p
@@ -61,7 +56,7 @@ func recordHot(st *rules, sc *scratch) {
 	for i := range sc.items {
 		if it := &sc.items[i]; it.over {
 			if p := hotItem(st, it); p != nil {
-				p.Denied(it.key)
+				p.Tracker().Denied(it.key)
 			}
 		}
 	}

@@ -20,7 +20,8 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
-// Handler returns the HTTP API: POST /v1/allow, POST /json, GET /metrics, /healthz, /readyz.
+// Handler returns the HTTP API: POST /v1/allow, POST /json, GET /metrics, /healthz, /readyz,
+// and the live view GET /v1/top and /ui.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
@@ -28,6 +29,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /v1/top", s.handleTop)
+	mux.HandleFunc("GET /ui", s.handleUI)
 	return mux
 }
 

@@ -26,6 +26,8 @@ type limitInfo struct {
 	current []*rlsv3.RateLimitResponse_RateLimit
 	// hot is the sketch of a hot parameter (hot.go); nil for other limits.
 	hot *hotkey.Param
+	// view tracks the keys of highest rate for the live view (view.go).
+	view *hotkey.Tracker
 }
 
 func (s *Server) compileRules(cfg *config.Config) *rules {
@@ -33,6 +35,7 @@ func (s *Server) compileRules(cfg *config.Config) *rules {
 		named: namedLimits(cfg)}
 	for _, l := range cfg.Limits() {
 		info := limitInfo{counters: s.metrics.limitCounters(l), hot: s.hotParam(l)}
+		info.view = s.viewTracker(l, info.hot)
 		for _, rule := range l.Rules {
 			unit, mult := config.UnitOf(rule.Period)
 			rl := &rlsv3.RateLimitResponse_RateLimit{

@@ -174,6 +174,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	s.metrics = m
+	if err := s.registry.Register(topCollector{s}); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
 	if err := s.loadRules(); err != nil {
 		return nil, err
 	}
