@@ -55,24 +55,23 @@ func Compile(r sluice.Rule) Params {
 	p.window = p.capacity * p.interval
 	p.perUnit = newRatio(1, p.interval)
 	p.coarseTick = mulDiv(p.period, p.capacity, 100*r.Limit)
-	p.maxDebt = maxDebt(r, p.interval)
+	p.maxDebt = MaxDebt(r)
 	return p
 }
 
-// MaxDebt is the most units a settle (State.Settle) may charge a key past its rule's capacity:
-// a larger debt is capped there. For the bucket algorithms and GCRA it is what the rule refills
-// in sluice.MaxPeriod, at most sluice.MaxLimit units, so a key pays any debt within 366 days
-// (and a Redis key, whose TTL is at most twice that, outlives it); for the sliding log it is
-// Limit, so the log holds at most 2 x Limit timestamps (see SlidingLog); for the fixed and
-// sliding windows, sluice.MaxLimit units (their debt leaves with its window anyway).
-func (p *Params) MaxDebt() int64 { return p.maxDebt }
-
-func maxDebt(r sluice.Rule, interval int64) int64 {
+// MaxDebt is the most units a settle (State.Settle) may charge a key past the capacity of a
+// valid rule r: a larger debt is capped there. For the bucket algorithms and GCRA it is what
+// the rule refills in sluice.MaxPeriod (at one unit per Interval), at most sluice.MaxLimit
+// units, so a key pays any debt within 366 days (and a Redis key, whose TTL is at most twice
+// that, outlives it); for the sliding log it is Limit, so the log holds at most 2 x Limit
+// timestamps (see SlidingLog); for the fixed and sliding windows, sluice.MaxLimit units (their
+// debt leaves with its window anyway). It is at least 1.
+func MaxDebt(r sluice.Rule) int64 {
 	switch {
 	case r.Algorithm == sluice.AlgorithmSlidingLog:
 		return r.Limit
 	case r.Algorithm.Bucket():
-		return min(sluice.MaxLimit, int64(sluice.MaxPeriod)/interval)
+		return max(1, min(sluice.MaxLimit, int64(sluice.MaxPeriod)/Interval(r)))
 	}
 	return sluice.MaxLimit
 }

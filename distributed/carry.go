@@ -170,19 +170,30 @@ func (f *Fallback) writeBack(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// writeKey writes one key back (see writeBack): the settle of what it owes, then, when the
-// store answered as if the key had been full before it, the settle of the consumption the
-// store forgot.
+// writeKey writes one key back (see writeBack): a peek first, to tell whether the store
+// forgot the key (it answers full before the last decision's until), then one settle of what
+// the key owes plus, if it was forgotten, what the store had consumed. A settle that fails
+// leaves both owed; one that timed out may have committed, and is then counted twice on the
+// next probe (the key denied more, never admitted more).
 func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
-	d, err := f.settle(ctx, o.key, o.rule, o.owed)
-	if err != nil {
+	n := o.owed
+	if o.until > now && o.consumed > 0 {
+		d, err := f.settle(ctx, o.key, o.rule, 0)
+		if err != nil {
+			return err
+		}
+		if d.Remaining >= o.rule.Capacity() {
+			n += o.consumed
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
 		return err
 	}
 	f.paid(o.key, o.owed)
-	if o.until > now && o.consumed > 0 && d.Remaining+max(0, o.owed) >= o.rule.Capacity() {
-		_, err = f.settle(ctx, o.key, o.rule, o.consumed)
-	}
-	return err
+	return nil
 }
 
 // settle applies n to key on the store whatever the limit, bounded by the timeout.

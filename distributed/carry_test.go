@@ -9,19 +9,27 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
+// halfShareFallback returns a Fallback over a flaky memory store, on a manual clock, probed by
+// hand, opening at the first failure, with half of each rule's limit while open.
+func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+	t.Helper()
+	clock := sluicetest.NewManualClock(t0)
+	flaky := &flakyStore{Store: newMemory(t, clock)}
+	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return clock, flaky, f
+}
+
 // TestFallbackCarriesState: when the circuit opens, the local limiter starts each key from
 // the last store decision this instance saw (its share of what the store had left), not from
 // a full budget, for every algorithm.
 func TestFallbackCarriesState(t *testing.T) {
 	for _, a := range sluice.Algorithms() {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := sluicetest.NewManualClock(t0)
-			flaky := &flakyStore{Store: newMemory(t, clock)}
-			f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(0.5))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			_, flaky, f := halfShareFallback(t)
 			ctx := context.Background()
 			rule := sluice.Rule{Algorithm: a, Limit: 100, Period: time.Minute}
 			d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 90})
@@ -71,13 +79,7 @@ func TestFallbackWritesBack(t *testing.T) {
 				name += "/restarted"
 			}
 			t.Run(name, func(t *testing.T) {
-				clock := sluicetest.NewManualClock(t0)
-				flaky := &flakyStore{Store: newMemory(t, clock)}
-				f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(0.5))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
+				clock, flaky, f := halfShareFallback(t)
 				ctx := context.Background()
 				rule := sluice.Rule{Algorithm: a, Limit: 100, Period: time.Minute}
 				if d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 80}); err != nil || !d.Allowed {
@@ -93,8 +95,13 @@ func TestFallbackWritesBack(t *testing.T) {
 					flaky.Store = newMemory(t, clock)
 				}
 				flaky.fail.Store(false)
+				// The first Probe that finds the store back writes the outage back; the next one
+				// (a probe interval later) goes back to the store.
+				if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+					t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
+				}
 				if err := f.Probe(ctx); err != nil || f.State() != StateStore {
-					t.Fatalf("Probe with the store back: %v, state %v", err, f.State())
+					t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
 				}
 				d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
 				if err != nil {

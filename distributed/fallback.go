@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,9 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // the store's. When a call fails with sluice.ErrStoreUnavailable or takes longer than the
 // timeout, that request is decided by policy at once; after K consecutive failures, or one
 // timeout, the circuit opens: no more store calls, every decision is made by policy, and the
-// store is probed in the background until it answers within the timeout, when decisions go
-// back to it. No decision waits longer than the timeout, provided the store honours its
+// store is probed in the background until it answers within the timeout. Then the outage is
+// written back to it (what the local limiter admitted, as settles; see below) and, one probe
+// interval later, decisions go back to it. No decision waits longer than the timeout, provided the store honours its
 // context (every Sluice store does): the call runs in the caller's goroutine under a context
 // deadline. When to probe and when to send a heartbeat are decided on the Fallback's clock
 // (WithClock); WithManualProbe hands both to the caller (Probe).
@@ -43,7 +45,10 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // when the store has it; the last count is kept while it is down); WithInstances gives the
 // count for stores without it and before the first heartbeat, and WithSafeCapacity overrides
 // both. So the fleet admits at most about one limit per period during an outage, not one per
-// instance.
+// instance. Neither switch hands out a fresh budget: the local limiter starts each key from
+// the last store decision this instance saw on it (its share of what the store had left), and
+// before decisions return to the store, the outage's admissions are written back to it, with
+// what a restarted store forgot (WithMaxKeys bounds the keys remembered).
 //
 // Fallback is safe for concurrent use.
 type Fallback struct {
@@ -65,6 +70,8 @@ type Fallback struct {
 
 	state       atomic.Uint32
 	outage      atomic.Uint64 // 1 + the number of times the circuit opened
+	recovering  atomic.Bool   // a probe of the open circuit succeeded and wrote back
+	share       atomic.Uint64 // while open, the local share of each rule (float64 bits)
 	lastBeat    atomic.Int64  // clock instant (Unix ns) of the last successful heartbeat
 	consecutive atomic.Int64
 	instances   atomic.Int64
@@ -253,8 +260,13 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 	return f.decideLocal(ctx, req, f.fraction())
 }
 
-// fraction is this instance's share of each rule while the store is down.
+// fraction is this instance's share of each rule while the store is down: fixed when the
+// circuit opens for the whole outage (a probe's heartbeat, answered before the other
+// instances are back, would count this one alone).
 func (f *Fallback) fraction() float64 {
+	if fr := f.share.Load(); fr != 0 {
+		return math.Float64frombits(fr)
+	}
 	if f.safe > 0 {
 		return f.safe
 	}
@@ -269,6 +281,8 @@ func (f *Fallback) open() {
 		return
 	}
 	f.outage.Add(1)
+	f.recovering.Store(false)
+	f.share.Store(math.Float64bits(f.fraction()))
 	f.state.Store(uint32(StateFallback))
 	if f.onChange != nil {
 		f.onChange(StateStore, StateFallback)
@@ -287,6 +301,7 @@ func (f *Fallback) reclose() {
 		return
 	}
 	f.consecutive.Store(0)
+	f.share.Store(0)
 	f.state.Store(uint32(StateStore))
 	if f.onChange != nil {
 		f.onChange(StateFallback, StateStore)
@@ -294,8 +309,8 @@ func (f *Fallback) reclose() {
 }
 
 // Probe runs the background work of a Fallback built WithManualProbe, at the instant of its
-// clock: in the fallback state it probes the store and switches back to it when the store
-// answers within the timeout; in the store state it sends a heartbeat when one is due (a heartbeat interval
+// clock: in the fallback state it probes the store, writes back the outage when the store
+// answers within the timeout, and switches back to it at the next Probe that succeeds too; in the store state it sends a heartbeat when one is due (a heartbeat interval
 // after the last). It returns the probe's or heartbeat's error. A simulation calls it every
 // probe interval of virtual time; on a Fallback with background probing it is a way to probe
 // at once.
@@ -332,7 +347,11 @@ func (f *Fallback) probeLoop() {
 
 // probeOnce asks the store once, bounded by the timeout in real time: a heartbeat when the
 // store counts instances (which also refreshes the count), else a peek. When it answers in
-// time the circuit closes and back is true.
+// time, what the local limiter admitted is written back (writeBack); the circuit closes, and
+// back is true, at the next probe that succeeds too. So an instance decides on the store
+// again one probe interval after it wrote back, by when every instance of the fleet (probing
+// at the same interval) has written back its own outage: none spends on the store a budget
+// the others already spent locally. A failed probe or write-back starts that over.
 func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 	if f.registry != nil {
 		err = f.beat(ctx)
@@ -346,8 +365,12 @@ func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 		err = f.writeBack(ctx)
 	}
 	if err != nil {
+		f.recovering.Store(false)
 		f.reportFailed(ctx, "probe", err)
 		return false, err
+	}
+	if !f.recovering.Swap(true) {
+		return false, nil // written back; back on the store after one more probe interval
 	}
 	f.reclose()
 	return true, nil

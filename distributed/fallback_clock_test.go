@@ -61,8 +61,13 @@ func TestFallbackManualProbe(t *testing.T) {
 		t.Fatalf("Probe with the store down: %v, state %v", err, f.State())
 	}
 	flaky.fail.Store(false)
+	// The first Probe that finds the store back writes the outage back; the next one
+	// (a probe interval later) goes back to the store.
+	if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+		t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
+	}
 	if err := f.Probe(ctx); err != nil || f.State() != StateStore {
-		t.Fatalf("Probe with the store back: %v, state %v", err, f.State())
+		t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
 	}
 	if got := log.get(); len(got) != 2 || got[0] != StateFallback || got[1] != StateStore {
 		t.Fatalf("state changes %v, want fallback then store", got)
@@ -95,8 +100,15 @@ func TestFallbackProbesOnItsClock(t *testing.T) {
 		t.Fatalf("%d probes while the clock stood still (state %v), want none", got-calls, f.State())
 	}
 	waitFor(t, time.Second, "the probe and heartbeat loops waiting on the clock", func() bool { return clock.Waiters() >= 2 })
+	// The first probe on the clock's interval writes back; the next goes back to the store.
 	clock.Advance(100 * time.Millisecond)
-	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return f.State() == StateStore })
+	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return flaky.calls.Load() > calls })
+	if f.State() != StateFallback {
+		t.Fatalf("state %v after the first probe that found the store back, want fallback for one more interval", f.State())
+	}
+	waitFor(t, time.Second, "the probe loop waiting on the clock again", func() bool { return clock.Waiters() >= 2 })
+	clock.Advance(100 * time.Millisecond)
+	waitFor(t, 2*time.Second, "the second probe on the clock's interval", func() bool { return f.State() == StateStore })
 }
 
 // The healthy path makes the store call in the caller's goroutine under a deadline: a store

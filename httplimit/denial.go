@@ -1,11 +1,10 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Problem types of draft-ietf-httpapi-ratelimit-headers-11, section 4.
@@ -19,6 +18,7 @@ const (
 )
 
 // Problem is an RFC 9457 problem details object with the draft's "violated-policies" member.
+// Empty Detail and Instance are left out.
 type Problem struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`
@@ -28,49 +28,141 @@ type Problem struct {
 	ViolatedPolicies []string `json:"violated-policies"`
 }
 
+const (
+	titleQuotaExceeded = "Request cannot be satisfied as assigned quota has been exceeded"
+	detailRetry        = "The request exceeds the quota of the policies in violated-policies; retry after the seconds in Retry-After."
+	detailNever        = "The request costs more than the whole quota of a policy in violated-policies: it will never be allowed."
+)
+
+// Header values every problem response shares. Header slices are never written into by
+// net/http, and these have no spare capacity, so Header.Add copies them.
+var (
+	problemContentType = []string{"application/problem+json"}
+	noSniff            = []string{"nosniff"}
+)
+
 // WriteDenial writes the default answer to a request that results deny: status 429 with
-// Retry-After (the longest wait among the denying policies, in whole seconds rounded up; absent
-// when a request's cost exceeds a policy's whole capacity, since waiting will not help) and an
-// application/problem+json body of type ProblemQuotaExceeded naming the violated policies.
-// Set the rate-limit headers first (SetHeaders): WriteDenial writes the status line.
+// Retry-After (the longest wait among the denying policies, in whole seconds rounded up, at
+// least 1; absent when a request's cost exceeds a policy's whole capacity, since waiting will
+// not help) and an application/problem+json body of type ProblemQuotaExceeded naming the
+// violated policies. Set the rate-limit headers first (SetHeaders): WriteDenial writes the
+// status line.
 func WriteDenial(w http.ResponseWriter, r *http.Request, results []Result) {
-	p := Problem{Type: ProblemQuotaExceeded, Title: "Request cannot be satisfied as assigned quota has been exceeded",
-		Status: http.StatusTooManyRequests, ViolatedPolicies: []string{}}
+	var names [8]string
+	violated := names[:0]
 	var wait time.Duration
-	never := false
 	for _, res := range results {
 		if res.Decision.Allowed {
 			continue
 		}
-		p.ViolatedPolicies = append(p.ViolatedPolicies, policyName(res.Name))
-		if res.Decision.RetryAfter < 0 {
-			never = true
+		violated = append(violated, policyName(res.Name))
+		if res.Decision.RetryAfter < 0 || wait < 0 {
+			wait = -1
+		} else {
+			wait = max(wait, res.Decision.RetryAfter)
 		}
-		wait = max(wait, res.Decision.RetryAfter)
 	}
-	switch {
-	case never:
-		p.Detail = "The request costs more than the whole quota of " + strings.Join(p.ViolatedPolicies, ", ") + "; it will never be allowed."
-	default:
-		secs := max(ceilSeconds(wait), 1)
-		w.Header()[headerRetryAfter] = []string{strconv.FormatInt(secs, 10)}
-		p.Detail = "Quota exceeded for " + strings.Join(p.ViolatedPolicies, ", ") + "; retry after " + strconv.FormatInt(secs, 10) + " s."
+	head := denialHeads[0]
+	if wait < 0 {
+		head = denialHeads[1]
+	} else {
+		w.Header()[headerRetryAfter] = retryValues.get(max(ceilSeconds(wait), 1))
 	}
-	WriteProblem(w, r, p)
+	writeProblem(w, http.StatusTooManyRequests, head, violated)
 }
 
+// denialHeads are the JSON of WriteDenial's problems up to their violated policies: the one
+// to retry, and the one that will never be allowed.
+var denialHeads = [2][]byte{
+	appendProblemHead(nil, &Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailRetry}),
+	appendProblemHead(nil, &Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailNever}),
+}
+
+// retryValues holds the Retry-After value last written, shared by the denials that write the
+// same one.
+var retryValues intValues
+
 // WriteProblem writes p as application/problem+json with p.Status as the status code.
-func WriteProblem(w http.ResponseWriter, _ *http.Request, p Problem) {
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: Problem holds only strings and an int
-		body = []byte(`{"type":"about:blank","status":` + strconv.Itoa(p.Status) + `}`)
-	}
+func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
+	writeProblem(w, p.Status, appendProblemHead(nil, p), p.ViolatedPolicies)
+}
+
+// writeProblem writes a problem response: head (see appendProblemHead), then violated.
+func writeProblem(w http.ResponseWriter, status int, head []byte, violated []string) {
+	bp := bufPool.Get().(*[]byte)
+	b := appendProblemTail(append((*bp)[:0], head...), violated)
 	h := w.Header()
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body) + 1)}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
+	h["Content-Type"] = problemContentType
+	h["X-Content-Type-Options"] = noSniff
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	*bp = b
+	bufPool.Put(bp)
+}
+
+// appendProblem appends p as JSON and a newline.
+func appendProblem(b []byte, p *Problem) []byte {
+	return appendProblemTail(appendProblemHead(b, p), p.ViolatedPolicies)
+}
+
+// appendProblemHead appends the JSON of p up to its violated policies.
+func appendProblemHead(b []byte, p *Problem) []byte {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, p.Type)
+	b = append(b, `,"title":`...)
+	b = appendJSONString(b, p.Title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.Status), 10)
+	if p.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendJSONString(b, p.Detail)
+	}
+	if p.Instance != "" {
+		b = append(b, `,"instance":`...)
+		b = appendJSONString(b, p.Instance)
+	}
+	return b
+}
+
+// appendProblemTail appends the violated policies and closes the object.
+func appendProblemTail(b []byte, violated []string) []byte {
+	b = append(b, `,"violated-policies":[`...)
+	for i, name := range violated {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, name)
+	}
+	return append(b, "]}\n"...)
+}
+
+// appendJSONString appends s as a JSON string: '"', '\' and control characters escaped,
+// invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		i++
+	}
+	return append(b, '"')
 }
 
 // policyName is the name a policy is shown under (appendName's rule, unquoted).

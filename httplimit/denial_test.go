@@ -22,7 +22,7 @@ func TestWriteDenial(t *testing.T) {
 	}{{
 		name:       "rounded up",
 		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: 1200 * time.Millisecond}}},
-		retryAfter: "2", violated: []string{"a"}, detail: "retry after 2 s",
+		retryAfter: "2", violated: []string{"a"}, detail: "Retry-After",
 	}, {
 		name:       "under a second is 1",
 		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Millisecond}}},
@@ -43,6 +43,10 @@ func TestWriteDenial(t *testing.T) {
 		name:       "never",
 		results:    []Result{{Name: "big", Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
 		retryAfter: "", violated: []string{"big"}, detail: "never be allowed",
+	}, {
+		name:       "a retry and a never: never",
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Second}}, {Name: "b", Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
+		retryAfter: "", violated: []string{"a", "b"}, detail: "never be allowed",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
@@ -75,5 +79,24 @@ func TestWriteDenial(t *testing.T) {
 				t.Errorf("detail %q does not say %q", p["detail"], tc.detail)
 			}
 		})
+	}
+}
+
+func TestProblemJSON(t *testing.T) {
+	p := Problem{Type: "about:blank", Title: "t\"i\\t\nle\x01 é \xff", Status: 503, Instance: "/x",
+		ViolatedPolicies: []string{"a\"b", "ü"}}
+	var got Problem
+	if err := json.Unmarshal(appendProblem(nil, &p), &got); err != nil {
+		t.Fatalf("%s: %v", appendProblem(nil, &p), err)
+	}
+	want := p
+	want.Title = "t\"i\\t\nle\x01 é \ufffd"
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip %+v, want %+v", got, want)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(appendProblem(nil, &Problem{Type: "x", Status: 429}), &m)
+	if _, ok := m["detail"]; ok || m["violated-policies"] == nil {
+		t.Errorf("empty detail written, or violated-policies missing: %v", m)
 	}
 }

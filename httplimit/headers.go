@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/monotime"
 )
 
 // Result is the outcome of one rate-limit policy for a request: the policy's name (as shown in
@@ -79,41 +81,41 @@ func ParseHeaderStyle(name string) (HeaderStyle, error) {
 // the time until the policy is back to full quota. Remaining is never reported below 0.
 // SetHeaders does nothing for HeadersNone or no results.
 func SetHeaders(h http.Header, style HeaderStyle, results []Result) {
-	setHeaders(h, style, results, nil, time.Now())
+	setHeaders(h, style, results, nil, monotime.UnixNano())
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
-// setHeaders is SetHeaders at now; policy, when not nil, is the precomputed RateLimit-Policy
-// value of results (see policyValue). It costs two allocations: one string holding every
-// value, and one slice backing every header's []string.
-func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []string, now time.Time) {
+// setHeaders is SetHeaders at now (Unix ns; read only for the X- headers); policy, when not nil, is the precomputed RateLimit-Policy
+// value of results (see policyValue). Allocation is what costs most here (on a loaded
+// machine, more than formatting), so it allocates twice, small: one string holding the values
+// that change per request and one slice backing their headers. The X-RateLimit-Limit value,
+// the same on every request of a policy, comes from limitValues.
+func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []string, now int64) {
 	if style == HeadersNone || len(results) == 0 {
 		return
 	}
 	bp := bufPool.Get().(*[]byte)
 	b := (*bp)[:0]
-	var ends [5]int
-	var keys [5]string
+	var ends [4]int
+	var keys [4]string
 	n := 0
-	mark := func(key string) { keys[n], ends[n] = key, len(b); n++ }
 	ietf, x := style == HeadersBoth || style == HeadersIETF, style == HeadersBoth || style == HeadersX
 	if ietf {
 		if policy == nil {
 			b = appendPolicy(b, results)
-			mark(headerPolicy)
+			keys[n], ends[n], n = headerPolicy, len(b), n+1
 		}
 		b = appendRateLimit(b, results)
-		mark(headerRateLimit)
+		keys[n], ends[n], n = headerRateLimit, len(b), n+1
 	}
+	var d sluice.Decision
 	if x {
-		d := results[binding(results)].Decision
-		b = strconv.AppendInt(b, d.Limit, 10)
-		mark(headerXLimit)
+		d = results[binding(results)].Decision
 		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
-		mark(headerXRemaining)
-		b = strconv.AppendInt(b, ceilUnix(now.Add(resetAfter(d))), 10)
-		mark(headerXReset)
+		keys[n], ends[n], n = headerXRemaining, len(b), n+1
+		b = strconv.AppendInt(b, ceilUnix(now+int64(resetAfter(d))), 10)
+		keys[n], ends[n], n = headerXReset, len(b), n+1
 	}
 	s := string(b)
 	*bp = b
@@ -128,6 +130,32 @@ func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []str
 	if ietf && policy != nil {
 		h[headerPolicy] = policy
 	}
+	if x {
+		h[headerXLimit] = limitValues.get(d.Limit)
+	}
+}
+
+// limitValues holds the X-RateLimit-Limit value last written, shared by the responses that
+// write the same one (every response of a policy).
+var limitValues intValues
+
+// intValues caches the header value of one integer. Header values it returns are shared: the
+// slice has no spare capacity, so Header.Add copies it, and nothing in net/http writes into a
+// header's slice.
+type intValues struct{ last atomic.Pointer[intValue] }
+
+type intValue struct {
+	n int64
+	v []string
+}
+
+func (c *intValues) get(n int64) []string {
+	if e := c.last.Load(); e != nil && e.n == n {
+		return e.v
+	}
+	e := &intValue{n: n, v: []string{strconv.FormatInt(n, 10)}}
+	c.last.Store(e)
+	return e.v
 }
 
 // policyValue returns the RateLimit-Policy header value of the policies of results, for callers
@@ -222,10 +250,10 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// ceilUnix returns t as Unix time in whole seconds, rounded up.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
+// ceilUnix returns ns (Unix nanoseconds) in whole seconds, rounded up.
+func ceilUnix(ns int64) int64 {
+	s := ns / int64(time.Second)
+	if ns%int64(time.Second) > 0 {
 		s++
 	}
 	return s

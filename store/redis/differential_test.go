@@ -79,6 +79,24 @@ func randomN(rng *rand.Rand, r sluice.Rule) int64 {
 	}
 }
 
+// randomSettle returns the cost of a settle: a refund, a charge within the capacity, or one
+// far past it (up to the debt bound and beyond).
+func randomSettle(rng *rand.Rand, r sluice.Rule) int64 {
+	c := r.Capacity()
+	switch rng.IntN(8) {
+	case 0:
+		return 0
+	case 1, 2:
+		return -1 - rng.Int64N(c)
+	case 3:
+		return c + rng.Int64N(10*c)
+	case 4:
+		return sluice.MaxLimit - rng.Int64N(3)
+	default:
+		return 1 + rng.Int64N(c)
+	}
+}
+
 // TestDifferential drives the Redis store and the memory store (the reference) with the same
 // random requests at whole-millisecond instants of one manual clock, and wants the same
 // decisions: the Lua scripts mirror package algorithm exactly.
@@ -115,7 +133,9 @@ func TestDifferential(t *testing.T) {
 					}
 					clock.Advance(randomStep(rng, r))
 					req := sluice.Request{Key: key, Rule: r, N: randomN(rng, r)}
-					if a.Bucket() && rng.IntN(4) == 0 {
+					if rng.IntN(6) == 0 {
+						req.Settle, req.N = true, randomSettle(rng, r)
+					} else if a.Bucket() && rng.IntN(4) == 0 {
 						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
 					}
 					want, err := ms.Take(ctx, req)
@@ -126,8 +146,8 @@ func TestDifferential(t *testing.T) {
 					if err != nil {
 						t.Fatalf("key %d step %d %s n=%d: %v", k, i, r, req.N, err)
 					}
-					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v:\n got  %+v\n want %+v",
-						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, got, want)
+					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v settle=%v:\n got  %+v\n want %+v",
+						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, req.Settle, got, want)
 					history = append(history, step)
 					if !sameDecision(got, want) {
 						t.Fatalf("key %d %s\nhistory:\n%s", k, step, strings.Join(history[max(0, len(history)-8):], "\n"))

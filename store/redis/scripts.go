@@ -97,13 +97,27 @@ var (
 )
 
 // params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the
-// ms, shortest TTL in ms; see lua/prelude.lua), then the algorithm's parameters. One
+// ms, shortest TTL in ms; see lua/prelude.lua), then the algorithm's parameters, then the
+// settle's debt bound (0 for a decision). One
 // struct.unpack in Lua costs Redis less than a tonumber per argument. Integers up to 2^53 are
 // exact; larger ones round to the nearest double, as tonumber rounds their decimal form.
 type params []byte
 
-// paramsLen is the length of a script's parameters: nine doubles, zeros past the last.
-const paramsLen = 8 * 9
+// paramsLen is the length of a script's parameters: ten doubles, the algorithm's zeros past
+// their last, and the settle's debt bound last (see settleParam).
+const paramsLen = 8 * 10
+
+// settleParam is P7, the last parameter: 0 for a decision, and for a settle the most units it
+// may charge past the rule's capacity (algorithm.MaxDebt, at least 1).
+func settleParam(p params, req *sluice.Request) params {
+	for len(p) < paramsLen-8 {
+		p = p.add(0)
+	}
+	if !req.Settle {
+		return p.add(0)
+	}
+	return p.add(algorithm.MaxDebt(req.Rule))
+}
 
 func (p params) add(x int64) params {
 	return binary.LittleEndian.AppendUint64(p, math.Float64bits(float64(x)))

@@ -176,9 +176,7 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 		p = p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
 	}
 	sc, p := scriptArgs(p, req)
-	for len(p) < paramsLen {
-		p = p.add(0)
-	}
+	p = settleParam(p, req)
 	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p)}
 	if sc == slidingWindowScript {
 		args = append(args, windowFormats[req.Rule.Windows()])

@@ -1,5 +1,6 @@
 -- Token bucket and leaky bucket (algorithm/bucket.go: level.decide). Parameters: n, max delay
--- ns, limit, period ms, capacity, 1 for the leaky bucket's queue discipline (else 0).
+-- ns, limit, period ms, capacity, 1 for the leaky bucket's queue discipline (else 0); P7 the
+-- settle's debt bound (see prelude.lua).
 -- State: byte 't' or 'l', last (ms, sub-ms ns), level units U and sub-units F (the Go
 -- fixed-point level is U x 1e9 + F, kept in two parts so it stays exact), key expiry ms.
 -- Helpers (defined once per script; muldiv comes from muldiv.lua), then, below "--@decide",
@@ -20,7 +21,7 @@ local function time_for(xu, xf, period, limit, pms)
 end
 
 --@decide
-local n, max_delay, limit, pms, capacity, queue = P1, P2, P3, P4, P5, P6
+local n, max_delay, limit, pms, capacity, queue, debt = P1, P2, P3, P4, P5, P6, P7
 local period = pms * MS
 local want = 116 -- 't'
 if queue == 1 then want = 108 end -- 'l'
@@ -59,13 +60,26 @@ if v then
   end
 end
 
+-- a refund, or a settle (a charge past the limit: a level above the capacity, up to debt
+-- units past it, which the drain pays), applies n; then the decision is a peek's
+local applied = n < 0 or debt > 0
+local moved = applied and n ~= 0
+if applied then
+  if n > 0 then
+    local most = capacity + debt
+    local u, f = U + n, F
+    if u > most or (u == most and f > 0) then u, f = most, 0 end
+    if u > U or (u == U and f > F) then U, F = u, f end
+  elseif n < 0 then
+    U = U + n
+    if U < 0 then U, F = 0, 0 end
+  end
+  n = 0
+end
+
 local allowed, retry, delay = 0, 0, 0
 if n > capacity then
   retry = -1
-elseif n < 0 then
-  U = U + n
-  if U < 0 then U, F = 0, 0 end
-  allowed = 1
 else
   local ou = U + n - capacity -- over = ou x 1e9 + F: units that do not fit now
   local fits = ou < 0 or (ou == 0 and F == 0)
@@ -89,8 +103,12 @@ else
   end
   if allowed == 1 then U = U + n end
 end
-if allowed == 1 and n ~= 0 then
+if moved or allowed == 1 and n ~= 0 then
   dirty = v ~= false or U ~= 0 or F ~= 0 -- nothing to keep for a key full before and after
+end
+if applied then -- allowed; a settle's retry-after is when its debt is paid
+  allowed, delay = 1, 0
+  if debt == 0 then retry = 0 end
 end
 -- reset = time_for(U, F, period, limit, pms), inline while the products are exact
 local reset = 0

@@ -1,6 +1,6 @@
--- Fixed window (algorithm/fixedwindow.go). Parameters: n, limit, period ms.
--- State: byte 'f', window end ms, count, key expiry ms.
-local n, limit, pms = P1, P2, P3
+-- Fixed window (algorithm/fixedwindow.go). Parameters: n, limit, period ms; P7 the settle's
+-- debt bound (see prelude.lua). State: byte 'f', window end ms, count, key expiry ms.
+local n, limit, pms, debt = P1, P2, P3, P7
 
 local tag, end_ms, count, exp = 0, 0, 0, 0
 local dirty = false
@@ -20,21 +20,37 @@ if not v or now_ms >= end_ms then -- a new window; a clock gone backwards stays 
   dirty = v ~= false
 end
 
+-- a refund, or a settle (a charge past the limit: a debt in this window, up to debt units
+-- past it), applies n; then the decision is a peek's
+local applied = n < 0 or debt > 0
+local moved = applied and n ~= 0
+if applied then
+  if n > 0 then
+    local c = count + n
+    if c > limit + debt then c = limit + debt end
+    if c > count then count = c end
+  elseif n < 0 then
+    count = count + n
+    if count < 0 then count = 0 end
+  end
+  n = 0
+end
+
 local allowed, retry = 0, 0
 if n > limit then
   retry = -1
-elseif n < 0 then
-  count = count + n
-  if count < 0 then count = 0 end
-  allowed = 1
 elseif count + n <= limit then
   count = count + n
   allowed = 1
 else
   retry = (end_ms - now_ms) * MS - now_sub
 end
-if allowed == 1 and n ~= 0 and (v or count > 0) then
+if (moved or allowed == 1 and n ~= 0) and (v or count > 0) then
   dirty = true
+end
+if applied then -- allowed; a settle's retry-after is when its debt is paid
+  allowed = 1
+  if debt == 0 then retry = 0 end
 end
 if dirty then
   -- the window's end bounds the state's life (it matters until then even when empty)

@@ -6,7 +6,7 @@
 -- for each key in order, exactly as the single script would run it alone at that instant, so
 -- a key given twice sees its first decision. The reply is the K replies of 40 bytes, in order,
 -- as one string. A Redis error stops the script: the keys before it have been decided.
-local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, X1)
+local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
 --@body
 end
 
@@ -14,7 +14,7 @@ local k = #KEYS
 local out = {}
 local t_ms, t_sub
 for i = 1, k do
-  local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6 = struct.unpack('<ddddddddd', ARGV[i])
+  local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', ARGV[i])
   if ttl_floor == 0 then
     if not t_ms then
       local t = redis.call('TIME')
@@ -24,6 +24,6 @@ for i = 1, k do
     end
     now_ms, now_sub = t_ms, t_sub
   end
-  out[i] = decide(KEYS[i], now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, ARGV[k + i])
+  out[i] = decide(KEYS[i], now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, ARGV[k + i])
 end
 return table.concat(out)

@@ -8,11 +8,16 @@
 -- writes a state with its TTL, muldiv.lua divides an exact product.
 --
 -- Conventions: KEYS[1] is the only key (one hash tag per decision). ARGV[1] holds every
--- parameter as nine little-endian doubles (one struct.unpack instead of a tonumber per
+-- parameter as ten little-endian doubles (one struct.unpack instead of a tonumber per
 -- argument): the client clock as Unix milliseconds and the nanoseconds within that
 -- millisecond, the shortest TTL in ms (0 reads the Redis server clock, TIME, and ignores the
 -- two clock values; with a client clock, which need not run at the server's rate, it is
--- more), then the algorithm's own parameters, P1 to P6 (zeros past the last). ARGV[2], X1 in
+-- more), then the algorithm's own parameters, P1 to P6 (zeros past the last), then P7: 0 for
+-- a decision, and for a settle (sluice.Request.Settle: n applied whatever the limit) the most
+-- units it may charge past the capacity (algorithm.Params.MaxDebt, at least 1). Every body
+-- applies a refund (n < 0) or a settle first and then decides as a peek (n = 0), as
+-- algorithm.settle does; the reply is then allowed, with retry-after 0 for a refund and, for
+-- a settle, the peek's: how long until the debt is paid. ARGV[2], X1 in
 -- the body, is an algorithm's extra argument (the sliding window's struct format). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
@@ -39,7 +44,7 @@ local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept long
 
 --@single
 local key = KEYS[1]
-local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6 = struct.unpack('<ddddddddd', ARGV[1])
+local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', ARGV[1])
 if ttl_floor == 0 then
   local t = redis.call('TIME')
   local us = tonumber(t[2])

@@ -1,10 +1,14 @@
--- Sliding log (algorithm/slidinglog.go). Parameters: n, limit, period ms.
--- State: a sorted set of admitted units, score = admission time in Unix microseconds, member
--- "<µs>" for the first unit admitted at that instant and "<µs>:<digits of k><k>" for the k-th
--- more, so members sort by admission order within one instant.
-local n, limit, p = P1, P2, P3
+-- Sliding log (algorithm/slidinglog.go). Parameters: n, limit, period ms; P7 the settle's
+-- debt bound (see prelude.lua; for the log it is the limit). State: a sorted set of admitted
+-- units, score = admission time in Unix microseconds, member "<µs>" for the first unit
+-- admitted at that instant and "<µs>:<digits of k><k>" for the k-th more, so members sort by
+-- admission order within one instant. It holds at most 2 x limit members, the newest (more
+-- only while a settle keeps the key in debt; see algorithm.SlidingLog).
+local n, limit, p, debt = P1, P2, P3, P7
 p = p * 1000 -- period, µs
 local now = now_ms * 1000 + floor(now_sub / 1000)
+local asked = now -- now, before a clock gone backwards stands still at the newest unit
+local bound = 2 * limit
 
 -- px is the TTL in ms of a log that is empty in ns nanoseconds.
 local function px(ns)
@@ -13,6 +17,7 @@ end
 
 -- reply packs the answer (see prelude.lua).
 local function reply(allowed, remaining, retry, reset)
+  if remaining < 0 then remaining = 0 end
   return struct.pack('<ddddd', allowed, remaining, math.min(retry, MAXD), math.min(reset, MAXD), 0)
 end
 
@@ -26,9 +31,9 @@ elseif #top > 0 then
   if now < newest then now = newest end -- the clock went backwards: time stands still
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now - p))
   c = redis.call('ZCARD', key)
-  if c > limit then -- the limit was lowered: keep the newest
-    redis.call('ZREMRANGEBYRANK', key, 0, c - limit - 1)
-    c = limit
+  if c > bound then -- the limit was lowered: keep the newest
+    redis.call('ZREMRANGEBYRANK', key, 0, c - bound - 1)
+    c = bound
   end
 end
 
@@ -37,52 +42,78 @@ local function reset()
   return (newest + p - now) * 1000
 end
 
+-- record adds u units at now.
+local function record(u)
+  local k = 0
+  if c > 0 and newest == now then -- continue the newest instant's sequence
+    local pos = string.find(newest_member, ':', 1, true)
+    if pos then k = tonumber(string.sub(newest_member, pos + 2)) + 1 else k = 1 end
+  end
+  local base = string.format('%.0f', now)
+  local args = {}
+  for i = k, k + u - 1 do
+    local m = base
+    if i > 0 then
+      local ks = tostring(i)
+      m = base .. ':' .. #ks .. ks
+    end
+    args[#args + 1] = base
+    args[#args + 1] = m
+    if #args >= 1000 then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+  c, newest = c + u, now
+  redis.call('PEXPIRE', key, px(p * 1000))
+end
+
+-- a refund, or a settle (a charge past the limit: the debt is the members beyond it, and the
+-- oldest beyond 2 x limit are dropped), applies n; then the decision is a peek's
+local applied = n < 0 or debt > 0
+if applied then
+  if n > 0 then
+    local u = math.min(n, bound)
+    if c + u > bound then
+      redis.call('ZREMRANGEBYRANK', key, 0, c + u - bound - 1)
+      c = bound - u
+    end
+    record(u)
+  elseif n < 0 then
+    local m = math.min(-n, c)
+    if m > 0 then
+      redis.call('ZREMRANGEBYRANK', key, -m, -1) -- the newest units go back
+      c = c - m
+      if c > 0 then
+        newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+        redis.call('PEXPIRE', key, px((newest + p - now) * 1000))
+      end
+    end
+    -- a settle reports as a peek after the refund, which stands still at the newest unit left
+    if debt > 0 then
+      now = asked
+      if c > 0 and now < newest then now = newest end
+    end
+  end
+  n = 0
+end
+
 if n > limit then
   return reply(0, limit - c, -1, reset())
 end
 local allowed, retry = 0, 0
-if n < 0 then
-  local m = math.min(-n, c)
-  if m > 0 then
-    redis.call('ZREMRANGEBYRANK', key, -m, -1) -- the newest units go back
-    c = c - m
-    if c > 0 then
-      newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-      redis.call('PEXPIRE', key, px((newest + p - now) * 1000))
-    end
-  end
-  allowed = 1
-elseif c + n <= limit then
-  if n > 0 then
-    local k = 0
-    if c > 0 and newest == now then -- continue the newest instant's sequence
-      local pos = string.find(newest_member, ':', 1, true)
-      if pos then k = tonumber(string.sub(newest_member, pos + 2)) + 1 else k = 1 end
-    end
-    local base = string.format('%.0f', now)
-    local args = {}
-    for i = k, k + n - 1 do
-      local m = base
-      if i > 0 then
-        local ks = tostring(i)
-        m = base .. ':' .. #ks .. ks
-      end
-      args[#args + 1] = base
-      args[#args + 1] = m
-      if #args >= 1000 then
-        redis.call('ZADD', key, unpack(args))
-        args = {}
-      end
-    end
-    if #args > 0 then redis.call('ZADD', key, unpack(args)) end
-    c, newest = c + n, now
-    redis.call('PEXPIRE', key, px(p * 1000))
-  end
+if c + n <= limit then
+  if n > 0 then record(n) end
   allowed = 1
 else
   -- the request fits once the oldest c+n-limit units have aged out
   local i = c + n - limit - 1
   local s = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
   retry = (tonumber(s[2]) + p - now) * 1000
+end
+if applied then -- allowed; a settle's retry-after is when its debt is paid
+  allowed = 1
+  if debt == 0 then retry = 0 end
 end
 return reply(allowed, limit - c, retry, reset())

@@ -1,5 +1,6 @@
 -- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms; X1, the extra argument, is the state's struct format ('<Bdddd' and
+-- sub-window length ms; P7 the settle's debt bound (see prelude.lua); X1, the extra argument,
+-- is the state's struct format ('<Bdddd' and
 -- N+1 'd'). State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
 -- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
 -- counter) and the common path inlines what the Go code does in helpers.
@@ -7,7 +8,7 @@
 -- prelude.lua).
 
 --@decide
-local n, limit, windows, sub_ms = P1, P2, P3, P4
+local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
 local fmt = X1
 local size = windows + 1
 local sub = sub_ms * MS
@@ -65,6 +66,9 @@ if not v or t[4] ~= windows or t[2] ~= sub_ms then -- reshape, carrying the esti
 end
 
 local cur = t[3]
+-- a settle of n ~= 0 decides after the reshape as a call of its own (algorithm.settle): at
+-- now, or the newest sub-window's start if the clock went back before it, not the old one's
+if debt > 0 and n ~= 0 then nms, nsub = now_ms, now_sub end
 local w = floor(nms / sub_ms) -- nms < 2^53: exact up to the off-by-one fixed here
 if w * sub_ms > nms then w = w - 1 elseif (w + 1) * sub_ms <= nms then w = w + 1 end
 if w < cur then w, nms, nsub = cur, cur * sub_ms, 0 end -- the clock went backwards
@@ -90,27 +94,44 @@ if old > 0 then
   used = used + q
 end
 
+-- a refund, or a settle (a charge past the limit: a count above it in the newest
+-- sub-window, up to an estimate of debt units past it), applies n; then the decision is a
+-- peek's
+local applied = n < 0 or debt > 0
+if applied then
+  if n > 0 then
+    local m = limit + debt - used
+    if n < m then m = n end
+    if m > 0 then
+      local i = 6 + cur % size
+      t[i] = t[i] + m
+      recent, used, dirty = recent + m, used + m, true
+    end
+  elseif n < 0 then
+    local m = -n
+    for j = cur, cur - size + 1, -1 do -- newest sub-windows first
+      if m <= 0 then break end
+      local i = 6 + j % size
+      local take = math.min(t[i], m)
+      t[i], m = t[i] - take, m - take
+    end
+    dirty = true
+    recent = 0
+    for j = cur - size + 2, cur do recent = recent + t[6 + j % size] end
+    old = t[6 + (cur - size + 1) % size]
+    used = recent
+    if old > 0 then
+      local q, r = muldiv(old, sub - f, sub)
+      if r > 0 then q = q + 1 end
+      used = used + q
+    end
+  end
+  n = 0
+end
+
 local allowed, retry = 0, 0
 if n > limit then
   retry = -1
-elseif n < 0 then
-  local m = -n
-  for j = cur, cur - size + 1, -1 do -- newest sub-windows first
-    if m <= 0 then break end
-    local i = 6 + j % size
-    local take = math.min(t[i], m)
-    t[i], m = t[i] - take, m - take
-  end
-  allowed, dirty = 1, true
-  recent = 0
-  for j = cur - size + 2, cur do recent = recent + t[6 + j % size] end
-  old = t[6 + (cur - size + 1) % size]
-  used = recent
-  if old > 0 then
-    local q, r = muldiv(old, sub - f, sub)
-    if r > 0 then q = q + 1 end
-    used = used + q
-  end
 elseif used + n <= limit then
   if n > 0 then
     local i = 6 + w % size
@@ -141,6 +162,11 @@ else
     if j <= cur then leaving = t[6 + j % size] end
     rc, od = rc - leaving, leaving
   end
+end
+
+if applied then -- allowed; a settle's retry-after is when its debt is paid
+  allowed = 1
+  if debt == 0 then retry = 0 end
 end
 
 -- reset-after: when the newest non-empty sub-window leaves the window

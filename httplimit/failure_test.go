@@ -1,0 +1,108 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// deadRedis returns a limiter on Redis whose server is gone: one the test started and killed,
+// or an address nothing listens on.
+func deadRedis(t *testing.T, clock sluice.Clock) map[string]*sluice.Limiter {
+	srv := testenv.StartRedis(t)
+	killed := openRedis(t, "redis://"+srv.Addr(), clock)
+	if _, err := killed.Allow(t.Context(), "warm", sluice.PerSecond(1)); err != nil {
+		t.Fatalf("the started redis-server does not answer: %v", err)
+	}
+	srv.Kill()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return map[string]*sluice.Limiter{"killed": killed, "dead address": openRedis(t, "redis://"+addr, clock)}
+}
+
+func TestStoreFailure(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0)
+	for name, l := range deadRedis(t, clock) {
+		t.Run(name, func(t *testing.T) {
+			if _, err := l.Allow(t.Context(), "k", sluice.PerSecond(1)); !sluice.IsUnavailable(err) {
+				t.Fatalf("the dead store answers %v, want ErrStoreUnavailable", err)
+			}
+			policy := WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(1, time.Hour)},
+				Policy{Name: "burst", Rule: sluice.FixedWindow(1, time.Second)})
+
+			t.Run("fail open", func(t *testing.T) {
+				var buf testenv.LogBuffer
+				stats := &Stats{}
+				h := mustNew(t, l, policy, WithStats(stats), WithLogger(logged(&buf)), WithClock(clock))(okHandler)
+				if got := statuses(h, 3, "/", nil); !reflect.DeepEqual(got, codes(ok, ok, ok)) {
+					t.Errorf("fail open: %v", got)
+				}
+				if stats.StoreErrors.Load() != 3 || stats.FailedOpen.Load() != 3 {
+					t.Errorf("StoreErrors %d, FailedOpen %d; want 3, 3", stats.StoreErrors.Load(), stats.FailedOpen.Load())
+				}
+				// One record a second, with the count of those held back.
+				recs := buf.Records(t, "httplimit: the store could not decide")
+				if len(recs) != 1 || recs[0]["failure"] != "fail_open" || recs[0]["level"] != "WARN" {
+					t.Fatalf("log records %v", recs)
+				}
+				clock.Advance(time.Second)
+				_ = get(h, "/", nil)
+				recs = buf.Records(t, "httplimit: the store could not decide")
+				if len(recs) != 2 || recs[1]["suppressed_since_last"] != float64(2) {
+					t.Errorf("second record %v, want suppressed_since_last 2", recs)
+				}
+			})
+
+			t.Run("fail closed", func(t *testing.T) {
+				stats := &Stats{}
+				h := mustNew(t, l, policy, OnStoreError(FailClosed), WithStats(stats))(okHandler)
+				rec := get(h, "/", nil)
+				var p Problem
+				_ = json.Unmarshal(rec.Body.Bytes(), &p)
+				if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
+					p.Type != ProblemTemporaryReducedCapacity || !reflect.DeepEqual(p.ViolatedPolicies, []string{"api", "burst"}) {
+					t.Errorf("fail closed: %d, Retry-After %q, body %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+				}
+				if stats.FailedClosed.Load() != 1 || stats.StoreErrors.Load() != 1 {
+					t.Errorf("FailedClosed %d, StoreErrors %d", stats.FailedClosed.Load(), stats.StoreErrors.Load())
+				}
+			})
+
+			t.Run("fallback", func(t *testing.T) {
+				local := backends[0].open(t, clock)
+				stats := &Stats{}
+				h := mustNew(t, l, policy, WithFallback(local), WithStats(stats))(okHandler)
+				if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, deny)) {
+					t.Errorf("fallback limiter: %v, want 200 429", got)
+				}
+				if stats.StoreErrors.Load() != 2 || stats.FailedOpen.Load() != 0 || stats.Denied.Load() != 1 {
+					t.Errorf("StoreErrors %d, FailedOpen %d, Denied %d", stats.StoreErrors.Load(), stats.FailedOpen.Load(), stats.Denied.Load())
+				}
+			})
+		})
+	}
+}
+
+func TestFallbackWithoutLimiterFailsOpen(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0)
+	l := deadRedis(t, clock)["dead address"]
+	_, err := New(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), OnStoreError(FailFallback))
+	if err == nil {
+		t.Fatal("FailFallback without WithFallback accepted")
+	}
+	h := Middleware(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), OnStoreError(FailFallback), WithLogger(quietLogger()))(okHandler)
+	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, ok)) {
+		t.Errorf("%v", got)
+	}
+}

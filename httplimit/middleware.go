@@ -1,0 +1,489 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/fastpath"
+	"github.com/sluicehq/sluice/internal/monotime"
+)
+
+// middleware is the configuration Options fill in and the handlers share.
+type middleware struct {
+	l        *sluice.Limiter
+	policies []Policy
+	resolver *clientip.Resolver
+	v6Bits   int
+	mux      *http.ServeMux
+	style    HeaderStyle
+	cost     func(*http.Request) int64
+	deny     func(http.ResponseWriter, *http.Request, []Result)
+	failure  Failure
+	fallback *sluice.Limiter
+	maxWait  time.Duration
+	log      *slog.Logger
+	stats    *Stats
+	clock    sluice.Clock
+	prefix   string
+
+	// keyPrefixes[i] is prefix + policies[i].Name + ":".
+	keyPrefixes []string
+	methods     [][]string
+	routes      []map[string]bool
+	// borrowKeys: the limiter's store copies the keys it keeps (the memory store), so keys
+	// may point into the request's pooled buffer instead of being allocated.
+	borrowKeys bool
+	// policyHeaders caches the RateLimit-Policy value per set of applicable policies.
+	policyHeaders atomic.Pointer[map[uint64][]string]
+	policyMu      sync.Mutex
+
+	storeLog, inputLog, routeLog logLimiter
+}
+
+// Middleware returns net/http middleware that rate-limits requests with l under the policies
+// of opts (WithPolicy). For each request it decides every policy whose routes and methods
+// match (see Policy), sets the rate-limit headers (WithHeaderStyle) and calls the handler, or
+// answers with the denial (WriteDenial unless WithDenial). When l is nil or there is no
+// policy, it returns handlers unchanged.
+//
+// A configuration error (see New) is logged and the policies at fault are left out, so
+// Middleware never panics; use New to fail on them instead. The middleware is safe for
+// concurrent use. On the memory store an allowed request costs no allocation in Sluice's own
+// code but the header values: two small ones (one string, one slice), none with HeadersNone.
+func Middleware(l *sluice.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	m, err := build(l, opts)
+	if err != nil {
+		m.log.Error("httplimit: configuration error; the policies at fault are not enforced", "err", err)
+	}
+	return m.wrap
+}
+
+// New is Middleware that returns configuration errors instead of logging them: a policy
+// without a name or with a duplicate, bad or overlong one, an invalid rule, or no limiter.
+// Each error names the field (*sluice.FieldError), all of them joined.
+func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+	m, err := build(l, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.wrap, nil
+}
+
+func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
+	m := &middleware{l: l, v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:"}
+	for _, o := range opts {
+		o.apply(m)
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	var errs []error
+	if l == nil && len(m.policies) > 0 {
+		errs = append(errs, &sluice.FieldError{Field: "limiter", Reason: "nil", Err: sluice.ErrNoStore})
+		m.policies = nil
+	}
+	if m.failure == FailFallback && m.fallback == nil {
+		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailFallback without WithFallback; failing open", Err: sluice.ErrInvalidRule})
+		m.failure = FailOpen
+	}
+	seen := map[string]bool{}
+	valid := m.policies[:0:0]
+	for i, p := range m.policies {
+		if err := validatePolicy(p, seen); err != nil {
+			errs = append(errs, fmt.Errorf("httplimit: policies[%d]: %w", i, err))
+			continue
+		}
+		seen[p.Name] = true
+		valid = append(valid, p)
+	}
+	if len(valid) > 64 {
+		errs = append(errs, &sluice.FieldError{Field: "policies", Reason: fmt.Sprintf("at most 64, got %d; the first 64 are enforced", len(valid)), Err: sluice.ErrInvalidRule})
+		valid = valid[:64]
+	}
+	m.policies = valid
+	for _, p := range m.policies {
+		m.keyPrefixes = append(m.keyPrefixes, m.prefix+p.Name+":")
+		m.methods = append(m.methods, p.Methods)
+		var routes map[string]bool
+		if len(p.Routes) > 0 {
+			routes = map[string]bool{}
+			for _, r := range p.Routes {
+				routes[r] = true
+			}
+		}
+		m.routes = append(m.routes, routes)
+	}
+	m.borrowKeys = copiesKeys(l) && (m.fallback == nil || copiesKeys(m.fallback))
+	m.policyHeaders.Store(&map[uint64][]string{})
+	return m, errors.Join(errs...)
+}
+
+// copiesKeys reports whether l decides in-process on the memory store, which copies the keys
+// it keeps and holds none after a decision returns.
+func copiesKeys(l *sluice.Limiter) bool {
+	return l != nil && fastpath.Local != nil && fastpath.Local(l.Store()) != nil
+}
+
+// validatePolicy checks one policy; seen holds the names of the valid policies before it.
+func validatePolicy(p Policy, seen map[string]bool) error {
+	switch {
+	case p.Name == "":
+		return &sluice.FieldError{Field: "name", Reason: "empty", Err: sluice.ErrInvalidRule}
+	case len(p.Name) > 64:
+		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%d bytes, more than 64", len(p.Name)), Err: sluice.ErrInvalidRule}
+	case strings.ContainsFunc(p.Name, func(c rune) bool { return c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == ':' }):
+		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%q has a character outside printable ASCII, or '\"', '\\' or ':'", p.Name), Err: sluice.ErrInvalidRule}
+	case seen[p.Name]:
+		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%q is used by another policy", p.Name), Err: sluice.ErrInvalidRule}
+	}
+	if err := p.Rule.Validate(); err != nil {
+		return fmt.Errorf("rule: %w", err)
+	}
+	for _, k := range p.Key.parts {
+		if k.kind == partHeader && k.header == "" {
+			return &sluice.FieldError{Field: "key", Reason: "KeyHeader with an empty header name", Err: sluice.ErrInvalidRule}
+		}
+		if k.kind == partFunc && k.fn == nil {
+			return &sluice.FieldError{Field: "key", Reason: "KeyFunc with a nil function", Err: sluice.ErrInvalidRule}
+		}
+	}
+	return nil
+}
+
+func (m *middleware) wrap(next http.Handler) http.Handler {
+	if len(m.policies) == 0 {
+		return next
+	}
+	return &handler{m: m, next: next}
+}
+
+type handler struct {
+	m    *middleware
+	next http.Handler
+}
+
+// request is the per-request state, pooled: the key texts, the checks decided and their
+// results. checks are exactly the charged checks of the request once it is allowed (their
+// N and Decision), the state a post-response settlement works from.
+type request struct {
+	buf     []byte
+	ends    []int // ends[i]: end of checks[i]'s key in buf
+	checks  []sluice.Check
+	results []Result
+	which   []int // which[i]: the policy of checks[i]
+	mask    uint64
+}
+
+var requestPool = sync.Pool{New: func() any {
+	return &request{buf: make([]byte, 0, 256), ends: make([]int, 0, 4), checks: make([]sluice.Check, 0, 4),
+		results: make([]Result, 0, 4), which: make([]int, 0, 4)}
+}}
+
+// ServeHTTP decides the request's policies and serves or denies it.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	q := requestPool.Get().(*request)
+	defer q.release()
+	m.collect(q, r)
+	if len(q.checks) == 0 {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	allowed, err := m.decide(r.Context(), m.l, q)
+	if err != nil {
+		if m.stats != nil {
+			m.stats.StoreErrors.Add(1)
+		}
+		m.storeLog.log(m, "httplimit: the store could not decide; applying the failure policy",
+			"failure", m.failure.String(), "err", err)
+		switch m.failure {
+		case FailClosed:
+			m.failClosed(w, r, q)
+			return
+		case FailFallback:
+			allowed, err = m.decide(r.Context(), m.fallback, q)
+		}
+		if err != nil || m.failure == FailOpen {
+			if m.stats != nil {
+				m.stats.FailedOpen.Add(1)
+			}
+			h.next.ServeHTTP(w, r)
+			return
+		}
+	}
+	if !allowed && m.maxWait > 0 {
+		allowed = m.wait(r.Context(), q)
+	}
+	m.fillResults(q)
+	var now int64
+	if m.style == HeadersBoth || m.style == HeadersX {
+		now = m.unixNano()
+	}
+	setHeaders(w.Header(), m.style, q.results, m.policyHeader(q), now)
+	if !allowed {
+		if m.stats != nil {
+			m.stats.Denied.Add(1)
+		}
+		if m.deny != nil {
+			m.deny(w, r, q.results)
+		} else {
+			WriteDenial(w, r, q.results)
+		}
+		return
+	}
+	if m.stats != nil {
+		m.stats.Allowed.Add(1)
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+func (q *request) release() {
+	clear(q.checks) // drop the key strings, which may point into buf
+	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
+	if cap(q.buf) <= 64<<10 {
+		requestPool.Put(q)
+	}
+}
+
+// collect builds the checks of the policies that apply to r.
+func (m *middleware) collect(q *request, r *http.Request) {
+	pattern := ""
+	patternKnown := false
+	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
+	for i := range m.policies {
+		p := &m.policies[i]
+		if !matchMethod(m.methods[i], r.Method) {
+			continue
+		}
+		if m.routes[i] != nil {
+			if !patternKnown {
+				pattern, patternKnown = m.pattern(r), true
+			}
+			if !m.routes[i][pattern] {
+				continue
+			}
+		}
+		var n int64
+		if p.Cost != nil {
+			n = m.costOf(p.Cost, p.Name, r)
+		} else {
+			if shared < 0 {
+				shared = m.costOf(m.cost, p.Name, r)
+			}
+			n = shared
+		}
+		if n == 0 {
+			continue
+		}
+		start := len(q.buf)
+		q.buf = append(q.buf, m.keyPrefixes[i]...)
+		var ok bool
+		q.buf, ok = p.Key.appendKey(q.buf, r, m)
+		if !ok {
+			q.buf = q.buf[:start]
+			continue
+		}
+		q.ends = append(q.ends, len(q.buf))
+		q.checks = append(q.checks, sluice.Check{Rule: p.Rule, N: n})
+		q.which = append(q.which, i)
+		q.mask |= 1 << i
+	}
+	// Keys are cut from buf only now that it no longer grows.
+	start := 0
+	for i, end := range q.ends {
+		if m.borrowKeys {
+			q.checks[i].Key = unsafe.String(&q.buf[start], end-start)
+		} else {
+			q.checks[i].Key = string(q.buf[start:end])
+		}
+		start = end
+	}
+}
+
+func matchMethod(methods []string, method string) bool {
+	if len(methods) == 0 {
+		return true
+	}
+	for _, m := range methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+// pattern returns r's route pattern: r.Pattern, or the pattern of WithServeMux, or noRoute.
+func (m *middleware) pattern(r *http.Request) string {
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	if m.mux != nil {
+		if _, p := m.mux.Handler(r); p != "" {
+			return p
+		}
+	}
+	m.routeLog.log(m, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
+		"method", r.Method, "path", r.URL.Path)
+	return noRoute
+}
+
+// decide decides q's checks on l: AllowN for one check (the memory store's fast path),
+// AllowAll for several.
+func (m *middleware) decide(ctx context.Context, l *sluice.Limiter, q *request) (bool, error) {
+	if len(q.checks) == 1 {
+		c := &q.checks[0]
+		d, err := l.AllowN(ctx, c.Key, c.Rule, c.N)
+		c.Decision = d
+		return d.Allowed, err
+	}
+	d, err := l.AllowAll(ctx, q.checks)
+	return d.Allowed, err
+}
+
+// wait retries a denied request after the longest RetryAfter of its denials while that fits in
+// the wait budget (WithWait and the context's deadline). It reports whether it was allowed.
+func (m *middleware) wait(ctx context.Context, q *request) bool {
+	deadline := m.clock.Now().Add(m.maxWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for {
+		d, _ := sluice.Combine(q.checks, false)
+		if d.RetryAfter < 0 || m.clock.Now().Add(d.RetryAfter).After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-m.clock.After(max(d.RetryAfter, time.Millisecond)):
+		}
+		allowed, err := m.decide(ctx, m.l, q)
+		if err != nil {
+			return false
+		}
+		if allowed {
+			if m.stats != nil {
+				m.stats.Waited.Add(1)
+			}
+			return true
+		}
+	}
+}
+
+func (m *middleware) fillResults(q *request) {
+	for i := range q.checks {
+		p := &m.policies[q.which[i]]
+		q.results = append(q.results, Result{Name: p.Name, Rule: p.Rule, Decision: q.checks[i].Decision})
+	}
+}
+
+// failClosed answers 503 for a request the store could not decide.
+func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *request) {
+	if m.stats != nil {
+		m.stats.FailedClosed.Add(1)
+	}
+	names := make([]string, len(q.which))
+	for i, p := range q.which {
+		names[i] = m.policies[p].Name
+	}
+	w.Header()[headerRetryAfter] = []string{"1"}
+	WriteProblem(w, r, &Problem{Type: ProblemTemporaryReducedCapacity,
+		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
+		Detail: "The rate limiter cannot decide right now.", ViolatedPolicies: names})
+}
+
+// policyHeader returns the cached RateLimit-Policy value of q's policies.
+func (m *middleware) policyHeader(q *request) []string {
+	if m.style != HeadersBoth && m.style != HeadersIETF {
+		return nil
+	}
+	if v, ok := (*m.policyHeaders.Load())[q.mask]; ok {
+		return v
+	}
+	v := policyValue(q.results)
+	m.policyMu.Lock()
+	defer m.policyMu.Unlock()
+	old := *m.policyHeaders.Load()
+	if len(old) < 1024 { // bounded: at most 2^policies sets, in practice a handful
+		next := make(map[uint64][]string, len(old)+1)
+		for k, x := range old {
+			next[k] = x
+		}
+		next[q.mask] = v
+		m.policyHeaders.Store(&next)
+	}
+	return v
+}
+
+// unixNano reads the middleware's clock: on the system clock, the monotonic clock without
+// building a time.Time (half the cost of time.Now).
+func (m *middleware) unixNano() int64 {
+	if _, ok := m.clock.(sluice.SystemClock); ok {
+		return monotime.UnixNano()
+	}
+	return m.clock.Now().UnixNano()
+}
+
+// costOf returns the cost of r by f (1 when f is nil) for the policy named policy: never
+// negative, 1 when f fails.
+func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.Request) (n int64) {
+	if f == nil {
+		return 1
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			m.badInput("httplimit: cost function panicked; charging 1", r, "policy", policy, "panic", fmt.Sprint(v))
+			n = 1
+		}
+	}()
+	n = f(r)
+	if n < 0 {
+		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, "policy", policy, "cost", n)
+		return 1
+	}
+	return n
+}
+
+// callKeyFunc calls a KeyFunc, recovering a panic as a missing key.
+func (m *middleware) callKeyFunc(f func(*http.Request) (string, bool), r *http.Request) (key string, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.badInput("httplimit: key function panicked; the policy does not count this request", r, "panic", fmt.Sprint(v))
+			key, ok = "", false
+		}
+	}()
+	return f(r)
+}
+
+func (m *middleware) badInput(msg string, r *http.Request, args ...any) {
+	if m.stats != nil {
+		m.stats.BadInput.Add(1)
+	}
+	m.inputLog.log(m, msg, append(args, "method", r.Method, "path", r.URL.Path)...)
+}
+
+// logLimiter lets one record through per second and counts the ones it held back.
+type logLimiter struct {
+	next       atomic.Int64 // clock instant (Unix ns) from which the next record may go
+	suppressed atomic.Int64
+}
+
+func (l *logLimiter) log(m *middleware, msg string, args ...any) {
+	now := m.clock.Now().UnixNano()
+	next := l.next.Load()
+	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
+		l.suppressed.Add(1)
+		return
+	}
+	m.log.Warn(msg, append(args, "suppressed_since_last", l.suppressed.Swap(0))...)
+}

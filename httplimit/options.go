@@ -1,0 +1,156 @@
+package httplimit
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+)
+
+// Option configures Middleware.
+type Option interface{ apply(*middleware) }
+
+type optionFunc func(*middleware)
+
+func (f optionFunc) apply(m *middleware) { f(m) }
+
+// Policy is one limit the middleware enforces: Rule, counted per Key, on the requests whose
+// route and method match. Every matching policy of a request is decided together, with
+// sluice.Limiter.AllowAll semantics: the request passes only if all allow it, and a denied
+// request consumes from none.
+type Policy struct {
+	// Name identifies the policy in the RateLimit headers, the 429 body and the store keys:
+	// required, unique, at most 64 printable ASCII characters without '"', '\' or ':'.
+	Name string
+	// Rule is the limit.
+	Rule sluice.Rule
+	// Key is what requests are counted by; the zero Key is KeyIP.
+	Key Key
+	// Routes, when not empty, restricts the policy to requests whose route pattern
+	// (r.Pattern, see KeyRoute) is one of these.
+	Routes []string
+	// Methods, when not empty, restricts the policy to these methods ("GET", "POST").
+	Methods []string
+	// Cost, when not nil, is the number of units a request costs under this policy; nil means
+	// the middleware's cost (WithCost, default 1). A cost of 0 leaves the request uncounted by
+	// the policy. A negative cost, or a panic, is logged and charged 1: a request never
+	// refunds quota by its cost, and never goes free because the cost function failed.
+	Cost func(r *http.Request) int64
+}
+
+// WithPolicy adds policies. Middleware with no policy returns the handler unchanged.
+func WithPolicy(p ...Policy) Option {
+	return optionFunc(func(m *middleware) { m.policies = append(m.policies, p...) })
+}
+
+// WithResolver sets how KeyIP finds the client address behind proxies. The default trusts no
+// proxy: the client is the connection's peer and forwarding headers are ignored.
+func WithResolver(r *clientip.Resolver) Option {
+	return optionFunc(func(m *middleware) { m.resolver = r })
+}
+
+// WithIPv6Prefix sets the prefix length KeyIP groups IPv6 clients by (default 64; 128 keys
+// each address alone).
+func WithIPv6Prefix(bits int) Option { return optionFunc(func(m *middleware) { m.v6Bits = bits }) }
+
+// WithServeMux makes KeyRoute and Policy.Routes read the pattern mux would route a request to,
+// for a middleware that wraps the mux (r.Pattern is only set inside it).
+func WithServeMux(mux *http.ServeMux) Option {
+	return optionFunc(func(m *middleware) { m.mux = mux })
+}
+
+// WithHeaderStyle selects the rate-limit headers (default HeadersBoth).
+func WithHeaderStyle(s HeaderStyle) Option { return optionFunc(func(m *middleware) { m.style = s }) }
+
+// WithCost sets the cost of a request for the policies without a Cost of their own (default
+// 1). See Policy.Cost for 0, negative costs and panics.
+func WithCost(f func(r *http.Request) int64) Option {
+	return optionFunc(func(m *middleware) { m.cost = f })
+}
+
+// WithDenial replaces WriteDenial as the answer to a denied request. The rate-limit headers
+// are already set when it runs. It must not keep results after returning.
+func WithDenial(f func(w http.ResponseWriter, r *http.Request, results []Result)) Option {
+	return optionFunc(func(m *middleware) { m.deny = f })
+}
+
+// Failure says what the middleware does with a request when the store cannot decide.
+type Failure uint8
+
+const (
+	// FailOpen lets the request through (the default): an outage of the limiter does not
+	// become an outage of the service.
+	FailOpen Failure = iota
+	// FailClosed answers 503 with a temporary-reduced-capacity problem and Retry-After: 1.
+	FailClosed
+	// FailFallback decides with the fallback limiter (WithFallback), and fails open if that
+	// fails too.
+	FailFallback
+)
+
+// String returns "fail_open", "fail_closed" or "fallback".
+func (f Failure) String() string {
+	switch f {
+	case FailOpen:
+		return "fail_open"
+	case FailClosed:
+		return "fail_closed"
+	case FailFallback:
+		return "fallback"
+	}
+	return "failure(" + strconv.Itoa(int(f)) + ")"
+}
+
+// OnStoreError sets what happens to a request when the store cannot decide (default FailOpen).
+// Every such error is counted (Stats.StoreErrors) and logged, at most once a second.
+func OnStoreError(f Failure) Option { return optionFunc(func(m *middleware) { m.failure = f }) }
+
+// WithFallback sets the limiter FailFallback decides with while the store is unavailable,
+// typically one on a memory store, with the same policies. (A store wrapped in
+// distributed.Fallback does this inside the store, keeping the global budget.)
+func WithFallback(l *sluice.Limiter) Option {
+	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, FailFallback })
+}
+
+// WithWait shapes instead of rejecting: a denied request waits until its policies would allow
+// it, at most max and never past the request's context, and is rejected only when that is not
+// enough (or can never be: a cost above a policy's capacity).
+func WithWait(max time.Duration) Option { return optionFunc(func(m *middleware) { m.maxWait = max }) }
+
+// WithLogger sets the logger of store errors and bad input (default slog.Default()). Each kind
+// of problem is logged at most once a second, with the number of occurrences since the last.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(m *middleware) { m.log = l }) }
+
+// WithStats counts the middleware's outcomes into s.
+func WithStats(s *Stats) Option { return optionFunc(func(m *middleware) { m.stats = s }) }
+
+// WithClock sets the clock of X-RateLimit-Reset, of shaping waits and of log rate limiting
+// (default sluice.SystemClock). Decisions use the store's clock.
+func WithClock(c sluice.Clock) Option { return optionFunc(func(m *middleware) { m.clock = c }) }
+
+// WithKeyPrefix sets the prefix of every store key (default "http:"); a key is the prefix,
+// the policy name, ':' and the key parts separated by '|'.
+func WithKeyPrefix(p string) Option { return optionFunc(func(m *middleware) { m.prefix = p }) }
+
+// Stats counts what the middleware did. Read the fields with Load; they are safe for
+// concurrent use.
+type Stats struct {
+	// Allowed counts requests passed to the handler after a decision (waited ones included).
+	Allowed atomic.Uint64
+	// Denied counts requests answered by the denial (429).
+	Denied atomic.Uint64
+	// StoreErrors counts requests the store could not decide, whatever the Failure policy.
+	StoreErrors atomic.Uint64
+	// FailedOpen and FailedClosed count the requests let through or refused because of a
+	// store error.
+	FailedOpen, FailedClosed atomic.Uint64
+	// Waited counts requests that waited (WithWait) and were then allowed.
+	Waited atomic.Uint64
+	// BadInput counts failures of the application's functions: cost functions that panicked
+	// or returned a negative cost, key functions that panicked.
+	BadInput atomic.Uint64
+}
