@@ -93,10 +93,8 @@ func (p *Param) Observe(value string, n int64) Verdict {
 	p.storeCalls.Add(1)
 	v := Verdict{Bound: bound}
 	if !e.charged {
-		v.Charge = e.count - n // its earlier units in this period, all cold until now
-		if pe := t.prev.byValue[value]; pe != nil && !pe.charged {
-			v.Charge += pe.count
-		} else if pe == nil {
+		v.Charge = t.cur.bound(value) - n // its earlier units in this period, all cold until now
+		if pe := t.prev.byValue[value]; pe == nil || !pe.charged {
 			v.Charge += t.prev.bound(value)
 		}
 		e.charged = true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/internal/fastpath"
 	"github.com/sluicehq/sluice/internal/monotime"
 )
@@ -48,6 +49,8 @@ type middleware struct {
 	policyMu      sync.Mutex
 
 	storeLog, inputLog, routeLog logLimiter
+	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
+	hot []*hotkey.Param
 }
 
 // Middleware returns net/http middleware that rate-limits requests with l under the policies
@@ -111,6 +114,10 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		valid = valid[:64]
 	}
 	m.policies = valid
+	if err := m.buildHot(); err != nil {
+		errs = append(errs, fmt.Errorf("httplimit: hot: %w", err))
+		m.policies, m.hot = nil, nil
+	}
 	for _, p := range m.policies {
 		m.keyPrefixes = append(m.keyPrefixes, m.prefix+p.Name+":")
 		m.methods = append(m.methods, p.Methods)
@@ -182,6 +189,7 @@ type request struct {
 	results []Result
 	which   []int // which[i]: the policy of checks[i]
 	mask    uint64
+	charges []int64 // charges[i]: what checks[i]'s hot key was admitted cold, to settle first
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -250,6 +258,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (q *request) release() {
 	clear(q.checks) // drop the key strings, which may point into buf
 	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
+	q.charges = q.charges[:0]
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
 	}
@@ -289,7 +298,7 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		q.buf = append(q.buf, m.keyPrefixes[i]...)
 		var ok bool
 		q.buf, ok = p.Key.appendKey(q.buf, r, m)
-		if !ok {
+		if !ok || (m.hot[i] != nil && m.observeHot(q, i, q.buf[start:], n)) {
 			q.buf = q.buf[:start]
 			continue
 		}
@@ -340,6 +349,12 @@ func (m *middleware) pattern(r *http.Request) string {
 // decide decides q's checks on l: AllowN for one check (the memory store's fast path),
 // AllowAll for several.
 func (m *middleware) decide(ctx context.Context, l *sluice.Limiter, q *request) (bool, error) {
+	if len(q.charges) > 0 {
+		if err := m.settleHot(ctx, l, q); err != nil {
+			return false, err
+		}
+		defer m.recordHot(q)
+	}
 	if len(q.checks) == 1 {
 		c := &q.checks[0]
 		d, err := l.AllowN(ctx, c.Key, c.Rule, c.N)
