@@ -199,6 +199,9 @@ func decide(st algorithm.State, now int64, p *algorithm.Params, req *sluice.Requ
 	if req.Settle {
 		return st.Settle(now, p, req.N)
 	}
+	if req.Reserve > 0 {
+		return algorithm.TakeReserved(st, now, p, req.N, req.Reserve)
+	}
 	return st.Take(now, p, req.N, int64(req.MaxDelay))
 }
 
