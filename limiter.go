@@ -106,7 +106,9 @@ func (l *Limiter) AllowClass(ctx context.Context, key string, rule Rule, n int64
 
 // Reserve returns what a request of class c must leave of rule's capacity under the
 // limiter's shares (see AllowClass and Check.Reserve).
-func (l *Limiter) Reserve(c Criticality, rule Rule) int64 { return l.shares.Reserve(c, rule.Capacity()) }
+func (l *Limiter) Reserve(c Criticality, rule Rule) int64 {
+	return l.shares.Reserve(c, rule.Capacity())
+}
 
 // Settle applies delta units to key under rule whatever the limit, for a cost known only after
 // the request was served (tokens generated, bytes sent, rows scanned): reserve an estimate

@@ -54,7 +54,7 @@ type script struct {
 	// reserve decides a request with a criticality reserve (lua/reserve.lua); nil for the
 	// variants themselves.
 	reserve *script
-	extra bool    // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
+	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
 }
 
 // Markers splitting the Lua files (see lua/prelude.lua and lua/multi.lua).
