@@ -198,6 +198,7 @@ func (d *Document) compileLimit(p *problems, desc *Descriptor, field, full strin
 			continue
 		}
 		l.addScope(local)
+		l.addShares(d.compileShares(p, rl, f))
 		if len(l.Rules) == 0 {
 			l.Unit, l.UnitMultiplier = unit, mult
 			l.RequestsPerUnit = uint32(min(rule.Limit, math.MaxUint32))

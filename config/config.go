@@ -40,6 +40,10 @@ type Limit struct {
 	// the instance's own memory, rather than a cluster limit on the shared store. Nil when
 	// every rule is a cluster limit.
 	Local []bool
+	// Shares[i], when not nil, are the criticality shares of Rules[i] (rate_limit's
+	// criticality): a request of class c may be admitted only while c's share of the rule's
+	// capacity holds. Nil when no rule has them.
+	Shares []*sluice.Shares
 	// Hot, when set, tracks the descriptor's values in a bounded sketch (package hotkey): the
 	// cold values are admitted without a store call.
 	Hot *HotParam

@@ -70,7 +70,10 @@ type RateLimit struct {
 	// Scope (Sluice) is "cluster" (the default: the shared store) or "local" (an in-process
 	// memory store of each instance); see ScopeLocal.
 	Scope string `yaml:"scope"`
-	line  int
+	// Criticality (Sluice), when set, makes the limit share its capacity between the
+	// criticality classes of the requests (see CriticalityShares).
+	Criticality *CriticalityShares `yaml:"criticality"`
+	line        int
 }
 
 // Replace names a limit that a matching limit replaces.
@@ -137,7 +140,7 @@ func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
 	return decodeStrict(n, (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
-		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "scope"))
+		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "scope", "criticality"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

@@ -36,7 +36,8 @@ type item struct {
 	over     bool
 	decided  bool
 	decision sluice.Decision
-	binding  int // index of the rule with the least remaining
+	binding  int                // index of the rule with the least remaining
+	class    sluice.Criticality // the request's criticality class (criticality.go)
 }
 
 func (it *item) overridden() bool { return it.override.Limit > 0 }
@@ -89,7 +90,7 @@ func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 		if !it.overridden() {
 			l = it.limit
 		}
-		checks = append(checks, sluice.Check{Key: checkKey(l, it.key, j), Rule: it.rule(j), N: n})
+		checks = append(checks, sluice.Check{Key: checkKey(l, it.key, j), Rule: it.rule(j), N: n, Reserve: it.reserve(j, n)})
 	}
 	return checks
 }
@@ -129,6 +130,11 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	sc.items = appendItems(sc.items, dom, req)
+	if class := s.requestClass(req); class != sluice.Critical {
+		for i := range sc.items {
+			sc.items[i].class = class
+		}
+	}
 	applyReplaces(sc.items)
 	if err := s.decideHot(ctx, st, sc); err != nil {
 		return nil, err

@@ -139,6 +139,9 @@ type allowRequest struct {
 	Key  string          `json:"key"`
 	Rule json.RawMessage `json:"rule"`
 	N    *int64          `json:"n"`
+	// Criticality is the request's class (criticality.go); a rule supplied by the request
+	// then shares its capacity between classes by sluice.DefaultShares.
+	Criticality string `json:"criticality"`
 }
 
 // DecisionJSON is a decision in the /v1/allow API. Durations are milliseconds;
@@ -203,7 +206,7 @@ func (s *Server) handleAllow(w http.ResponseWriter, r *http.Request, body []byte
 		writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Limit: -1, Remaining: -1}})
 		return
 	}
-	d, err := s.decideKey(r.Context(), key, lim, n)
+	d, err := s.decideKey(r.Context(), key, s.classLimit(lim, req.Criticality), n, s.classOf(req.Criticality))
 	if err != nil {
 		s.writeError(w, s.storeError(r.Context(), err))
 		return
@@ -315,13 +318,16 @@ func parseRule(raw json.RawMessage) (sluice.Rule, error) {
 // decideKey decides n units of key under every rule of lim (the second and later rules of a
 // named limit count under ruleKey(key, i), as descriptors do; per-instance rules on the
 // instance's memory): all must admit.
-func (s *Server) decideKey(ctx context.Context, key string, lim *config.Limit, n int64) (sluice.Decision, error) {
+func (s *Server) decideKey(ctx context.Context, key string, lim *config.Limit, n int64, class sluice.Criticality) (sluice.Decision, error) {
 	checks := make([]sluice.Check, len(lim.Rules))
 	for i, r := range lim.Rules {
 		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: n}
+		if sh := lim.SharesOf(i); sh != nil && n > 0 {
+			checks[i].Reserve = sh.Reserve(class, r.Capacity())
+		}
 	}
 	l := s.limiterFor(checks)
-	if len(checks) == 1 {
+	if len(checks) == 1 && checks[0].Reserve == 0 {
 		return l.AllowN(ctx, checks[0].Key, checks[0].Rule, n)
 	}
 	if n > 0 {

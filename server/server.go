@@ -133,6 +133,7 @@ type Server struct {
 	requestRules    requestRules
 	responseHeaders bool
 	lastStoreLog    atomic.Int64
+	policy          policyMetrics // criticality.go
 
 	grpcLis, httpLis net.Listener
 	grpc             *grpc.Server
@@ -174,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	s.metrics = m
-	if err := s.registry.Register(topCollector{s}); err != nil {
+	if err := s.registerPolicyMetrics(); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if err := s.loadRules(); err != nil {
