@@ -39,7 +39,7 @@ descriptors:
 
 func TestPolicyFixtures(t *testing.T) {
 	want := map[string]string{
-		"bad_shares.yaml":         "bad_shares.yaml:4: descriptors[0].rate_limit.criticality.shares.sheddable: must be in (0, 1], got 1.5",
+		"bad_shares.yaml":           "bad_shares.yaml:4: descriptors[0].rate_limit.criticality.shares.sheddable: must be in (0, 1], got 1.5",
 		"hot_with_value.yaml":       "hot_with_value.yaml:5: descriptors[0].hot: set on a descriptor with a value",
 		"hot_on_rate_limits.yaml":   "hot_on_rate_limits.yaml:4: descriptors[0].hot: needs one rate_limit",
 		"hot_bad_fields.yaml":       `hot_bad_fields.yaml:4: hot: unknown field "colour"`,

@@ -51,6 +51,7 @@ type middleware struct {
 	storeLog, inputLog, routeLog logLimiter
 	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
 	hot []*hotkey.Param
+	classState // criticality.go
 }
 
 // Middleware returns net/http middleware that rate-limits requests with l under the policies
@@ -144,6 +145,8 @@ func copiesKeys(l *sluice.Limiter) bool {
 // validatePolicy checks one policy; seen holds the names of the valid policies before it.
 func validatePolicy(p Policy, seen map[string]bool) error {
 	switch {
+	case p.Shares != nil && p.Shares.Validate() != nil:
+		return p.Shares.Validate()
 	case p.Name == "":
 		return &sluice.FieldError{Field: "name", Reason: "empty", Err: sluice.ErrInvalidRule}
 	case len(p.Name) > 64:
@@ -269,6 +272,7 @@ func (m *middleware) collect(q *request, r *http.Request) {
 	pattern := ""
 	patternKnown := false
 	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
+	class, classKnown := sluice.Critical, false
 	for i := range m.policies {
 		p := &m.policies[i]
 		if !matchMethod(m.methods[i], r.Method) {
@@ -304,6 +308,12 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		}
 		q.ends = append(q.ends, len(q.buf))
 		q.checks = append(q.checks, sluice.Check{Rule: p.Rule, N: n})
+		if p.Shares != nil {
+			if !classKnown {
+				class, classKnown = m.class(r), true
+			}
+			q.checks[len(q.checks)-1].Reserve = p.Shares.Reserve(class, p.Rule.Capacity())
+		}
 		q.which = append(q.which, i)
 		q.mask |= 1 << i
 	}
@@ -355,7 +365,7 @@ func (m *middleware) decide(ctx context.Context, l *sluice.Limiter, q *request) 
 		}
 		defer m.recordHot(q)
 	}
-	if len(q.checks) == 1 {
+	if len(q.checks) == 1 && q.checks[0].Reserve == 0 {
 		c := &q.checks[0]
 		d, err := l.AllowN(ctx, c.Key, c.Rule, c.N)
 		c.Decision = d

@@ -47,6 +47,10 @@ type Policy struct {
 	// memory whatever the number of values. Their requests have no RateLimit headers from
 	// this policy.
 	Hot *hotkey.Config
+	// Shares, when not nil, share the policy's capacity between criticality classes: a
+	// request of class c (WithCriticalityHeader) is admitted only while c's share holds, so
+	// the lowest classes are shed first (sluice.Limiter.AllowClass).
+	Shares *sluice.Shares
 }
 
 // WithPolicy adds policies. Middleware with no policy returns the handler unchanged.
