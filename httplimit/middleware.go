@@ -50,7 +50,7 @@ type middleware struct {
 
 	storeLog, inputLog, routeLog logLimiter
 	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
-	hot []*hotkey.Param
+	hot        []*hotkey.Param
 	classState // criticality.go
 }
 
