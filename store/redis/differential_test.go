@@ -137,6 +137,9 @@ func TestDifferential(t *testing.T) {
 						req.Settle, req.N = true, randomSettle(rng, r)
 					} else if a.Bucket() && rng.IntN(4) == 0 {
 						req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
+					} else if req.N > 0 && rng.IntN(3) == 0 { // a criticality class's reserve
+						c := sluice.Criticalities()[rng.IntN(4)]
+						req.Reserve = sluice.DefaultShares.Reserve(c, r.Capacity())
 					}
 					want, err := ms.Take(ctx, req)
 					if err != nil {
@@ -146,8 +149,8 @@ func TestDifferential(t *testing.T) {
 					if err != nil {
 						t.Fatalf("key %d step %d %s n=%d: %v", k, i, r, req.N, err)
 					}
-					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v settle=%v:\n got  %+v\n want %+v",
-						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, req.Settle, got, want)
+					step := fmt.Sprintf("step %d at +%v: %s n=%d maxDelay=%v settle=%v reserve=%d:\n got  %+v\n want %+v",
+						i, clock.Now().Sub(t0), r, req.N, req.MaxDelay, req.Settle, req.Reserve, got, want)
 					history = append(history, step)
 					if !sameDecision(got, want) {
 						t.Fatalf("key %d %s\nhistory:\n%s", k, step, strings.Join(history[max(0, len(history)-8):], "\n"))
