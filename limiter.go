@@ -247,6 +247,19 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	if len(checks) == 0 {
 		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
+	if len(checks) == 1 && checks[0].Reserve == 0 { // AllowN: the memory store's fast path
+		c := &checks[0]
+		n := c.N
+		if n == 0 {
+			n = 1
+		}
+		d, err := l.AllowN(ctx, c.Key, c.Rule, n)
+		if err != nil {
+			return Decision{}, fmt.Errorf("check 0 (key %q): %w", c.Key, err)
+		}
+		c.Decision = d
+		return d, nil
+	}
 	denied := -1
 	for i := range checks {
 		c := &checks[i]
@@ -274,6 +287,28 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	}
 	d, _ := Combine(checks, denied < 0)
 	return d, nil
+}
+
+// WaitAll is AllowAll that waits instead of denying: while the checks deny with a RetryAfter
+// that ends within maxWait (and the context's deadline), it sleeps that long on the
+// limiter's clock and decides again. It returns the last decision: denied when the wait
+// would be too long (RetryAfter then says how long), or the context's error when it ends
+// while waiting. Unlike WaitN it reserves no slot, for any algorithm: under contention another
+// request may take the slot first, and the waiter asks again.
+func (l *Limiter) WaitAll(ctx context.Context, checks []Check, maxWait time.Duration) (Decision, error) {
+	end := l.clock.Now().Add(maxWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	for {
+		d, err := l.AllowAll(ctx, checks)
+		if err != nil || d.Allowed || d.RetryAfter < 0 || d.RetryAfter > end.Sub(l.clock.Now()) {
+			return d, err
+		}
+		if err := l.sleep(ctx, max(d.RetryAfter, time.Millisecond)); err != nil {
+			return d, err
+		}
+	}
 }
 
 // undo refunds checks taken before a denial or an error.

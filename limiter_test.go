@@ -257,3 +257,41 @@ func TestSettle(t *testing.T) {
 		t.Errorf("settle without a store: %v, want ErrNoStore", err)
 	}
 }
+
+// TestWaitAll: WaitAll sleeps on the limiter's clock until every check admits, refuses at once
+// a wait longer than its bound, and returns the context's error when it ends while waiting.
+func TestWaitAll(t *testing.T) {
+	l, clock := newLimiter(t)
+	ctx := context.Background()
+	checks := func() []sluice.Check {
+		return []sluice.Check{{Key: "a", Rule: sluice.FixedWindow(1, time.Second)}, {Key: "b", Rule: sluice.FixedWindow(5, time.Minute)}}
+	}
+	if d, err := l.WaitAll(ctx, checks(), time.Second); err != nil || !d.Allowed {
+		t.Fatalf("first: %+v, %v", d, err)
+	}
+	// "a" is spent until the next second: a wait of at most 100 ms is refused at once.
+	if d, err := l.WaitAll(ctx, checks(), 100*time.Millisecond); err != nil || d.Allowed || d.RetryAfter != time.Second {
+		t.Fatalf("short wait: %+v, %v; want denied with RetryAfter 1s", d, err)
+	}
+	done := make(chan sluice.Decision, 1)
+	go func() {
+		d, err := l.WaitAll(ctx, checks(), 2*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- d
+	}()
+	blockUntilWaiting(t, clock, 1)
+	clock.Advance(time.Second)
+	if d := <-done; !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after the wait: %+v, want allowed with 0 remaining (a's)", d)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() { _, err := l.WaitAll(cctx, checks(), 2*time.Second); errs <- err }()
+	blockUntilWaiting(t, clock, 1)
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}

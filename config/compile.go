@@ -34,28 +34,46 @@ func (p *problems) addRuleError(file string, line int, rateLimit string, err err
 
 func (p *problems) err() error { return errors.Join(p.errs...) }
 
+// Options change how rules are read and compiled. The zero value is Sluice's default.
+type Options struct {
+	// DefaultAlgorithm is the algorithm of a rate limit that names none (default
+	// sluice.AlgorithmSlidingWindow). sluice.AlgorithmFixedWindow gives envoyproxy/ratelimit's
+	// clock-aligned windows.
+	DefaultAlgorithm sluice.Algorithm
+	// MergeDomains lets several files define one domain, their descriptors merged
+	// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); otherwise a second file is an error.
+	MergeDomains bool
+	// Tree reads a directory as envoyproxy/ratelimit reads its runtime directory: every file
+	// below it, recursively, whatever its name, instead of the *.yaml and *.yml files directly
+	// inside it. DotFiles then includes the names starting with '.' (the peer's default,
+	// RUNTIME_IGNOREDOTFILES=false); they are always skipped without Tree.
+	Tree, DotFiles bool
+}
+
 // Validate reports every problem of the document, joined; nil when it compiles.
 func (d *Document) Validate() error {
 	var p problems
-	d.compile(&p, nil)
+	d.compile(&p, nil, nil, Options{})
 	return p.err()
 }
 
-// Compile validates the documents and builds a Config. Every problem of every document is
-// reported, joined, each wrapping ErrInvalid; two documents may not share a domain.
-func Compile(docs ...*Document) (*Config, error) {
+// Compile validates the documents and builds a Config with the default Options.
+func Compile(docs ...*Document) (*Config, error) { return CompileWith(Options{}, docs...) }
+
+// CompileWith validates the documents and builds a Config. Every problem of every document
+// is reported, joined, each wrapping ErrInvalid; two documents may share a domain only with
+// o.MergeDomains.
+func CompileWith(o Options, docs ...*Document) (*Config, error) {
 	var p problems
 	c := &Config{domains: make(map[string]*Domain)}
 	for _, d := range docs {
 		c.files = append(c.files, d.File)
-		dom := d.compile(&p, c)
-		if dom == nil {
+		prev := c.domains[d.Domain]
+		if prev != nil && !o.MergeDomains {
+			p.add(d.File, d.line, "domain", "duplicate domain %q (already defined in another file; MERGE_DOMAIN_CONFIG merges them)", d.Domain)
 			continue
 		}
-		if _, dup := c.domains[dom.Name]; dup {
-			p.add(d.File, d.line, "domain", "duplicate domain %q (already defined in another file)", dom.Name)
-			continue
-		}
+		dom := d.compile(&p, c, prev, o)
 		c.domains[dom.Name] = dom
 	}
 	if len(docs) == 0 {
@@ -67,24 +85,38 @@ func Compile(docs ...*Document) (*Config, error) {
 	return c, nil
 }
 
-// compile checks the document and, when c is not nil, builds its domain, registering limits
-// in c.
-func (d *Document) compile(p *problems, c *Config) *Domain {
+// compile checks the document and, when c is not nil, builds its domain (into dom when
+// merging, else a new one), registering limits in c.
+func (d *Document) compile(p *problems, c *Config, dom *Domain, o Options) *Domain {
 	if d.Domain == "" {
 		p.add(d.File, d.line, "domain", "empty")
 	} else if err := CheckKey(d.Domain); err != nil {
 		p.add(d.File, d.line, "domain", "%v", err)
 	}
-	dom := &Domain{Name: d.Domain}
-	d.compileLevel(p, c, &dom.root, d.Descriptors, "descriptors", d.Domain)
+	if dom == nil {
+		dom = &Domain{Name: d.Domain}
+	}
+	if proxy := d.compileProxy(p); proxy != nil {
+		if dom.Proxy != nil {
+			p.add(d.File, d.Proxy.line, "proxy", "a second proxy section for domain %q (merged domains take one)", d.Domain)
+		}
+		dom.Proxy = proxy
+	}
+	d.compileLevel(p, c, o, &dom.root, d.Descriptors, "descriptors", d.Domain, false)
 	return dom
 }
 
-func (d *Document) compileLevel(p *problems, c *Config, parent *node, descs []Descriptor, path, fullKey string) {
+func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node, descs []Descriptor, path, fullKey string, valueToMetric bool) {
 	for i := range descs {
 		desc := &descs[i]
 		field := fmt.Sprintf("%s[%d]", path, i)
-		n := &node{}
+		n := &node{share: desc.ShareThreshold, valueToMetric: desc.ValueToMetric}
+		if strings.Contains(desc.Value, "*") {
+			n.pattern = desc.Value
+		}
+		if desc.ShareThreshold && n.pattern == "" {
+			p.add(d.File, desc.line, field+".share_threshold", "needs a wildcard value (with '*'), got %q", desc.Value)
+		}
 		key := desc.Key
 		if desc.Value != "" {
 			key += "_" + desc.Value
@@ -101,13 +133,17 @@ func (d *Document) compileLevel(p *problems, c *Config, parent *node, descs []De
 		if !parent.insert(desc.Key, desc.Value, n) {
 			p.add(d.File, desc.line, field, "duplicate descriptor %q", full)
 		}
-		n.limit = d.compileLimit(p, desc, field, full)
+		vtm := valueToMetric || desc.ValueToMetric
+		n.limit = d.compileLimit(p, o, desc, field, full)
+		if n.limit != nil {
+			n.limit.ValueToMetric = vtm
+		}
 		d.compileHot(p, desc, n.limit, field)
 		if n.limit != nil && c != nil {
 			n.limit.Index = len(c.limits)
 			c.limits = append(c.limits, n.limit)
 		}
-		d.compileLevel(p, c, n, desc.Descriptors, field+".descriptors", full)
+		d.compileLevel(p, c, o, n, desc.Descriptors, field+".descriptors", full, vtm)
 	}
 }
 
@@ -127,14 +163,13 @@ func (n *node) insert(key, value string, child *node) bool {
 			return false
 		}
 		k.any = child
-	case strings.HasSuffix(value, "*"):
-		prefix := strings.TrimSuffix(value, "*")
-		for _, w := range k.wildcards {
-			if w.prefix == prefix {
+	case strings.Contains(value, "*"):
+		for _, w := range k.patterns {
+			if w.n.pattern == value {
 				return false
 			}
 		}
-		k.wildcards = append(k.wildcards, wildcard{prefix: prefix, n: child})
+		k.patterns = append(k.patterns, pattern{parts: strings.Split(value, "*"), n: child})
 	default:
 		if k.values[value] != nil {
 			return false
@@ -144,7 +179,7 @@ func (n *node) insert(key, value string, child *node) bool {
 	return true
 }
 
-func (d *Document) compileLimit(p *problems, desc *Descriptor, field, full string) *Limit {
+func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field, full string) *Limit {
 	limits := desc.RateLimits
 	lfield := field + ".rate_limits"
 	if desc.RateLimit != nil {
@@ -155,13 +190,11 @@ func (d *Document) compileLimit(p *problems, desc *Descriptor, field, full strin
 		lfield = field + ".rate_limit"
 	}
 	if len(limits) == 0 {
-		if desc.ShadowMode {
-			p.add(d.File, desc.line, field+".shadow_mode", "set on a descriptor without a rate_limit")
-		}
-		return nil
+		return nil // shadow_mode and quota_mode without a limit mean nothing, as in the peer
 	}
 	l := &Limit{Domain: d.Domain, FullKey: full, Name: full, ShadowMode: desc.ShadowMode,
-		DetailedMetric: desc.DetailedMetric || desc.ValueToMetric, File: d.File, Line: desc.line}
+		DetailedMetric: desc.DetailedMetric, QuotaMode: desc.QuotaMode, Metadata: desc.Metadata,
+		File: d.File, Line: desc.line}
 	named := false
 	for i := range limits {
 		rl := &limits[i]
@@ -186,20 +219,27 @@ func (d *Document) compileLimit(p *problems, desc *Descriptor, field, full strin
 			if len(limits) > 1 {
 				p.add(d.File, rl.line, f+".unlimited", "cannot be combined with other limits on one descriptor")
 			}
-			if rl.Unit != "" || rl.Period != "" || rl.RequestsPerUnit != 0 || rl.Algorithm != "" || rl.Burst != 0 || rl.Scope != "" {
-				p.add(d.File, rl.line, f+".unlimited", "should not specify unit, period, requests_per_unit, algorithm, burst or scope when unlimited")
+			if rl.Unit != "" || rl.Period != "" || rl.Algorithm != "" || rl.Burst != 0 || rl.Scope != "" {
+				p.add(d.File, rl.line, f+".unlimited", "should not specify unit, period, algorithm, burst or scope when unlimited")
 			}
 			l.Unlimited = true
 			continue
 		}
 		local, scopeOK := d.compileScope(p, rl, f)
-		rule, unit, mult, ok := d.compileRule(p, rl, f)
+		rule, unit, mult, ok := d.compileRule(p, o, rl, f)
 		if !ok || !scopeOK {
+			continue
+		}
+		if rl.RequestsPerUnit == 0 { // a block: always over the limit
+			l.Block = true
+			if len(l.Rules) == 0 {
+				l.Unit, l.UnitMultiplier, l.RequestsPerUnit = unit, mult, 0
+			}
 			continue
 		}
 		l.addScope(local)
 		l.addShares(d.compileShares(p, rl, f))
-		if len(l.Rules) == 0 {
+		if len(l.Rules) == 0 && !l.Block {
 			l.Unit, l.UnitMultiplier = unit, mult
 			l.RequestsPerUnit = uint32(min(rule.Limit, math.MaxUint32))
 		}
@@ -208,7 +248,7 @@ func (d *Document) compileLimit(p *problems, desc *Descriptor, field, full strin
 	return l
 }
 
-func (d *Document) compileRule(p *problems, rl *RateLimit, f string) (sluice.Rule, Unit, uint32, bool) {
+func (d *Document) compileRule(p *problems, o Options, rl *RateLimit, f string) (sluice.Rule, Unit, uint32, bool) {
 	ok := true
 	var period time.Duration
 	unit, mult := UnitUnknown, uint32(0)
@@ -223,6 +263,14 @@ func (d *Document) compileRule(p *problems, rl *RateLimit, f string) (sluice.Rul
 			ok = false
 		}
 		unit, mult, period = u, 1, u.Duration()
+		if rl.UnitMultiplier > 1 {
+			mult = rl.UnitMultiplier
+			if time.Duration(mult) > sluice.MaxPeriod/max(period, 1) {
+				p.add(d.File, rl.line, f+".unit_multiplier", "%d %s is longer than %v", mult, u, sluice.MaxPeriod)
+				ok = false
+			}
+			period *= time.Duration(mult)
+		}
 	case rl.Period != "":
 		pd, err := time.ParseDuration(rl.Period)
 		if err != nil {
@@ -235,11 +283,18 @@ func (d *Document) compileRule(p *problems, rl *RateLimit, f string) (sluice.Rul
 		p.add(d.File, rl.line, f+".unit", "missing: set unit (second, minute, ...) or period (e.g. 30s), or unlimited: true")
 		ok = false
 	}
-	if rl.RequestsPerUnit <= 0 {
-		p.add(d.File, rl.line, f+".requests_per_unit", "must be positive, got %d", rl.RequestsPerUnit)
+	if rl.UnitMultiplier > 0 && rl.Unit == "" {
+		p.add(d.File, rl.line, f+".unit_multiplier", "needs a unit")
 		ok = false
 	}
-	algo := sluice.AlgorithmSlidingWindow
+	if rl.RequestsPerUnit < 0 {
+		p.add(d.File, rl.line, f+".requests_per_unit", "must not be negative, got %d (0 blocks every request)", rl.RequestsPerUnit)
+		ok = false
+	}
+	algo := o.DefaultAlgorithm
+	if !algo.Valid() {
+		algo = sluice.AlgorithmSlidingWindow
+	}
 	if rl.Algorithm != "" {
 		a, err := sluice.ParseAlgorithm(rl.Algorithm)
 		if err != nil {
@@ -252,6 +307,9 @@ func (d *Document) compileRule(p *problems, rl *RateLimit, f string) (sluice.Rul
 		return sluice.Rule{}, 0, 0, false
 	}
 	rule := sluice.Rule{Algorithm: algo, Limit: rl.RequestsPerUnit, Period: period, Burst: rl.Burst, SubWindows: rl.SubWindows}
+	if rule.Limit == 0 {
+		return rule, unit, mult, true // a block: no rule to validate
+	}
 	if err := rule.Validate(); err != nil {
 		p.addRuleError(d.File, rl.line, f, err)
 		return sluice.Rule{}, 0, 0, false

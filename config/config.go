@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"sort"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 )
@@ -22,7 +23,9 @@ type Config struct {
 type Domain struct {
 	// Name is the domain's name.
 	Name string
-	root node
+	// Proxy are the rate limits of the document's proxy section; nil without one.
+	Proxy []ProxyRateLimit
+	root  node
 }
 
 // Limit is the compiled limit of one descriptor: one or more rules that must all pass.
@@ -53,6 +56,17 @@ type Limit struct {
 	ShadowMode bool
 	// DetailedMetric labels metrics with the request's values.
 	DetailedMetric bool
+	// ValueToMetric is set when a descriptor on the limit's path has value_to_metric: the
+	// envoyproxy/ratelimit metric key then carries the request's value at that level (see
+	// MetricKey).
+	ValueToMetric bool
+	// QuotaMode: an OVER_LIMIT of this limit denies the request only when every quota-mode
+	// descriptor of the request is over its limit.
+	QuotaMode bool
+	// Block is set by requests_per_unit: 0: every request is OVER_LIMIT, without a store call.
+	Block bool
+	// Metadata is the descriptor's metadata, as decoded from YAML.
+	Metadata map[string]any
 	// Replaces names limits this one replaces in the same request.
 	Replaces []string
 	// Unit, UnitMultiplier and RequestsPerUnit describe Rules[0] in RLS terms.
@@ -69,17 +83,39 @@ type Limit struct {
 type node struct {
 	keys  map[string]*keyNode
 	limit *Limit
+	// share is share_threshold; valueToMetric is value_to_metric; pattern is the configured
+	// value of a wildcard node.
+	share, valueToMetric bool
+	pattern              string
 }
 
 type keyNode struct {
-	values    map[string]*node
-	wildcards []wildcard
-	any       *node
+	values   map[string]*node
+	patterns []pattern // in config order: the first match wins
+	any      *node
 }
 
-type wildcard struct {
-	prefix string
-	n      *node
+// pattern is a value with '*' (each matching any run of bytes), split at its stars.
+type pattern struct {
+	parts []string
+	n     *node
+}
+
+// matches reports whether value matches the pattern split into parts; it allocates nothing.
+func matches(parts []string, value string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || value[:len(first)] != first || value[len(value)-len(last):] != last {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
 }
 
 // Domain returns the domain with the given name, or nil.
@@ -115,18 +151,32 @@ type Entry interface {
 
 // Lookup finds the limit of a descriptor made of entries, with envoyproxy/ratelimit's
 // semantics: each entry descends one level of the tree, matching key and value exactly, then
-// a value prefix ending in '*', then the key alone (any value); the limit applies only when the
-// last entry lands on a descriptor that has one. It returns nil when no limit applies. Lookup
-// allocates nothing.
+// the values with '*' (anywhere, any number; the first in config order wins), then the key
+// alone (any value); the limit applies only when the last entry lands on a descriptor that has
+// one. It returns nil when no limit applies. Lookup allocates nothing.
 func Lookup[E Entry](d *Domain, entries []E) *Limit {
+	return LookupShared(d, entries, nil)
+}
+
+// LookupShared is Lookup that also reports, when shared is not nil (len(shared) >=
+// len(entries)), the entries matched by a share_threshold wildcard: shared[i] is the
+// configured value (e.g. "files/*") that replaces entry i's value in the counter's key, ""
+// for the others. It allocates nothing.
+func LookupShared[E Entry](d *Domain, entries []E, shared []string) *Limit {
 	if d == nil {
 		return nil
 	}
 	cur := &d.root
 	for i, e := range entries {
-		next := cur.find(e.GetKey(), e.GetValue())
+		next, _ := cur.find(e.GetKey(), e.GetValue())
 		if next == nil {
 			return nil
+		}
+		if shared != nil {
+			shared[i] = ""
+			if next.share {
+				shared[i] = next.pattern
+			}
 		}
 		if i == len(entries)-1 {
 			return next.limit
@@ -139,18 +189,80 @@ func Lookup[E Entry](d *Domain, entries []E) *Limit {
 	return nil
 }
 
-func (n *node) find(key, value string) *node {
+// The ways an entry matches a descriptor.
+const (
+	matchExact = iota
+	matchPattern
+	matchAny
+)
+
+func (n *node) find(key, value string) (*node, int) {
 	k := n.keys[key]
 	if k == nil {
-		return nil
+		return nil, 0
 	}
 	if m := k.values[value]; m != nil {
-		return m
+		return m, matchExact
 	}
-	for _, w := range k.wildcards {
-		if len(value) >= len(w.prefix) && value[:len(w.prefix)] == w.prefix {
-			return w.n
+	for _, p := range k.patterns {
+		if matches(p.parts, value) {
+			return p.n, matchPattern
 		}
 	}
-	return k.any
+	return k.any, matchAny
+}
+
+// MetricKey is envoyproxy/ratelimit's stats key of a request's descriptor whose limit is l
+// (as Lookup found it): l.FullKey, unless l.DetailedMetric ("domain.key_value.key_value"
+// with the request's values; share_threshold entries keep their pattern) or l.ValueToMetric
+// (the configured path, with the request's value at the levels that have value_to_metric).
+func MetricKey[E Entry](d *Domain, entries []E, l *Limit) string {
+	if l == nil || d == nil || (!l.DetailedMetric && !l.ValueToMetric) {
+		if l == nil {
+			return ""
+		}
+		return l.FullKey
+	}
+	type step struct {
+		n   *node
+		how int
+	}
+	steps := make([]step, len(entries))
+	anyShared := false
+	cur := &d.root
+	for i, e := range entries {
+		next, how := cur.find(e.GetKey(), e.GetValue())
+		if next == nil {
+			return l.FullKey
+		}
+		steps[i] = step{next, how}
+		anyShared = anyShared || (next.share && how == matchPattern)
+		cur = next
+	}
+	var b strings.Builder
+	b.WriteString(d.Name)
+	for i, e := range entries {
+		n, how := steps[i].n, steps[i].how
+		b.WriteByte('.')
+		b.WriteString(e.GetKey())
+		value := e.GetValue()
+		switch {
+		case n.share && how == matchPattern:
+			value = n.pattern
+		case l.DetailedMetric && !anyShared:
+			b.WriteByte('_') // the peer writes "key_" for an empty value too
+		case l.DetailedMetric:
+		case how == matchPattern && !n.valueToMetric:
+			value = n.pattern
+		case how == matchAny && !n.valueToMetric:
+			value = ""
+		}
+		if value != "" {
+			if !l.DetailedMetric || anyShared || (n.share && how == matchPattern) {
+				b.WriteByte('_')
+			}
+			b.WriteString(value)
+		}
+	}
+	return b.String()
 }

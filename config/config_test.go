@@ -136,36 +136,47 @@ func TestLookupAllocatesNothing(t *testing.T) {
 // line and field.
 func TestInvalidFixtures(t *testing.T) {
 	want := map[string][]string{
-		"unknown_field.yaml":            {"unknown_field.yaml:5:", `unknown field "colour"`},
-		"unknown_rate_limit_field.yaml": {"unknown_rate_limit_field.yaml:4:", `unknown field "per"`},
-		"empty_domain.yaml":             {"empty_domain.yaml:1: domain: empty"},
-		"empty_key.yaml":                {"empty_key.yaml:3: descriptors[0].key: empty"},
-		"bad_unit.yaml":                 {"bad_unit.yaml:4: descriptors[0].rate_limit.unit:", `"fortnight"`},
-		"missing_unit.yaml":             {"missing_unit.yaml:4: descriptors[0].rate_limit.unit: missing"},
-		"unit_and_period.yaml":          {"unit_and_period.yaml:4: descriptors[0].rate_limit.period: unit and period are exclusive"},
-		"bad_period.yaml":               {"bad_period.yaml:4: descriptors[0].rate_limit.period:", `"soon"`},
-		"zero_requests.yaml":            {"zero_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be positive"},
-		"bad_algorithm.yaml":            {"bad_algorithm.yaml:4: descriptors[0].rate_limit.algorithm:", `"magic"`},
-		"burst_on_window.yaml":          {"burst_on_window.yaml:4: descriptors[0].rate_limit.burst: not used by sliding_window"},
-		"unlimited_with_unit.yaml":      {"unlimited_with_unit.yaml:4: descriptors[0].rate_limit.unlimited:"},
-		"duplicate_descriptor.yaml":     {"duplicate_descriptor.yaml:6: descriptors[1]:", `duplicate descriptor "d.a_x"`},
-		"both_rate_limit_forms.yaml":    {"both_rate_limit_forms.yaml:3: descriptors[0]: rate_limit and rate_limits are exclusive"},
-		"replaces_self.yaml":            {"replaces_self.yaml:5: descriptors[0].rate_limit.replaces[0].name:"},
-		"brace_in_key.yaml":             {"brace_in_key.yaml:3: descriptors[0].key: brace"},
-		"wrong_type.yaml":               {"wrong_type.yaml:4:", "many"},
-		"syntax_error.yaml":             {"syntax_error.yaml:"},
-		"two_documents.yaml":            {"two_documents.yaml:", "more than one YAML document"},
-		"empty_file.yaml":               {"empty_file.yaml: empty file"},
-		"shadow_without_limit.yaml":     {"shadow_without_limit.yaml:3: descriptors[0].shadow_mode:"},
-		"share_threshold.yaml":          {"share_threshold.yaml:5:", `unknown field "share_threshold"`},
-		"too_many_requests.yaml":        {"too_many_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be at most 1000000000, got 2000000000"},
-		"uneven_sub_windows.yaml":       {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
-		"many_problems.yaml":            {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
+		"unknown_field.yaml":                    {"unknown_field.yaml:5:", `unknown field "colour"`},
+		"unknown_rate_limit_field.yaml":         {"unknown_rate_limit_field.yaml:4:", `unknown field "per"`},
+		"empty_domain.yaml":                     {"empty_domain.yaml:1: domain: empty"},
+		"empty_key.yaml":                        {"empty_key.yaml:3: descriptors[0].key: empty"},
+		"bad_unit.yaml":                         {"bad_unit.yaml:4: descriptors[0].rate_limit.unit:", `"fortnight"`},
+		"missing_unit.yaml":                     {"missing_unit.yaml:4: descriptors[0].rate_limit.unit: missing"},
+		"unit_and_period.yaml":                  {"unit_and_period.yaml:4: descriptors[0].rate_limit.period: unit and period are exclusive"},
+		"bad_period.yaml":                       {"bad_period.yaml:4: descriptors[0].rate_limit.period:", `"soon"`},
+		"negative_requests.yaml":                {"negative_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must not be negative"},
+		"bad_algorithm.yaml":                    {"bad_algorithm.yaml:4: descriptors[0].rate_limit.algorithm:", `"magic"`},
+		"burst_on_window.yaml":                  {"burst_on_window.yaml:4: descriptors[0].rate_limit.burst: not used by sliding_window"},
+		"unlimited_with_unit.yaml":              {"unlimited_with_unit.yaml:4: descriptors[0].rate_limit.unlimited:"},
+		"duplicate_descriptor.yaml":             {"duplicate_descriptor.yaml:6: descriptors[1]:", `duplicate descriptor "d.a_x"`},
+		"both_rate_limit_forms.yaml":            {"both_rate_limit_forms.yaml:3: descriptors[0]: rate_limit and rate_limits are exclusive"},
+		"replaces_self.yaml":                    {"replaces_self.yaml:5: descriptors[0].rate_limit.replaces[0].name:"},
+		"brace_in_key.yaml":                     {"brace_in_key.yaml:3: descriptors[0].key: brace"},
+		"wrong_type.yaml":                       {"wrong_type.yaml:4:", "many"},
+		"syntax_error.yaml":                     {"syntax_error.yaml:"},
+		"two_documents.yaml":                    {"two_documents.yaml:", "more than one YAML document"},
+		"empty_file.yaml":                       {"empty_file.yaml: empty file"},
+		"share_threshold_without_wildcard.yaml": {"share_threshold_without_wildcard.yaml:3: descriptors[0].share_threshold: needs a wildcard value"},
+		"too_many_requests.yaml":                {"too_many_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be at most 1000000000, got 2000000000"},
+		"uneven_sub_windows.yaml":               {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
+		"many_problems.yaml":                    {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
-	files, _ := filepath.Glob("testdata/*.yaml")
+	for base, err := range loadFixtures(t, "testdata", want) {
+		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
+			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+	}
+}
+
+// loadFixtures loads every *.yaml file of dir, each of which must fail with an error whose
+// text (dir/ left out) contains every string of want[file]; it returns the errors by file.
+func loadFixtures(t *testing.T, dir string, want map[string][]string) map[string]error {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) != len(want) {
 		t.Errorf("%d fixtures, %d expectations", len(files), len(want))
 	}
+	errs := make(map[string]error)
 	for _, f := range files {
 		base := filepath.Base(f)
 		_, err := config.Load(f)
@@ -173,16 +184,15 @@ func TestInvalidFixtures(t *testing.T) {
 			t.Errorf("%s: loaded without error", base)
 			continue
 		}
-		if !errors.Is(err, config.ErrInvalid) && base != "syntax_error.yaml" {
-			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
-		}
-		msg := strings.ReplaceAll(err.Error(), "testdata/", "")
+		errs[base] = err
+		msg := strings.ReplaceAll(err.Error(), dir+"/", "")
 		for _, w := range want[base] {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: error %q does not contain %q", base, msg, w)
 			}
 		}
 	}
+	return errs
 }
 
 func TestDirectoryAndDuplicateDomains(t *testing.T) {

@@ -22,7 +22,7 @@ type CriticalityShares struct {
 func (c *CriticalityShares) UnmarshalYAML(n *yaml.Node) error {
 	type plain CriticalityShares
 	c.line = n.Line
-	return decodeStrict(n, (*plain)(c), unknownKeys(n, "criticality", "critical_plus", "critical", "sheddable_plus", "sheddable"))
+	return decodeStrict(n, "criticality", (*plain)(c), unknownKeys(n, "criticality", "critical_plus", "critical", "sheddable_plus", "sheddable"))
 }
 
 // Shares returns the shares, the defaults in place of those left out.

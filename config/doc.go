@@ -16,7 +16,16 @@
 //
 // Decoding is strict (unknown fields are errors) and validation reports every problem at once,
 // each with its file, line and field. Load reads a file or a directory of *.yaml / *.yml files;
-// Watcher polls them and swaps in a new Config only when it is valid.
+// Watcher polls them and swaps in a new Config only when it is valid. Options (LoadWith,
+// NewWatcherWith, CompileWith) give envoyproxy/ratelimit's ways: its runtime directory read
+// recursively, domains merged across files, another default algorithm.
+//
+// Lookup matches as envoyproxy/ratelimit does (exact value, then values with '*' anywhere, then
+// the value-less key); LookupShared also reports share_threshold patterns, and MetricKey gives
+// the peer's stats key of a descriptor.
+//
+// A document may also have a proxy section (Proxy): Envoy's rate-limit actions, by which
+// `sluice proxy` turns an HTTP request into descriptors of the document's domain.
 //
 // A Config is immutable once built and safe for concurrent use; lookups allocate nothing.
 package config

@@ -27,7 +27,7 @@ func (h *HotParam) Config() hotkey.Config { return hotkey.Config{TopK: h.TopK, C
 func (h *HotParam) UnmarshalYAML(n *yaml.Node) error {
 	type plain HotParam
 	h.line = n.Line
-	return decodeStrict(n, (*plain)(h), unknownKeys(n, "hot", "top_k", "cold_limit"))
+	return decodeStrict(n, "hot", (*plain)(h), unknownKeys(n, "hot", "top_k", "cold_limit"))
 }
 
 // compileHot checks a descriptor's hot parameter and sets it on its limit.

@@ -67,12 +67,16 @@ func decodeError(name string, err error) error {
 // Load reads the rules at p: one YAML file, or every *.yaml and *.yml file directly inside a
 // directory (names starting with '.' skipped, so Kubernetes ConfigMap mounts work), and
 // compiles them. Every problem of every file is reported.
-func Load(p string) (*Config, error) {
-	files, err := ruleFiles(p)
+func Load(p string) (*Config, error) { return LoadWith(p, Options{}) }
+
+// LoadWith is Load with options: o.Tree reads a directory recursively, as
+// envoyproxy/ratelimit reads its runtime directory.
+func LoadWith(p string, o Options) (*Config, error) {
+	files, err := ruleFiles(p, o)
 	if err != nil {
 		return nil, err
 	}
-	return compileFiles(files, os.ReadFile)
+	return compileFiles(files, os.ReadFile, o)
 }
 
 // LoadFS is Load on a file system, for example rules embedded with go:embed; p is a file or
@@ -98,7 +102,7 @@ func LoadFS(fsys fs.FS, p string) (*Config, error) {
 			return nil, fmt.Errorf("%w: %s: no *.yaml or *.yml files", ErrInvalid, p)
 		}
 	}
-	return compileFiles(files, func(name string) ([]byte, error) { return fs.ReadFile(fsys, name) })
+	return compileFiles(files, func(name string) ([]byte, error) { return fs.ReadFile(fsys, name) }, Options{})
 }
 
 func isRulesFile(name string) bool {
@@ -106,13 +110,16 @@ func isRulesFile(name string) bool {
 }
 
 // ruleFiles lists the rules files at p, sorted.
-func ruleFiles(p string) ([]string, error) {
+func ruleFiles(p string, o Options) ([]string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if !st.IsDir() {
 		return []string{p}, nil
+	}
+	if o.Tree {
+		return treeFiles(p, o.DotFiles)
 	}
 	entries, err := os.ReadDir(p)
 	if err != nil {
@@ -136,7 +143,46 @@ func ruleFiles(p string) ([]string, error) {
 	return files, nil
 }
 
-func compileFiles(files []string, read func(string) ([]byte, error)) (*Config, error) {
+// treeFiles lists every file below dir, recursively, sorted: symbolic links to files count,
+// links to directories are not followed; names starting with '.' (files and directories)
+// only with dotFiles.
+func treeFiles(dir string, dotFiles bool) ([]string, error) {
+	root, err := filepath.EvalSymlinks(dir) // the directory may be a link (the peer's "current")
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var files []string
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != root && !dotFiles && strings.HasPrefix(e.Name(), ".") {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() {
+			return nil
+		}
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() { // a link to a directory
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, filepath.Join(dir, rel)) // named under dir, as given
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: %s: no rules files", ErrInvalid, dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+func compileFiles(files []string, read func(string) ([]byte, error), o Options) (*Config, error) {
 	var docs []*Document
 	var errs []error
 	for _, f := range files {
@@ -161,5 +207,5 @@ func compileFiles(files []string, read func(string) ([]byte, error)) (*Config, e
 		}
 		return nil, errors.Join(errs...)
 	}
-	return Compile(docs...)
+	return CompileWith(o, docs...)
 }

@@ -45,7 +45,7 @@ func TestPolicyFixtures(t *testing.T) {
 		"hot_bad_fields.yaml":       `hot_bad_fields.yaml:4: hot: unknown field "colour"`,
 		"hot_bad_values.yaml":       "hot_bad_values.yaml:4: descriptors[0].hot.top_k: must be positive, got -1\nconfig: invalid rules: hot_bad_values.yaml:7: descriptors[1].hot.cold_limit: 11 is above the rule's capacity 10",
 		"bad_scope.yaml":            `bad_scope.yaml:4: descriptors[0].rate_limit.scope: want cluster or local, got "region"`,
-		"unlimited_with_scope.yaml": "unlimited_with_scope.yaml:4: descriptors[0].rate_limit.unlimited: should not specify unit, period, requests_per_unit, algorithm, burst or scope",
+		"unlimited_with_scope.yaml": "unlimited_with_scope.yaml:4: descriptors[0].rate_limit.unlimited: should not specify unit, period, algorithm, burst or scope",
 	}
 	files, _ := filepath.Glob("testdata/policy/*.yaml")
 	if len(files) != len(want) {

@@ -19,6 +19,7 @@ const DefaultWatchInterval = 5 * time.Second
 // the previous one stays current. A Watcher is safe for concurrent use.
 type Watcher struct {
 	path   string
+	opts   Options
 	apply  func(*Config)
 	reject func(error)
 
@@ -31,12 +32,17 @@ type Watcher struct {
 // called with every new valid Config (not the initial one, which Config returns); reject is
 // called with the error of every invalid change. Either may be nil.
 func NewWatcher(path string, apply func(*Config), reject func(error)) (*Watcher, error) {
-	w := &Watcher{path: path, apply: apply, reject: reject}
+	return NewWatcherWith(path, Options{}, apply, reject)
+}
+
+// NewWatcherWith is NewWatcher reading and compiling the rules with options o.
+func NewWatcherWith(path string, o Options, apply func(*Config), reject func(error)) (*Watcher, error) {
+	w := &Watcher{path: path, opts: o, apply: apply, reject: reject}
 	files, sum, err := w.snapshot()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := compileFiles(files, os.ReadFile)
+	cfg, err := compileFiles(files, os.ReadFile, o)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +70,7 @@ func (w *Watcher) Reload() (bool, error) {
 	w.sum = sum
 	var cfg *Config
 	if err == nil {
-		cfg, err = compileFiles(files, os.ReadFile)
+		cfg, err = compileFiles(files, os.ReadFile, w.opts)
 	}
 	if err != nil {
 		err = fmt.Errorf("config: reload of %s rejected, keeping the previous rules: %w", w.path, err)
@@ -101,7 +107,7 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration) {
 // yields a hash, so a missing file is reported once.
 func (w *Watcher) snapshot() ([]string, [sha256.Size]byte, error) {
 	h := sha256.New()
-	files, err := ruleFiles(w.path)
+	files, err := ruleFiles(w.path, w.opts)
 	if err != nil {
 		h.Write([]byte(err.Error()))
 		var sum [sha256.Size]byte

@@ -14,6 +14,9 @@ type Document struct {
 	Domain string `yaml:"domain"`
 	// Descriptors are the top-level descriptors.
 	Descriptors []Descriptor `yaml:"descriptors"`
+	// Proxy (Sluice) says how `sluice proxy` builds the descriptors of an HTTP request;
+	// `sluice serve` ignores it.
+	Proxy *Proxy `yaml:"proxy"`
 	// File is the name the document was read from (for error messages).
 	File string `yaml:"-"`
 	line int
@@ -38,8 +41,17 @@ type Descriptor struct {
 	// DetailedMetric labels this descriptor's metrics with the request's values (beware of
 	// unbounded cardinality).
 	DetailedMetric bool `yaml:"detailed_metric"`
-	// ValueToMetric is accepted for envoyproxy/ratelimit compatibility; see DetailedMetric.
+	// ValueToMetric names the metrics of the limits below with the request's value at this
+	// level (envoyproxy/ratelimit's value_to_metric; per-value series, as DetailedMetric).
 	ValueToMetric bool `yaml:"value_to_metric"`
+	// QuotaMode (envoyproxy/ratelimit): the descriptor's OVER_LIMIT denies the request only
+	// when every quota-mode descriptor of the request is over its limit.
+	QuotaMode bool `yaml:"quota_mode"`
+	// ShareThreshold makes every value matching this descriptor's wildcard value share one
+	// counter (envoyproxy/ratelimit's share_threshold); the value must contain '*'.
+	ShareThreshold bool `yaml:"share_threshold"`
+	// Metadata is free-form data kept with the limit (envoyproxy/ratelimit's metadata).
+	Metadata map[string]any `yaml:"metadata"`
 	// Hot (Sluice) limits each value of this value-less key separately in bounded memory:
 	// see HotParam.
 	Hot  *HotParam `yaml:"hot"`
@@ -51,7 +63,8 @@ type Descriptor struct {
 type RateLimit struct {
 	// Unit is second, minute, hour, day, week, month (30 days) or year (365 days).
 	Unit string `yaml:"unit"`
-	// RequestsPerUnit is the limit per unit (or per Period).
+	// RequestsPerUnit is the limit per unit (or per Period); 0 blocks every request (always
+	// OVER_LIMIT, as in envoyproxy/ratelimit).
 	RequestsPerUnit int64 `yaml:"requests_per_unit"`
 	// Unlimited admits everything without a store call.
 	Unlimited bool `yaml:"unlimited"`
@@ -67,6 +80,8 @@ type RateLimit struct {
 	Burst int64 `yaml:"burst"`
 	// SubWindows (Sluice) is the sliding window's number of sub-windows.
 	SubWindows int `yaml:"sub_windows"`
+	// UnitMultiplier makes the period UnitMultiplier units (RLS's unit_multiplier); 0 is 1.
+	UnitMultiplier uint32 `yaml:"unit_multiplier"`
 	// Scope (Sluice) is "cluster" (the default: the shared store) or "local" (an in-process
 	// memory store of each instance); see ScopeLocal.
 	Scope string `yaml:"scope"`
@@ -107,7 +122,13 @@ func unknownKeys(n *yaml.Node, what string, known ...string) []string {
 
 // decodeStrict decodes n into v (a pointer to an alias type without UnmarshalYAML) and adds
 // the unknown-field errors, so decoding goes on and every problem is reported.
-func decodeStrict(n *yaml.Node, v any, unknown []string) error {
+func decodeStrict(n *yaml.Node, what string, v any, unknown []string) error {
+	if n.Kind != yaml.MappingNode {
+		if n.Tag == "!!null" {
+			return nil
+		}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s: want a mapping of fields (key: value), got %q", n.Line, what, n.Value)}}
+	}
 	err := n.Decode(v)
 	if te, ok := err.(*yaml.TypeError); ok {
 		unknown = append(unknown, te.Errors...)
@@ -124,27 +145,28 @@ func decodeStrict(n *yaml.Node, v any, unknown []string) error {
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "document", "domain", "descriptors"))
+	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "proxy"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	type plain Descriptor
 	d.line = n.Line
-	return decodeStrict(n, (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
-		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "hot"))
+	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
+		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
+		"share_threshold", "metadata", "hot"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
-	return decodeStrict(n, (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
-		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "scope", "criticality"))
+	return decodeStrict(n, "rate_limit", (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
+		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "unit_multiplier", "scope", "criticality"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
 func (r *Replace) UnmarshalYAML(n *yaml.Node) error {
 	type plain Replace
-	return decodeStrict(n, (*plain)(r), unknownKeys(n, "replaces", "name"))
+	return decodeStrict(n, "replaces", (*plain)(r), unknownKeys(n, "replaces", "name"))
 }

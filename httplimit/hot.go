@@ -52,6 +52,22 @@ func (m *middleware) observeHot(q *request, i int, key []byte, n int64) (cold bo
 	return false
 }
 
+// allowAll decides q's checks on l (sluice.Limiter.AllowAll), first charging the cold
+// admissions of its hot keys, then telling their sketches which the store denied.
+func (m *middleware) allowAll(ctx context.Context, l *sluice.Limiter, q *request) (sluice.Decision, error) {
+	if len(q.charges) == 0 {
+		return l.AllowAll(ctx, q.checks)
+	}
+	if err := m.settleHot(ctx, l, q); err != nil {
+		return sluice.Decision{}, err
+	}
+	d, err := l.AllowAll(ctx, q.checks)
+	if err == nil {
+		m.recordHot(q)
+	}
+	return d, err
+}
+
 // settleHot charges the store with the cold admissions of the request's hot keys before it
 // decides.
 func (m *middleware) settleHot(ctx context.Context, l *sluice.Limiter, q *request) error {

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -210,7 +209,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	allowed, err := m.decide(r.Context(), m.l, q)
+	d, err := m.allowAll(r.Context(), m.l, q)
 	if err != nil {
 		if m.stats != nil {
 			m.stats.StoreErrors.Add(1)
@@ -222,7 +221,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.failClosed(w, r, q)
 			return
 		case FailFallback:
-			allowed, err = m.decide(r.Context(), m.fallback, q)
+			d, err = m.allowAll(r.Context(), m.fallback, q)
 		}
 		if err != nil || m.failure == FailOpen {
 			if m.stats != nil {
@@ -232,8 +231,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	allowed := d.Allowed
 	if !allowed && m.maxWait > 0 {
-		allowed = m.wait(r.Context(), q)
+		// Shaping: wait for the slot (WithWait, bounded by the request's context).
+		if d, err := m.l.WaitAll(r.Context(), q.checks, m.maxWait); err == nil && d.Allowed {
+			allowed = true
+			if m.stats != nil {
+				m.stats.Waited.Add(1)
+			}
+		}
 	}
 	m.fillResults(q)
 	var now int64
@@ -356,55 +362,6 @@ func (m *middleware) pattern(r *http.Request) string {
 	return noRoute
 }
 
-// decide decides q's checks on l: AllowN for one check (the memory store's fast path),
-// AllowAll for several.
-func (m *middleware) decide(ctx context.Context, l *sluice.Limiter, q *request) (bool, error) {
-	if len(q.charges) > 0 {
-		if err := m.settleHot(ctx, l, q); err != nil {
-			return false, err
-		}
-		defer m.recordHot(q)
-	}
-	if len(q.checks) == 1 && q.checks[0].Reserve == 0 {
-		c := &q.checks[0]
-		d, err := l.AllowN(ctx, c.Key, c.Rule, c.N)
-		c.Decision = d
-		return d.Allowed, err
-	}
-	d, err := l.AllowAll(ctx, q.checks)
-	return d.Allowed, err
-}
-
-// wait retries a denied request after the longest RetryAfter of its denials while that fits in
-// the wait budget (WithWait and the context's deadline). It reports whether it was allowed.
-func (m *middleware) wait(ctx context.Context, q *request) bool {
-	deadline := m.clock.Now().Add(m.maxWait)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	for {
-		d, _ := sluice.Combine(q.checks, false)
-		if d.RetryAfter < 0 || m.clock.Now().Add(d.RetryAfter).After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-m.clock.After(max(d.RetryAfter, time.Millisecond)):
-		}
-		allowed, err := m.decide(ctx, m.l, q)
-		if err != nil {
-			return false
-		}
-		if allowed {
-			if m.stats != nil {
-				m.stats.Waited.Add(1)
-			}
-			return true
-		}
-	}
-}
-
 func (m *middleware) fillResults(q *request) {
 	for i := range q.checks {
 		p := &m.policies[q.which[i]]
@@ -421,10 +378,17 @@ func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *reque
 	for i, p := range q.which {
 		names[i] = m.policies[p].Name
 	}
+	WriteUnavailable(w, r, "The rate limiter cannot decide right now.", names)
+}
+
+// WriteUnavailable answers 503 with Retry-After 1 and the draft's temporary-reduced-capacity
+// problem: the request was not decided because the rate limiter's store is unavailable (fail
+// closed). policies names the policies that could not be decided; detail says why.
+func WriteUnavailable(w http.ResponseWriter, r *http.Request, detail string, policies []string) {
 	w.Header()[headerRetryAfter] = []string{"1"}
 	WriteProblem(w, r, &Problem{Type: ProblemTemporaryReducedCapacity,
 		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
-		Detail: "The rate limiter cannot decide right now.", ViolatedPolicies: names})
+		Detail: detail, ViolatedPolicies: policies})
 }
 
 // policyHeader returns the cached RateLimit-Policy value of q's policies.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -27,7 +28,10 @@ const (
 // item is one descriptor of a request being decided.
 type item struct {
 	limit    *config.Limit // configured limit, or nil
-	override sluice.Rule   // request-supplied limit when overridden
+	override sluice.Rule   // request-supplied limit when ovr
+	ovr      bool          // the descriptor brings its own limit
+	block    bool          // requests_per_unit 0: over the limit without a store call
+	quota    bool          // quota mode: over the limit denies only when every quota item is
 	desc     *rlcommon.RateLimitDescriptor
 	key      string
 	hits     int64
@@ -40,11 +44,11 @@ type item struct {
 	class    sluice.Criticality // the request's criticality class (criticality.go)
 }
 
-func (it *item) overridden() bool { return it.override.Limit > 0 }
+func (it *item) overridden() bool { return it.ovr }
 
-// limited reports whether the item needs a store call.
+// limited reports whether a limit applies to the item (a store call, or a block).
 func (it *item) limited() bool {
-	return it.overridden() || (it.limit != nil && !it.limit.Unlimited && len(it.limit.Rules) > 0)
+	return it.ovr || (it.limit != nil && !it.limit.Unlimited && (it.limit.Block || len(it.limit.Rules) > 0))
 }
 
 func (it *item) rule(i int) sluice.Rule {
@@ -69,6 +73,9 @@ func (it *item) never() bool {
 	if !it.over || it.shadow() || it.desc.IsNegativeHits {
 		return false
 	}
+	if it.block {
+		return true
+	}
 	for j := range it.numRules() {
 		if it.hits > it.rule(j).Capacity() {
 			return true
@@ -78,9 +85,9 @@ func (it *item) never() bool {
 }
 
 // grouped reports whether the item is decided in the main group: it takes units (neither a
-// peek nor a refund) and its answer counts (not shadow mode).
+// peek nor a refund) and its answer alone denies the request (neither shadow nor quota mode).
 func (it *item) grouped() bool {
-	return it.limited() && !it.shadow() && it.hits != 0 && !it.desc.IsNegativeHits && !it.decided
+	return it.limited() && !it.block && !it.shadow() && !it.quota && it.hits != 0 && !it.desc.IsNegativeHits && !it.decided
 }
 
 // appendChecks appends one check of cost n per rule of the item.
@@ -99,6 +106,7 @@ type scratch struct {
 	items  []item
 	checks []sluice.Check
 	own    []sluice.Check
+	shared []string // config.LookupShared's buffer
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -119,9 +127,9 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	return s.decideInto(ctx, req, nil)
 }
 
-// decideInto is decide; when never is not nil, it is set to whether each descriptor can never
-// be allowed (see item.never), which an RLS response cannot say.
-func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, never *[]bool) (*rlsv3.RateLimitResponse, error) {
+// decideInto is decide; when inspect is not nil, it is called with the decided items before
+// they go back to their pool, for what an RLS response cannot say (see item.never).
+func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, inspect func([]item)) (*rlsv3.RateLimitResponse, error) {
 	st := s.rules.Load()
 	dom, err := s.validate(st, req)
 	if err != nil {
@@ -129,7 +137,7 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
-	sc.items = appendItems(sc.items, dom, req)
+	sc.items = s.appendItems(sc, dom, req)
 	if class := s.requestClass(req); class != sluice.Critical {
 		for i := range sc.items {
 			sc.items[i].class = class
@@ -139,7 +147,11 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 	if err := s.decideHot(ctx, st, sc); err != nil {
 		return nil, err
 	}
-	if err := s.decideGroup(ctx, sc); err != nil {
+	decideGroup := s.decideGroup
+	if s.cfg.CountDenied {
+		decideGroup = s.decideCounting
+	}
+	if err := decideGroup(ctx, sc); err != nil {
 		return nil, err
 	}
 	for i := range sc.items {
@@ -150,17 +162,15 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, ne
 		}
 	}
 	recordHot(st, sc)
-	if never != nil {
-		*never = make([]bool, len(sc.items))
-		for i := range sc.items {
-			(*never)[i] = sc.items[i].never()
-		}
+	if inspect != nil {
+		inspect(sc.items)
 	}
-	return s.respond(st, req.Domain, sc.items), nil
+	return s.respond(st, dom, req, sc.items), nil
 }
 
-// appendItems appends the request's descriptors, with their limits and costs, to items.
-func appendItems(items []item, dom *config.Domain, req *rlsv3.RateLimitRequest) []item {
+// appendItems appends the request's descriptors, with their limits and costs, to sc.items.
+func (s *Server) appendItems(sc *scratch, dom *config.Domain, req *rlsv3.RateLimitRequest) []item {
+	items := sc.items
 	base := int64(req.HitsAddend)
 	if base == 0 {
 		base = 1
@@ -170,13 +180,29 @@ func appendItems(items []item, dom *config.Domain, req *rlsv3.RateLimitRequest) 
 		if d.HitsAddend != nil {
 			it.hits = int64(min(d.HitsAddend.Value, maxHits))
 		}
-		if d.Limit != nil {
-			it.override, _ = overrideRule(d.Limit) // validated
-		} else {
-			it.limit = config.Lookup(dom, d.Entries)
+		var shared []string
+		if d.Limit != nil && dom != nil { // the peer applies no limit, not even an override, in an unknown domain
+			it.override, _ = overrideRule(d.Limit, s.defaultAlgorithm) // validated
+			it.ovr, it.block = true, it.override.Limit == 0
+		} else if dom != nil {
+			if cap(sc.shared) < len(d.Entries) {
+				sc.shared = make([]string, len(d.Entries))
+			}
+			shared = sc.shared[:len(d.Entries)]
+			it.limit = config.LookupShared(dom, d.Entries, shared)
+			if it.limit != nil {
+				it.block = it.limit.Block
+				it.quota = s.globalQuota || it.limit.QuotaMode
+			}
 		}
-		if it.limited() {
-			it.key = descriptorKey(req.Domain, d.Entries)
+		if it.limited() && !it.block {
+			it.key = descriptorKey(req.Domain, d.Entries, shared)
+			if it.ovr { // an override counts apart from the configured limit, per unit as the peer's
+				it.key += "|@" + strconv.Itoa(int(d.Limit.Unit))
+			}
+		}
+		if it.block {
+			it.over, it.decided = true, true
 		}
 		items = append(items, it)
 	}
@@ -201,6 +227,37 @@ func (s *Server) decideGroup(ctx context.Context, sc *scratch) error {
 		if it := &sc.items[i]; it.checks > 0 {
 			it.settle(sc.checks[it.first:it.first+it.checks], denied-it.first)
 		}
+	}
+	return nil
+}
+
+// decideCounting is decideGroup as envoyproxy/ratelimit decides (Config.CountDenied): each
+// descriptor on its own, and the hits of one over its limit are charged anyway (a settle, so
+// the key goes into debt as the peer's counter goes past the limit; a cost above the most a
+// settle takes, sluice.MaxLimit, is charged that much).
+func (s *Server) decideCounting(ctx context.Context, sc *scratch) error {
+	for i := range sc.items {
+		it := &sc.items[i]
+		if !it.limited() || it.decided || it.hits == 0 || it.desc.IsNegativeHits {
+			continue // peeks and refunds are decided alone
+		}
+		sc.own = it.appendChecks(sc.own[:0], it.hits)
+		for j := range sc.own {
+			c := &sc.own[j]
+			lim := s.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+			d, err := lim.AllowAll(ctx, sc.own[j:j+1])
+			if err != nil {
+				return s.storeError(ctx, err)
+			}
+			if !d.Allowed {
+				if _, err := lim.Settle(ctx, c.Key, c.Rule, min(c.N, sluice.MaxLimit)); err != nil {
+					return s.storeError(ctx, err)
+				}
+				it.over = true
+			}
+			c.Decision = d
+		}
+		it.combine(sc.own)
 	}
 	return nil
 }
@@ -304,6 +361,7 @@ func (s *Server) storeError(ctx context.Context, err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	s.metrics.storeErrors.Inc()
+	s.peer.redisError.Inc()
 	s.logStoreError(err)
 	return status.Error(codes.Unavailable, "sluice: store unavailable: "+err.Error())
 }
@@ -324,46 +382,84 @@ func (s *Server) logStoreError(err error, attrs ...any) {
 	s.log.Error("store error", append([]any{"err", err}, attrs...)...)
 }
 
-// respond builds the RLS response and counts the decisions.
-func (s *Server) respond(st *rules, domain string, items []item) *rlsv3.RateLimitResponse {
+// respond builds the RLS response and counts the decisions. The overall code is
+// envoyproxy/ratelimit's: OVER_LIMIT when a descriptor outside quota mode is over its limit,
+// or when every quota-mode descriptor is; OK in global shadow mode.
+func (s *Server) respond(st *rules, dom *config.Domain, req *rlsv3.RateLimitRequest, items []item) *rlsv3.RateLimitResponse {
 	resp, block := newResponse(len(items))
-	dc := st.domains[domain]
-	tightest := -1
+	dc := st.domains[req.Domain]
+	tightest, quotas, quotasOver := -1, 0, 0
+	now := time.Now()
 	for i := range items {
 		it := &items[i]
 		ds := &block[i].status
 		resp.Statuses[i] = ds
 		ds.Code = codeOK
 		if !it.limited() {
-			if it.limit != nil && it.limit.Unlimited {
+			switch {
+			case it.limit != nil && it.limit.Unlimited:
+				ds.LimitRemaining = math.MaxUint32
 				st.limits[it.limit.Index].counters.unlimited.Inc()
-			} else {
+			case dc != nil:
 				dc.noRule.Inc()
 			}
 			continue
 		}
 		d := it.decision
-		if it.over && !it.shadow() {
+		over := it.over && !it.shadow()
+		if over {
 			ds.Code = codeOver
-			resp.OverallCode = codeOver
+			if it.quota {
+				quotasOver++
+			} else {
+				resp.OverallCode = codeOver
+			}
 		}
-		ds.LimitRemaining = clampU32(d.Remaining)
+		if it.quota {
+			quotas++
+		}
+		if !it.over {
+			ds.LimitRemaining = clampU32(d.Remaining)
+		}
 		wait := d.ResetAfter
 		if it.over && d.RetryAfter > 0 {
 			wait = d.RetryAfter
 		}
+		if it.block {
+			p := it.period()
+			wait = p - time.Duration(now.UnixNano()%int64(p))
+		}
 		dur := &block[i].duration
-		dur.Seconds, dur.Nanos = int64(wait/time.Second), int32(wait%time.Second)
+		dur.Seconds = int64((wait + time.Second - 1) / time.Second) // whole seconds, rounded up as the peer's
 		ds.DurationUntilReset = dur
-		s.count(st, dc, it, ds)
-		if tightest < 0 || d.Remaining < items[tightest].decision.Remaining {
+		s.count(st, dc, dom, it, ds)
+		// The headers describe the descriptor closest to its limit; the last one over it wins.
+		if tightest < 0 || (over && !it.quota) || ds.LimitRemaining < resp.Statuses[tightest].LimitRemaining {
 			tightest = i
 		}
 	}
+	if quotas > 0 && quotas == quotasOver {
+		resp.OverallCode = codeOver
+	}
+	if resp.OverallCode == codeOver && s.globalShadow {
+		resp.OverallCode = codeOK
+		s.peer.globalShadow.Inc()
+	}
 	if s.responseHeaders && tightest >= 0 {
-		resp.ResponseHeadersToAdd = rateLimitHeaders(&items[tightest], resp.Statuses[tightest])
+		resp.ResponseHeadersToAdd = s.rateLimitHeaders(resp.Statuses[tightest])
 	}
 	return resp
+}
+
+// period is the period of the item's (first) limit.
+func (it *item) period() time.Duration {
+	if it.ovr {
+		if it.override.Period > 0 {
+			return it.override.Period
+		}
+		return config.Unit(it.desc.Limit.Unit).Duration()
+	}
+	return it.limit.Unit.Duration() * time.Duration(max(it.limit.UnitMultiplier, 1))
 }
 
 // statusBlock holds a descriptor's status and its duration_until_reset together.
@@ -393,8 +489,9 @@ func newResponse(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
 		make([]statusBlock, n)
 }
 
-// count sets the status's current_limit and counts the decision.
-func (s *Server) count(st *rules, dc *domainCounters, it *item, ds *rlsv3.RateLimitResponse_DescriptorStatus) {
+// count sets the status's current_limit and counts the decision, in Sluice's metrics and in
+// envoyproxy/ratelimit's.
+func (s *Server) count(st *rules, dc *domainCounters, dom *config.Domain, it *item, ds *rlsv3.RateLimitResponse_DescriptorStatus) {
 	if it.overridden() {
 		l := it.desc.Limit
 		ds.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: l.RequestsPerUnit,
@@ -407,6 +504,7 @@ func (s *Server) count(st *rules, dc *domainCounters, it *item, ds *rlsv3.RateLi
 		} else {
 			dc.overrideOK.Inc()
 		}
+		s.peer.record(dc.peerOverride, it, s.nearLimitRatio)
 		return
 	}
 	info := &st.limits[it.limit.Index]
@@ -424,6 +522,11 @@ func (s *Server) count(st *rules, dc *domainCounters, it *item, ds *rlsv3.RateLi
 	default:
 		c.ok.Inc()
 	}
+	peer := info.peer
+	if it.limit.DetailedMetric || it.limit.ValueToMetric {
+		peer = s.peer.counters(config.MetricKey(dom, it.desc.Entries, it.limit))
+	}
+	s.peer.record(peer, it, s.nearLimitRatio)
 	if it.limit.DetailedMetric {
 		result := "ok"
 		if it.over && !it.shadow() {
@@ -433,13 +536,13 @@ func (s *Server) count(st *rules, dc *domainCounters, it *item, ds *rlsv3.RateLi
 	}
 }
 
-// rateLimitHeaders are the IETF draft RateLimit headers of the tightest descriptor.
-func rateLimitHeaders(it *item, ds *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	reset := ds.DurationUntilReset.AsDuration()
-	secs := int64((reset + time.Second - 1) / time.Second)
+// rateLimitHeaders are the RateLimit headers (names configurable, as envoyproxy/ratelimit's
+// LIMIT_*_HEADER settings) of the tightest descriptor: its limit, remaining units and the
+// seconds until its reset.
+func (s *Server) rateLimitHeaders(ds *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
 	return []*corev3.HeaderValue{
-		{Key: "RateLimit-Limit", Value: strconv.FormatInt(it.decision.Limit, 10)},
-		{Key: "RateLimit-Remaining", Value: strconv.FormatInt(it.decision.Remaining, 10)},
-		{Key: "RateLimit-Reset", Value: strconv.FormatInt(secs, 10)},
+		{Key: s.headerNames[0], Value: strconv.FormatUint(uint64(ds.CurrentLimit.GetRequestsPerUnit()), 10)},
+		{Key: s.headerNames[1], Value: strconv.FormatUint(uint64(ds.LimitRemaining), 10)},
+		{Key: s.headerNames[2], Value: strconv.FormatInt(ds.DurationUntilReset.GetSeconds(), 10)},
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // grpcOptions are the options of the RLS gRPC server. Everything here is scoped to this
@@ -10,6 +11,10 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.cfg.MaxBodyBytes)),
 		grpc.ForceServerCodecV2(newRLSCodec()),
+	}
+	if s.cfg.GRPCMaxConnectionAge > 0 || s.cfg.GRPCMaxConnectionAgeGrace > 0 {
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge: s.cfg.GRPCMaxConnectionAge, MaxConnectionAgeGrace: s.cfg.GRPCMaxConnectionAgeGrace}))
 	}
 	workers := s.cfg.StreamWorkers
 	if workers == 0 {

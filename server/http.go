@@ -20,12 +20,23 @@ import (
 	"github.com/sluicehq/sluice/config"
 )
 
-// Handler returns the HTTP API: POST /v1/allow, POST /json, GET /metrics, /healthz, /readyz,
-// and the live view GET /v1/top and /ui.
+// Handler returns the HTTP API: POST /v1/allow, /json, GET /metrics, /healthz, /readyz,
+// envoyproxy/ratelimit's GET /healthcheck and /rlconfig, and the live view GET /v1/top and /ui.
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+	mux := s.adminMux()
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
-	mux.HandleFunc("POST /json", s.withBody(s.handleJSON))
+	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
+	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
+	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
+	return mux
+}
+
+// AdminHandler returns the endpoints of operators only: GET /metrics, /healthz and /readyz,
+// without the rate-limit API (sluice proxy serves it on its admin address).
+func (s *Server) AdminHandler() http.Handler { return s.adminMux() }
+
+func (s *Server) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
@@ -362,7 +373,12 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 		return
 	}
 	var never []bool
-	resp, err := s.decideInto(ctx, &req, &never)
+	resp, err := s.decideInto(ctx, &req, func(items []item) {
+		never = make([]bool, len(items))
+		for i := range items {
+			never[i] = items[i].never()
+		}
+	})
 	if err != nil {
 		s.writeError(w, err)
 		return

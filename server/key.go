@@ -43,18 +43,33 @@ func writeEscaped(b *strings.Builder, s string) {
 	}
 }
 
-// descriptorKey builds the store key of a descriptor in one allocation.
-func descriptorKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry) string {
+// descriptorKey builds the store key of a descriptor in one allocation. When shared is not
+// nil, an entry i with shared[i] != "" (matched by a share_threshold wildcard) is keyed by
+// that pattern instead of its value, so every matching value shares one counter (as in
+// envoyproxy/ratelimit, a value spelled like the pattern shares it too).
+func descriptorKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry, shared []string) string {
 	var b strings.Builder
-	b.Grow(keyLen(escapedLen(domain), entries))
+	b.Grow(keyLen(escapedLen(domain), entries) + sharedLen(shared))
 	writeEscaped(&b, domain)
-	for _, e := range entries {
+	for i, e := range entries {
 		b.WriteByte('|')
 		writeEscaped(&b, e.Key)
 		b.WriteByte('=')
+		if shared != nil && shared[i] != "" {
+			writeEscaped(&b, shared[i])
+			continue
+		}
 		writeEscaped(&b, e.Value)
 	}
 	return b.String()
+}
+
+func sharedLen(shared []string) int {
+	n := 0
+	for _, s := range shared {
+		n += escapedLen(s)
+	}
+	return n
 }
 
 // ruleKey is the key of the i-th rule of a limit.

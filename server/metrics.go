@@ -73,6 +73,7 @@ type limitCounters struct {
 type domainCounters struct {
 	noRule                 prometheus.Counter
 	overrideOK, overrideNo prometheus.Counter
+	peerOverride           peerCounters // envoyproxy/ratelimit's series of limit overrides
 }
 
 func (m *metrics) limitCounters(l *config.Limit) limitCounters {

@@ -94,8 +94,8 @@ func TestGoldenValueLessKey(t *testing.T) {
 	runSteps(t, h, []step{
 		{0, req(desc("remote_address", "10.0.0.1")), "OK: OK 1/2 per second reset 2s"},
 		{0, req(desc("remote_address", "10.0.0.1")), "OK: OK 0/2 per second reset 2s"},
-		{0, req(desc("remote_address", "10.0.0.1")), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 1.5s"},
-		{0, req(desc("remote_address", "10.0.0.2")), "OK: OK 1/2 per second reset 2s"}, // own counter
+		{0, req(desc("remote_address", "10.0.0.1")), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 2s"}, // 1.5s rounded up to whole seconds, as envoyproxy/ratelimit
+		{0, req(desc("remote_address", "10.0.0.2")), "OK: OK 1/2 per second reset 2s"},                 // own counter
 		{2 * time.Second, req(desc("remote_address", "10.0.0.1")), "OK: OK 1/2 per second reset 2s"},
 	})
 }
@@ -161,8 +161,8 @@ func TestGoldenOverrideAndHits(t *testing.T) {
 		// Request-level hits_addend.
 		{0, &rlsv3.RateLimitRequest{Domain: "golden", HitsAddend: 2, Descriptors: []*rlcommon.RateLimitDescriptor{desc("remote_address", "h")}},
 			"OK: OK 0/2 per second reset 2s"},
-		// A cost above the capacity is denied and consumes nothing.
-		{time.Minute, req(withHits(desc("remote_address", "big"), 1<<40)), "OVER_LIMIT: OVER_LIMIT 2/2 per second reset 0s"},
+		// A cost above the capacity is denied and consumes nothing; OVER_LIMIT reports 0 remaining.
+		{time.Minute, req(withHits(desc("remote_address", "big"), 1<<40)), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 0s"},
 		{0, req(withHits(desc("remote_address", "big"), 1)), "OK: OK 1/2 per second reset 2s"},
 	})
 }
@@ -188,8 +188,8 @@ func TestGoldenSeveralLimitsOnOneDescriptor(t *testing.T) {
 	runSteps(t, h, []step{
 		{0, tiered(), "OK: OK 1/2 per second reset 1m0s"},
 		{0, tiered(), "OK: OK 0/2 per second reset 1m0s"},
-		{0, tiered(), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 500ms"}, // the burst
-		{time.Second, tiered(), "OK: OK 0/3 per 30xsecond reset 59s"},      // the sustained limit
+		{0, tiered(), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 1s"}, // the burst (500ms, rounded up)
+		{time.Second, tiered(), "OK: OK 0/3 per 30xsecond reset 59s"},   // the sustained limit
 		{time.Second, tiered(), "OVER_LIMIT: OVER_LIMIT 0/3 per 30xsecond reset 38s"},
 	})
 }

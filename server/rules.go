@@ -6,6 +6,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/hotkey"
 )
@@ -21,6 +22,7 @@ type rules struct {
 
 type limitInfo struct {
 	counters limitCounters
+	peer     peerCounters // envoyproxy/ratelimit's series of the limit's FullKey
 	// current are the RLS current_limit of each rule of the limit; shared read-only by
 	// responses.
 	current []*rlsv3.RateLimitResponse_RateLimit
@@ -34,9 +36,13 @@ func (s *Server) compileRules(cfg *config.Config) *rules {
 	r := &rules{cfg: cfg, limits: make([]limitInfo, len(cfg.Limits())), domains: make(map[string]*domainCounters),
 		named: namedLimits(cfg)}
 	for _, l := range cfg.Limits() {
-		info := limitInfo{counters: s.metrics.limitCounters(l), hot: s.hotParam(l)}
+		info := limitInfo{counters: s.metrics.limitCounters(l), peer: s.peer.counters(l.FullKey), hot: s.hotParam(l)}
 		info.view = s.viewTracker(l, info.hot)
-		for _, rule := range l.Rules {
+		rules := l.Rules
+		if l.Block {
+			rules = []sluice.Rule{{Period: l.Unit.Duration() * time.Duration(max(l.UnitMultiplier, 1))}}
+		}
+		for _, rule := range rules {
 			unit, mult := config.UnitOf(rule.Period)
 			rl := &rlsv3.RateLimitResponse_RateLimit{
 				RequestsPerUnit: clampU32(rule.Limit),
@@ -54,6 +60,7 @@ func (s *Server) compileRules(cfg *config.Config) *rules {
 	}
 	for _, d := range cfg.Domains() {
 		r.domains[d] = s.metrics.domainCounters(d)
+		r.domains[d].peerOverride = s.peer.counters(d + ".override")
 	}
 	return r
 }
@@ -61,6 +68,7 @@ func (s *Server) compileRules(cfg *config.Config) *rules {
 // setRules makes cfg current.
 func (s *Server) setRules(cfg *config.Config) {
 	s.rules.Store(s.compileRules(cfg))
+	s.peer.configLoadSuccess.Inc()
 	s.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
 	s.metrics.rulesLoaded.Set(float64(len(cfg.Limits())))
 }

@@ -87,8 +87,11 @@ type Config struct {
 	// DefaultMaxBodyBytes).
 	MaxDescriptors, MaxDescriptorEntries, MaxKeyLength int
 	MaxBodyBytes                                       int64
-	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset headers to RLS responses
-	// (response_headers_to_add), for Envoy to pass to the client.
+	// ResponseHeaders adds RateLimit-Limit, -Remaining and -Reset headers (names:
+	// ResponseHeaderNames) to RLS responses (response_headers_to_add), for Envoy to pass to
+	// the client: the requests_per_unit, limit_remaining and duration_until_reset (seconds) of
+	// the descriptor closest to its limit, as envoyproxy/ratelimit's
+	// LIMIT_RESPONSE_HEADERS_ENABLED.
 	ResponseHeaders bool
 	// ShutdownTimeout bounds the graceful shutdown (default DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
@@ -107,6 +110,38 @@ type Config struct {
 	MaxRequestLogLimit   int64
 	MaxRequestPeriod     time.Duration
 	MaxRequestStateBytes int64
+	// RulesOptions say how the rules at RulesPath are read and compiled: the default
+	// algorithm, merged domains, envoyproxy/ratelimit's runtime directory tree. The default
+	// algorithm is also that of limit overrides (RateLimitDescriptor.limit).
+	RulesOptions config.Options
+	// GlobalShadowMode answers OK to every request that would be over its limit, counting it
+	// in ratelimit_service_global_shadow_mode (envoyproxy/ratelimit's SHADOW_MODE).
+	GlobalShadowMode bool
+	// CountDenied decides as envoyproxy/ratelimit does: each descriptor on its own, and the
+	// hits of a request over a limit are counted all the same (with the fixed_window default
+	// algorithm, the peer's answers exactly). By default a request over one limit consumes
+	// nothing (envoyproxy/ratelimit issue #427).
+	CountDenied bool
+	// GlobalQuotaMode puts every configured limit in quota mode (QUOTA_MODE): a request is
+	// over its limit only when every one of its limited descriptors is.
+	GlobalQuotaMode bool
+	// NearLimitRatio is the share of a limit past which hits count as near_limit in the
+	// envoyproxy/ratelimit metrics (default DefaultNearLimitRatio).
+	NearLimitRatio float64
+	// ResponseHeaderNames name the ResponseHeaders: limit, remaining, reset; an empty name
+	// keeps its default (DefaultResponseHeaderNames).
+	ResponseHeaderNames [3]string
+	// MetricsAddr, when set, also serves the metrics on a listener of its own, at MetricsPath
+	// (default /metrics): envoyproxy/ratelimit's PROMETHEUS_ADDR and PROMETHEUS_PATH.
+	MetricsAddr, MetricsPath string
+	// GRPCMaxConnectionAge, when positive, closes each gRPC connection after about that long
+	// (with a GOAWAY, jittered by 10%), so clients reconnect and spread over the instances;
+	// GRPCMaxConnectionAgeGrace bounds how long its calls may then take. Zero: no limit.
+	// envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE (24h) and _GRACE (1h).
+	GRPCMaxConnectionAge, GRPCMaxConnectionAgeGrace time.Duration
+	// DebugAddr, when set, serves envoyproxy/ratelimit's debug endpoint /rlconfig on a
+	// listener of its own (its DEBUG_HOST:DEBUG_PORT); /rlconfig is on the HTTP API too.
+	DebugAddr string
 	// StreamWorkers is the number of long-lived goroutines answering RLS calls (default
 	// DefaultStreamWorkers): a call finds a worker whose stack has already grown instead of
 	// a new goroutine growing its stack each time; calls beyond it get their own goroutine,
@@ -143,6 +178,16 @@ type Server struct {
 	readyCheck       readiness
 	fallback         *fallbackWatch // the fallback of the store the server opened; nil without
 	closeOnce        sync.Once
+
+	// envoyproxy/ratelimit compatibility (peer.go, peermetrics.go)
+	peer             *peerMetrics
+	unknown          unknownDomains
+	side             []sideListener
+	globalShadow     bool
+	globalQuota      bool
+	nearLimitRatio   float64
+	headerNames      [3]string
+	defaultAlgorithm sluice.Algorithm
 }
 
 // New validates cfg, loads the rules, opens the store and listens on the addresses. Call
@@ -152,7 +197,19 @@ func New(cfg Config) (*Server, error) {
 		maxDescriptors:  orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
 		maxDescEntries:  orDefault(cfg.MaxDescriptorEntries, DefaultMaxDescriptorEntries),
 		maxKeyLen:       orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
-		responseHeaders: cfg.ResponseHeaders}
+		responseHeaders: cfg.ResponseHeaders, globalShadow: cfg.GlobalShadowMode, globalQuota: cfg.GlobalQuotaMode,
+		nearLimitRatio: cfg.NearLimitRatio, headerNames: cfg.ResponseHeaderNames, defaultAlgorithm: cfg.RulesOptions.DefaultAlgorithm}
+	if s.nearLimitRatio <= 0 {
+		s.nearLimitRatio = DefaultNearLimitRatio
+	}
+	for i, n := range s.headerNames {
+		if n == "" {
+			s.headerNames[i] = DefaultResponseHeaderNames[i]
+		}
+	}
+	if !s.defaultAlgorithm.Valid() {
+		s.defaultAlgorithm = sluice.AlgorithmSlidingWindow
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -175,6 +232,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	s.metrics = m
+	if s.peer, err = newPeerMetrics(s.registry); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
 	if err := s.registerPolicyMetrics(); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
@@ -201,15 +261,17 @@ func orDefault(v, d int) int {
 func (s *Server) loadRules() error {
 	switch {
 	case s.cfg.RulesPath != "":
-		w, err := config.NewWatcher(s.cfg.RulesPath, func(c *config.Config) {
+		w, err := config.NewWatcherWith(s.cfg.RulesPath, s.cfg.RulesOptions, func(c *config.Config) {
 			s.setRules(c)
 			s.metrics.reloads.WithLabelValues("success").Inc()
 			s.log.Info("rules reloaded", "path", s.cfg.RulesPath, "domains", c.Domains(), "limits", len(c.Limits()))
 		}, func(err error) {
 			s.metrics.reloads.WithLabelValues("failure").Inc()
+			s.peer.configLoadError.Inc()
 			s.log.Error("rules reload rejected; the previous rules keep serving", "path", s.cfg.RulesPath, "err", err)
 		})
 		if err != nil {
+			s.peer.configLoadError.Inc()
 			return fmt.Errorf("server: rules: %w", err)
 		}
 		s.watcher = w
@@ -279,7 +341,7 @@ func (s *Server) listen() error {
 			MaxHeaderBytes:    64 << 10,
 		}
 	}
-	return nil
+	return s.listenSide()
 }
 
 // GRPCAddr returns the address gRPC listens on ("" when disabled).
@@ -318,6 +380,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.grpc != nil {
 		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		s.health.SetServingStatus(PeerHealthService, healthpb.HealthCheckResponse_SERVING)
 		go func() { errc <- s.grpc.Serve(s.grpcLis) }()
 	}
 	if s.http != nil {
@@ -329,13 +392,17 @@ func (s *Server) Serve(ctx context.Context) error {
 			errc <- nil
 		}()
 	}
+	s.serveSide()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if s.watcher != nil && s.cfg.ReloadInterval >= 0 {
 		go s.watcher.Run(watchCtx, s.cfg.ReloadInterval)
 	}
 	s.ready.Store(true)
-	s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "domains", s.Rules().Domains())
+	if s.grpc != nil || s.http != nil { // else embedded (sluice proxy), which says what it serves
+		s.log.Info("sluice serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr(), "metrics", s.MetricsAddr(),
+			"domains", s.Rules().Domains())
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -393,6 +460,7 @@ func (s *Server) Close() error {
 		if s.http != nil {
 			_ = s.http.Close()
 		}
+		s.closeSide()
 		for _, l := range []net.Listener{s.grpcLis, s.httpLis} {
 			if l != nil {
 				_ = l.Close() // not yet served, or already closed
@@ -426,9 +494,13 @@ type rlsService struct {
 func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
 	resp, err := r.s.decide(ctx, req)
-	r.s.metrics.grpcLatency.Observe(time.Since(start).Seconds())
+	took := time.Since(start).Seconds()
+	r.s.metrics.grpcLatency.Observe(took)
+	r.s.peer.grpcRequests.Inc()
+	r.s.peer.grpcTime.Observe(took)
 	if err != nil && isInvalid(err) {
 		r.s.metrics.grpcInvalid.Inc()
+		r.s.peer.serviceError.Inc()
 	}
 	return resp, err
 }

@@ -27,15 +27,20 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
-// validate checks a request's shape before anything else is done: domain known, descriptor
-// and entry counts bounded, keys and values well formed, store keys not too long.
+// validate checks a request's shape before anything else is done: domain and descriptors
+// present, descriptor and entry counts bounded, keys and values well formed, store keys not
+// too long. An unknown domain is not an error (envoyproxy/ratelimit answers OK with no
+// limits, so that Envoy's failure_mode_deny does not deny all traffic): its Domain is nil.
 func (s *Server) validate(st *rules, req *rlsv3.RateLimitRequest) (*config.Domain, error) {
 	if req.Domain == "" {
 		return nil, invalid("domain: empty")
 	}
+	if err := config.CheckValue(req.Domain); err != nil {
+		return nil, invalid("domain %s: %v", quote(req.Domain), err)
+	}
 	dom := st.cfg.Domain(req.Domain)
 	if dom == nil {
-		return nil, invalid("domain: unknown %s (configured: %v)", quote(req.Domain), st.cfg.Domains())
+		s.unknownDomain(req.Domain)
 	}
 	n := len(req.Descriptors)
 	if n == 0 {
@@ -53,8 +58,8 @@ func (s *Server) validate(st *rules, req *rlsv3.RateLimitRequest) (*config.Domai
 }
 
 func (s *Server) validateDescriptor(i, domainLen int, d *rlcommon.RateLimitDescriptor) error {
-	if d == nil || len(d.Entries) == 0 {
-		return invalid("descriptors[%d].entries: empty", i)
+	if d == nil {
+		return invalid("descriptors[%d]: null", i)
 	}
 	if len(d.Entries) > s.maxDescEntries {
 		return invalid("descriptors[%d].entries: %d, more than the maximum of %d", i, len(d.Entries), s.maxDescEntries)
@@ -64,7 +69,10 @@ func (s *Server) validateDescriptor(i, domainLen int, d *rlcommon.RateLimitDescr
 		return invalid("descriptors[%d]: its store key would be %d bytes, more than the maximum of %d", i, size, s.maxKeyLen)
 	}
 	for j, e := range d.Entries {
-		if e == nil || e.Key == "" {
+		if e == nil {
+			return invalid("descriptors[%d].entries[%d]: null", i, j)
+		}
+		if e.Key == "" && d.Limit != nil {
 			return invalid("descriptors[%d].entries[%d].key: empty", i, j)
 		}
 		if err := config.CheckKey(e.Key); err != nil {
@@ -75,6 +83,9 @@ func (s *Server) validateDescriptor(i, domainLen int, d *rlcommon.RateLimitDescr
 		}
 	}
 	if l := d.Limit; l != nil {
+		if len(d.Entries) == 0 {
+			return invalid("descriptors[%d].entries: empty (a limit override needs entries to count under)", i)
+		}
 		return s.checkOverride(i, l)
 	}
 	return nil
@@ -87,21 +98,22 @@ func (s *Server) checkOverride(i int, l *rlcommon.RateLimitDescriptor_RateLimitO
 	if err := s.requestRules.supplied(field); err != nil {
 		return err
 	}
-	r, err := overrideRule(l)
+	r, err := overrideRule(l, s.defaultAlgorithm)
 	if err != nil {
 		return invalid("%s: %v", field, err)
+	}
+	if r.Limit == 0 {
+		return nil // a block
 	}
 	return s.requestRules.check(field, field+".unit", r)
 }
 
-// overrideRule is the rule of a limit supplied by the request: a sliding window of
-// requests_per_unit per unit x unit_multiplier.
-func overrideRule(l *rlcommon.RateLimitDescriptor_RateLimitOverride) (sluice.Rule, error) {
-	if l.RequestsPerUnit == 0 {
-		return sluice.Rule{}, fmt.Errorf("requests_per_unit: must be positive")
-	}
+// overrideRule is the rule of a limit supplied by the request: requests_per_unit per unit x
+// unit_multiplier, of the default algorithm. requests_per_unit 0 blocks (as in
+// envoyproxy/ratelimit): the rule returned has Limit 0 and is never sent to a store.
+func overrideRule(l *rlcommon.RateLimitDescriptor_RateLimitOverride, algo sluice.Algorithm) (sluice.Rule, error) {
 	unit := config.Unit(l.Unit).Duration()
-	if unit == 0 || l.Unit > 6 {
+	if unit == 0 {
 		return sluice.Rule{}, fmt.Errorf("unit: unknown value %d", l.Unit)
 	}
 	mult := uint32(1)
@@ -111,7 +123,10 @@ func overrideRule(l *rlcommon.RateLimitDescriptor_RateLimitOverride) (sluice.Rul
 	if time.Duration(mult) > sluice.MaxPeriod/unit {
 		return sluice.Rule{}, fmt.Errorf("unit_multiplier: %d %s is longer than %v", mult, config.Unit(l.Unit), sluice.MaxPeriod)
 	}
-	r := sluice.Per(int64(l.RequestsPerUnit), unit*time.Duration(mult))
+	r := sluice.Rule{Algorithm: algo, Limit: int64(l.RequestsPerUnit), Period: unit * time.Duration(mult)}
+	if r.Limit == 0 {
+		return r, nil
+	}
 	if err := r.Validate(); err != nil {
 		return sluice.Rule{}, err
 	}

@@ -15,8 +15,13 @@ func init() {
 func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	var o config.Options
+	fs.BoolVar(&o.Tree, "config-tree", false, "read every file below a directory, recursively, as envoyproxy/ratelimit reads its runtime directory")
+	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
+	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice check-config PATH...   (rules files or directories)")
+		fmt.Fprintln(stderr, "usage: sluice check-config [--config-tree] [--config-dotfiles] [--merge-domains] PATH...   (rules files or directories)")
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -27,7 +32,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, p := range fs.Args() {
-		c, err := config.Load(p)
+		c, err := config.LoadWith(p, o)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			code = 1

@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -21,8 +19,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/store/redis"
-	"github.com/sluicehq/sluice/stores"
 )
 
 func init() {
@@ -31,35 +27,34 @@ func init() {
 
 // serveFlags are the flags of serve, each defaulting to its SLUICE_* environment variable.
 type serveFlags struct {
-	config, grpcAddr, httpAddr, store, mode, fallback string
-	logLevel, logFormat, pprofAddr                    string
-	reload, storeTimeout                              time.Duration
-	headers                                           bool
-	requestRules                                      string
-	maxRequestLogLimit, maxRequestStateBytes          int64
-	maxRequestPeriod                                  time.Duration
-	envErrs                                           map[string]string // by flag: environment values that did not parse
+	sharedFlags
+	grpcAddr, httpAddr, pprofAddr            string
+	headers                                  bool
+	requestRules                             string
+	maxRequestLogLimit, maxRequestStateBytes int64
+	maxRequestPeriod                         time.Duration
+	envErrs                                  map[string]string // by flag: environment values that did not parse
+
+	// envoyproxy/ratelimit's settings (peerenv.go)
+	peer                                                            *peerEnv
+	storePrefix, defaultAlgorithm, headerNames, nearLimitRatio      string
+	metricsAddr, metricsPath, debugAddr                             string
+	mergeDomains, configTree, configDotFiles, shadowMode, quotaMode bool
+	countDenied                                                     bool
+	grpcMaxAge, grpcMaxAgeGrace                                     time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.config, "config", serveEnv("SLUICE_CONFIG", ""), "rules file or directory, watched for changes (default: the embedded example rules) [SLUICE_CONFIG]")
-	fs.StringVar(&f.grpcAddr, "grpc-addr", serveEnv("SLUICE_GRPC_ADDR", server.DefaultGRPCAddr), "Envoy RLS gRPC listen address, - to disable [SLUICE_GRPC_ADDR]")
-	fs.StringVar(&f.httpAddr, "http-addr", serveEnv("SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR]")
-	fs.StringVar(&f.store, "store", serveEnv("SLUICE_STORE", "memory"), "store URL: memory, redis://host:port/db, rediss://..., redis-cluster://host:port,host:port, redis-sentinel://host:port,host:port/MASTER [SLUICE_STORE]")
-	fs.StringVar(&f.mode, "mode", serveEnv("SLUICE_MODE", "sync"), "distribution mode: sync, overlimit or async [SLUICE_MODE]")
-	fs.StringVar(&f.fallback, "fallback", serveEnv("SLUICE_FALLBACK", ""), "policy while the store is down: local, fail_open, fail_closed; empty: answer UNAVAILABLE [SLUICE_FALLBACK]")
-	fs.StringVar(&f.logLevel, "log-level", serveEnv("SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error [SLUICE_LOG_LEVEL]")
-	fs.StringVar(&f.logFormat, "log-format", serveEnv("SLUICE_LOG_FORMAT", "text"), "log format: text or json [SLUICE_LOG_FORMAT]")
-	reload, _ := time.ParseDuration(serveEnv("SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
-	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
-	fs.StringVar(&f.pprofAddr, "pprof", serveEnv("SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
-	storeTimeout, _ := time.ParseDuration(serveEnv("SLUICE_STORE_TIMEOUT", "0s"))
-	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
-	headers, _ := strconv.ParseBool(serveEnv("SLUICE_RESPONSE_HEADERS", "false"))
-	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS]")
-	fs.StringVar(&f.requestRules, "request-rules", serveEnv("SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
+	f.sharedFlags.register(fs, "rules file or directory, watched for changes (default: the embedded example rules)", f.env)
+	fs.StringVar(&f.grpcAddr, "grpc-addr", f.env("grpc-addr", "SLUICE_GRPC_ADDR", server.DefaultGRPCAddr), "Envoy RLS gRPC listen address, - to disable [SLUICE_GRPC_ADDR, GRPC_HOST+GRPC_PORT]")
+	fs.StringVar(&f.httpAddr, "http-addr", f.env("http-addr", "SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR, HOST+PORT]")
+	fs.StringVar(&f.pprofAddr, "pprof", f.env("pprof", "SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
+	headers, _ := strconv.ParseBool(f.env("response-headers", "SLUICE_RESPONSE_HEADERS", "false"))
+	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED]")
+	fs.StringVar(&f.requestRules, "request-rules", f.env("request-rules", "SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
+	f.registerPeer(fs)
 	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 16 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
 }
 
@@ -125,51 +120,39 @@ func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 	return nil
 }
 
-func serveEnv(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f serveFlags
+	f := serveFlags{peer: readPeerEnv(os.LookupEnv)}
 	f.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := stores.CheckMode(f.mode); err != nil {
-		fmt.Fprintln(stderr, "sluice serve: --mode:", err)
-		return 2
-	}
-	if f.storeTimeout < 0 {
-		fmt.Fprintln(stderr, "sluice serve: --store-timeout: must not be negative, got", f.storeTimeout)
-		return 2
-	}
-	if err := stores.CheckFallback(f.fallback); err != nil {
-		fmt.Fprintln(stderr, "sluice serve: --fallback:", err)
+	if err := f.check(); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
 	if err := f.checkRequestRules(fs); err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
+	peerCfg, err := f.checkPeer(fs)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	// go-redis's own lines (failed dials, Sentinel switches) go through the same logger,
-	// at most one a second, instead of plain text on standard error.
-	redis.SetLogger(logger, redis.DefaultLogInterval)
+	logger, err := f.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	f.logPeer(logger)
 	cfg := server.Config{
 		GRPCAddr:        f.grpcAddr,
 		HTTPAddr:        f.httpAddr,
 		RulesPath:       f.config,
 		ReloadInterval:  f.reload,
-		StoreConfig:     stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout},
+		StoreConfig:     f.storeConfig(f.storePrefix),
 		Logger:          logger,
 		ResponseHeaders: f.headers,
 
@@ -178,6 +161,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		MaxRequestPeriod:     f.maxRequestPeriod,
 		MaxRequestStateBytes: f.maxRequestStateBytes,
 	}
+	peerCfg.apply(&cfg)
 	if f.config == "" {
 		rules, err := config.LoadFS(examples.Config, examples.ConfigDir)
 		if err != nil {
@@ -203,21 +187,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(format) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
 }
 
 // servePprof serves /debug/pprof/ on addr, which must be a loopback address: profiles

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/proxy"
+)
+
+func init() {
+	register(command{name: "proxy", summary: "run a rate-limiting reverse proxy in front of an HTTP upstream", run: runProxy})
+}
+
+// proxyFlags are the flags of proxy, each defaulting to its SLUICE_* environment variable.
+type proxyFlags struct {
+	sharedFlags
+	upstream, addr, adminAddr, trustedProxies, headers string
+	shutdownTimeout                                    time.Duration
+	style                                              httplimit.HeaderStyle // of headers, once checked
+}
+
+func (f *proxyFlags) register(fs *flag.FlagSet) {
+	f.sharedFlags.register(fs, "rules file or directory with a proxy section (how requests become descriptors), watched for changes; required", plainEnv)
+	fs.StringVar(&f.upstream, "upstream", plainEnv("", "SLUICE_UPSTREAM", ""), "URL requests are forwarded to, e.g. http://127.0.0.1:3000; required [SLUICE_UPSTREAM]")
+	fs.StringVar(&f.addr, "addr", plainEnv("", "SLUICE_PROXY_ADDR", proxy.DefaultAddr), "listen address of the proxy [SLUICE_PROXY_ADDR]")
+	fs.StringVar(&f.adminAddr, "admin-addr", plainEnv("", "SLUICE_ADMIN_ADDR", proxy.DefaultAdminAddr), "listen address of /metrics, /healthz and /readyz, - to disable [SLUICE_ADMIN_ADDR]")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", plainEnv("", "SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs or addresses of the proxies in front of this one, whose X-Forwarded-For and Forwarded are believed; empty: the client is the peer [SLUICE_TRUSTED_PROXIES]")
+	fs.StringVar(&f.headers, "headers", plainEnv("", "SLUICE_RATELIMIT_HEADERS", httplimit.HeadersBoth.String()), "rate-limit headers of responses: both (the IETF draft's RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x or none; Retry-After comes with every 429 [SLUICE_RATELIMIT_HEADERS]")
+	timeout, _ := time.ParseDuration(plainEnv("", "SLUICE_SHUTDOWN_TIMEOUT", proxy.DefaultShutdownTimeout.String()))
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", timeout, "how long in-flight requests (WebSockets and streams too) may take to finish on SIGTERM/SIGINT before they are cut [SLUICE_SHUTDOWN_TIMEOUT]")
+}
+
+// check reports the first invalid flag, naming it.
+func (f *proxyFlags) check() error {
+	switch {
+	case f.upstream == "":
+		return errors.New("--upstream: required (the URL requests are forwarded to, e.g. http://127.0.0.1:3000)")
+	case f.config == "":
+		return errors.New("--config: required (a rules file or directory with a proxy section)")
+	case f.shutdownTimeout <= 0:
+		return fmt.Errorf("--shutdown-timeout: must be positive, got %v", f.shutdownTimeout)
+	}
+	style, err := httplimit.ParseHeaderStyle(f.headers)
+	if err != nil {
+		return fmt.Errorf("--headers: want both, ietf, x or none, got %q", f.headers)
+	}
+	f.style = style
+	if _, err := clientip.New(list(f.trustedProxies)); err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return f.sharedFlags.check()
+}
+
+// list splits a comma-separated flag value, dropping empty items.
+func list(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func runProxy(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f proxyFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 2
+	}
+	logger, err := f.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 2
+	}
+	p, err := proxy.New(proxy.Config{
+		Upstream:        f.upstream,
+		Addr:            f.addr,
+		AdminAddr:       f.adminAddr,
+		RulesPath:       f.config,
+		ReloadInterval:  f.reload,
+		StoreConfig:     f.storeConfig(""),
+		TrustedProxies:  list(f.trustedProxies),
+		HeaderStyle:     f.style,
+		Logger:          logger,
+		ShutdownTimeout: f.shutdownTimeout,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := p.Serve(ctx); err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package grpclimit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+)
+
+// KeyFunc appends the key of a call to the full method fullMethod to dst and returns it, with
+// ok false when the call has no such key (the limit then does not apply to it). ctx is the
+// call's context: on a server, the incoming metadata and the peer; on a client, whatever the
+// caller's context carries. A KeyFunc must be safe for concurrent use. A KeyFunc that panics
+// fails the call with codes.Internal (logged) rather than the process.
+type KeyFunc func(ctx context.Context, fullMethod string, dst []byte) (key []byte, ok bool)
+
+// Metadata keys a call by the first value of the incoming metadata entry name (matched
+// case-insensitively, as gRPC metadata keys are lower case), such as an API key or a tenant
+// ID. A call without the entry, or with an empty value, has no key. The value is whatever the
+// client sent: key by it only after your authentication checked it, or a client can spend
+// another's budget by sending its key.
+func Metadata(name string) KeyFunc {
+	name = strings.ToLower(name)
+	return func(ctx context.Context, _ string, dst []byte) ([]byte, bool) {
+		vs := metadata.ValueFromIncomingContext(ctx, name)
+		if len(vs) == 0 || vs[0] == "" {
+			return dst, false
+		}
+		return append(dst, vs[0]...), true
+	}
+}
+
+// Method keys a call by its full method name, "/pkg.Service/Method": one budget per method.
+func Method() KeyFunc {
+	return func(_ context.Context, fullMethod string, dst []byte) ([]byte, bool) {
+		return append(dst, fullMethod...), true
+	}
+}
+
+// Compose keys a call by several keys together, such as the client's API key and the method:
+// one budget per combination. A call missing one of them has no key. Each part is written
+// with its length ("7:tenant1|12:/pkg.S/Write"), so parts that contain the separator cannot
+// make two combinations share a key.
+func Compose(parts ...KeyFunc) KeyFunc {
+	parts = append([]KeyFunc(nil), parts...)
+	return func(ctx context.Context, fullMethod string, dst []byte) ([]byte, bool) {
+		base := len(dst)
+		for i, part := range parts {
+			if i > 0 {
+				dst = append(dst, '|')
+			}
+			start := len(dst)
+			var ok bool
+			if dst, ok = part(ctx, fullMethod, dst); !ok {
+				return dst[:base], false
+			}
+			dst = prefixLength(dst, start)
+		}
+		return dst, true
+	}
+}
+
+// prefixLength inserts the length of dst[start:] and a colon before it.
+func prefixLength(dst []byte, start int) []byte {
+	var buf [21]byte
+	prefix := append(strconv.AppendInt(buf[:0], int64(len(dst)-start), 10), ':')
+	dst = append(dst, prefix...)
+	copy(dst[start+len(prefix):], dst[start:len(dst)-len(prefix)])
+	copy(dst[start:], prefix)
+	return dst
+}

@@ -1,0 +1,52 @@
+package grpclimit
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+)
+
+// Unary returns the unary server interceptor. A call its limits refuse is answered with
+// codes.ResourceExhausted, without running the handler, and two status details: a
+// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
+// key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
+// the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
+// retry_delay is how long until it would pass, rounded up to the millisecond, and (see
+// WithHeaders) the x-ratelimit-* header metadata. With no limit in any route it passes every
+// call through.
+func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		limits := in.routes.match(info.FullMethod)
+		if len(limits) == 0 {
+			return handler(ctx, req)
+		}
+		v := in.check(ctx, info.FullMethod, limits, req, 0)
+		if v.sendHeaders(in.cfg.headers) {
+			_ = grpc.SetHeader(ctx, v.header())
+		}
+		if v.err != nil {
+			return nil, v.err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor: a stream is checked once, when it opens
+// (the cost function sees a nil request), and one its limits refuse ends with
+// codes.ResourceExhausted before the handler runs. Headers as for Unary.
+func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		limits := in.routes.match(info.FullMethod)
+		if len(limits) == 0 {
+			return handler(srv, ss)
+		}
+		v := in.check(ss.Context(), info.FullMethod, limits, nil, 0)
+		if v.sendHeaders(in.cfg.headers) {
+			_ = ss.SetHeader(v.header())
+		}
+		if v.err != nil {
+			return v.err
+		}
+		return handler(srv, ss)
+	}
+}

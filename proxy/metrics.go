@@ -1,0 +1,30 @@
+package proxy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the proxy's own collectors, next to the server's (decisions per limit, store
+// errors, reloads) on the same registry.
+type metrics struct {
+	forwarded, denied, invalid, unavailable prometheus.Counter
+	upstreamErrors                          prometheus.Counter
+	decision                                prometheus.Observer
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_proxy_requests_total",
+		Help: "Requests by result: forwarded to the upstream, denied (429), invalid (400: a descriptor built from the request was refused), unavailable (503: the store failed without a fallback, or the request was cancelled before its decision)."},
+		[]string{"result"})
+	upstream := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_upstream_errors_total",
+		Help: "Forwarded requests the upstream did not answer (502), not counting requests the client cancelled."})
+	decision := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_proxy_decision_duration_seconds",
+		Help:    "Time to decide a request before forwarding it (building descriptors and the store call).",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}})
+	for _, c := range []prometheus.Collector{requests, upstream, decision} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return &metrics{forwarded: requests.WithLabelValues("forwarded"), denied: requests.WithLabelValues("denied"),
+		invalid: requests.WithLabelValues("invalid"), unavailable: requests.WithLabelValues("unavailable"),
+		upstreamErrors: upstream, decision: decision}, nil
+}

@@ -1,0 +1,346 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/stores"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultAddr            = ":8000"
+	DefaultAdminAddr       = "127.0.0.1:9000"
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxHeaderBytes bounds a request's header block, as Envoy's 60 KiB default.
+	DefaultMaxHeaderBytes = 64 << 10
+)
+
+// Config configures a Proxy. The zero value of every field is a documented default; a Proxy
+// needs an Upstream and rules (RulesPath or Rules) with a proxy section.
+type Config struct {
+	// Upstream is the URL requests are forwarded to: scheme, host and an optional base path
+	// that request paths are joined to. Required.
+	Upstream string
+	// Addr is the proxy's listen address (default DefaultAddr).
+	Addr string
+	// AdminAddr is the listen address of /metrics, /healthz and /readyz (default
+	// DefaultAdminAddr, loopback only); "-" disables it.
+	AdminAddr string
+	// RulesPath is a rules file or directory, watched for changes (config.Watcher); the
+	// proxy sections of its documents say how requests become descriptors.
+	RulesPath string
+	// ReloadInterval is how often RulesPath is polled (default config.DefaultWatchInterval);
+	// negative disables polling.
+	ReloadInterval time.Duration
+	// Rules are static rules, used when RulesPath is empty.
+	Rules *config.Config
+	// Store decides; when nil, the store StoreConfig describes is opened, and closed on
+	// shutdown (see server.Config).
+	Store sluice.Store
+	// StoreConfig names the store to open when Store is nil: URL, mode, fallback, timeout.
+	StoreConfig stores.Config
+	// TrustedProxies are the addresses (CIDRs or bare IPs) of the proxies in front of this
+	// one: X-Forwarded-For and Forwarded are believed only from them (package clientip).
+	// Empty: the client address is the peer's.
+	TrustedProxies []string
+	// HeaderStyle selects the rate-limit headers of responses, as the httplimit middleware's
+	// (default httplimit.HeadersBoth: the IETF draft's and X-RateLimit-*).
+	HeaderStyle httplimit.HeaderStyle
+	// Logger receives startup, reload, shutdown and (rate-limited) error lines; nothing per
+	// request. Default: discard.
+	Logger *slog.Logger
+	// Registry receives the metrics; default a new registry.
+	Registry *prometheus.Registry
+	// ShutdownTimeout bounds the graceful drain of in-flight requests, WebSocket and
+	// streaming responses included, after which they are cut (default
+	// DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+	// Transport carries requests to the upstream (default: a clone of
+	// http.DefaultTransport keeping up to 256 idle connections to the upstream).
+	Transport http.RoundTripper
+	// FlushInterval is httputil.ReverseProxy's: 0 flushes streaming responses (unknown
+	// length, text/event-stream) at once and others when done; negative flushes after
+	// every write.
+	FlushInterval time.Duration
+}
+
+// Proxy is a rate-limiting reverse proxy. Build it with New, run it with Serve.
+type Proxy struct {
+	cfg      Config
+	log      *slog.Logger
+	srv      *server.Server // decides, owns the rules, their watcher and the store
+	rp       *httputil.ReverseProxy
+	upstream *url.URL
+	plan     atomic.Pointer[plan]
+	resolver *clientip.Resolver
+	metrics  *metrics
+	errLog   logEvery
+
+	lis, adminLis net.Listener
+	http, admin   *http.Server
+	base          context.Context // of every request; cancelled when the drain times out
+	cancelBase    context.CancelFunc
+	inflight      atomic.Int64
+	draining      atomic.Bool
+}
+
+// New validates cfg, loads the rules, opens the store and listens on the addresses. Call
+// Serve to answer requests, or Close to release what New acquired.
+func New(cfg Config) (*Proxy, error) {
+	p := &Proxy{cfg: cfg, log: cfg.Logger}
+	if p.log == nil {
+		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if p.cfg.ShutdownTimeout <= 0 {
+		p.cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	u, err := parseUpstream(cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	p.upstream = u
+	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	srv, err := server.New(server.Config{GRPCAddr: "-", HTTPAddr: "-", RulesPath: cfg.RulesPath,
+		ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules, Store: cfg.Store, StoreConfig: cfg.StoreConfig,
+		Logger: p.log, Registry: reg, RequestRules: server.RequestRulesOff})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	p.srv = srv
+	if p.currentPlan().empty() {
+		_ = srv.Close()
+		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
+	}
+	if p.metrics, err = newMetrics(reg); err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	p.rp = p.reverseProxy()
+	if err := p.listen(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseUpstream checks the upstream URL: http or https, with a host.
+func parseUpstream(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("proxy: upstream: missing (want a URL such as http://127.0.0.1:3000)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("proxy: upstream: scheme %q: want http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("proxy: upstream: %q has no host", raw)
+	}
+	return u, nil
+}
+
+func (p *Proxy) reverseProxy() *httputil.ReverseProxy {
+	transport := p.cfg.Transport
+	if transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 256
+		transport = t
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(p.upstream) // Host: the upstream's; X-Forwarded-Host keeps the client's
+			// Append the peer to the chain it sent, rather than replacing the chain.
+			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			pr.SetXForwarded()
+			// Request trailers: Clone gave Out a copy of In's trailer map, taken before the
+			// body was read and so without values; the server fills In's once the body is
+			// read, which is when the transport writes the outgoing trailers.
+			pr.Out.Trailer = pr.In.Trailer
+		},
+		Transport:     transport,
+		FlushInterval: p.cfg.FlushInterval,
+		ErrorHandler:  p.upstreamError,
+		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelError),
+	}
+}
+
+func (p *Proxy) listen() error {
+	addr := p.cfg.Addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("proxy: addr: %w", err)
+	}
+	p.lis = lis
+	p.base, p.cancelBase = context.WithCancel(context.Background())
+	p.http = &http.Server{
+		Handler:           p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return p.base },
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	adminAddr := p.cfg.AdminAddr
+	if adminAddr == "" {
+		adminAddr = DefaultAdminAddr
+	}
+	if adminAddr == "-" {
+		return nil
+	}
+	if p.adminLis, err = net.Listen("tcp", adminAddr); err != nil {
+		return fmt.Errorf("proxy: admin-addr: %w", err)
+	}
+	p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	return nil
+}
+
+// adminHandler is the server's admin endpoints, with /readyz failing as soon as the drain
+// starts, so that load balancers stop sending before the listener closes.
+func (p *Proxy) adminHandler() http.Handler {
+	admin := p.srv.AdminHandler()
+	mux := http.NewServeMux()
+	mux.Handle("/", admin)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if p.draining.Load() {
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		admin.ServeHTTP(w, r)
+	})
+	return mux
+}
+
+// Addr returns the address the proxy listens on.
+func (p *Proxy) Addr() string { return p.lis.Addr().String() }
+
+// AdminAddr returns the address of the admin endpoints ("" when disabled).
+func (p *Proxy) AdminAddr() string {
+	if p.adminLis == nil {
+		return ""
+	}
+	return p.adminLis.Addr().String()
+}
+
+// Registry returns the registry of the metrics.
+func (p *Proxy) Registry() *prometheus.Registry { return p.srv.Registry() }
+
+// Reload checks the rules files now (as the periodic poll does); see server.Server.Reload.
+func (p *Proxy) Reload() (bool, error) { return p.srv.Reload() }
+
+// Serve proxies until ctx is done, then shuts down gracefully: /readyz fails, the listener
+// closes, in-flight requests (WebSockets and streams included) finish for up to
+// ShutdownTimeout and are then cut, and the store is closed. It returns the first serving
+// error.
+func (p *Proxy) Serve(ctx context.Context) error {
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- p.srv.Serve(srvCtx) }() // rules watcher, readiness, store
+	errc := make(chan error, 2)
+	serve := func(s *http.Server, l net.Listener) {
+		if err := s.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}
+	go serve(p.http, p.lis)
+	if p.admin != nil {
+		go serve(p.admin, p.adminLis)
+	}
+	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstream.String(),
+		"domains", p.currentPlan().domainNames())
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		p.log.Error("proxy failed", "err", err)
+	}
+	p.drain()
+	stopSrv()
+	if serr := <-srvDone; err == nil {
+		err = serr
+	}
+	if p.admin != nil {
+		_ = p.admin.Close()
+	}
+	return err
+}
+
+// drain stops accepting and waits up to ShutdownTimeout for in-flight requests, hijacked
+// WebSocket connections included (http.Server.Shutdown does not wait for those), then
+// cancels what is left.
+func (p *Proxy) drain() {
+	p.draining.Store(true)
+	p.log.Info("shutting down: draining in-flight requests", "timeout", p.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ShutdownTimeout)
+	defer cancel()
+	err := p.http.Shutdown(ctx)
+	for err == nil && p.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		p.log.Warn("drain timed out: cutting the requests left", "in_flight", p.inflight.Load())
+	}
+	p.cancelBase() // ends upstream calls and WebSocket copies still running
+	_ = p.http.Close()
+}
+
+// Close releases what New acquired without a graceful shutdown. Serve calls what it needs;
+// Close is for a Proxy that is not served.
+func (p *Proxy) Close() error {
+	if p.cancelBase != nil {
+		p.cancelBase()
+	}
+	for _, s := range []*http.Server{p.http, p.admin} {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+	for _, l := range []net.Listener{p.lis, p.adminLis} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	return p.srv.Close()
+}
+
+// logEvery logs at most one line a second, so that a flood of bad requests or an upstream
+// outage does not flood the logs.
+type logEvery struct{ last atomic.Int64 }
+
+func (l *logEvery) allow() bool {
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	return now-last >= int64(time.Second) && l.last.CompareAndSwap(last, now)
+}

@@ -1,0 +1,168 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// What envoyproxy/ratelimit users rely on beyond the RLS call itself: its health check, its
+// debug endpoint, its metrics listener, and the logging of unknown domains. The differences
+// that remain are listed in docs/OPERATIONS.md, "Differences from envoyproxy/ratelimit".
+
+// PeerHealthService is the gRPC health service name envoyproxy/ratelimit reports; the server
+// reports it next to "" and the RLS service's full name.
+const PeerHealthService = "ratelimit"
+
+// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
+const DefaultNearLimitRatio = 0.8
+
+// DefaultResponseHeaderNames are the names of the ResponseHeaders: limit, remaining, reset.
+var DefaultResponseHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
+
+// maxUnknownDomains bounds the unknown domains remembered so that each is logged once.
+const maxUnknownDomains = 1024
+
+// unknownDomains remembers the unknown domains already logged.
+type unknownDomains struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+// unknownDomain counts a request in a domain the rules do not define and logs the domain the
+// first time (the first maxUnknownDomains domains; then nothing more is logged).
+func (s *Server) unknownDomain(domain string) {
+	s.peer.unknownDomains.Inc()
+	u := &s.unknown
+	u.mu.Lock()
+	_, seen := u.seen[domain]
+	full := len(u.seen) >= maxUnknownDomains
+	if !seen && !full {
+		if u.seen == nil {
+			u.seen = make(map[string]struct{})
+		}
+		u.seen[domain] = struct{}{}
+	}
+	u.mu.Unlock()
+	if !seen && !full {
+		s.log.Warn("request for a domain no rules define: answered OK with no limits (logged once per domain)",
+			"domain", quote(domain), "configured", s.Rules().Domains())
+	}
+}
+
+// handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving, 500
+// while starting or shutting down.
+func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	_, _ = io.WriteString(w, "OK")
+}
+
+// handleRLConfig is envoyproxy/ratelimit's /rlconfig: one line per limit, in its format.
+func (s *Server) handleRLConfig(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, dumpRules(s.Rules()))
+}
+
+// dumpRules is the text of /rlconfig: "<full key>: unit=<UNIT> requests_per_unit=<n>,
+// shadow_mode: <bool>, quota_mode: <bool>" per limit, sorted.
+func dumpRules(c *config.Config) string {
+	var lines []string
+	for _, l := range c.Limits() {
+		unit := strings.ToUpper(l.Unit.String())
+		if l.Unlimited {
+			unit = "UNKNOWN"
+		}
+		lines = append(lines, fmt.Sprintf("%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: %t\n",
+			l.FullKey, unit, l.RequestsPerUnit, l.ShadowMode, l.QuotaMode))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "")
+}
+
+// sideListener is an extra HTTP listener: Prometheus metrics on their own address
+// (Config.MetricsAddr) or the peer's debug endpoints (Config.DebugAddr).
+type sideListener struct {
+	lis net.Listener
+	srv *http.Server
+}
+
+// listenSide opens the extra listeners that Config asks for.
+func (s *Server) listenSide() error {
+	if a := s.cfg.MetricsAddr; a != "" {
+		path := s.cfg.MetricsPath
+		if path == "" {
+			path = "/metrics"
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET "+path, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		if err := s.addSide("metrics-addr", a, mux); err != nil {
+			return err
+		}
+	}
+	if a := s.cfg.DebugAddr; a != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "/rlconfig: print out the currently loaded configuration for debugging\n")
+		})
+		if err := s.addSide("debug-addr", a, mux); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) addSide(field, addr string, h http.Handler) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: %s: %w", field, err)
+	}
+	s.side = append(s.side, sideListener{lis: lis, srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}})
+	return nil
+}
+
+// MetricsAddr returns the address of the extra metrics listener ("" without one).
+func (s *Server) MetricsAddr() string { return s.sideAddr(s.cfg.MetricsAddr != "", 0) }
+
+// DebugAddr returns the address of the debug listener ("" without one).
+func (s *Server) DebugAddr() string {
+	i := 0
+	if s.cfg.MetricsAddr != "" {
+		i = 1
+	}
+	return s.sideAddr(s.cfg.DebugAddr != "", i)
+}
+
+func (s *Server) sideAddr(on bool, i int) string {
+	if !on || i >= len(s.side) {
+		return ""
+	}
+	return addr(s.side[i].lis)
+}
+
+// serveSide serves the extra listeners until they are closed.
+func (s *Server) serveSide() {
+	for _, l := range s.side {
+		go func() { _ = l.srv.Serve(l.lis) }() // returns when closed
+	}
+}
+
+// closeSide closes the extra listeners.
+func (s *Server) closeSide() {
+	for _, l := range s.side {
+		_ = l.srv.Close()
+		_ = l.lis.Close()
+	}
+}
