@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -25,6 +26,7 @@ type Interceptor struct {
 	count   counters
 
 	storeLog, keyLog, costLog logThrottle
+	classOnce                 sync.Once // criticality.go
 }
 
 // New returns an Interceptor that checks each call against the limits of the route it
@@ -117,6 +119,9 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 			}
 		}
 		checks = append(checks, sluice.Check{Key: string(key), Rule: l.Rule, N: n})
+		if l.Shares != nil {
+			checks[len(checks)-1].Reserve = l.Shares.Reserve(in.class(ctx), l.Rule.Capacity())
+		}
 	}
 	return checks, nil
 }

@@ -19,6 +19,10 @@ type Limit struct {
 	// Nil keys every call with the same key: one budget for all calls the limit applies to
 	// (client-side limiting of a downstream service, a global guard).
 	Key KeyFunc
+	// Shares, when not nil, share the limit's capacity between criticality classes: a call
+	// of class c (CriticalityMetadata, WithCriticality) passes only while c's share holds, so
+	// the lowest classes are shed first.
+	Shares *sluice.Shares
 }
 
 // Route gives the limits of the calls it matches.
@@ -63,6 +67,11 @@ func newRoutes(rs []Route) (*routes, error) {
 			}
 			if err := l.Rule.Validate(); err != nil {
 				return nil, fmt.Errorf("grpclimit: %s (%q).rule: %w", lf, l.Name, err)
+			}
+			if l.Shares != nil {
+				if err := l.Shares.Validate(); err != nil {
+					return nil, fmt.Errorf("grpclimit: %s (%q).%w", lf, l.Name, err)
+				}
 			}
 			if prev, ok := rules[l.Name]; ok && prev != l.Rule {
 				return nil, fmt.Errorf("grpclimit: %s.rule: limit %q has rule %s here and %s in another route (one name, one budget, one rule)",
