@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // Interceptor limits gRPC calls by its routes. Its methods return the server interceptors
@@ -26,7 +27,8 @@ type Interceptor struct {
 	count   counters
 
 	storeLog, keyLog, costLog logThrottle
-	classOnce                 sync.Once // criticality.go
+	classOnce                 sync.Once                // criticality.go
+	hot                       map[string]*hotkey.Param // by limit name (hot.go)
 }
 
 // New returns an Interceptor that checks each call against the limits of the route it
@@ -58,6 +60,9 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, err
 	}
 	in.routes = t
+	if err := in.buildHot(routes); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -78,12 +83,18 @@ func (v *verdict) sendHeaders(m HeaderMode) bool {
 func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Limit, req any, wait time.Duration) verdict {
 	var room [4]sluice.Check // most calls have few limits: no allocation for the checks
 	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0])
+	if h, ok := err.(errHot); ok { // the charge of a hot key failed: a store failure
+		return verdict{err: in.failure(ctx, h.err)}
+	}
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
 	}
 	d, err := in.decide(ctx, checks, wait)
 	if err != nil {
 		return verdict{err: in.failure(ctx, err)}
+	}
+	if in.hot != nil {
+		in.recordHot(checks)
 	}
 	v := verdict{decision: d, decided: true}
 	if d.Allowed {
@@ -115,6 +126,15 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 		if l.Key != nil {
 			var ok bool
 			if key, ok = l.Key(ctx, fullMethod, key); !ok {
+				continue
+			}
+		}
+		if l.Hot != nil {
+			cold, err := in.coldHot(ctx, l, string(key), n)
+			if err != nil {
+				return nil, errHot{err}
+			}
+			if cold {
 				continue
 			}
 		}

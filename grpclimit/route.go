@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // Limit is one limit a call must pass.
@@ -23,6 +24,11 @@ type Limit struct {
 	// of class c (CriticalityMetadata, WithCriticality) passes only while c's share holds, so
 	// the lowest classes are shed first.
 	Shares *sluice.Shares
+	// Hot, when not nil, makes the limit a hot parameter (package hotkey): each key (a
+	// Metadata value, say) keeps its own limit, but only the keys hot in this process reach
+	// the store; cold ones pass on the sketch's bound, in bounded memory whatever the number
+	// of keys. Limits sharing a Name share one sketch.
+	Hot *hotkey.Config
 }
 
 // Route gives the limits of the calls it matches.
