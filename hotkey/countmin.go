@@ -8,10 +8,9 @@ import "hash/maphash"
 // Space-Saving sketch does not hold far more tightly than its min. Not safe for concurrent
 // use.
 type countMin struct {
-	seed  maphash.Seed
-	mask  uint64
-	rows  [countMinDepth][]uint32
-	hashs [countMinDepth]uint64
+	seed maphash.Seed
+	mask uint64
+	rows [countMinDepth][]uint32
 }
 
 const countMinDepth = 4
