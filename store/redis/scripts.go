@@ -86,9 +86,11 @@ func newScript(name, file string, batched, extra bool) *script {
 		}
 	}
 	if head, tail, ok := strings.Cut(reserveLua, bodyMark); ok && consts != "" {
-		r := &script{name: name + "/reserve", extra: extra}
-		r.src, r.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+tail, snippets))
-		sc.reserve = r
+		if mid, tail, ok := strings.Cut(tail, singleMark); ok {
+			r := &script{name: name + "/reserve", extra: extra}
+			r.src, r.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+mid+"\n"+single+"\n"+tail, snippets))
+			sc.reserve = r
+		}
 	}
 	return sc
 }

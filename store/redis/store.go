@@ -198,7 +198,7 @@ func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p param
 	if sc == slidingWindowScript {
 		extra = windowFormats[req.Rule.Windows()]
 	}
-	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), req.Reserve, extra}
+	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), extra, req.Reserve}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
 }
 
