@@ -16,6 +16,7 @@ type Limiter struct {
 	local   localStore // store, when it decides in-process (store/memory)
 	clock   Clock
 	maxWait time.Duration
+	shares  Shares
 }
 
 // Option configures a Limiter.
@@ -32,6 +33,16 @@ func WithClock(c Clock) Option { return optionFunc(func(l *Limiter) { l.clock = 
 // request that would wait longer is refused at once with ErrWaitTooLong, consuming nothing.
 // The context deadline, when sooner, bounds it too.
 func WithMaxWait(d time.Duration) Option { return optionFunc(func(l *Limiter) { l.maxWait = d }) }
+
+// WithShares sets the share of a rule's capacity each criticality class may use (default
+// DefaultShares; see AllowClass). Invalid shares (Shares.Validate) are ignored.
+func WithShares(s Shares) Option {
+	return optionFunc(func(l *Limiter) {
+		if s.Validate() == nil {
+			l.shares = s
+		}
+	})
+}
 
 // New returns a Limiter deciding on store. A nil store makes every call fail with ErrNoStore.
 func New(store Store, opts ...Option) *Limiter {
@@ -75,6 +86,28 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 		return Decision{}, ErrNoStore
 	}
 	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n})
+}
+
+// AllowClass decides n units of key under rule for a request of criticality class c: it is
+// admitted only if, after it, at least the reserve of the classes above c remains (the
+// capacity minus c's share, WithShares), so when the key nears its limit the lowest classes
+// are refused first, on the one counter every class shares. A CRITICAL_PLUS request (share
+// 100%) is decided as AllowN. Remaining is what c may still use. n must be positive.
+func (l *Limiter) AllowClass(ctx context.Context, key string, rule Rule, n int64, c Criticality) (Decision, error) {
+	reserve := l.shares.Reserve(c, rule.Capacity())
+	if reserve == 0 {
+		return l.AllowN(ctx, key, rule, n)
+	}
+	if l.store == nil {
+		return Decision{}, ErrNoStore
+	}
+	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n, Reserve: reserve})
+}
+
+// Reserve returns what a request of class c must leave of rule's capacity under the
+// limiter's shares (see AllowClass and Check.Reserve).
+func (l *Limiter) Reserve(c Criticality, rule Rule) int64 {
+	return l.shares.Reserve(c, rule.Capacity())
 }
 
 // Settle applies delta units to key under rule whatever the limit, for a cost known only after
@@ -190,6 +223,9 @@ type Check struct {
 	Rule Rule
 	// N is the cost; 0 means 1.
 	N int64
+	// Reserve, when positive, is what must remain after the check for it to admit (a
+	// criticality class's reserve: Limiter.Reserve; see Request.Reserve).
+	Reserve int64
 	// Decision is filled in by AllowAll.
 	Decision Decision
 }
@@ -211,7 +247,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	if len(checks) == 0 {
 		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
-	if len(checks) == 1 { // AllowN: the memory store's fast path
+	if len(checks) == 1 && checks[0].Reserve == 0 { // AllowN: the memory store's fast path
 		c := &checks[0]
 		n := c.N
 		if n == 0 {
@@ -234,7 +270,11 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		if denied >= 0 {
 			n = 0 // after a denial, only report
 		}
-		d, err := l.store.Take(ctx, Request{Key: c.Key, Rule: c.Rule, N: n})
+		req := Request{Key: c.Key, Rule: c.Rule, N: n}
+		if n > 0 {
+			req.Reserve = c.Reserve
+		}
+		d, err := l.store.Take(ctx, req)
 		if err != nil {
 			l.undo(checks[:i], denied)
 			return Decision{}, fmt.Errorf("check %d (key %q): %w", i, c.Key, err)

@@ -30,6 +30,12 @@ type Request struct {
 	// is described in package algorithm (State.Settle, MaxDebt). A settle cannot
 	// reserve: MaxDelay must be 0.
 	Settle bool
+	// Reserve, when positive, is how many units must remain after the request for it to be
+	// admitted (criticality: Shares.Reserve): it is decided as a take of N + Reserve of which
+	// Reserve is given back at once, in one atomic step, so it consumes N and its RetryAfter
+	// is when N + Reserve fit (Never when they exceed the capacity). Remaining is what is left
+	// above the reserve. It cannot be combined with Settle or MaxDelay, and N must be positive.
+	Reserve int64
 }
 
 // Store makes rate-limit decisions on shared state: one atomic operation per decision, with
@@ -65,8 +71,27 @@ func (req *Request) ValidateArgs(maxKeyLen int) error {
 	if req.MaxDelay < 0 {
 		return fieldError(ErrInvalidN, "max_delay", "negative (%v)", req.MaxDelay)
 	}
+	if req.Settle && req.Reserve != 0 {
+		return fieldError(ErrInvalidN, "reserve", "a settle applies whatever the limit: no reserve (got %d)", req.Reserve)
+	}
 	if req.Settle {
 		return req.validateSettle()
+	}
+	if req.Reserve != 0 {
+		return req.validateReserve()
+	}
+	return nil
+}
+
+// validateReserve checks a criticality reserve: 0 to MaxLimit, on a plain take.
+func (req *Request) validateReserve() error {
+	switch {
+	case req.Reserve < 0 || req.Reserve > MaxLimit:
+		return fieldError(ErrInvalidN, "reserve", "must be between 0 and %d, got %d", int64(MaxLimit), req.Reserve)
+	case req.MaxDelay != 0:
+		return fieldError(ErrInvalidN, "max_delay", "a request with a reserve cannot wait for a slot (got %v)", req.MaxDelay)
+	case req.N <= 0:
+		return fieldError(ErrInvalidN, "n", "a request with a reserve takes units, got %d", req.N)
 	}
 	return nil
 }

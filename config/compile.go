@@ -139,6 +139,7 @@ func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node,
 		if n.limit != nil {
 			n.limit.ValueToMetric = vtm
 		}
+		d.compileHot(p, desc, n.limit, field)
 		if n.limit != nil && c != nil {
 			n.limit.Index = len(c.limits)
 			c.limits = append(c.limits, n.limit)
@@ -219,14 +220,15 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			if len(limits) > 1 {
 				p.add(d.File, rl.line, f+".unlimited", "cannot be combined with other limits on one descriptor")
 			}
-			if rl.Unit != "" || rl.Period != "" || rl.Algorithm != "" || rl.Burst != 0 {
-				p.add(d.File, rl.line, f+".unlimited", "should not specify unit, period, algorithm or burst when unlimited")
+			if rl.Unit != "" || rl.Period != "" || rl.Algorithm != "" || rl.Burst != 0 || rl.Scope != "" {
+				p.add(d.File, rl.line, f+".unlimited", "should not specify unit, period, algorithm, burst or scope when unlimited")
 			}
 			l.Unlimited = true
 			continue
 		}
+		local, scopeOK := d.compileScope(p, rl, f)
 		rule, unit, mult, ok := d.compileRule(p, o, rl, f)
-		if !ok {
+		if !ok || !scopeOK {
 			continue
 		}
 		if rl.RequestsPerUnit == 0 { // a block: always over the limit
@@ -236,6 +238,8 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			}
 			continue
 		}
+		l.addScope(local)
+		l.addShares(d.compileShares(p, rl, f))
 		if len(l.Rules) == 0 && !l.Block {
 			l.Unit, l.UnitMultiplier = unit, mult
 			l.RequestsPerUnit = uint32(min(rule.Limit, math.MaxUint32))

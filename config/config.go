@@ -41,6 +41,17 @@ type Limit struct {
 	Name string
 	// Rules are the limits; empty when Unlimited.
 	Rules []sluice.Rule
+	// Local[i] reports whether Rules[i] is a per-instance limit (scope: local), decided in
+	// the instance's own memory, rather than a cluster limit on the shared store. Nil when
+	// every rule is a cluster limit.
+	Local []bool
+	// Shares[i], when not nil, are the criticality shares of Rules[i] (rate_limit's
+	// criticality): a request of class c may be admitted only while c's share of the rule's
+	// capacity holds. Nil when no rule has them.
+	Shares []*sluice.Shares
+	// Hot, when set, tracks the descriptor's values in a bounded sketch (package hotkey): the
+	// cold values are admitted without a store call.
+	Hot *HotParam
 	// Unlimited admits every request without a store call.
 	Unlimited bool
 	// ShadowMode decides and counts, but always answers OK.

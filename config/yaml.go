@@ -54,7 +54,10 @@ type Descriptor struct {
 	ShareThreshold bool `yaml:"share_threshold"`
 	// Metadata is free-form data kept with the limit (envoyproxy/ratelimit's metadata).
 	Metadata map[string]any `yaml:"metadata"`
-	line     int
+	// Hot (Sluice) limits each value of this value-less key separately in bounded memory:
+	// see HotParam.
+	Hot  *HotParam `yaml:"hot"`
+	line int
 }
 
 // RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,
@@ -81,7 +84,13 @@ type RateLimit struct {
 	SubWindows int `yaml:"sub_windows"`
 	// UnitMultiplier makes the period UnitMultiplier units (RLS's unit_multiplier); 0 is 1.
 	UnitMultiplier uint32 `yaml:"unit_multiplier"`
-	line           int
+	// Scope (Sluice) is "cluster" (the default: the shared store) or "local" (an in-process
+	// memory store of each instance); see ScopeLocal.
+	Scope string `yaml:"scope"`
+	// Criticality (Sluice), when set, makes the limit share its capacity between the
+	// criticality classes of the requests (see CriticalityShares).
+	Criticality *CriticalityShares `yaml:"criticality"`
+	line        int
 }
 
 // Replace names a limit that a matching limit replaces.
@@ -147,7 +156,7 @@ func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	d.line = n.Line
 	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
 		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
-		"share_threshold", "metadata"))
+		"share_threshold", "metadata", "hot"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
@@ -155,7 +164,7 @@ func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
 	return decodeStrict(n, "rate_limit", (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
-		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "unit_multiplier"))
+		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "unit_multiplier", "scope", "criticality"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

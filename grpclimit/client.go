@@ -6,6 +6,9 @@ import (
 	"google.golang.org/grpc"
 )
 
+// The client interceptors also pass the call's criticality class on (CriticalityMetadata):
+// the one set by WithCriticality, or the one the server handling ctx's call received.
+//
 // UnaryClient returns the unary client interceptor, which limits the calls a client makes
 // (to protect a downstream service, or to stay within its quota): a call its limits refuse
 // fails locally with the same codes.ResourceExhausted status a server interceptor sends,
@@ -13,6 +16,7 @@ import (
 // any route it passes every call through.
 func (in *Interceptor) UnaryClient() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		ctx = propagate(ctx)
 		if limits := in.routes.match(method); len(limits) > 0 {
 			if v := in.check(ctx, method, limits, req, in.cfg.wait); v.err != nil {
 				return v.err
@@ -26,6 +30,7 @@ func (in *Interceptor) UnaryClient() grpc.UnaryClientInterceptor {
 // stream (the cost function sees a nil request).
 func (in *Interceptor) StreamClient() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		ctx = propagate(ctx)
 		if limits := in.routes.match(method); len(limits) > 0 {
 			if v := in.check(ctx, method, limits, nil, in.cfg.wait); v.err != nil {
 				return nil, v.err

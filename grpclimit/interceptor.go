@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // Interceptor limits gRPC calls by its routes. Its methods return the server interceptors
@@ -25,6 +27,8 @@ type Interceptor struct {
 	count   counters
 
 	storeLog, keyLog, costLog logThrottle
+	classOnce                 sync.Once                // criticality.go
+	hot                       map[string]*hotkey.Param // by limit name (hot.go)
 }
 
 // New returns an Interceptor that checks each call against the limits of the route it
@@ -56,6 +60,9 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, err
 	}
 	in.routes = t
+	if err := in.buildHot(routes); err != nil {
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -76,12 +83,18 @@ func (v *verdict) sendHeaders(m HeaderMode) bool {
 func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Limit, req any, wait time.Duration) verdict {
 	var room [4]sluice.Check // most calls have few limits: no allocation for the checks
 	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0])
+	if h, ok := err.(errHot); ok { // the charge of a hot key failed: a store failure
+		return verdict{err: in.failure(ctx, h.err)}
+	}
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
 	}
 	d, err := in.decide(ctx, checks, wait)
 	if err != nil {
 		return verdict{err: in.failure(ctx, err)}
+	}
+	if in.hot != nil {
+		in.recordHot(checks)
 	}
 	v := verdict{decision: d, decided: true}
 	if d.Allowed {
@@ -116,7 +129,19 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 				continue
 			}
 		}
+		if l.Hot != nil {
+			cold, err := in.coldHot(ctx, l, string(key), n)
+			if err != nil {
+				return nil, errHot{err}
+			}
+			if cold {
+				continue
+			}
+		}
 		checks = append(checks, sluice.Check{Key: string(key), Rule: l.Rule, N: n})
+		if l.Shares != nil {
+			checks[len(checks)-1].Reserve = l.Shares.Reserve(in.class(ctx), l.Rule.Capacity())
+		}
 	}
 	return checks, nil
 }

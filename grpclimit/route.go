@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // Limit is one limit a call must pass.
@@ -19,6 +20,15 @@ type Limit struct {
 	// Nil keys every call with the same key: one budget for all calls the limit applies to
 	// (client-side limiting of a downstream service, a global guard).
 	Key KeyFunc
+	// Shares, when not nil, share the limit's capacity between criticality classes: a call
+	// of class c (CriticalityMetadata, WithCriticality) passes only while c's share holds, so
+	// the lowest classes are shed first.
+	Shares *sluice.Shares
+	// Hot, when not nil, makes the limit a hot parameter (package hotkey): each key (a
+	// Metadata value, say) keeps its own limit, but only the keys hot in this process reach
+	// the store; cold ones pass on the sketch's bound, in bounded memory whatever the number
+	// of keys. Limits sharing a Name share one sketch.
+	Hot *hotkey.Config
 }
 
 // Route gives the limits of the calls it matches.
@@ -63,6 +73,11 @@ func newRoutes(rs []Route) (*routes, error) {
 			}
 			if err := l.Rule.Validate(); err != nil {
 				return nil, fmt.Errorf("grpclimit: %s (%q).rule: %w", lf, l.Name, err)
+			}
+			if l.Shares != nil {
+				if err := l.Shares.Validate(); err != nil {
+					return nil, fmt.Errorf("grpclimit: %s (%q).%w", lf, l.Name, err)
+				}
 			}
 			if prev, ok := rules[l.Name]; ok && prev != l.Rule {
 				return nil, fmt.Errorf("grpclimit: %s.rule: limit %q has rule %s here and %s in another route (one name, one budget, one rule)",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/internal/fastpath"
 	"github.com/sluicehq/sluice/internal/monotime"
 )
@@ -48,6 +49,9 @@ type middleware struct {
 	policyMu      sync.Mutex
 
 	storeLog, inputLog, routeLog logLimiter
+	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
+	hot        []*hotkey.Param
+	classState // criticality.go
 }
 
 // Middleware returns net/http middleware that rate-limits requests with l under the policies
@@ -111,6 +115,10 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		valid = valid[:64]
 	}
 	m.policies = valid
+	if err := m.buildHot(); err != nil {
+		errs = append(errs, fmt.Errorf("httplimit: hot: %w", err))
+		m.policies, m.hot = nil, nil
+	}
 	for _, p := range m.policies {
 		m.keyPrefixes = append(m.keyPrefixes, m.prefix+p.Name+":")
 		m.methods = append(m.methods, p.Methods)
@@ -137,6 +145,8 @@ func copiesKeys(l *sluice.Limiter) bool {
 // validatePolicy checks one policy; seen holds the names of the valid policies before it.
 func validatePolicy(p Policy, seen map[string]bool) error {
 	switch {
+	case p.Shares != nil && p.Shares.Validate() != nil:
+		return p.Shares.Validate()
 	case p.Name == "":
 		return &sluice.FieldError{Field: "name", Reason: "empty", Err: sluice.ErrInvalidRule}
 	case len(p.Name) > 64:
@@ -182,6 +192,7 @@ type request struct {
 	results []Result
 	which   []int // which[i]: the policy of checks[i]
 	mask    uint64
+	charges []int64 // charges[i]: what checks[i]'s hot key was admitted cold, to settle first
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -200,7 +211,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	charged := m.l // the limiter that charged the request, if it did
-	d, err := m.l.AllowAll(r.Context(), q.checks)
+	d, err := m.allowAll(r.Context(), m.l, q)
 	if err != nil {
 		charged = nil
 		if m.stats != nil {
@@ -213,7 +224,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.failClosed(w, r, q)
 			return
 		case FailFallback:
-			d, err = m.fallback.AllowAll(r.Context(), q.checks)
+			d, err = m.allowAll(r.Context(), m.fallback, q)
 			charged = m.fallback
 		}
 		if err != nil || m.failure == FailOpen {
@@ -264,6 +275,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (q *request) release() {
 	clear(q.checks) // drop the key strings, which may point into buf
 	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
+	q.charges = q.charges[:0]
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
 	}
@@ -274,6 +286,7 @@ func (m *middleware) collect(q *request, r *http.Request) {
 	pattern := ""
 	patternKnown := false
 	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
+	class, classKnown := sluice.Critical, false
 	for i := range m.policies {
 		p := &m.policies[i]
 		if !matchMethod(m.methods[i], r.Method) {
@@ -303,12 +316,18 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		q.buf = append(q.buf, m.keyPrefixes[i]...)
 		var ok bool
 		q.buf, ok = p.Key.appendKey(q.buf, r, m)
-		if !ok {
+		if !ok || (m.hot[i] != nil && m.observeHot(q, i, q.buf[start:], n)) {
 			q.buf = q.buf[:start]
 			continue
 		}
 		q.ends = append(q.ends, len(q.buf))
 		q.checks = append(q.checks, sluice.Check{Rule: p.Rule, N: n})
+		if p.Shares != nil {
+			if !classKnown {
+				class, classKnown = m.class(r), true
+			}
+			q.checks[len(q.checks)-1].Reserve = p.Shares.Reserve(class, p.Rule.Capacity())
+		}
 		q.which = append(q.which, i)
 		q.mask |= 1 << i
 	}

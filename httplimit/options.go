@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // Option configures Middleware.
@@ -40,6 +41,16 @@ type Policy struct {
 	// the policy. A negative cost, or a panic, is logged and charged 1: a request never
 	// refunds quota by its cost, and never goes free because the cost function failed.
 	Cost func(r *http.Request) int64
+	// Hot, when not nil, makes the policy a hot parameter (package hotkey): each value of Key
+	// (a KeyQuery or KeyHeader, say) keeps its own limit, but only the values hot in this
+	// process reach the store; cold ones are admitted on the sketch's bound, in bounded
+	// memory whatever the number of values. Their requests have no RateLimit headers from
+	// this policy.
+	Hot *hotkey.Config
+	// Shares, when not nil, share the policy's capacity between criticality classes: a
+	// request of class c (WithCriticalityHeader) is admitted only while c's share holds, so
+	// the lowest classes are shed first (sluice.Limiter.AllowClass).
+	Shares *sluice.Shares
 }
 
 // WithPolicy adds policies. Middleware with no policy returns the handler unchanged.

@@ -18,12 +18,13 @@ log() { printf '==> %s\n' "$*" >&2; }
 need_install=()
 command -v redis-server >/dev/null 2>&1 || need_install+=(redis-server)
 command -v memcached >/dev/null 2>&1 || need_install+=(memcached)
+command -v chromium >/dev/null 2>&1 || need_install+=(chromium) # the /ui test's headless browser
 if [ ${#need_install[@]} -gt 0 ]; then
 	log "installing ${need_install[*]}"
 	SUDO=""
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server memcached >/dev/null
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_install[@]}" >/dev/null
 fi
 
 WORK=$(mktemp -d /tmp/sluice-test.XXXXXX)
@@ -78,6 +79,7 @@ memcached -l 127.0.0.1 -p "$MEMCACHED_PORT" -U 0 -m 64 "${MEMCACHED_USER[@]}" &
 PIDS+=($!)
 wait_port 127.0.0.1 "$MEMCACHED_PORT" memcached
 export SLUICE_MEMCACHED_ADDR=127.0.0.1:$MEMCACHED_PORT
+export SLUICE_CHROMIUM=$(command -v chromium)
 
 # Sentinel and Cluster topologies.
 for f in scripts/test.d/*.sh; do

@@ -40,7 +40,8 @@ type item struct {
 	over     bool
 	decided  bool
 	decision sluice.Decision
-	binding  int // index of the rule with the least remaining
+	binding  int                // index of the rule with the least remaining
+	class    sluice.Criticality // the request's criticality class (criticality.go)
 }
 
 func (it *item) overridden() bool { return it.ovr }
@@ -86,13 +87,17 @@ func (it *item) never() bool {
 // grouped reports whether the item is decided in the main group: it takes units (neither a
 // peek nor a refund) and its answer alone denies the request (neither shadow nor quota mode).
 func (it *item) grouped() bool {
-	return it.limited() && !it.block && !it.shadow() && !it.quota && it.hits != 0 && !it.desc.IsNegativeHits
+	return it.limited() && !it.block && !it.shadow() && !it.quota && it.hits != 0 && !it.desc.IsNegativeHits && !it.decided
 }
 
 // appendChecks appends one check of cost n per rule of the item.
 func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 	for j := range it.numRules() {
-		checks = append(checks, sluice.Check{Key: ruleKey(it.key, j), Rule: it.rule(j), N: n})
+		var l *config.Limit
+		if !it.overridden() {
+			l = it.limit
+		}
+		checks = append(checks, sluice.Check{Key: checkKey(l, it.key, j), Rule: it.rule(j), N: n, Reserve: it.reserve(j, n)})
 	}
 	return checks
 }
@@ -133,7 +138,15 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, in
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	sc.items = s.appendItems(sc, dom, req)
+	if class := s.requestClass(req); class != sluice.Critical {
+		for i := range sc.items {
+			sc.items[i].class = class
+		}
+	}
 	applyReplaces(sc.items)
+	if err := s.decideHot(ctx, st, sc); err != nil {
+		return nil, err
+	}
 	decideGroup := s.decideGroup
 	if s.cfg.CountDenied {
 		decideGroup = s.decideCounting
@@ -148,6 +161,7 @@ func (s *Server) decideInto(ctx context.Context, req *rlsv3.RateLimitRequest, in
 			}
 		}
 	}
+	recordHot(st, sc)
 	if inspect != nil {
 		inspect(sc.items)
 	}
@@ -262,12 +276,13 @@ func (s *Server) decideCounting(ctx context.Context, sc *scratch) error {
 		sc.own = it.appendChecks(sc.own[:0], it.hits)
 		for j := range sc.own {
 			c := &sc.own[j]
-			d, err := s.limiter.AllowN(ctx, c.Key, c.Rule, c.N)
+			lim := s.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+			d, err := lim.AllowAll(ctx, sc.own[j:j+1])
 			if err != nil {
 				return s.storeError(ctx, err)
 			}
 			if !d.Allowed {
-				if _, err := s.limiter.Settle(ctx, c.Key, c.Rule, min(c.N, sluice.MaxLimit)); err != nil {
+				if _, err := lim.Settle(ctx, c.Key, c.Rule, min(c.N, sluice.MaxLimit)); err != nil {
 					return s.storeError(ctx, err)
 				}
 				it.over = true
@@ -299,7 +314,7 @@ func (s *Server) decideAlone(ctx context.Context, sc *scratch, it *item) error {
 	sc.own = it.appendChecks(sc.own[:0], n)
 	for j := range sc.own {
 		c := &sc.own[j]
-		d, err := s.limiter.AllowN(ctx, c.Key, c.Rule, c.N)
+		d, err := s.limiterFor(sc.own[j:j+1]).AllowN(ctx, c.Key, c.Rule, c.N)
 		if err != nil {
 			return s.storeError(ctx, err)
 		}
@@ -317,7 +332,7 @@ func (s *Server) allowAll(ctx context.Context, checks []sluice.Check) (int, erro
 	if len(checks) == 0 {
 		return 0, nil
 	}
-	if _, err := s.limiter.AllowAll(ctx, checks); err != nil {
+	if _, err := s.limiterFor(checks).AllowAll(ctx, checks); err != nil {
 		return 0, s.storeError(ctx, err)
 	}
 	for j := range checks {
@@ -525,6 +540,9 @@ func (s *Server) count(st *rules, dc *domainCounters, dom *config.Domain, it *it
 		return
 	}
 	info := &st.limits[it.limit.Index]
+	if info.hot == nil { // a hot parameter's sketch counts it already
+		info.view.Add(it.key, 1, it.over && !it.shadow())
+	}
 	ds.CurrentLimit = info.current[it.binding]
 	c := info.counters
 	switch {

@@ -21,7 +21,8 @@ import (
 )
 
 // Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, /json, GET /metrics,
-// /healthz, /readyz, and envoyproxy/ratelimit's GET /healthcheck and /rlconfig.
+// /healthz, /readyz, envoyproxy/ratelimit's GET /healthcheck and /rlconfig, and the live view
+// GET /v1/top and /ui.
 func (s *Server) Handler() http.Handler {
 	mux := s.adminMux()
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
@@ -41,6 +42,8 @@ func (s *Server) adminMux() *http.ServeMux {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /v1/top", s.handleTop)
+	mux.HandleFunc("GET /ui", s.handleUI)
 	return mux
 }
 
@@ -151,6 +154,9 @@ type allowRequest struct {
 	Rule  json.RawMessage `json:"rule"`
 	N     *int64          `json:"n"`
 	Delta *int64          `json:"delta"`
+	// Criticality is the request's class (criticality.go); a rule supplied by the request
+	// then shares its capacity between classes by sluice.DefaultShares.
+	Criticality string `json:"criticality"`
 }
 
 // DecisionJSON is a decision in the /v1/allow API. Durations are milliseconds;
@@ -228,21 +234,21 @@ func (s *Server) handleKeyOrDescriptors(w http.ResponseWriter, r *http.Request, 
 		s.writeError(w, invalid("body: want {\"key\", \"rule\", \"%s\"} or {\"domain\", \"descriptors\"}: %v", cost, err))
 		return
 	}
-	key, rules, n, err := s.checkAllow(&req, settle)
+	key, lim, n, err := s.checkAllow(&req, settle)
 	if err != nil {
 		s.writeError(w, err)
 		return
 	}
-	if len(rules) == 0 { // a named limit that is unlimited
+	if len(lim.Rules) == 0 { // a named limit that is unlimited
 		s.metrics.keyDecisions[1].Inc()
 		writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Limit: -1, Remaining: -1}})
 		return
 	}
 	var d sluice.Decision
 	if settle {
-		d, err = s.settleKey(r.Context(), key, rules, n)
+		d, err = s.settleKey(r.Context(), key, lim, n)
 	} else {
-		d, err = s.decideKey(r.Context(), key, rules, n)
+		d, err = s.decideKey(r.Context(), key, s.classLimit(lim, req.Criticality), n, s.classOf(req.Criticality))
 	}
 	if err != nil {
 		s.writeError(w, s.storeError(r.Context(), err))
@@ -262,8 +268,8 @@ func b2i(b bool) int {
 }
 
 // checkAllow checks a key-form request (of /v1/settle when settle) and returns its key, its
-// rules (none for an unlimited named limit) and its cost.
-func (s *Server) checkAllow(req *allowRequest, settle bool) (string, []sluice.Rule, int64, error) {
+// limit (no rules for an unlimited named limit) and its cost.
+func (s *Server) checkAllow(req *allowRequest, settle bool) (string, *config.Limit, int64, error) {
 	if req.Key == "" {
 		return "", nil, 0, invalid("key: empty")
 	}
@@ -273,10 +279,11 @@ func (s *Server) checkAllow(req *allowRequest, settle bool) (string, []sluice.Ru
 	if err := config.CheckKey(req.Key); err != nil {
 		return "", nil, 0, invalid("key %s: %v", quote(req.Key), err)
 	}
-	rules, err := s.keyRules(req.Rule)
+	lim, err := s.keyRules(req.Rule)
 	if err != nil {
 		return "", nil, 0, err
 	}
+	rules := lim.Rules
 	if len(rules) > 1 && len(req.Key)+4 > s.maxKeyLen { // ruleKey's "|#N"
 		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d for a limit of %d rules", len(req.Key), s.maxKeyLen-4, len(rules))
 	}
@@ -284,7 +291,7 @@ func (s *Server) checkAllow(req *allowRequest, settle bool) (string, []sluice.Ru
 	if err != nil {
 		return "", nil, 0, err
 	}
-	return req.Key, rules, n, nil
+	return req.Key, lim, n, nil
 }
 
 // checkCost returns a key-form request's cost: n for /v1/allow (default 1), delta for
@@ -314,9 +321,9 @@ func checkCost(req *allowRequest, settle bool) (int64, error) {
 	return *req.Delta, nil
 }
 
-// keyRules returns the rules of a key-form request's "rule": the rule it supplies, checked
-// against the ceilings, or the rules of the configured limit it names.
-func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
+// keyRules returns the limit of a key-form request's "rule": the rule it supplies, checked
+// against the ceilings, or the configured limit it names.
+func (s *Server) keyRules(raw json.RawMessage) (*config.Limit, error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -333,7 +340,7 @@ func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
 		if err != nil {
 			return nil, err
 		}
-		return l.Rules, nil
+		return l, nil
 	case raw[0] == '{':
 		if err := s.requestRules.supplied("rule"); err != nil {
 			return nil, err
@@ -345,7 +352,7 @@ func (s *Server) keyRules(raw json.RawMessage) ([]sluice.Rule, error) {
 		if err := s.requestRules.check("rule", "rule.period", rule); err != nil {
 			return nil, err
 		}
-		return []sluice.Rule{rule}, nil
+		return &config.Limit{Rules: []sluice.Rule{rule}}, nil
 	}
 	return nil, invalid("rule: want a rule {\"limit\", \"period\", ...} or the name of a configured limit, got %s", quote(string(raw)))
 }
@@ -377,22 +384,27 @@ func parseRule(raw json.RawMessage) (sluice.Rule, error) {
 	return rule, nil
 }
 
-// decideKey decides n units of key under every rule (the second and later rules of a named
-// limit count under ruleKey(key, i), as descriptors do): all must admit.
-func (s *Server) decideKey(ctx context.Context, key string, rules []sluice.Rule, n int64) (sluice.Decision, error) {
-	if len(rules) == 1 {
-		return s.limiter.AllowN(ctx, key, rules[0], n)
+// decideKey decides n units of key under every rule of lim (the second and later rules of a
+// named limit count under ruleKey(key, i), as descriptors do; per-instance rules on the
+// instance's memory): all must admit.
+func (s *Server) decideKey(ctx context.Context, key string, lim *config.Limit, n int64, class sluice.Criticality) (sluice.Decision, error) {
+	checks := make([]sluice.Check, len(lim.Rules))
+	for i, r := range lim.Rules {
+		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: n}
+		if sh := lim.SharesOf(i); sh != nil && n > 0 {
+			checks[i].Reserve = sh.Reserve(class, r.Capacity())
+		}
 	}
-	checks := make([]sluice.Check, len(rules))
-	for i, r := range rules {
-		checks[i] = sluice.Check{Key: ruleKey(key, i), Rule: r, N: n}
+	l := s.limiterFor(checks)
+	if len(checks) == 1 && checks[0].Reserve == 0 {
+		return l.AllowN(ctx, checks[0].Key, checks[0].Rule, n)
 	}
 	if n > 0 {
-		return s.limiter.AllowAll(ctx, checks)
+		return l.AllowAll(ctx, checks)
 	}
 	allowed := true // a peek: each rule on its own (AllowAll takes at least one unit)
 	for i := range checks {
-		d, err := s.limiter.AllowN(ctx, checks[i].Key, checks[i].Rule, 0)
+		d, err := l.AllowN(ctx, checks[i].Key, checks[i].Rule, 0)
 		if err != nil {
 			return sluice.Decision{}, err
 		}
@@ -403,10 +415,10 @@ func (s *Server) decideKey(ctx context.Context, key string, rules []sluice.Rule,
 }
 
 // settleKey settles delta units of key under every rule, keyed as decideKey keys them.
-func (s *Server) settleKey(ctx context.Context, key string, rules []sluice.Rule, delta int64) (sluice.Decision, error) {
-	checks := make([]sluice.Check, len(rules))
-	for i, r := range rules {
-		checks[i] = sluice.Check{Key: ruleKey(key, i), Rule: r, N: delta}
+func (s *Server) settleKey(ctx context.Context, key string, lim *config.Limit, delta int64) (sluice.Decision, error) {
+	checks := make([]sluice.Check, len(lim.Rules))
+	for i, r := range lim.Rules {
+		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: delta}
 	}
 	if err := s.settleChecks(ctx, checks); err != nil {
 		return sluice.Decision{}, err
@@ -414,11 +426,13 @@ func (s *Server) settleKey(ctx context.Context, key string, rules []sluice.Rule,
 	return settled(checks), nil
 }
 
-// settleChecks settles each check's N on its own, filling in its Decision.
+// settleChecks settles each check's N on its own, filling in its Decision (a per-instance
+// limit's on this instance's memory).
 func (s *Server) settleChecks(ctx context.Context, checks []sluice.Check) error {
+	l := s.limiterFor(checks)
 	for i := range checks {
 		c := &checks[i]
-		d, err := s.limiter.Settle(ctx, c.Key, c.Rule, c.N)
+		d, err := l.Settle(ctx, c.Key, c.Rule, c.N)
 		if err != nil {
 			return err
 		}

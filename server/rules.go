@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/hotkey"
 )
 
 // rules is one loaded config with everything the hot path needs precomputed: metric
@@ -25,13 +26,18 @@ type limitInfo struct {
 	// current are the RLS current_limit of each rule of the limit; shared read-only by
 	// responses.
 	current []*rlsv3.RateLimitResponse_RateLimit
+	// hot is the sketch of a hot parameter (hot.go); nil for other limits.
+	hot *hotkey.Param
+	// view tracks the keys of highest rate for the live view (view.go).
+	view *hotkey.Tracker
 }
 
 func (s *Server) compileRules(cfg *config.Config) *rules {
 	r := &rules{cfg: cfg, limits: make([]limitInfo, len(cfg.Limits())), domains: make(map[string]*domainCounters),
 		named: namedLimits(cfg)}
 	for _, l := range cfg.Limits() {
-		info := limitInfo{counters: s.metrics.limitCounters(l), peer: s.peer.counters(l.FullKey)}
+		info := limitInfo{counters: s.metrics.limitCounters(l), peer: s.peer.counters(l.FullKey), hot: s.hotParam(l)}
+		info.view = s.viewTracker(l, info.hot)
 		rules := l.Rules
 		if l.Block {
 			rules = []sluice.Rule{{Period: l.Unit.Duration() * time.Duration(max(l.UnitMultiplier, 1))}}

@@ -160,6 +160,8 @@ type Server struct {
 	store           sluice.Store
 	storeCloser     io.Closer // the store it opened; nil for Config.Store
 	limiter         *sluice.Limiter
+	layered         *sluice.Limiter // limiter and per-instance limits (layered.go)
+	localStore      io.Closer
 	rules           atomic.Pointer[rules]
 	watcher         *config.Watcher
 	metrics         *metrics
@@ -170,6 +172,7 @@ type Server struct {
 	requestRules    requestRules
 	responseHeaders bool
 	lastStoreLog    atomic.Int64
+	policy          policyMetrics // criticality.go
 
 	grpcLis, httpLis net.Listener
 	grpc             *grpc.Server
@@ -237,6 +240,9 @@ func New(cfg Config) (*Server, error) {
 	if s.peer, err = newPeerMetrics(s.registry); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	if err := s.registerPolicyMetrics(); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
 	if err := s.loadRules(); err != nil {
 		return nil, err
 	}
@@ -302,7 +308,7 @@ func (s *Server) openStore() error {
 	}
 	s.limiter = sluice.New(s.store)
 	s.readyCheck.store = s.store
-	return nil
+	return s.openLocal()
 }
 
 func (s *Server) listen() error {
@@ -470,6 +476,9 @@ func (s *Server) Close() error {
 		}
 		if s.storeCloser != nil {
 			err = s.storeCloser.Close()
+		}
+		if s.localStore != nil {
+			_ = s.localStore.Close()
 		}
 	})
 	return err

@@ -27,6 +27,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	for _, s := range simulate.Scenarios() {
 		scenarioNames = append(scenarioNames, s.Name)
 	}
+	scenarioNames = append(scenarioNames, simulate.CriticalityScenario)
 	scenario := fs.String("scenario", simulate.Scenarios()[0].Name, "traffic scenario: "+strings.Join(scenarioNames, ", "))
 	algorithms := fs.String("algorithms", "all", "comma-separated algorithms (sliding_window_N for N sub-windows), or all")
 	modes := fs.String("modes", "single", "comma-separated modes: "+strings.Join(simulate.ModeNames(), ", "))
@@ -58,6 +59,9 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: %s\n  %s\n", s.Name, s.Summary, s.Definition)
 		}
 		return 0
+	}
+	if *scenario == simulate.CriticalityScenario {
+		return simulateCriticality(stdout, stderr, *duration, *seed)
 	}
 	cfg, err := simulateConfig(*scenario, *algorithms, *modes, *routing, *format, *nodes, *duration, *seed)
 	if err != nil {

@@ -69,6 +69,8 @@ func (s *Store) casAttempt(key string, calls []*call, now int64, buf []byte) err
 		}
 		if c.req.Settle {
 			c.d = st.Settle(now, c.p, c.req.N)
+		} else if c.req.Reserve > 0 {
+			c.d = algorithm.TakeReserved(st, now, c.p, c.req.N, c.req.Reserve)
 		} else {
 			c.d = st.Take(now, c.p, c.req.N, int64(c.req.MaxDelay))
 		}

@@ -65,11 +65,13 @@ func (v *view) at(j int64) *int64 {
 	return &v.sliding.Counts[i]
 }
 
-func (v *view) take(now int64, p *algorithm.Params, n int64) sluice.Decision {
+// take decides n units on the view, keeping reserve units (a criticality class's reserve,
+// sluice.Request.Reserve) free after them.
+func (v *view) take(now int64, p *algorithm.Params, n, reserve int64) sluice.Decision {
 	if v.slide {
-		return v.sliding.Take(now, p, n, 0)
+		return algorithm.TakeReserved(&v.sliding, now, p, n, reserve)
 	}
-	return v.fixed.Take(now, p, n, 0)
+	return algorithm.TakeReserved(&v.fixed, now, p, n, reserve)
 }
 
 func (v *view) settle(now int64, p *algorithm.Params, n int64) sluice.Decision {
@@ -120,7 +122,7 @@ func (s *Store) countRound(sh *laneShard, key string, b base, calls []*call, now
 		if c.req.Settle {
 			c.d = v.settle(now, p, c.req.N)
 		} else {
-			c.d = v.take(now, p, c.req.N)
+			c.d = v.take(now, p, c.req.N, c.req.Reserve)
 		}
 		for j := range before {
 			w := v.first + int64(j)
@@ -164,7 +166,7 @@ func (s *Store) countRound(sh *laneShard, key string, b base, calls []*call, now
 	*v.at(cur) = total - sum
 	var denied int64
 	for _, c := range calls {
-		c.d = v.take(now, p, c.req.N)
+		c.d = v.take(now, p, c.req.N, c.req.Reserve)
 		if !c.d.Allowed {
 			denied += c.req.N
 		}

@@ -29,6 +29,8 @@ var (
 	gcraLua string
 	//go:embed lua/multi.lua
 	multiLua string
+	//go:embed lua/reserve.lua
+	reserveLua string
 	//go:embed lua/muldiv.lua
 	muldivLua string
 	//go:embed lua/persist.lua
@@ -49,7 +51,10 @@ type script struct {
 	src   string
 	sha   string
 	multi *script // decides for many keys of one slot in one call; nil: one key per call
-	extra bool    // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
+	// reserve decides a request with a criticality reserve (lua/reserve.lua); nil for the
+	// variants themselves.
+	reserve *script
+	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
 }
 
 // Markers splitting the Lua files (see lua/prelude.lua and lua/multi.lua).
@@ -78,6 +83,13 @@ func newScript(name, file string, batched, extra bool) *script {
 			m := &script{name: name + "/multi", extra: extra}
 			m.src, m.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+tail, snippets))
 			sc.multi = m
+		}
+	}
+	if head, tail, ok := strings.Cut(reserveLua, bodyMark); ok && consts != "" {
+		if mid, tail, ok := strings.Cut(tail, singleMark); ok {
+			r := &script{name: name + "/reserve", extra: extra}
+			r.src, r.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+mid+"\n"+single+"\n"+tail, snippets))
+			sc.reserve = r
 		}
 	}
 	return sc

@@ -175,6 +175,9 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 		}
 		p = p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
 	}
+	if req.Reserve > 0 {
+		return s.newReserveCall(ctx, req, p)
+	}
 	sc, p := scriptArgs(p, req)
 	p = settleParam(p, req)
 	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p)}
@@ -182,6 +185,21 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 		args = append(args, windowFormats[req.Rule.Windows()])
 	}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc, args: args, limit: req.Rule.Capacity()}
+}
+
+// newReserveCall is newCall for a request with a criticality reserve: the algorithm's
+// reserve variant, deciding a take of N + Reserve and giving Reserve back (lua/reserve.lua).
+func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p params) *call {
+	take := *req
+	take.N += req.Reserve
+	sc, p := scriptArgs(p, &take)
+	p = settleParam(p, &take)
+	extra := ""
+	if sc == slidingWindowScript {
+		extra = windowFormats[req.Rule.Windows()]
+	}
+	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), extra, req.Reserve}
+	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
 }
 
 // Close stops the store's workers, and closes the client when the store was built by

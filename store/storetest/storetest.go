@@ -66,6 +66,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("RuleChangeKeepsState", func(t *testing.T) { testRuleChange(t, newStore, run) })
 	t.Run("ConcurrentTakers", func(t *testing.T) { testConcurrent(t, newStore, run) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore, run) })
+	t.Run("Criticality", func(t *testing.T) { testCriticality(t, newStore, run) })
 }
 
 // RunCase plays one step table against a fresh store.

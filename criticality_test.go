@@ -1,0 +1,53 @@
+package sluice_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+func TestParseCriticality(t *testing.T) {
+	for in, want := range map[string]sluice.Criticality{"CRITICAL_PLUS": sluice.CriticalPlus, "critical": sluice.Critical,
+		"Sheddable_Plus": sluice.SheddablePlus, "SHEDDABLE": sluice.Sheddable} {
+		if c, ok := sluice.ParseCriticality(in); !ok || c != want {
+			t.Errorf("%q: %v %v, want %v", in, c, ok, want)
+		}
+	}
+	if c, ok := sluice.ParseCriticality("URGENT"); ok || c != sluice.Critical {
+		t.Errorf("unknown class: %v %v, want CRITICAL, false", c, ok)
+	}
+	if err := (sluice.Shares{1, 1, 1, 1.5}).Validate(); err == nil {
+		t.Error("a share of 1.5 was accepted")
+	}
+}
+
+// Under a 2x overload with an even class mix, the classes are admitted in their order: the
+// lower classes stop at their share, and only CRITICAL_PLUS uses the last 10%.
+func TestAllowClassShedsLowestFirst(t *testing.T) {
+	mem, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	l := sluice.New(mem)
+	rule := sluice.FixedWindow(100, time.Hour)
+	admitted := map[sluice.Criticality]int{}
+	for range 50 { // 200 requests for a limit of 100, each class a quarter
+		for _, c := range []sluice.Criticality{sluice.Sheddable, sluice.SheddablePlus, sluice.Critical, sluice.CriticalPlus} {
+			d, err := l.AllowClass(context.Background(), "k", rule, 1, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted[c]++
+			}
+		}
+	}
+	s, sp, c, cp := admitted[sluice.Sheddable], admitted[sluice.SheddablePlus], admitted[sluice.Critical], admitted[sluice.CriticalPlus]
+	if !(s < sp && sp < c && c < cp) || s+sp+c+cp != 100 || s+sp+c > 90 {
+		t.Errorf("admitted per class: %v", admitted)
+	}
+}

@@ -1,0 +1,29 @@
+package httplimit
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// The class travels in X-Criticality: SHEDDABLE requests stop at half the limit, CRITICAL
+// ones (and unknown classes) at 90%, CRITICAL_PLUS ones use it all, on every store.
+func TestCriticalityHeader(t *testing.T) {
+	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {
+		h := mustNew(t, l, WithClock(clock), WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
+			Key: KeyRoute(), Shares: &sluice.DefaultShares}))(okHandler)
+		class := func(c string) func(r *http.Request) {
+			return func(r *http.Request) { r.Header.Set("X-Criticality", c) }
+		}
+		got := statuses(h, 6, "/", class("SHEDDABLE"))
+		got = append(got, statuses(h, 5, "/", class("bogus"))...)
+		got = append(got, statuses(h, 2, "/", class("CRITICAL_PLUS"))...)
+		want := codes(200, 200, 200, 200, 200, 429, 200, 200, 200, 200, 429, 200, 429)
+		if !slices.Equal(got, want) {
+			t.Errorf("got  %v\nwant %v", got, want)
+		}
+	})
+}

@@ -1,0 +1,90 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/server"
+)
+
+const viewRules = `
+domain: web
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: product
+    hot: {top_k: 10, cold_limit: 1}
+    rate_limit: {unit: minute, requests_per_unit: 3}
+`
+
+const evilKey = `<script>alert(1)</script>`
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// GET /v1/top lists the keys being denied with their rates and the hot parameter's sketch;
+// the gauges and /ui show them too, the page with every key escaped.
+func TestLiveViewShowsDeniedKeysEscaped(t *testing.T) {
+	h := start(t, viewRules)
+	for range 5 {
+		h.ask(t, "web", desc("user", evilKey))
+		h.ask(t, "web", desc("product", "p1"))
+	}
+	h.ask(t, "web", desc("user", "bob"))
+	var top server.TopResponse
+	if err := json.Unmarshal([]byte(get(t, h.base+"/v1/top")), &top); err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Domains) != 1 || len(top.Domains[0].Limits) != 2 {
+		t.Fatalf("top: %+v", top)
+	}
+	user, product := top.Domains[0].Limits[0], top.Domains[0].Limits[1]
+	if user.Name != "web.user" {
+		user, product = product, user
+	}
+	if len(user.Keys) != 2 || user.Keys[0].Key != "web|user="+evilKey || user.Keys[0].DeniedRate <= 0 ||
+		user.Keys[0].AdmittedRate <= 0 || user.Keys[1].DeniedRate != 0 {
+		t.Errorf("user keys: %+v", user.Keys)
+	}
+	// 5 requests of one value: 1 cold, 2 admitted by the store (charged the cold one), 2 denied.
+	if product.Hot == nil || product.Hot.ColdAdmits != 1 || product.Hot.StoreCalls != 4 ||
+		len(product.Hot.Values) != 1 || product.Hot.Values[0].Value != "web|product=p1" || product.Hot.Values[0].DeniedRate <= 0 {
+		t.Errorf("product sketch: %+v", product.Hot)
+	}
+	if top.Store.URL != "custom" || top.Store.State != "store" {
+		t.Errorf("store: %+v", top.Store)
+	}
+	if m := h.metric(t, `sluice_top_key_rate{domain="web",key="web|user=<script>alert(1)</script>",limit="web.user",rank="1",result="denied"}`); m == "" {
+		t.Errorf("no denied gauge for the top key:\n%s", h.metrics(t))
+	}
+	page := get(t, h.base+"/ui")
+	if strings.Contains(page, evilKey) || !strings.Contains(page, "web|user=&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("the page does not show the key escaped:\n%s", page)
+	}
+	if code, _ := getCode(h.base + "/v1/top?n=0"); code != http.StatusBadRequest {
+		t.Errorf("n=0: %d, want 400", code)
+	}
+}
+
+func getCode(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
