@@ -58,3 +58,7 @@ func Timing(t testing.TB) {
 		t.Skip("real-time test: scripts/test.sh runs it in its serial timing phase")
 	}
 }
+
+// Chaos reports whether SLUICE_CHAOS is set (scripts/chaos.sh sets it): the reliability tests
+// then run their long forms, with more keys, rounds and time, each still bounded.
+func Chaos() bool { return os.Getenv("SLUICE_CHAOS") != "" }
