@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -156,15 +155,6 @@ func TestMaxConns(t *testing.T) {
 	}
 }
 
-// heapAfterGC is the live heap once garbage is collected.
-func heapAfterGC() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // TestHugeRequestsFlatMemory sends 10 MB bodies, JSON nested past encoding/json's limit and
 // 10k descriptors, repeatedly, on HTTP and RLS: each is rejected in milliseconds without a
 // store call, and the live heap afterwards is what it was before.
@@ -211,11 +201,11 @@ func TestHugeRequestsFlatMemory(t *testing.T) {
 		worst["10k descriptors RLS"] = max(worst["10k descriptors RLS"], time.Since(start))
 	}
 	run() // first allocations of pools and buffers
-	before := heapAfterGC()
+	before := testenv.LiveHeap()
 	for range rounds {
 		run()
 	}
-	after := heapAfterGC()
+	after := testenv.LiveHeap()
 	for name, d := range worst {
 		t.Logf("%-22s worst %v", name, d.Round(time.Microsecond))
 	}
