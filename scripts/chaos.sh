@@ -4,7 +4,7 @@
 # every fuzz target runs for minutes. It starts the same real servers as scripts/test.sh (its
 # only implementation), stops every process it started by PID, and exits non-zero on failure.
 #
-# Usage: scripts/chaos.sh                      (from the repository root; ~15 min on 2 cores)
+# Usage: scripts/chaos.sh                      (from the repository root; ~25 min on 2 cores: the soak alone is 10 min)
 #        SLUICE_FUZZTIME=10m scripts/chaos.sh  longer fuzzing per target (default 2m)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -73,3 +73,6 @@ func LiveHeap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// MiB converts bytes to mebibytes, for test logs.
+func MiB(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -58,16 +58,14 @@ func TestKeyFlood(t *testing.T) {
 	after := testenv.LiveHeap()
 	perKey := float64(full-min(base, full)) / maxKeys
 	t.Logf("%d unique keys, max keys %d: %d held, %d evicted; live heap +%.1f MB at max keys (%.0f B/key), +%.1f MB after the flood; hot key %d of %d admitted (limit %d)",
-		flood, maxKeys, s.Len(), s.Evictions(), mb(full-min(base, full)), perKey, mb(after-min(base, after)), admitted, asked, hot.Limit)
+		flood, maxKeys, s.Len(), s.Evictions(), testenv.MiB(full-min(base, full)), perKey, testenv.MiB(after-min(base, after)), admitted, asked, hot.Limit)
 	if s.Len() > maxKeys {
 		t.Errorf("%d keys held, max %d", s.Len(), maxKeys)
 	}
 	if after > full+full/4+1<<20 {
-		t.Errorf("live heap grew from %.1f MB at max keys to %.1f MB after %d keys", mb(full), mb(after), flood)
+		t.Errorf("live heap grew from %.1f MB at max keys to %.1f MB after %d keys", testenv.MiB(full), testenv.MiB(after), flood)
 	}
 	if admitted != hot.Limit {
 		t.Errorf("hot key: %d admitted of %d asked, want its limit %d (evicted by the flood?)", admitted, asked, hot.Limit)
 	}
 }
-
-func mb(b uint64) float64 { return float64(b) / (1 << 20) }
