@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,32 +11,39 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// StartCluster starts a Redis Cluster of the test's own: primaries redis-servers (each a
-// StartRedis), joined with redis-cli --cluster create, no replicas; it returns once every
-// node reports cluster_state:ok. Tests that reshard or kill nodes use it instead of the
+// StartCluster starts a Redis Cluster of the test's own: primaries x (1 + replicas)
+// redis-servers (each a StartRedis, node timeout 2 s), joined with redis-cli --cluster create
+// --cluster-replicas replicas; it returns once every node reports cluster_state:ok. Tests that reshard or kill nodes use it instead of the
 // shared cluster of scripts/test.sh.
-func StartCluster(t testing.TB, primaries int) []*RedisServer {
+func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		t.Skip("redis-cli not found")
 	}
-	nodes := make([]*RedisServer, primaries)
-	addrs := make([]string, primaries)
+	nodes := make([]*RedisServer, primaries*(1+replicas))
+	addrs := make([]string, len(nodes))
 	for i := range nodes {
 		nodes[i] = StartRedis(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
 		addrs[i] = nodes[i].Addr()
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	if out, err := exec.Command(cli, append(args, "--cluster-yes")...).CombinedOutput(); err != nil {
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
+	linked := 0 // replicas whose link to their primary is up
 	for _, n := range nodes {
 		c := goredis.NewClient(&goredis.Options{Addr: n.Addr()})
 		for {
 			info, _ := c.ClusterInfo(context.Background()).Result()
-			if strings.Contains(info, "cluster_state:ok") {
+			repl, _ := c.Info(context.Background(), "replication").Result()
+			replica := strings.Contains(repl, "role:slave")
+			if strings.Contains(info, "cluster_state:ok") && (!replica || strings.Contains(repl, "master_link_status:up")) {
+				if replica {
+					linked++
+				}
 				break
 			}
 			if time.Now().After(deadline) {
@@ -45,6 +53,9 @@ func StartCluster(t testing.TB, primaries int) []*RedisServer {
 			time.Sleep(50 * time.Millisecond)
 		}
 		c.Close()
+	}
+	if linked != primaries*replicas {
+		t.Fatalf("%d replicas linked to their primary, want %d", linked, primaries*replicas)
 	}
 	return nodes
 }

@@ -22,7 +22,7 @@ import (
 // ErrStoreUnavailable) and the count the new owner holds is exactly what was admitted.
 func TestReshardHotSlot(t *testing.T) {
 	testenv.Timing(t)
-	nodes := testenv.StartCluster(t, 3)
+	nodes := testenv.StartCluster(t, 3, 0)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
 		addrs[i] = n.Addr()
