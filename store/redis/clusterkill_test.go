@@ -24,16 +24,10 @@ import (
 // replica's lag) are measured.
 func TestClusterPrimaryKill(t *testing.T) {
 	testenv.Timing(t)
-	nodes := testenv.StartCluster(t, 3, 1)
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr()
-	}
-	// The client a redis-cluster:// URL builds (sluice serve's), which reloads the slot map
-	// every redis.ClusterStateReloadInterval; a client of go-redis's defaults would keep
-	// sending the dead primary's slots to it for a minute.
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { c.Close() })
+	nodes, addrs, c := ownCluster(t, 3, 1)
+	// The store decides on the client a redis-cluster:// URL builds (sluice serve's), which
+	// reloads the slot map every redis.ClusterStateReloadInterval; a client of go-redis's
+	// defaults would keep sending the dead primary's slots to it for a minute.
 	prefix := testPrefix(t, c)
 	s, err := redis.NewFromURL("redis-cluster://"+strings.Join(addrs, ","), redis.WithPrefix(prefix), redis.WithTimeout(200*time.Millisecond))
 	if err != nil {

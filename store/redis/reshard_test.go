@@ -22,13 +22,7 @@ import (
 // ErrStoreUnavailable) and the count the new owner holds is exactly what was admitted.
 func TestReshardHotSlot(t *testing.T) {
 	testenv.Timing(t)
-	nodes := testenv.StartCluster(t, 3, 0)
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr()
-	}
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
+	_, addrs, c := ownCluster(t, 3, 0)
 	prefix := testPrefix(t, c)
 	s := newStore(t, c, redis.WithPrefix(prefix))
 	ctx := context.Background()
@@ -100,4 +94,18 @@ func TestReshardHotSlot(t *testing.T) {
 	if failed.Load()*1000 > total.Load() {
 		t.Errorf("%d of %d decisions failed, more than 0.1%%", failed.Load(), total.Load())
 	}
+}
+
+// ownCluster starts a cluster of the test's own (testenv.StartCluster) and returns its nodes,
+// their addresses and a client of it.
+func ownCluster(t *testing.T, primaries, replicas int) ([]*testenv.RedisServer, []string, *goredis.ClusterClient) {
+	t.Helper()
+	nodes := testenv.StartCluster(t, primaries, replicas)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return nodes, addrs, c
 }
