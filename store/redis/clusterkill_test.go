@@ -90,6 +90,7 @@ func TestClusterPrimaryKill(t *testing.T) {
 	var promoted time.Time
 	deadline := killed.Add(20 * time.Second)
 	for promoted.IsZero() && time.Now().Before(deadline) {
+		//lint:ignore SA1019 CLUSTER SLOTS still answers on Redis 7 and names each range's primary first
 		sl, _ := sc.ClusterSlots(ctx).Result()
 		for _, r := range sl {
 			if int64(r.Start) <= slot && slot <= int64(r.End) && r.Nodes[0].Addr != owner {
@@ -110,19 +111,6 @@ func TestClusterPrimaryKill(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	stop()
 	if resumed.IsZero() {
-		for _, n := range nodes {
-			if n != victim {
-				nc := goredis.NewClient(&goredis.Options{Addr: n.Addr()})
-				info, _ := nc.ClusterInfo(ctx).Result()
-				sl, _ := nc.ClusterSlots(ctx).Result()
-				nc.Close()
-				for _, r := range sl {
-					if int64(r.Start) <= slot && slot <= int64(r.End) {
-						t.Logf("%s sees slot %d on %s; %.60s", n.Addr(), slot, r.Nodes[0].Addr, info)
-					}
-				}
-			}
-		}
 		t.Fatalf("decisions did not resume within 20 s of killing %s (%d failed)", owner, failed.Load())
 	}
 	// Bring the old primary back (it rejoins as a replica), so the test's cleanup can scan
@@ -155,6 +143,7 @@ func TestClusterPrimaryKill(t *testing.T) {
 // slotRange returns the range of CLUSTER SLOTS that holds slot.
 func slotRange(t *testing.T, c *goredis.ClusterClient, slot int64) goredis.ClusterSlot {
 	t.Helper()
+	//lint:ignore SA1019 CLUSTER SLOTS still answers on Redis 7 and names each range's primary first
 	slots, err := c.ClusterSlots(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
