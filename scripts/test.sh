@@ -8,6 +8,7 @@
 #
 # Usage: scripts/test.sh            (from the repository root)
 #        SLUICE_TEST_QUICK=1 scripts/test.sh   skips staticcheck and fuzzing
+#        SLUICE_CHAOS=1 scripts/test.sh        the long forms only (scripts/chaos.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -88,6 +89,33 @@ for f in scripts/test.d/*.sh; do
 	. "$f"
 done
 
+# fuzz_all runs every fuzz target of the module for $1 (an execution count such as 100000x,
+# or a duration).
+fuzz_all() {
+	while read -r pkg target; do
+		[ -n "$pkg" ] || continue
+		log "fuzz $pkg $target ($1)"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$1" -fuzzminimizetime 100x -timeout 60m "$pkg"
+	done < <(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' . |
+		sed 's/^func //' | sort -u | while read -r t; do
+		f=$(grep -rlE "^func $t\(" --include='*_test.go' . | head -1)
+		echo "./$(dirname "${f#./}") $t"
+	done)
+}
+
+# --- chaos: the long forms of the reliability tests (issue 16), then minutes of fuzzing ------
+if [ -n "${SLUICE_CHAOS:-}" ]; then
+	export SLUICE_CHAOS
+	log "chaos: reliability tests, long forms (SLUICE_CHAOS=1), one package at a time"
+	go test -count=1 -p 1 -timeout 60m -v \
+		-run 'TestKeyFlood|TestHugeRequestsFlatMemory|TestSlowloris|TestMaxConns|TestMaxHits|TestClockSkew|TestLinearizable|TestSoak|TestSentinelFailoverUnderLoad|TestReshardHotSlot|TestClusterPrimaryKill|TestTimedOutScriptsNotRetried|TestScriptCacheLost|TestFallback' \
+		./store/memory/ ./store/redis/ ./server/ ./distributed/
+	log "chaos: fuzzing"
+	fuzz_all "${SLUICE_FUZZTIME:-2m}"
+	log "chaos: all passed"
+	exit 0
+fi
+
 # --- checks ---------------------------------------------------------------------------------
 log "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -131,16 +159,7 @@ if [ -z "${SLUICE_TEST_QUICK:-}" ]; then
 	log "fuzzing (short runs)"
 	# An execution count, not a duration: with a duration, go test -fuzz sometimes ends with a
 	# spurious "context deadline exceeded" when its deadline passes mid-execution.
-	FUZZTIME=${SLUICE_FUZZTIME:-100000x}
-	while read -r pkg target; do
-		[ -n "$pkg" ] || continue
-		log "fuzz $pkg $target"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 100x -timeout 5m "$pkg"
-	done < <(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' . |
-		sed 's/^func //' | sort -u | while read -r t; do
-		f=$(grep -rlE "^func $t\(" --include='*_test.go' . | head -1)
-		echo "./$(dirname "${f#./}") $t"
-	done)
+	fuzz_all "${SLUICE_FUZZTIME:-100000x}"
 fi
 
 log "all checks passed"

@@ -34,6 +34,12 @@ const (
 	DefaultMaxBodyBytes         = 4 << 20
 	DefaultShutdownTimeout      = 10 * time.Second
 	DefaultStreamWorkers        = 256
+	// DefaultReadHeaderTimeout bounds how long an HTTP client may take to send its request
+	// headers: a slowloris connection is closed after it.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConns          = 10_000
 	// DefaultMaxRequestLogLimit keeps one call of the Redis sliding-log script to a few
 	// milliseconds (1.4 to 1.7 ms median; docs/OPERATIONS.md has the measurement).
 	DefaultMaxRequestLogLimit = 1000
@@ -151,6 +157,14 @@ type Config struct {
 	// Quota configures the RLQS quota service served on the gRPC port (quota.go); its
 	// Rules are the server's.
 	Quota rlqs.Config
+	// ReadHeaderTimeout bounds the time an HTTP client may take to send a request's headers
+	// (default DefaultReadHeaderTimeout); IdleTimeout how long a keep-alive connection may
+	// wait for its next request (default DefaultIdleTimeout); MaxHeaderBytes the size of a
+	// request's headers (default DefaultMaxHeaderBytes). MaxConns bounds the open HTTP
+	// connections (default DefaultMaxConns; negative: no bound): a connection accepted
+	// beyond it is closed at once, so slow clients cannot exhaust the file descriptors.
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes, MaxConns       int
 }
 
 // Server is a running rate-limit service. Build it with New, run it with Serve.
@@ -263,6 +277,13 @@ func orDefault(v, d int) int {
 	return v
 }
 
+func orDefaultDuration(v, d time.Duration) time.Duration {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
 func (s *Server) loadRules() error {
 	switch {
 	case s.cfg.RulesPath != "":
@@ -337,14 +358,17 @@ func (s *Server) listen() error {
 		if err != nil {
 			return fmt.Errorf("server: http-addr: %w", err)
 		}
+		if s.cfg.MaxConns >= 0 {
+			lis = limitConns(lis, orDefault(s.cfg.MaxConns, DefaultMaxConns))
+		}
 		s.httpLis = lis
 		s.http = &http.Server{
 			Handler:           s.Handler(),
-			ReadHeaderTimeout: 5 * time.Second,
+			ReadHeaderTimeout: orDefaultDuration(s.cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
+			IdleTimeout:       orDefaultDuration(s.cfg.IdleTimeout, DefaultIdleTimeout),
+			MaxHeaderBytes:    orDefault(s.cfg.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		}
 	}
 	return s.listenSide()

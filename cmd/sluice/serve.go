@@ -33,6 +33,8 @@ type serveFlags struct {
 	requestRules                             string
 	maxRequestLogLimit, maxRequestStateBytes int64
 	maxRequestPeriod                         time.Duration
+	readHeaderTimeout, idleTimeout           time.Duration
+	maxHeaderBytes, maxConns                 int64
 	envErrs                                  map[string]string // by flag: environment values that did not parse
 
 	// envoyproxy/ratelimit's settings (peerenv.go)
@@ -59,6 +61,30 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
 	f.registerPeer(fs)
 	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 16 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
+	fs.DurationVar(&f.readHeaderTimeout, "http-read-header-timeout", f.envDuration("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT", server.DefaultReadHeaderTimeout), "longest time an HTTP client may take to send its request headers (slowloris) [SLUICE_HTTP_READ_HEADER_TIMEOUT]")
+	fs.DurationVar(&f.idleTimeout, "http-idle-timeout", f.envDuration("http-idle-timeout", "SLUICE_HTTP_IDLE_TIMEOUT", server.DefaultIdleTimeout), "longest wait of a keep-alive HTTP connection for its next request [SLUICE_HTTP_IDLE_TIMEOUT]")
+	fs.Int64Var(&f.maxHeaderBytes, "http-max-header-bytes", f.envInt64("http-max-header-bytes", "SLUICE_HTTP_MAX_HEADER_BYTES", server.DefaultMaxHeaderBytes), "largest request headers (bytes) on the HTTP port [SLUICE_HTTP_MAX_HEADER_BYTES]")
+	fs.Int64Var(&f.maxConns, "http-max-conns", f.envInt64("http-max-conns", "SLUICE_HTTP_MAX_CONNS", server.DefaultMaxConns), "most open HTTP connections; one beyond it is closed at once; -1: no bound [SLUICE_HTTP_MAX_CONNS]")
+}
+
+// checkHTTPLimits reports the first problem of the HTTP connection settings, naming the flag.
+func (f *serveFlags) checkHTTPLimits() error {
+	for _, name := range []string{"http-read-header-timeout", "http-idle-timeout", "http-max-header-bytes", "http-max-conns"} {
+		if msg, ok := f.envErrs[name]; ok {
+			return errors.New(msg)
+		}
+	}
+	switch {
+	case f.readHeaderTimeout <= 0:
+		return fmt.Errorf("--http-read-header-timeout: must be positive, got %v", f.readHeaderTimeout)
+	case f.idleTimeout <= 0:
+		return fmt.Errorf("--http-idle-timeout: must be positive, got %v", f.idleTimeout)
+	case f.maxHeaderBytes < 1<<10 || f.maxHeaderBytes > 1<<30:
+		return fmt.Errorf("--http-max-header-bytes: must be between 1024 and %d, got %d", 1<<30, f.maxHeaderBytes)
+	case f.maxConns == 0 || f.maxConns < -1 || f.maxConns > 1<<30:
+		return fmt.Errorf("--http-max-conns: must be -1 (no bound) or between 1 and %d, got %d", 1<<30, f.maxConns)
+	}
+	return nil
 }
 
 // envInt64 is the integer in the environment variable name (of flag flagName), or def when it is unset;
@@ -139,6 +165,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
+	if err := f.checkHTTPLimits(); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
 	peerCfg, err := f.checkPeer(fs)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
@@ -163,6 +193,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		MaxRequestLogLimit:   f.maxRequestLogLimit,
 		MaxRequestPeriod:     f.maxRequestPeriod,
 		MaxRequestStateBytes: f.maxRequestStateBytes,
+
+		ReadHeaderTimeout: f.readHeaderTimeout,
+		IdleTimeout:       f.idleTimeout,
+		MaxHeaderBytes:    int(f.maxHeaderBytes),
+		MaxConns:          int(f.maxConns),
 	}
 	peerCfg.apply(&cfg)
 	if f.config == "" {

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,3 +59,20 @@ func Timing(t testing.TB) {
 		t.Skip("real-time test: scripts/test.sh runs it in its serial timing phase")
 	}
 }
+
+// Chaos reports whether SLUICE_CHAOS is set (scripts/chaos.sh sets it): the reliability tests
+// then run their long forms, with more keys, rounds and time, each still bounded.
+func Chaos() bool { return os.Getenv("SLUICE_CHAOS") != "" }
+
+// LiveHeap returns the bytes of the heap still in use once garbage is collected, for tests
+// asserting that memory stays flat.
+func LiveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// MiB converts bytes to mebibytes, for test logs.
+func MiB(b uint64) float64 { return float64(b) / (1 << 20) }

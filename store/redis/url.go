@@ -29,7 +29,13 @@ import (
 // refuses connections fails decisions at once, and is dialed again every 10 ms, so that
 // decisions come back to it within 10 ms plus a round trip of its accepting connections again
 // (go-redis alone re-dials once a second); behind Sentinel or Cluster, go-redis's once a
-// second stays. Errors name the part of the URL that is wrong.
+// second stays. A Cluster client reloads the slot map every ClusterStateReloadInterval
+// (go-redis: every minute, or on MOVED, which a dead primary never answers), so decisions
+// find the replica that took over a killed primary's slots. Errors name the part of the URL
+// that is wrong.
+// ClusterStateReloadInterval is how often a redis-cluster:// client reloads the slot map.
+const ClusterStateReloadInterval = 250 * time.Millisecond
+
 func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -76,6 +82,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		client = goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: p.addrs, Username: p.user, Password: p.pass,
 			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
+			ClusterStateReloadInterval: ClusterStateReloadInterval,
 		})
 	default:
 		return nil, fmt.Errorf("redis: url: scheme: want redis, rediss, redis-sentinel or redis-cluster, got %q", u.Scheme)
