@@ -105,7 +105,7 @@ func (h *harness) run(t *testing.T, cfg server.Config) *harness {
 	return h
 }
 
-func compile(t *testing.T, rules string) *config.Config {
+func compile(t testing.TB, rules string) *config.Config {
 	t.Helper()
 	doc, err := config.Decode("rules.yaml", []byte(rules))
 	if err != nil {
