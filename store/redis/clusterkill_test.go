@@ -135,8 +135,10 @@ func TestClusterPrimaryKill(t *testing.T) {
 	if resumed.Sub(promoted) > redis.ClusterStateReloadInterval+time.Second {
 		t.Errorf("decisions resumed %v after the promotion, want <= the reload interval %v + 1 s", resumed.Sub(promoted), redis.ClusterStateReloadInterval)
 	}
-	if held > admitted.Load() {
-		t.Errorf("the new primary holds %d, more than the %d admitted", held, admitted.Load())
+	// A call that failed may still have run (its reply lost with the connection): the new
+	// primary may hold up to the failed calls more than was admitted, never more than that.
+	if held > admitted.Load()+failed.Load() {
+		t.Errorf("the new primary holds %d, more than the %d admitted + %d failed", held, admitted.Load(), failed.Load())
 	}
 }
 
