@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // ErrBadEncoding reports bytes that AppendState did not write (another program's value, or a
@@ -69,75 +70,49 @@ func DecodeState(b []byte) (State, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrBadEncoding, b[0])
 	}
-	r := reader{b: b[1:]}
+	r := wire.NewReader(b[1:])
 	switch s := s.(type) {
 	case *FixedWindow:
-		s.End, s.Count = r.varint(), r.varint()
+		s.End, s.Count = r.Varint(), r.Varint()
 	case *SlidingWindow:
-		s.Newest, s.Sub = r.varint(), r.varint()
-		n := r.uvarint()
-		if n > sluice.MaxSubWindows+1 || n > uint64(len(r.b)) {
+		s.Newest, s.Sub = r.Varint(), r.Varint()
+		n := r.Uvarint()
+		if n > sluice.MaxSubWindows+1 || n > uint64(r.Len()) {
 			return nil, fmt.Errorf("%w: %d sliding-window counters", ErrBadEncoding, n)
 		}
 		if n > 0 {
 			s.Counts = make([]int64, n)
 			for i := range s.Counts {
-				s.Counts[i] = r.varint()
+				s.Counts[i] = r.Varint()
 			}
 		}
 	case *TokenBucket:
-		s.Level, s.Last = r.varint(), r.varint()
+		s.Level, s.Last = r.Varint(), r.Varint()
 	case *LeakyBucket:
-		s.Level, s.Last = r.varint(), r.varint()
+		s.Level, s.Last = r.Varint(), r.Varint()
 	case *GCRA:
-		s.TAT = r.varint()
+		s.TAT = r.Varint()
 	case *SlidingLog:
-		s.limit = r.varint()
-		n := r.uvarint()
+		s.limit = r.Varint()
+		n := r.Uvarint()
 		// up to Limit timestamps, and as many more in debt (see SlidingLog and Params.MaxDebt)
-		if s.limit < 0 || s.limit > sluice.MaxSlidingLogLimit || n > 2*uint64(s.limit) || n > uint64(len(r.b)) {
+		if s.limit < 0 || s.limit > sluice.MaxSlidingLogLimit || n > 2*uint64(s.limit) || n > uint64(r.Len()) {
 			return nil, fmt.Errorf("%w: %d timestamps in a log of limit %d", ErrBadEncoding, n, s.limit)
 		}
 		if n > 0 {
 			s.ring = make([]int64, max(int(n), min(minLogRing, int(s.limit))))
-			t := r.varint()
+			t := r.Varint()
 			for i := range int(n) {
 				if i > 0 {
-					t += int64(r.uvarint())
+					t += int64(r.Uvarint())
 				}
 				s.ring[i] = t
 			}
 			s.count = int(n)
 		}
 	}
-	if r.err || len(r.b) != 0 {
+	if r.Failed() || r.Len() != 0 {
 		return nil, fmt.Errorf("%w: %s state of %d bytes", ErrBadEncoding, s.Algorithm(), len(b))
 	}
 	return s, nil
-}
-
-// reader reads varints, remembering the first failure.
-type reader struct {
-	b   []byte
-	err bool
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // errCorrupt is returned by DecodeClient for bytes AppendClient did not write.
@@ -33,72 +35,27 @@ func AppendClient(dst []byte, c *Client) []byte {
 
 // DecodeClient decodes what AppendClient wrote.
 func DecodeClient(b []byte) (*Client, error) {
-	d := decoder{b: b}
-	if d.byte() != 1 {
+	d := wire.NewReader(b)
+	if d.Byte() != 1 {
 		return nil, errCorrupt
 	}
-	c := &Client{Seen: d.varint(), Left: d.byte() == 1}
-	n := d.uvarint()
+	c := &Client{Seen: d.Varint(), Left: d.Byte() == 1}
+	n := d.Uvarint()
 	if n > 1024 {
 		return nil, errCorrupt
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		c.History = append(c.History, Sample{Count: math.Float64frombits(d.uint64()), Elapsed: d.varint()})
+	for i := uint64(0); i < n && !d.Failed(); i++ {
+		c.History = append(c.History, Sample{Count: math.Float64frombits(d.Uint64()), Elapsed: d.Varint()})
 	}
-	n = d.uvarint()
+	n = d.Uvarint()
 	if n > MaxHeld {
 		return nil, errCorrupt
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		c.Held = append(c.Held, Assignment{Share: d.varint(), Expires: d.varint()})
+	for i := uint64(0); i < n && !d.Failed(); i++ {
+		c.Held = append(c.Held, Assignment{Share: d.Varint(), Expires: d.Varint()})
 	}
-	if d.err != nil || len(d.b) != 0 {
+	if d.Failed() || d.Len() != 0 {
 		return nil, errCorrupt
 	}
 	return c, nil
-}
-
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) byte() byte {
-	if len(d.b) < 1 {
-		d.err = errCorrupt
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) uint64() uint64 {
-	if len(d.b) < 8 {
-		d.err = errCorrupt
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b)
-	d.b = d.b[8:]
-	return v
 }

@@ -1,0 +1,68 @@
+// Package wire reads the compact binary encodings Sluice stores (the algorithm states in
+// memcached, the quota allocator's client records in Redis).
+package wire
+
+import "encoding/binary"
+
+// Reader reads a byte slice front to back, remembering the first failure: a read past the end
+// or a malformed varint fails the Reader, and from then on every read returns 0 (check
+// Failed once at the end).
+type Reader struct {
+	b      []byte
+	failed bool
+}
+
+// NewReader returns a Reader of b.
+func NewReader(b []byte) Reader { return Reader{b: b} }
+
+// Failed reports whether a read failed.
+func (r *Reader) Failed() bool { return r.failed }
+
+// Len is the number of bytes not read yet.
+func (r *Reader) Len() int { return len(r.b) }
+
+func (r *Reader) fail() { r.failed, r.b = true, nil }
+
+// Varint reads a signed varint.
+func (r *Reader) Varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// Uvarint reads an unsigned varint.
+func (r *Reader) Uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+// Uint64 reads 8 bytes, little-endian.
+func (r *Reader) Uint64() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
