@@ -11,8 +11,12 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// ClusterNodeTimeout is the cluster-node-timeout of StartCluster's nodes: how long a primary
+// may be unreachable before the others count it as failing (its replica's election follows).
+const ClusterNodeTimeout = 2 * time.Second
+
 // StartCluster starts a Redis Cluster of the test's own: primaries x (1 + replicas)
-// redis-servers (each a StartRedis, node timeout 2 s), joined with redis-cli --cluster create
+// redis-servers (each a StartRedis, node timeout ClusterNodeTimeout), joined with redis-cli --cluster create
 // --cluster-replicas replicas; it returns once every node reports cluster_state:ok. Tests that reshard or kill nodes use it instead of the
 // shared cluster of scripts/test.sh.
 func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
@@ -24,7 +28,7 @@ func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 	nodes := make([]*RedisServer, primaries*(1+replicas))
 	addrs := make([]string, len(nodes))
 	for i := range nodes {
-		nodes[i] = StartRedis(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+		nodes[i] = StartRedis(t, "--cluster-enabled", "yes", "--cluster-node-timeout", strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10))
 		addrs[i] = nodes[i].Addr()
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -58,4 +62,60 @@ func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 		t.Fatalf("%d replicas linked to their primary, want %d", linked, primaries*replicas)
 	}
 	return nodes
+}
+
+// SlotPrimary returns the address of slot's primary as the cluster node at addr names it in
+// CLUSTER SLOTS ("" when it does not answer or serves no such slot).
+func SlotPrimary(addr string, slot int64) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	//lint:ignore SA1019 CLUSTER SLOTS still answers on Redis 7 and names each range's primary first
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return ""
+	}
+	for _, r := range slots {
+		if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr
+		}
+	}
+	return ""
+}
+
+// SlotFailover is the kill of a slot's primary in a cluster of StartCluster's (KillSlotPrimary).
+type SlotFailover struct {
+	Victim   *RedisServer // the killed primary
+	From, To string       // the slot's primary before and after (To "" if none took over)
+	Killed   time.Time    // when the SIGKILL was sent
+	Promoted time.Time    // when a surviving node first named another primary (zero if none did)
+}
+
+// KillSlotPrimary sends SIGKILL to the node among nodes that serves slot as primary, then
+// polls a surviving node every 5 ms until it names another primary for the slot (the
+// cluster's own failover: node timeout and election) or timeout passes.
+func KillSlotPrimary(t testing.TB, nodes []*RedisServer, slot int64, timeout time.Duration) SlotFailover {
+	t.Helper()
+	f := SlotFailover{From: SlotPrimary(nodes[0].Addr(), slot)}
+	var survivor *RedisServer
+	for _, n := range nodes {
+		if n.Addr() == f.From {
+			f.Victim = n
+		} else {
+			survivor = n
+		}
+	}
+	if f.Victim == nil {
+		t.Fatalf("slot %d's primary %q is not one of the nodes", slot, f.From)
+	}
+	f.Victim.Kill()
+	f.Killed = time.Now()
+	for deadline := f.Killed.Add(timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if to := SlotPrimary(survivor.Addr(), slot); to != "" && to != f.From {
+			f.To, f.Promoted = to, time.Now()
+			break
+		}
+	}
+	return f
 }

@@ -22,12 +22,20 @@ type RedisServer struct {
 	args []string
 	port int
 	dir  string
+	conf string // a config file, the first argument when set (a Sentinel's: see StartSentinel)
 	cmd  *exec.Cmd
 }
 
 // StartRedis starts a redis-server without persistence, with extra arguments args (see
 // Get for an unset SLUICE_REDIS_SERVER_BIN), and waits until it accepts connections.
 func StartRedis(t testing.TB, args ...string) *RedisServer {
+	t.Helper()
+	return startRedis(t, func(int, string) string { return "" }, args...)
+}
+
+// startRedis is StartRedis with a config file: conf, given the server's port and directory,
+// writes it and returns its path ("" for none).
+func startRedis(t testing.TB, conf func(port int, dir string) string, args ...string) *RedisServer {
 	t.Helper()
 	bin := Get(t, "SLUICE_REDIS_SERVER_BIN")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,6 +45,7 @@ func StartRedis(t testing.TB, args ...string) *RedisServer {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	s := &RedisServer{t: t, bin: bin, args: args, port: port, dir: t.TempDir()}
+	s.conf = conf(port, s.dir)
 	s.Start()
 	t.Cleanup(func() {
 		if s.cmd != nil {
@@ -56,9 +65,13 @@ func (s *RedisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port)
 // millisecond, for at most 10 s).
 func (s *RedisServer) Start() time.Time {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no", "--loglevel", "warning"},
-		s.args...)...)
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no", "--loglevel", "warning")
+	s.cmd = exec.Command(s.bin, append(args, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}

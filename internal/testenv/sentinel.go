@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,14 +20,87 @@ import (
 // failover's reconfiguration of the old primary takes Sentinel several seconds).
 const sentinelSettleTimeout = 60 * time.Second
 
+// SentinelSetup is a Sentinel setup of the test's own (StartSentinel): a primary, one
+// replica and three Sentinels (quorum 2), each a redis-server on a free port that the test
+// may kill by its PID, and that its cleanup kills.
+type SentinelSetup struct {
+	Master    string         // the master name the Sentinels monitor
+	Redis     []*RedisServer // the primary as started, then its replica
+	Sentinels []*RedisServer
+}
+
+// StartSentinel starts a Sentinel setup of the test's own, its Sentinels with
+// down-after-milliseconds downAfter and failover-timeout failoverTimeout, and returns once it
+// is settled (see Sentinel). Tests that kill its processes use it instead of the shared setup
+// of scripts/test.sh.
+func StartSentinel(t testing.TB, downAfter, failoverTimeout time.Duration) *SentinelSetup {
+	t.Helper()
+	primary := StartRedis(t, "--repl-diskless-sync-delay", "0") // the replica's first sync at once
+	s := &SentinelSetup{Master: "sluice", Redis: []*RedisServer{primary, StartRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))}}
+	for range 3 {
+		s.Sentinels = append(s.Sentinels, startRedis(t, func(port int, dir string) string {
+			// Sentinel rewrites its config file: one each, in its own directory.
+			conf := filepath.Join(dir, "sentinel.conf")
+			text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\nsentinel down-after-milliseconds %[1]s %[3]d\nsentinel failover-timeout %[1]s %[4]d\nsentinel parallel-syncs %[1]s 1\n",
+				s.Master, primary.port, downAfter.Milliseconds(), failoverTimeout.Milliseconds())
+			if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return conf
+		}, "--sentinel"))
+	}
+	waitSentinelSettled(t, s.Addrs(), s.Master)
+	return s
+}
+
+// Addrs returns the Sentinels' addresses.
+func (s *SentinelSetup) Addrs() []string {
+	addrs := make([]string, len(s.Sentinels))
+	for i, n := range s.Sentinels {
+		addrs[i] = n.Addr()
+	}
+	return addrs
+}
+
+// URL returns the setup's redis-sentinel:// store URL.
+func (s *SentinelSetup) URL() string {
+	return "redis-sentinel://" + strings.Join(s.Addrs(), ",") + "/" + s.Master
+}
+
+// Primary returns the redis-server the first Sentinel names as the primary (nil if it names
+// none of the setup's servers or does not answer).
+func (s *SentinelSetup) Primary() *RedisServer {
+	addr := s.PrimaryAddr(s.Sentinels[0].Addr())
+	for _, r := range s.Redis {
+		if r.Addr() == addr {
+			return r
+		}
+	}
+	return nil
+}
+
+// PrimaryAddr returns the primary's address as the Sentinel at sentinel names it ("" if it
+// does not answer).
+func (s *SentinelSetup) PrimaryAddr(sentinel string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sc := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel, MaxRetries: -1})
+	defer sc.Close()
+	p, err := sc.GetMasterAddrByName(ctx, s.Master).Result()
+	if err != nil || len(p) != 2 {
+		return ""
+	}
+	return net.JoinHostPort(p[0], p[1])
+}
+
 // Sentinel returns the addresses and master name of the Sentinel setup scripts/test.sh
 // starts (SLUICE_REDIS_SENTINEL_ADDRS, SLUICE_REDIS_SENTINEL_MASTER; see Get when unset).
 //
 // Tests of several packages share that setup and run at once, and one of them fails it over.
 // So Sentinel holds a shared lock on the setup until the test ends (SentinelFailover takes it
 // exclusively), and returns only once the setup is settled: every Sentinel names the same
-// primary, that node answers ROLE as a master, and every replica Sentinel lists answers as a
-// replica. A client made afterwards is not switched to another primary in mid-test.
+// primary, that node answers ROLE as a master, every Sentinel knows the others and a live
+// replica, and every replica Sentinel lists answers as a replica in sync. A client made afterwards is not switched to another primary in mid-test.
 func Sentinel(t testing.TB) (addrs []string, master string) {
 	t.Helper()
 	return sentinel(t, syscall.LOCK_SH)
@@ -92,9 +168,21 @@ func sentinelUnsettled(addrs []string, master string) string {
 		if err == nil {
 			rs, err = sc.Replicas(ctx, master).Result()
 		}
+		var peers []map[string]string
+		if err == nil {
+			peers, err = sc.Sentinels(ctx, master).Result()
+		}
 		_ = sc.Close()
 		if err != nil || len(p) != 2 {
 			return "sentinel " + a + ": " + errText(err)
+		}
+		// Each Sentinel must know the others (for the quorum and the election of a failover)
+		// and a replica it could promote.
+		if len(peers) < len(addrs)-1 {
+			return "sentinel " + a + " knows " + strconv.Itoa(len(peers)) + " other sentinels"
+		}
+		if !slices.ContainsFunc(rs, func(r map[string]string) bool { return !strings.Contains(r["flags"], "down") }) {
+			return "sentinel " + a + " knows no live replica"
 		}
 		addr := net.JoinHostPort(p[0], p[1])
 		if primary != "" && addr != primary {
@@ -128,6 +216,10 @@ func redisRole(ctx context.Context, addr string) string {
 		return "error " + errText(err)
 	}
 	s, _ := role[0].(string)
+	if state, _ := role[min(3, len(role)-1)].(string); s == "slave" && state != "connected" {
+		// A replica still connecting or syncing has none of the primary's writes yet.
+		return s + " " + state
+	}
 	return s
 }
 

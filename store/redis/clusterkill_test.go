@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store/redis"
@@ -40,19 +38,9 @@ func TestClusterPrimaryKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := slotRange(t, c, slot).Nodes[0].Addr
-	var victim *testenv.RedisServer
-	for _, n := range nodes {
-		if n.Addr() == owner {
-			victim = n
-		}
-	}
-	if victim == nil {
-		t.Fatalf("slot %d's owner %s is not one of the nodes", slot, owner)
-	}
 	var admitted, failed atomic.Int64
 	var mu sync.Mutex
-	var killed, resumed time.Time
+	var calls []time.Time // when each admitted call started
 	stop := hammer(8, func() {
 		called := time.Now()
 		d, err := s.Take(ctx, sluice.Request{Key: "hot", Rule: rule, N: 1})
@@ -66,56 +54,32 @@ func TestClusterPrimaryKill(t *testing.T) {
 		case d.Allowed:
 			admitted.Add(1)
 			mu.Lock()
-			if !killed.IsZero() && called.After(killed) && resumed.IsZero() {
-				resumed = time.Now()
-			}
+			calls = append(calls, called)
 			mu.Unlock()
 		}
 	})
 	time.Sleep(300 * time.Millisecond)
-	mu.Lock()
-	victim.Kill()
-	killed = time.Now()
-	mu.Unlock()
-	// When a surviving node first names another primary for the slot: the cluster's own
-	// failover, which the store cannot shorten.
-	var survivor *testenv.RedisServer
-	for _, n := range nodes {
-		if n != victim {
-			survivor = n
-		}
-	}
-	sc := goredis.NewClient(&goredis.Options{Addr: survivor.Addr()})
-	defer sc.Close()
-	var promoted time.Time
-	deadline := killed.Add(20 * time.Second)
-	for promoted.IsZero() && time.Now().Before(deadline) {
-		//lint:ignore SA1019 CLUSTER SLOTS still answers on Redis 7 and names each range's primary first
-		sl, _ := sc.ClusterSlots(ctx).Result()
-		for _, r := range sl {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && r.Nodes[0].Addr != owner {
-				promoted = time.Now()
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	for {
-		mu.Lock()
-		done := !resumed.IsZero()
-		mu.Unlock()
-		if done || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	kill := testenv.KillSlotPrimary(t, nodes, slot, 20*time.Second)
+	// Load past the bound below, so that a late resumption fails it rather than going unseen.
+	time.Sleep(redis.ClusterStateReloadInterval + time.Second + 200*time.Millisecond)
 	stop()
+	if kill.Promoted.IsZero() {
+		t.Fatalf("no replica took over slot %d within 20 s of killing %s (%d failed)", slot, kill.From, failed.Load())
+	}
+	// Decisions resumed with the first admitted call that started after the kill.
+	var resumed time.Time
+	for _, c := range calls {
+		if c.After(kill.Killed) && (resumed.IsZero() || c.Before(resumed)) {
+			resumed = c
+		}
+	}
 	if resumed.IsZero() {
-		t.Fatalf("decisions did not resume within 20 s of killing %s (%d failed)", owner, failed.Load())
+		t.Fatalf("decisions did not resume within the reload interval + 1.2 s of the promotion (%v after killing %s; %d failed)",
+			kill.Promoted.Sub(kill.Killed).Round(time.Millisecond), kill.From, failed.Load())
 	}
 	// Bring the old primary back (it rejoins as a replica), so the test's cleanup can scan
 	// every node for keys without a TTL.
-	victim.Start()
+	kill.Victim.Start()
 	var held int64
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		d, err := s.Take(ctx, sluice.Request{Key: "hot", Rule: rule, N: 0})
@@ -127,34 +91,15 @@ func TestClusterPrimaryKill(t *testing.T) {
 			t.Fatalf("peek after the failover: %v", err)
 		}
 	}
-	c.ReloadState(ctx)
-	newOwner := slotRange(t, c, slot).Nodes[0].Addr
 	t.Logf("primary %s killed, replica %s took over after %v (node timeout 2 s); decisions resumed after %v (%v after the promotion); %d admitted, %d failed; the new primary holds %d (%d admissions lost with the old one)",
-		owner, newOwner, promoted.Sub(killed).Round(time.Millisecond), resumed.Sub(killed).Round(time.Millisecond), resumed.Sub(promoted).Round(time.Millisecond),
+		kill.From, kill.To, kill.Promoted.Sub(kill.Killed).Round(time.Millisecond), resumed.Sub(kill.Killed).Round(time.Millisecond), resumed.Sub(kill.Promoted).Round(time.Millisecond),
 		admitted.Load(), failed.Load(), held, admitted.Load()-held)
-	if resumed.Sub(promoted) > redis.ClusterStateReloadInterval+time.Second {
-		t.Errorf("decisions resumed %v after the promotion, want <= the reload interval %v + 1 s", resumed.Sub(promoted), redis.ClusterStateReloadInterval)
+	if resumed.Sub(kill.Promoted) > redis.ClusterStateReloadInterval+time.Second {
+		t.Errorf("decisions resumed %v after the promotion, want <= the reload interval %v + 1 s", resumed.Sub(kill.Promoted), redis.ClusterStateReloadInterval)
 	}
 	// A call that failed may still have run (its reply lost with the connection): the new
 	// primary may hold up to the failed calls more than was admitted, never more than that.
 	if held > admitted.Load()+failed.Load() {
 		t.Errorf("the new primary holds %d, more than the %d admitted + %d failed", held, admitted.Load(), failed.Load())
 	}
-}
-
-// slotRange returns the range of CLUSTER SLOTS that holds slot.
-func slotRange(t *testing.T, c *goredis.ClusterClient, slot int64) goredis.ClusterSlot {
-	t.Helper()
-	//lint:ignore SA1019 CLUSTER SLOTS still answers on Redis 7 and names each range's primary first
-	slots, err := c.ClusterSlots(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range slots {
-		if int64(r.Start) <= slot && slot <= int64(r.End) {
-			return r
-		}
-	}
-	t.Fatalf("slot %d is not served", slot)
-	return goredis.ClusterSlot{}
 }
