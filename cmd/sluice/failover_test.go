@@ -89,6 +89,7 @@ func TestServeClusterPrimaryKill(t *testing.T) {
 		t.Fatalf("no replica took over slot %d within 20 s of killing %s (%d UNAVAILABLE)", slot, kill.From, f.unavailable)
 	}
 	f.report(t, "Cluster", kill.From, kill.To, kill.Killed, kill.Promoted, s.held(t, "hot"))
+	t.Logf("the surviving nodes answered %v", testenv.Redirections(nodes))
 	// The cluster's own failover takes the node timeout, the gossip that turns the
 	// primary's PFAIL into FAIL (up to about half the node timeout more) and the replica's
 	// election delay (0.5-1 s): measured 3.8-4.5 s for a node timeout of 2 s, so the bound

@@ -119,3 +119,26 @@ func KillSlotPrimary(t testing.TB, nodes []*RedisServer, slot int64, timeout tim
 	}
 	return f
 }
+
+// Redirections returns how many ASK, MOVED and TRYAGAIN replies the nodes that answer
+// among nodes have sent since they started (INFO errorstats), for tests to report how
+// often a client had to follow a slot.
+func Redirections(nodes []*RedisServer) map[string]int64 {
+	counts := map[string]int64{"ASK": 0, "MOVED": 0, "TRYAGAIN": 0}
+	for _, n := range nodes {
+		if n.cmd == nil { // killed
+			continue
+		}
+		c := goredis.NewClient(&goredis.Options{Addr: n.Addr(), MaxRetries: -1})
+		info, _ := c.Info(context.Background(), "errorstats").Result()
+		_ = c.Close()
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "errorstat_"), ":count=")
+			if _, want := counts[name]; ok && want {
+				n, _ := strconv.ParseInt(rest, 10, 64)
+				counts[name] += n
+			}
+		}
+	}
+	return counts
+}
