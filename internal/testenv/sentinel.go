@@ -53,6 +53,12 @@ func StartSentinel(t testing.TB, downAfter, failoverTimeout time.Duration) *Sent
 	return s
 }
 
+// WaitSettled waits until the setup is settled again (see Sentinel), after a failover.
+func (s *SentinelSetup) WaitSettled(t testing.TB) {
+	t.Helper()
+	waitSentinelSettled(t, s.Addrs(), s.Master)
+}
+
 // Addrs returns the Sentinels' addresses.
 func (s *SentinelSetup) Addrs() []string {
 	addrs := make([]string, len(s.Sentinels))
