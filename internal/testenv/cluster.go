@@ -28,7 +28,8 @@ func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 	nodes := make([]*RedisServer, primaries*(1+replicas))
 	addrs := make([]string, len(nodes))
 	for i := range nodes {
-		nodes[i] = StartRedis(t, "--cluster-enabled", "yes", "--cluster-node-timeout", strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10))
+		nodes[i] = StartRedis(t, "--cluster-enabled", "yes", "--cluster-node-timeout", strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10),
+			"--repl-diskless-sync-delay", "0") // a replica's sync at once
 		addrs[i] = nodes[i].Addr()
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
@@ -36,9 +37,22 @@ func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
+	if linked := WaitClusterOK(t, nodes); linked != primaries*replicas {
+		t.Fatalf("%d replicas linked to their primary, want %d", linked, primaries*replicas)
+	}
+	return nodes
+}
+
+// WaitClusterOK waits, for up to 30 s, until every live node of nodes reports
+// cluster_state:ok and, if it is a replica, that its link to its primary is up; it returns
+// how many replicas there are.
+func WaitClusterOK(t testing.TB, nodes []*RedisServer) (replicas int) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	linked := 0 // replicas whose link to their primary is up
 	for _, n := range nodes {
+		if n.cmd == nil { // killed
+			continue
+		}
 		c := goredis.NewClient(&goredis.Options{Addr: n.Addr()})
 		for {
 			info, _ := c.ClusterInfo(context.Background()).Result()
@@ -46,7 +60,7 @@ func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 			replica := strings.Contains(repl, "role:slave")
 			if strings.Contains(info, "cluster_state:ok") && (!replica || strings.Contains(repl, "master_link_status:up")) {
 				if replica {
-					linked++
+					replicas++
 				}
 				break
 			}
@@ -58,10 +72,7 @@ func StartCluster(t testing.TB, primaries, replicas int) []*RedisServer {
 		}
 		c.Close()
 	}
-	if linked != primaries*replicas {
-		t.Fatalf("%d replicas linked to their primary, want %d", linked, primaries*replicas)
-	}
-	return nodes
+	return replicas
 }
 
 // SlotPrimary returns the address of slot's primary as the cluster node at addr names it in

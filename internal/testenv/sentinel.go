@@ -35,8 +35,10 @@ type SentinelSetup struct {
 // of scripts/test.sh.
 func StartSentinel(t testing.TB, downAfter, failoverTimeout time.Duration) *SentinelSetup {
 	t.Helper()
-	primary := StartRedis(t, "--repl-diskless-sync-delay", "0") // the replica's first sync at once
-	s := &SentinelSetup{Master: "sluice", Redis: []*RedisServer{primary, StartRedis(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))}}
+	// Either may be the primary after a failover: each starts a replica's sync at once.
+	primary := StartRedis(t, "--repl-diskless-sync-delay", "0")
+	replica := StartRedis(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
+	s := &SentinelSetup{Master: "sluice", Redis: []*RedisServer{primary, replica}}
 	for range 3 {
 		s.Sentinels = append(s.Sentinels, startRedis(t, func(port int, dir string) string {
 			// Sentinel rewrites its config file: one each, in its own directory.
