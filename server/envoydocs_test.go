@@ -88,39 +88,42 @@ func yamlToJSON(src string) (map[string]any, error) {
 
 // checkEnvoy unmarshals js into msg the way Envoy reads a configuration (protojson: unknown
 // fields, misspelt enums and malformed durations refused; every "@type" resolved), then runs
-// the protoc-gen-validate rules of msg and of every message packed in an Any inside it.
-func checkEnvoy(js any, msg proto.Message) error {
+// the protoc-gen-validate rules of msg and of every message packed in an Any inside it. It
+// returns the type URL of each Any by its path.
+func checkEnvoy(js any, msg proto.Message) (map[string]string, error) {
 	b, err := json.Marshal(js)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := protojson.Unmarshal(b, msg); err != nil {
-		return err
+		return nil, err
 	}
-	return validateDeep(msg.ProtoReflect(), "")
+	types := map[string]string{}
+	return types, validateDeep(msg.ProtoReflect(), "", types)
 }
 
 // validateDeep runs ValidateAll on m (which checks the messages embedded in it), and on the
 // message of every Any in it, which protoc-gen-validate does not look inside; path names
-// where a failure is.
-func validateDeep(m protoreflect.Message, path string) error {
+// where a failure is. types receives the type URL of each Any by its path.
+func validateDeep(m protoreflect.Message, path string, types map[string]string) error {
 	var errs []error
 	if v, ok := m.Interface().(interface{ ValidateAll() error }); ok {
 		if err := v.ValidateAll(); err != nil {
 			errs = append(errs, fmt.Errorf("%s (%s): %w", path, m.Descriptor().FullName(), err))
 		}
 	}
-	return errors.Join(append(errs, validateAnys(m, path))...)
+	return errors.Join(append(errs, validateAnys(m, path, types))...)
 }
 
 // validateAnys finds the Anys inside m and runs validateDeep on their messages.
-func validateAnys(m protoreflect.Message, path string) error {
+func validateAnys(m protoreflect.Message, path string, types map[string]string) error {
 	if a, ok := m.Interface().(*anypb.Any); ok {
+		types[path] = a.GetTypeUrl()
 		inner, err := a.UnmarshalNew()
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		return validateDeep(inner.ProtoReflect(), path+"("+a.GetTypeUrl()+")")
+		return validateDeep(inner.ProtoReflect(), path+"("+a.GetTypeUrl()+")", types)
 	}
 	var errs []error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -128,18 +131,48 @@ func validateAnys(m protoreflect.Message, path string) error {
 		switch {
 		case fd.IsList() && fd.Message() != nil:
 			for i := 0; i < v.List().Len(); i++ {
-				errs = append(errs, validateAnys(v.List().Get(i).Message(), fmt.Sprintf("%s[%d]", p, i)))
+				errs = append(errs, validateAnys(v.List().Get(i).Message(), fmt.Sprintf("%s[%d]", p, i), types))
 			}
 		case fd.IsMap() && fd.MapValue().Message() != nil:
 			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				errs = append(errs, validateAnys(mv.Message(), p+"["+k.String()+"]"))
+				errs = append(errs, validateAnys(mv.Message(), p+"["+k.String()+"]", types))
 				return true
 			})
 		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
-			errs = append(errs, validateAnys(v.Message(), p))
+			errs = append(errs, validateAnys(v.Message(), p, types))
 		}
 		return true
 	})
+	return errors.Join(errs...)
+}
+
+// checkQuotaFilter checks what the protos cannot say of a rate_limit_quota filter, from the
+// type URLs of the Anys of its http_connection_manager: the action of each bucket matcher
+// is a RateLimitQuotaBucketSettings (the only action the filter takes), and the inputs of
+// its predicates and custom bucket id values are HTTP request inputs.
+func checkQuotaFilter(types map[string]string) error {
+	const settings = "type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings"
+	var errs []error
+	actions := 0
+	for path, url := range types {
+		if !strings.Contains(path, ".bucket_matchers.") {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(path, ".on_match.action.typed_config"):
+			actions++
+			if url != settings {
+				errs = append(errs, fmt.Errorf("%s: %s, want %s", path, url, settings))
+			}
+		case strings.HasSuffix(path, ".input.typed_config"), strings.HasSuffix(path, ".custom_value.typed_config"):
+			if !strings.HasPrefix(url, "type.googleapis.com/envoy.type.matcher.v3.HttpRequest") {
+				errs = append(errs, fmt.Errorf("%s: %s is not an HTTP request input", path, url))
+			}
+		}
+	}
+	if actions == 0 {
+		errs = append(errs, errors.New("bucket_matchers: no on_match action"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -172,7 +205,7 @@ func grpcClusters(v any) []string {
 // service's cluster must be defined by a block.
 func TestEnvoyConfigsOfTheDocs(t *testing.T) {
 	blocks := envoyBlocks(t)
-	var filters, clusters int
+	var filters, clusters, quotaFilters int
 	defined := map[string]bool{}
 	var used []string
 	for _, b := range blocks {
@@ -200,15 +233,24 @@ func TestEnvoyConfigsOfTheDocs(t *testing.T) {
 					"http_filters": append(append([]any{}, fs...), map[string]any{"name": "envoy.filters.http.router",
 						"typed_config": map[string]any{"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}),
 				}
-				if err := checkEnvoy(hcm, &hcmv3.HttpConnectionManager{}); err != nil {
+				types, err := checkEnvoy(hcm, &hcmv3.HttpConnectionManager{})
+				if err != nil {
 					t.Errorf("%s: http_filters: %v", b.where, err)
+				}
+				for _, url := range types {
+					if strings.HasSuffix(url, ".RateLimitQuotaFilterConfig") {
+						quotaFilters++
+						if err := checkQuotaFilter(types); err != nil {
+							t.Errorf("%s: rate_limit_quota: %v", b.where, err)
+						}
+					}
 				}
 			case "clusters":
 				cs, _ := v.([]any)
 				for i, c := range cs {
 					clusters++
 					var cl clusterv3.Cluster
-					if err := checkEnvoy(c, &cl); err != nil {
+					if _, err := checkEnvoy(c, &cl); err != nil {
 						t.Errorf("%s: clusters[%d]: %v", b.where, i, err)
 					}
 					defined[cl.GetName()] = true
@@ -219,8 +261,8 @@ func TestEnvoyConfigsOfTheDocs(t *testing.T) {
 		}
 		used = append(used, grpcClusters(doc)...)
 	}
-	if filters < 2 || clusters < 1 {
-		t.Fatalf("found %d filters and %d clusters in %d blocks; want the ratelimit and rate_limit_quota filters and the sluice cluster", filters, clusters, len(blocks))
+	if filters < 2 || clusters < 1 || quotaFilters < 1 {
+		t.Fatalf("found %d filters (%d rate_limit_quota) and %d clusters in %d blocks; want the ratelimit and rate_limit_quota filters and the sluice cluster", filters, quotaFilters, clusters, len(blocks))
 	}
 	for _, c := range used {
 		if !defined[c] {
