@@ -85,7 +85,7 @@ func (s *Service) Stats() []RuleStats {
 			if buckets[k] == nil {
 				buckets[k] = make(map[string]struct{})
 			}
-			buckets[k][st.domain+"\x00"+key] = struct{}{}
+			buckets[k][key] = struct{}{} // the rule's domain is the stream's
 		}
 		st.mu.Unlock()
 	}
