@@ -19,6 +19,9 @@ type State interface {
 	Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error
 }
 
+// observedState is a State that reports to the service's Observer (New hands it over).
+type observedState interface{ observe(Observer) }
+
 // sweepEvery is how often the memory state drops the buckets nobody holds a share of.
 const sweepEvery = 10 * time.Second
 

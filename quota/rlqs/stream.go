@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -34,6 +35,7 @@ type sub struct {
 	rule      *config.QuotaRule // the rule that covered it at the last report; nil when none
 	strategy  *typev3.RateLimitStrategy
 	idleSince int64 // when the bucket started reporting no requests; 0 while it has some
+	last      held  // for Stats, guarded by the stream's mu
 }
 
 func (st *stream) run(ctx context.Context) error {
@@ -91,21 +93,26 @@ func (st *stream) send(resp *rlqspb.RateLimitQuotaResponse) error {
 	if st.drained {
 		return nil
 	}
-	return st.srv.Send(resp)
+	if err := st.srv.Send(resp); err != nil {
+		return err
+	}
+	st.svc.sent(resp)
+	return nil
 }
 
 // handle answers one report message, or returns the status that ends the stream.
 func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageReports) (*rlqspb.RateLimitQuotaResponse, error) {
+	start := time.Now()
 	switch d := msg.GetDomain(); {
 	case st.domain == "" && d == "":
-		return nil, invalid("domain: the first report of a stream must name the domain")
+		return nil, reject(ReasonDomain, "domain: the first report of a stream must name the domain")
 	case st.domain == "":
 		if err := config.CheckKey(d); err != nil || len(d) > st.svc.maxIDBytes {
-			return nil, invalid("domain: %q is not a valid domain", d)
+			return nil, reject(ReasonDomain, "domain: %q is not a valid domain", d)
 		}
 		st.domain = d
 	case d != "" && d != st.domain:
-		return nil, invalid("domain: %q on a stream of domain %q (open a new stream to change domains)", d, st.domain)
+		return nil, reject(ReasonDomain, "domain: %q on a stream of domain %q (open a new stream to change domains)", d, st.domain)
 	}
 	usages, err := st.svc.validate(msg)
 	if err != nil {
@@ -120,7 +127,7 @@ func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageRep
 	}
 	st.mu.Unlock()
 	if n > st.svc.maxBuckets {
-		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: bucket_quota_usages: this stream would subscribe to %d buckets, more than the maximum of %d", n, st.svc.maxBuckets)
+		return nil, reject(ReasonBuckets, "bucket_quota_usages: this stream would subscribe to %d buckets, more than the maximum of %d", n, st.svc.maxBuckets)
 	}
 	dom := st.svc.rules().Domain(st.domain)
 	now := st.svc.clock.Now().UnixNano()
@@ -130,6 +137,11 @@ func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageRep
 			resp.BucketAction = append(resp.BucketAction, a)
 		}
 	}
+	name := ""
+	if dom != nil {
+		name = st.domain
+	}
+	st.svc.obs.Reported(name, len(usages), time.Since(start))
 	return resp, nil
 }
 
@@ -165,6 +177,7 @@ func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now i
 	}
 	ttl := rule.Share.EffectiveTTL()
 	var strategy *typev3.RateLimitStrategy
+	share := int64(-1) // a blanket rule hands out no share
 	if rule.Strategy == config.QuotaAllowAll || rule.Strategy == config.QuotaDenyAll {
 		strategy = Strategy(rule, 0)
 	} else {
@@ -173,10 +186,11 @@ func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now i
 			st.svc.logStateError(err)
 			return nil // the client keeps its assignment until it expires
 		}
-		strategy = Strategy(rule, a.Share)
+		strategy, share = Strategy(rule, a.Share), a.Share
 	}
 	st.mu.Lock()
 	sb.strategy = strategy // kept for Drain's expiries
+	sb.last.note(rule, share, now+int64(ttl), u)
 	st.mu.Unlock()
 	return assign(u.id, strategy, ttl)
 }
@@ -228,7 +242,7 @@ func (st *stream) expireAll() {
 			resp.BucketAction = append(resp.BucketAction, assign(sb.id, sb.strategy, 0))
 		}
 	}
-	if len(resp.BucketAction) > 0 {
-		_ = st.srv.Send(resp) // the stream may already be gone
+	if len(resp.BucketAction) > 0 && st.srv.Send(resp) == nil { // the stream may already be gone
+		st.svc.sent(resp)
 	}
 }
