@@ -51,3 +51,38 @@ func TestAllowClassShedsLowestFirst(t *testing.T) {
 		t.Errorf("admitted per class: %v", admitted)
 	}
 }
+
+// classStore records the class of every request it decides, and admits everything.
+type classStore struct{ seen []sluice.Criticality }
+
+func (s *classStore) Take(_ context.Context, req sluice.Request) (sluice.Decision, error) {
+	s.seen = append(s.seen, req.Criticality)
+	return sluice.Decision{Allowed: true}, nil
+}
+
+// The class reaches the store (Request.Criticality) from AllowClass, CRITICAL_PLUS with no
+// reserve included, and from AllowAll's checks.
+func TestStoreSeesCriticality(t *testing.T) {
+	st := &classStore{}
+	l := sluice.New(st)
+	rule := sluice.TokenBucket(10, time.Second, 10)
+	for _, c := range sluice.Criticalities() {
+		if _, err := l.AllowClass(context.Background(), "k", rule, 1, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range sluice.Criticalities() {
+		if _, err := l.AllowAll(context.Background(), []sluice.Check{{Key: "k", Rule: rule, Criticality: c}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := append(sluice.Criticalities(), sluice.Criticalities()...)
+	if len(st.seen) != len(want) {
+		t.Fatalf("store saw %v, want %v", st.seen, want)
+	}
+	for i := range want {
+		if st.seen[i] != want[i] {
+			t.Fatalf("store saw %v, want %v", st.seen, want)
+		}
+	}
+}
