@@ -156,44 +156,6 @@ func TestTargetsClassProperty(t *testing.T) {
 	}
 }
 
-// TestBucketNeverOvercommitsAcrossClasses is TestBucketNeverOvercommits with every client of
-// a class, and demands shifting between classes: the shares clients may hold never sum past
-// the limit.
-func TestBucketNeverOvercommitsAcrossClasses(t *testing.T) {
-	for _, pol := range []Policy{MaxMin, Proportional, Static} {
-		r := rand.New(rand.NewPCG(11, uint64(pol)))
-		s := &Settings{Limit: 1000, Period: time.Second, Policy: pol, StaticShare: 300, TTL: 3 * time.Second}
-		var b Bucket
-		now := int64(0)
-		for i := 0; i < 5000; i++ {
-			now += int64(r.IntN(int(500 * time.Millisecond)))
-			c := r.IntN(12)
-			id := fmt.Sprint("c", c)
-			class := sluice.Criticalities()[c%4]
-			if r.IntN(20) == 0 {
-				b.Leave(id)
-				continue
-			}
-			// every 1000 steps the heavy demand moves to another class
-			heavy := (i/1000)%4 == c%4
-			count := math.Floor(math.Pow(r.Float64(), 2) * 300)
-			if heavy {
-				count *= 10
-			}
-			a := b.ReportClass(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))))
-			if a.Share < 0 || a.Expires != now+int64(s.TTL) {
-				t.Fatalf("bad assignment %+v", a)
-			}
-			if got := b.Clients[id].Class; got != class {
-				t.Fatalf("client %s recorded as %v, want %v", id, got, class)
-			}
-			if c := b.Committed(now); c > s.Limit {
-				t.Fatalf("%v: step %d: committed %d > limit %d", pol, i, c, s.Limit)
-			}
-		}
-	}
-}
-
 // TestClassShiftWaitsForExpiry: sheddable clients hold the limit; when critical demand
 // arrives it gets only what is free until their larger assignments expire, then its demand.
 func TestClassShiftWaitsForExpiry(t *testing.T) {

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/quota/rlqs"
 )
 
@@ -186,27 +184,7 @@ func TestClassShiftNeverOvercommits(t *testing.T) {
 	body := strings.Replace(classRules, "assignment_ttl: 1s", "assignment_ttl: 2s", 1)
 	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, body) }, Clock: clock})
 	conn := serve(t, svc)
-	type held struct {
-		share   int64
-		expires time.Time
-	}
-	holds := map[string][]held{}
-	check := func() {
-		var sum int64
-		now := clock.Now()
-		for _, hs := range holds {
-			var m int64
-			for _, h := range hs {
-				if h.expires.After(now) {
-					m = max(m, h.share)
-				}
-			}
-			sum += m
-		}
-		if sum > 1000 {
-			t.Fatalf("at %v the fleet may spend %d > 1000 (%v)", clock.Now().Sub(t0), sum, holds)
-		}
-	}
+	holds := newHoldings(t, clock, 1000)
 	type member struct {
 		e      *fakeEnvoy
 		name   string
@@ -218,10 +196,7 @@ func TestClassShiftNeverOvercommits(t *testing.T) {
 	round := func() {
 		for _, m := range fleet {
 			r := m.e.report(usage(classBucket(m.class), interval, min(m.demand, uint64(max(last[m.name], 0))), m.demand-min(m.demand, uint64(max(last[m.name], 0)))))
-			s, ttl := share(r.BucketAction[0])
-			holds[m.name] = append(holds[m.name], held{s, clock.Now().Add(ttl)})
-			last[m.name] = s
-			check()
+			last[m.name] = holds.add(m.name, r.BucketAction[0])
 		}
 	}
 	for i, name := range []string{"s0", "s1", "s2"} {
@@ -238,7 +213,7 @@ func TestClassShiftNeverOvercommits(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		round()
 		clock.Advance(interval / 2)
-		check()
+		holds.check()
 		clock.Advance(interval / 2)
 	}
 	if last["c0"] != 500 || last["c1"] != 200 || last["s0"]+last["s1"]+last["s2"] != 300 {
@@ -268,20 +243,8 @@ func TestUnknownClassIsCritical(t *testing.T) {
 // TestTwoReplicasServeClassesFirst: the fleet of TestCriticalClassesServedFirst spread over
 // two replicas sharing one Redis gets the same split: the class is part of what they share.
 func TestTwoReplicasServeClassesFirst(t *testing.T) {
-	addr := testenv.RedisAddr(t)
-	rc := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = rc.Close() })
-	prefix := "test:rlqs:class:" + time.Now().Format("150405.000000") + ":"
-	t.Cleanup(func() {
-		keys, _ := rc.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			rc.Del(context.Background(), keys...)
-		}
-	})
 	clock := newClock()
-	newReplica := func() *rlqs.Service {
-		return rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, classRules) }, Clock: clock, State: rlqs.NewRedisState(rc, prefix)})
-	}
+	rc, prefix, newReplica := replicas(t, clock, classRules)
 	f := newClassFleet(t, overDemand, serve(t, newReplica()), serve(t, newReplica()))
 	f.checkClassesFirst(clock)
 	keys, err := rc.Keys(context.Background(), prefix+"*").Result()
