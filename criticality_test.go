@@ -2,10 +2,12 @@ package sluice_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -52,18 +54,10 @@ func TestAllowClassShedsLowestFirst(t *testing.T) {
 	}
 }
 
-// classStore records the class of every request it decides, and admits everything.
-type classStore struct{ seen []sluice.Criticality }
-
-func (s *classStore) Take(_ context.Context, req sluice.Request) (sluice.Decision, error) {
-	s.seen = append(s.seen, req.Criticality)
-	return sluice.Decision{Allowed: true}, nil
-}
-
 // The class reaches the store (Request.Criticality) from AllowClass, CRITICAL_PLUS with no
 // reserve included, and from AllowAll's checks.
 func TestStoreSeesCriticality(t *testing.T) {
-	st := &classStore{}
+	st := &sluicetest.Recorder{}
 	l := sluice.New(st)
 	rule := sluice.TokenBucket(10, time.Second, 10)
 	for _, c := range sluice.Criticalities() {
@@ -77,12 +71,7 @@ func TestStoreSeesCriticality(t *testing.T) {
 		}
 	}
 	want := append(sluice.Criticalities(), sluice.Criticalities()...)
-	if len(st.seen) != len(want) {
-		t.Fatalf("store saw %v, want %v", st.seen, want)
-	}
-	for i := range want {
-		if st.seen[i] != want[i] {
-			t.Fatalf("store saw %v, want %v", st.seen, want)
-		}
+	if got := st.Classes(); !slices.Equal(got, want) {
+		t.Fatalf("store saw %v, want %v", got, want)
 	}
 }
