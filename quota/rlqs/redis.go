@@ -51,9 +51,9 @@ func (r *redisState) hashKey(key string) string {
 	return r.prefix + "{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-func (r *redisState) Report(ctx context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (r *redisState) Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
 	var a alloc.Assignment
-	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.Report(s, client, now, count, elapsed) }, client)
+	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.ReportClass(s, client, class, now, count, elapsed) }, client)
 	return a, err
 }
 

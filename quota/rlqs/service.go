@@ -58,6 +58,7 @@ type Service struct {
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
 	lastErrLog                                atomic.Int64
+	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu       sync.Mutex
 	streams  map[*stream]struct{}
