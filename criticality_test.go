@@ -2,10 +2,12 @@ package sluice_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -49,5 +51,27 @@ func TestAllowClassShedsLowestFirst(t *testing.T) {
 	s, sp, c, cp := admitted[sluice.Sheddable], admitted[sluice.SheddablePlus], admitted[sluice.Critical], admitted[sluice.CriticalPlus]
 	if !(s < sp && sp < c && c < cp) || s+sp+c+cp != 100 || s+sp+c > 90 {
 		t.Errorf("admitted per class: %v", admitted)
+	}
+}
+
+// The class reaches the store (Request.Criticality) from AllowClass, CRITICAL_PLUS with no
+// reserve included, and from AllowAll's checks.
+func TestStoreSeesCriticality(t *testing.T) {
+	st := &sluicetest.Recorder{}
+	l := sluice.New(st)
+	rule := sluice.TokenBucket(10, time.Second, 10)
+	for _, c := range sluice.Criticalities() {
+		if _, err := l.AllowClass(context.Background(), "k", rule, 1, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range sluice.Criticalities() {
+		if _, err := l.AllowAll(context.Background(), []sluice.Check{{Key: "k", Rule: rule, Criticality: c}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := append(sluice.Criticalities(), sluice.Criticalities()...)
+	if got := st.Classes(); !slices.Equal(got, want) {
+		t.Fatalf("store saw %v, want %v", got, want)
 	}
 }

@@ -92,16 +92,23 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 // admitted only if, after it, at least the reserve of the classes above c remains (the
 // capacity minus c's share, WithShares), so when the key nears its limit the lowest classes
 // are refused first, on the one counter every class shares. A CRITICAL_PLUS request (share
-// 100%) is decided as AllowN. Remaining is what c may still use. n must be positive.
+// 100%) is decided as AllowN. Remaining is what c may still use. n must be positive. The
+// store receives the class too (Request.Criticality).
 func (l *Limiter) AllowClass(ctx context.Context, key string, rule Rule, n int64, c Criticality) (Decision, error) {
 	reserve := l.shares.Reserve(c, rule.Capacity())
-	if reserve == 0 {
+	if l.plain(reserve, c) {
 		return l.AllowN(ctx, key, rule, n)
 	}
 	if l.store == nil {
 		return Decision{}, ErrNoStore
 	}
-	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n, Reserve: reserve})
+	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n, Reserve: reserve, Criticality: c})
+}
+
+// plain reports whether a request with reserve and class c is decided as AllowN: no
+// reserve, and a class the store has no use for (the default, or a local store's).
+func (l *Limiter) plain(reserve int64, c Criticality) bool {
+	return reserve == 0 && (c == Critical || l.local != nil)
 }
 
 // Reserve returns what a request of class c must leave of rule's capacity under the
@@ -226,6 +233,8 @@ type Check struct {
 	// Reserve, when positive, is what must remain after the check for it to admit (a
 	// criticality class's reserve: Limiter.Reserve; see Request.Reserve).
 	Reserve int64
+	// Criticality is the request's class, passed to the store (Request.Criticality).
+	Criticality Criticality
 	// Decision is filled in by AllowAll.
 	Decision Decision
 }
@@ -247,7 +256,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	if len(checks) == 0 {
 		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
-	if len(checks) == 1 && checks[0].Reserve == 0 { // AllowN: the memory store's fast path
+	if len(checks) == 1 && l.plain(checks[0].Reserve, checks[0].Criticality) { // AllowN: the memory store's fast path
 		c := &checks[0]
 		n := c.N
 		if n == 0 {
@@ -270,7 +279,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		if denied >= 0 {
 			n = 0 // after a denial, only report
 		}
-		req := Request{Key: c.Key, Rule: c.Rule, N: n}
+		req := Request{Key: c.Key, Rule: c.Rule, N: n, Criticality: c.Criticality}
 		if n > 0 {
 			req.Reserve = c.Reserve
 		}

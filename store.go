@@ -30,6 +30,12 @@ type Request struct {
 	// is described in package algorithm (State.Settle, MaxDebt). A settle cannot
 	// reserve: MaxDelay must be 0.
 	Settle bool
+	// Criticality is the request's class (the zero value is Critical, the default). Stores
+	// decide by Reserve, which the caller derives from the class and the rule's shares
+	// (Limiter.AllowClass); a decorator that needs the class itself reads it here: the quota
+	// client (package quota, WithCriticalityKey) reports each class's demand apart, so the
+	// quota server serves the most important first.
+	Criticality Criticality
 	// Reserve, when positive, is how many units must remain after the request for it to be
 	// admitted (criticality: Shares.Reserve): it is decided as a take of N + Reserve of which
 	// Reserve is given back at once, in one atomic step, so it consumes N and its RetryAfter

@@ -48,7 +48,13 @@ type QuotaBucket struct {
 	// AbandonAfter is how long a client's bucket may report no requests before the server
 	// abandons it (default: the server's).
 	AbandonAfter string `yaml:"abandon_after"`
-	line         int
+	// CriticalityKey, when set, names the bucket id entry that carries the criticality class
+	// of the demand (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE, any case; missing or
+	// unknown: CRITICAL). The entry is left out of the bucket's identity, so every class of a
+	// bucket id shares its one limit, and when their demand exceeds it the classes are
+	// served most important first (package quota/alloc). It must not be a key of BucketID.
+	CriticalityKey *string `yaml:"criticality_key"`
+	line           int
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
@@ -57,7 +63,7 @@ func (q *QuotaBucket) UnmarshalYAML(n *yaml.Node) error {
 	q.line = n.Line
 	return decodeStrict(n, "quota_bucket", (*plain)(q), unknownKeys(n, "quota_bucket", "name", "bucket_id", "requests_per_unit",
 		"unit", "period", "strategy", "burst", "fairness", "static_share", "assignment_ttl", "default_demand",
-		"history", "abandon_after"))
+		"history", "abandon_after", "criticality_key"))
 }
 
 // QuotaStrategy is the kind of RateLimitStrategy a quota rule hands out.
@@ -99,6 +105,9 @@ type QuotaRule struct {
 	// AbandonAfter is the idle time before a bucket is abandoned; 0 means the server's
 	// default.
 	AbandonAfter time.Duration
+	// CriticalityKey is the bucket id entry carrying the demand's criticality class; "" for
+	// none (see QuotaBucket.CriticalityKey and Identity).
+	CriticalityKey string
 	// File and Line locate the rule.
 	File string
 	Line int
@@ -217,10 +226,44 @@ func (d *Document) compileQuotaBucket(p *problems, q *QuotaBucket, f string) *Qu
 		bad("history", "want 1 to %d reports, got %d", MaxQuotaHistory, q.History)
 	}
 	r.Share.History = q.History
+	if q.CriticalityKey != nil {
+		compileCriticalityKey(q, r, blanket, bad)
+	}
 	if len(p.errs) > n0 {
 		return nil
 	}
 	return r
+}
+
+// compileCriticalityKey checks and sets the rule's criticality key.
+func compileCriticalityKey(q *QuotaBucket, r *QuotaRule, blanket bool, bad func(field, format string, args ...any)) {
+	k := *q.CriticalityKey
+	_, matched := q.BucketID[k]
+	switch err := CheckKey(k); {
+	case k == "":
+		bad("criticality_key", "empty (name the bucket id entry carrying the class, e.g. criticality)")
+	case err != nil:
+		bad("criticality_key", "%v", err)
+	case matched:
+		bad("criticality_key", "%q is also a bucket_id matcher: the class entry is not part of the bucket's identity", k)
+	case blanket:
+		bad("criticality_key", "%s hands out no shares to serve by class", r.Strategy)
+	}
+	r.CriticalityKey = k
+}
+
+// Class returns the criticality class the bucket id carries under the rule's
+// CriticalityKey: Critical when the rule has none or the entry is missing; ok is false
+// for a value sluice.ParseCriticality does not know (also read as Critical).
+func (r *QuotaRule) Class(bucket map[string]string) (c sluice.Criticality, ok bool) {
+	if r.CriticalityKey == "" {
+		return sluice.Critical, true
+	}
+	v, found := bucket[r.CriticalityKey]
+	if !found {
+		return sluice.Critical, true
+	}
+	return sluice.ParseCriticality(v)
 }
 
 // compileQuotaLimit checks and sets the limit, period, burst and fairness of a limiting

@@ -6,6 +6,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/quota/alloc"
 )
@@ -85,19 +86,58 @@ func TestQuotaRules(t *testing.T) {
 // file, line and field.
 func TestQuotaInvalidFixtures(t *testing.T) {
 	want := map[string][]string{
-		"bad_strategy.yaml":         {"bad_strategy.yaml:3: quota_buckets[0].strategy:", `"leaky"`},
-		"uneven_unit.yaml":          {"uneven_unit.yaml:3: quota_buckets[0].period: requests_per_time_unit needs"},
-		"static_without_share.yaml": {"static_without_share.yaml:3: quota_buckets[0].static_share:"},
-		"bad_ttl.yaml":              {"bad_ttl.yaml:3: quota_buckets[0].assignment_ttl:", `"never"`},
-		"zero_requests.yaml":        {"zero_requests.yaml:3: quota_buckets[0].requests_per_unit: want 1 to"},
-		"unknown_field.yaml":        {"unknown_field.yaml:6:", `unknown field "shares"`},
-		"blanket_with_limit.yaml":   {"blanket_with_limit.yaml:3: quota_buckets[0].strategy: deny_all takes no"},
-		"sub_ms_period.yaml":        {"sub_ms_period.yaml:3: quota_buckets[0].period: must be a whole number of milliseconds"},
-		"two_problems.yaml":         {"two_problems.yaml:3: quota_buckets[0].bucket_id.{x}: brace", "two_problems.yaml:3: quota_buckets[0].fairness:"},
+		"bad_strategy.yaml":            {"bad_strategy.yaml:3: quota_buckets[0].strategy:", `"leaky"`},
+		"uneven_unit.yaml":             {"uneven_unit.yaml:3: quota_buckets[0].period: requests_per_time_unit needs"},
+		"static_without_share.yaml":    {"static_without_share.yaml:3: quota_buckets[0].static_share:"},
+		"bad_ttl.yaml":                 {"bad_ttl.yaml:3: quota_buckets[0].assignment_ttl:", `"never"`},
+		"zero_requests.yaml":           {"zero_requests.yaml:3: quota_buckets[0].requests_per_unit: want 1 to"},
+		"unknown_field.yaml":           {"unknown_field.yaml:6:", `unknown field "shares"`},
+		"blanket_with_limit.yaml":      {"blanket_with_limit.yaml:3: quota_buckets[0].strategy: deny_all takes no"},
+		"sub_ms_period.yaml":           {"sub_ms_period.yaml:3: quota_buckets[0].period: must be a whole number of milliseconds"},
+		"empty_criticality_key.yaml":   {"empty_criticality_key.yaml:3: quota_buckets[0].criticality_key: empty"},
+		"matched_criticality_key.yaml": {"matched_criticality_key.yaml:3: quota_buckets[0].criticality_key:", "also a bucket_id matcher"},
+		"blanket_criticality_key.yaml": {"blanket_criticality_key.yaml:3: quota_buckets[0].criticality_key: allow_all"},
+		"two_problems.yaml":            {"two_problems.yaml:3: quota_buckets[0].bucket_id.{x}: brace", "two_problems.yaml:3: quota_buckets[0].fairness:"},
 	}
 	for base, err := range loadFixtures(t, "testdata/quota", want) {
 		if !errors.Is(err, config.ErrInvalid) {
 			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+	}
+}
+
+func TestQuotaCriticalityKey(t *testing.T) {
+	c, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(`domain: envoy
+quota_buckets:
+  - bucket_id: {name: api}
+    requests_per_unit: 100
+    unit: second
+    criticality_key: class
+  - bucket_id: {name: other}
+    requests_per_unit: 100
+    unit: second
+`)}}, "rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, other := c.Domain("envoy").QuotaRules()[0], c.Domain("envoy").QuotaRules()[1]
+	if api.CriticalityKey != "class" || other.CriticalityKey != "" {
+		t.Fatalf("criticality keys %q %q", api.CriticalityKey, other.CriticalityKey)
+	}
+	for _, tc := range []struct {
+		rule   *config.QuotaRule
+		bucket map[string]string
+		want   sluice.Criticality
+		ok     bool
+	}{
+		{api, map[string]string{"name": "api", "class": "sheddable"}, sluice.Sheddable, true},
+		{api, map[string]string{"name": "api", "class": "CRITICAL_PLUS"}, sluice.CriticalPlus, true},
+		{api, map[string]string{"name": "api"}, sluice.Critical, true},
+		{api, map[string]string{"name": "api", "class": "urgent"}, sluice.Critical, false},
+		{other, map[string]string{"name": "other", "class": "sheddable"}, sluice.Critical, true},
+	} {
+		if got, ok := tc.rule.Class(tc.bucket); got != tc.want || ok != tc.ok {
+			t.Errorf("%s.Class(%v) = %v %v, want %v %v", tc.rule.Name, tc.bucket, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -58,3 +58,19 @@ func TestHotMetadataParameter(t *testing.T) {
 		t.Errorf("hot product: %v, want %s", got, want)
 	}
 }
+
+// On a limit with shares the call's class reaches the store too (Request.Criticality), so a
+// store that serves classes apart (the quota client) sees it.
+func TestCriticalityReachesStore(t *testing.T) {
+	st := &sluicetest.Recorder{}
+	in := mustNew(t, sluice.New(st), every(grpclimit.Limit{Name: "all", Rule: sluice.FixedWindow(10, time.Minute), Shares: &sluice.DefaultShares}))
+	s := serve(t, in, nil)
+	for _, c := range []string{"SHEDDABLE", "CRITICAL_PLUS"} {
+		if r := s.check(t, "", grpclimit.CriticalityMetadata, c); r.code != codes.OK {
+			t.Fatalf("%s: %v", c, r.code)
+		}
+	}
+	if want := []sluice.Criticality{sluice.Sheddable, sluice.CriticalPlus}; fmt.Sprint(st.Classes()) != fmt.Sprint(want) {
+		t.Fatalf("store saw %v, want %v", st.Classes(), want)
+	}
+}

@@ -140,7 +140,9 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 		}
 		checks = append(checks, sluice.Check{Key: string(key), Rule: l.Rule, N: n})
 		if l.Shares != nil {
-			checks[len(checks)-1].Reserve = l.Shares.Reserve(in.class(ctx), l.Rule.Capacity())
+			c := &checks[len(checks)-1]
+			c.Criticality = in.class(ctx)
+			c.Reserve = l.Shares.Reserve(c.Criticality, l.Rule.Capacity())
 		}
 	}
 	return checks, nil

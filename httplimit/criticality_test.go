@@ -27,3 +27,17 @@ func TestCriticalityHeader(t *testing.T) {
 		}
 	})
 }
+
+// On a policy with shares the class reaches the store too (Request.Criticality), so a store
+// that serves classes apart (the quota client) sees it.
+func TestCriticalityReachesStore(t *testing.T) {
+	st := &sluicetest.Recorder{}
+	h := mustNew(t, sluice.New(st), WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
+		Key: KeyRoute(), Shares: &sluice.DefaultShares}))(okHandler)
+	for _, c := range []string{"SHEDDABLE", "CRITICAL_PLUS", "bogus"} {
+		statuses(h, 1, "/", func(r *http.Request) { r.Header.Set("X-Criticality", c) })
+	}
+	if want := []sluice.Criticality{sluice.Sheddable, sluice.CriticalPlus, sluice.Critical}; !slices.Equal(st.Classes(), want) {
+		t.Fatalf("store saw %v, want %v", st.Classes(), want)
+	}
+}

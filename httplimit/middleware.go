@@ -326,7 +326,8 @@ func (m *middleware) collect(q *request, r *http.Request) {
 			if !classKnown {
 				class, classKnown = m.class(r), true
 			}
-			q.checks[len(q.checks)-1].Reserve = p.Shares.Reserve(class, p.Rule.Capacity())
+			c := &q.checks[len(q.checks)-1]
+			c.Criticality, c.Reserve = class, p.Shares.Reserve(class, p.Rule.Capacity())
 		}
 		q.which = append(q.which, i)
 		q.mask |= 1 << i

@@ -14,9 +14,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// bucket is one subscribed key.
+// bucket is one subscribed key (and class, WithCriticalityKey).
 type bucket struct {
 	key      string
+	class    sluice.Criticality
 	id       *rlqspb.BucketId
 	allowed  atomic.Uint64
 	denied   atomic.Uint64
@@ -32,9 +33,9 @@ type Client struct {
 	domain string
 	cfg    settings
 
-	mu      sync.RWMutex // guards buckets and order
-	buckets map[string]*bucket
-	byID    map[string]*bucket // by canonical bucket id
+	mu      sync.RWMutex                   // guards buckets, byID and order
+	buckets [numClasses]map[string]*bucket // by class (only Critical without WithCriticalityKey), then key
+	byID    map[string]*bucket             // by canonical bucket id
 	order   []*bucket
 
 	wake   chan struct{} // a new bucket or a replaced assignment: report now
@@ -67,8 +68,11 @@ func New(inner sluice.Store, conn grpc.ClientConnInterface, domain string, opts 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{inner: inner, conn: conn, domain: domain, cfg: cfg, buckets: make(map[string]*bucket),
+	c := &Client{inner: inner, conn: conn, domain: domain, cfg: cfg,
 		byID: make(map[string]*bucket), wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	for i := range c.buckets {
+		c.buckets[i] = make(map[string]*bucket)
+	}
 	go c.run()
 	return c, nil
 }
@@ -80,7 +84,7 @@ func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision,
 	if err := req.ValidateArgs(c.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
-	b := c.bucket(req.Key)
+	b := c.bucket(req.Key, c.classOf(req.Criticality))
 	rule, blanket := req.Rule, int8(limited)
 	if b != nil {
 		rule, blanket = c.ruleFor(b, req.Rule)
@@ -97,6 +101,9 @@ func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision,
 	default:
 		r := req
 		r.Rule = rule
+		if r.Reserve > 0 && rule != req.Rule {
+			r.Reserve = c.reserveUnder(req, rule)
+		}
 		var err error
 		if d, err = c.inner.Take(ctx, r); err != nil {
 			return d, err
@@ -110,6 +117,18 @@ func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision,
 		}
 	}
 	return d, nil
+}
+
+// reserveUnder returns the criticality reserve of req (Request.Reserve, a part of its own
+// rule's capacity) under the assigned rule: none with WithCriticalityKey, where the class
+// has a share of its own; otherwise the same part of the assigned capacity, since every
+// class spends the key's one share.
+func (c *Client) reserveUnder(req sluice.Request, assigned sluice.Rule) int64 {
+	own := req.Rule.Capacity()
+	if c.cfg.criticalityKey != "" || own <= 0 {
+		return 0
+	}
+	return int64(float64(req.Reserve) * float64(assigned.Capacity()) / float64(own))
 }
 
 // ruleFor returns the rule, or blanket, that decides for b now.
@@ -135,26 +154,47 @@ func (c *Client) ruleFor(b *bucket, own sluice.Rule) (sluice.Rule, int8) {
 	return own, limited
 }
 
-// bucket returns the key's bucket, subscribing it on first use; nil beyond MaxBuckets.
-func (c *Client) bucket(key string) *bucket {
+// numClasses is the number of criticality classes.
+const numClasses = len(sluice.Shares{})
+
+// classOf returns the class whose bucket decides a request of class rc: rc with
+// WithCriticalityKey (Critical for an unknown class), else Critical.
+func (c *Client) classOf(rc sluice.Criticality) sluice.Criticality {
+	if c.cfg.criticalityKey == "" || int(rc) >= numClasses {
+		return sluice.Critical
+	}
+	return rc
+}
+
+// bucket returns the bucket of key and class, subscribing it on first use; nil beyond
+// MaxBuckets.
+func (c *Client) bucket(key string, class sluice.Criticality) *bucket {
 	c.mu.RLock()
-	b := c.buckets[key]
+	b := c.buckets[class][key]
 	c.mu.RUnlock()
 	if b != nil {
 		return b
 	}
 	id := c.cfg.bucketID(key)
+	if k := c.cfg.criticalityKey; k != "" {
+		withClass := make(map[string]string, len(id)+1)
+		for ik, v := range id {
+			withClass[ik] = v
+		}
+		withClass[k] = class.String()
+		id = withClass
+	}
 	canon := BucketKey(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b = c.buckets[key]; b != nil {
+	if b = c.buckets[class][key]; b != nil {
 		return b
 	}
-	if len(c.buckets) >= c.cfg.maxBuckets || c.byID[canon] != nil {
+	if len(c.order) >= c.cfg.maxBuckets || c.byID[canon] != nil {
 		return nil
 	}
-	b = &bucket{key: key, id: &rlqspb.BucketId{Bucket: id}, reported: c.cfg.clock.Now().UnixNano()}
-	c.buckets[key], c.byID[canon] = b, b
+	b = &bucket{key: key, class: class, id: &rlqspb.BucketId{Bucket: id}, reported: c.cfg.clock.Now().UnixNano()}
+	c.buckets[class][key], c.byID[canon] = b, b
 	c.order = append(c.order, b)
 	c.poke()
 	return b
@@ -179,9 +219,19 @@ type Assignment struct {
 }
 
 // Assignment returns key's current assignment (expired or not), and false when it has none.
+// With WithCriticalityKey it is the assignment of key's CRITICAL requests; see
+// ClassAssignment.
 func (c *Client) Assignment(key string) (Assignment, bool) {
+	return c.ClassAssignment(key, sluice.Critical)
+}
+
+// ClassAssignment returns the current assignment of key's requests of class (expired or
+// not), and false when there is none. Without WithCriticalityKey every class has key's one
+// assignment.
+func (c *Client) ClassAssignment(key string, class sluice.Criticality) (Assignment, bool) {
+	class = c.classOf(class)
 	c.mu.RLock()
-	b := c.buckets[key]
+	b := c.buckets[class][key]
 	c.mu.RUnlock()
 	if b == nil {
 		return Assignment{}, false

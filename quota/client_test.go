@@ -37,9 +37,12 @@ type env struct {
 	conn  *grpc.ClientConn
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvOver(t, rulesYAML) }
+
+// newEnvOver starts a quota server over the rules body on the env's clock.
+func newEnvOver(t *testing.T, body string) *env {
 	t.Helper()
-	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(rulesYAML)}}, "rules.yaml")
+	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(body)}}, "rules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,4 +267,118 @@ func newMem(t *testing.T) sluice.Store {
 	}
 	t.Cleanup(func() { mem.Close() })
 	return mem
+}
+
+const classRulesYAML = `domain: go
+quota_buckets:
+  - bucket_id: {name: "api*"}
+    requests_per_unit: 100
+    unit: second
+    assignment_ttl: 2s
+    criticality_key: criticality
+`
+
+// takeClass makes n decisions of class on key through a Limiter's AllowClass (the class
+// reaches the client as Request.Criticality) and returns how many were admitted.
+func takeClass(t *testing.T, l *sluice.Limiter, key string, class sluice.Criticality, n int) int {
+	t.Helper()
+	ok := 0
+	for i := 0; i < n; i++ {
+		d, err := l.AllowClass(context.Background(), key, own, 1, class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			ok++
+		}
+	}
+	return ok
+}
+
+// TestClientReportsClasses: with WithCriticalityKey, a Go service's critical and sheddable
+// traffic on one key are two buckets with their own shares; above the limit the server
+// serves critical_plus first, and the sheddable traffic gets what is left.
+func TestClientReportsClasses(t *testing.T) {
+	e := newEnvOver(t, classRulesYAML)
+	a, b := e.client(t, quota.WithCriticalityKey("criticality")), e.client(t, quota.WithCriticalityKey("criticality"))
+	la, lb := sluice.New(a), sluice.New(b)
+	demand := map[sluice.Criticality]int{sluice.CriticalPlus: 70, sluice.Sheddable: 200}
+	for round := 0; round < 3; round++ {
+		if round > 0 {
+			e.clock.Advance(time.Second)
+		}
+		takeClass(t, la, "api", sluice.CriticalPlus, demand[sluice.CriticalPlus])
+		takeClass(t, lb, "api", sluice.Sheddable, demand[sluice.Sheddable])
+		flush(t, a, "api")
+		flush(t, b, "api")
+	}
+	cp, ok1 := a.ClassAssignment("api", sluice.CriticalPlus)
+	sh, ok2 := b.ClassAssignment("api", sluice.Sheddable)
+	if !ok1 || !ok2 || cp.Rule.Limit != 70 || sh.Rule.Limit != 30 {
+		t.Fatalf("critical_plus %+v %v, sheddable %+v %v: want 70 and the 30 left", cp, ok1, sh, ok2)
+	}
+	if _, ok := a.ClassAssignment("api", sluice.Sheddable); ok {
+		t.Fatal("a sheddable assignment on the client that sent no sheddable traffic")
+	}
+	// Each class spends its own share, whatever the other does.
+	e.clock.Advance(time.Second)
+	if got := takeClass(t, la, "api", sluice.CriticalPlus, 200); got != 70 {
+		t.Fatalf("critical_plus admitted %d, want its 70", got)
+	}
+	if got := takeClass(t, lb, "api", sluice.Sheddable, 200); got != 30 {
+		t.Fatalf("sheddable admitted %d, want its 30", got)
+	}
+	// Without the option the class is not reported: one bucket for every class.
+	c := e.client(t)
+	lc := sluice.New(c)
+	takeClass(t, lc, "api", sluice.Sheddable, 1)
+	flush(t, c, "api")
+	if x, ok := c.ClassAssignment("api", sluice.CriticalPlus); !ok || x != must(c.Assignment("api")) {
+		t.Fatalf("without WithCriticalityKey: %+v %v", x, ok)
+	}
+}
+
+func must(a quota.Assignment, ok bool) quota.Assignment {
+	if !ok {
+		panic("no assignment")
+	}
+	return a
+}
+
+// TestClientClassAllocatesNothing: deciding a class's request allocates nothing once its
+// bucket exists.
+func TestClientClassAllocatesNothing(t *testing.T) {
+	e := newEnvOver(t, classRulesYAML)
+	c := e.client(t, quota.WithCriticalityKey("criticality"))
+	req := sluice.Request{Key: "api", Rule: own, N: 1, Criticality: sluice.Sheddable}
+	ctx := context.Background()
+	if _, err := c.Take(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { _, _ = c.Take(ctx, req) }); n != 0 {
+		t.Fatalf("Take allocates %v times", n)
+	}
+	if _, err := quota.New(newMem(t), e.conn, "go", quota.WithCriticalityKey("")); err == nil {
+		t.Fatal("an empty criticality key accepted")
+	}
+}
+
+// TestClientScalesReserve: without WithCriticalityKey every class spends the key's one
+// share, and a class's reserve (a part of the request's own rule) is the same part of the
+// assigned capacity: SHEDDABLE (default share 50%) gets half of the assignment.
+func TestClientScalesReserve(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	l := sluice.New(c)
+	takeClass(t, l, "api", sluice.Sheddable, 1)
+	if a := flush(t, c, "api"); a.Rule.Limit != 100 {
+		t.Fatalf("alone: %+v", a)
+	}
+	e.clock.Advance(time.Second)
+	if got := takeClass(t, l, "api", sluice.Sheddable, 200); got != 50 {
+		t.Fatalf("sheddable admitted %d of a share of 100, want 50", got)
+	}
+	if got := takeClass(t, l, "api", sluice.CriticalPlus, 200); got != 50 {
+		t.Fatalf("critical_plus admitted %d, want the 50 left", got)
+	}
 }

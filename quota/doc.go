@@ -13,6 +13,11 @@
 // divided by the number of instances), the last assignment for a bounded time (ReuseLast),
 // Deny or Allow.
 //
+// With WithCriticalityKey, a request's criticality class (sluice.Request.Criticality, set
+// by Limiter.AllowClass) is an entry of its bucket id, so each class of a key holds its own
+// share, and a server rule with the same criticality_key serves the most important classes
+// first when the fleet's demand exceeds the limit.
+//
 // Deciding costs one inner-store decision plus two atomic loads and an atomic add: no
 // allocation once a key's bucket exists (BENCHMARKS.md).
 package quota

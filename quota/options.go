@@ -38,14 +38,17 @@ type optionFunc func(*settings)
 func (f optionFunc) apply(s *settings) { f(s) }
 
 type settings struct {
-	clock      sluice.Clock
-	interval   time.Duration
-	bucketID   func(key string) map[string]string
-	noAssign   Behavior
-	expired    Behavior
-	reuseFor   time.Duration
-	maxBuckets int
-	maxKeyLen  int
+	clock          sluice.Clock
+	interval       time.Duration
+	bucketID       func(key string) map[string]string
+	noAssign       Behavior
+	expired        Behavior
+	reuseFor       time.Duration
+	maxBuckets     int
+	maxKeyLen      int
+	criticalityKey string
+	// criticalityKeySet tells WithCriticalityKey("") from no option.
+	criticalityKeySet bool
 }
 
 // WithClock sets the clock that times reports and expiries (default sluice.SystemClock).
@@ -59,6 +62,16 @@ func WithInterval(d time.Duration) Option { return optionFunc(func(s *settings) 
 // modified afterwards.
 func WithBucketID(f func(key string) map[string]string) Option {
 	return optionFunc(func(s *settings) { s.bucketID = f })
+}
+
+// WithCriticalityKey adds to every bucket id the entry key carrying the request's class
+// (sluice.Request.Criticality, set by Limiter.AllowClass and AllowAll's checks; e.g.
+// {"name": key, "criticality": "SHEDDABLE"}), so each class of a key is its own bucket with
+// its own share, and a quota server whose rule has the same criticality_key serves the most
+// important classes first when the demand exceeds the limit. Without it (the default) the
+// class is not reported and every class of a key shares its one assignment.
+func WithCriticalityKey(key string) Option {
+	return optionFunc(func(s *settings) { s.criticalityKey = key; s.criticalityKeySet = true })
 }
 
 // WithNoAssignment sets the behaviour before a bucket's first assignment: Fallback (default),
@@ -104,6 +117,8 @@ func newSettings(opts []Option) (settings, error) {
 		return s, fmt.Errorf("quota: WithMaxBuckets: must be positive, got %d", s.maxBuckets)
 	case s.maxKeyLen < 0:
 		return s, fmt.Errorf("quota: WithMaxKeyLength: negative (%d)", s.maxKeyLen)
+	case s.criticalityKeySet && s.criticalityKey == "":
+		return s, fmt.Errorf("quota: WithCriticalityKey: empty key")
 	}
 	return s, nil
 }

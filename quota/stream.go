@@ -105,7 +105,7 @@ func (c *Client) apply(act *rlqspb.RateLimitQuotaResponse_BucketAction) {
 	}
 	if act.GetAbandonAction() != nil {
 		c.mu.Lock()
-		delete(c.buckets, b.key)
+		delete(c.buckets[b.class], b.key)
 		delete(c.byID, canon)
 		for i, o := range c.order {
 			if o == b {

@@ -44,8 +44,11 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# Ports: a base chosen per run so two runs on one machine do not collide.
-BASE=${SLUICE_TEST_PORT_BASE:-$((20000 + ($$ % 200) * 50))}
+# Ports: a base chosen per run so two runs on one machine do not collide, in 20000-22450 so
+# that every port and every Cluster bus port (port + 10000) lies below the kernel's ephemeral
+# ports (32768 and up), which an outgoing connection could hold. Tests' own servers use
+# 10000-19999 (internal/testenv.freePort).
+BASE=${SLUICE_TEST_PORT_BASE:-$((20000 + ($$ % 50) * 50))}
 
 wait_port() { # host port what
 	for _ in $(seq 1 100); do

@@ -7,6 +7,7 @@ import "github.com/sluicehq/sluice/quota/rlqs"
 func (s *Server) registerQuota() {
 	qc := s.cfg.Quota
 	qc.Rules = s.Rules
+	qc.Observer = s.quotaMetrics
 	if qc.Logger == nil {
 		qc.Logger = s.log
 	}

@@ -155,7 +155,7 @@ type Config struct {
 	// as without workers. Negative: no workers.
 	StreamWorkers int
 	// Quota configures the RLQS quota service served on the gRPC port (quota.go); its
-	// Rules are the server's.
+	// Rules are the server's, its Observer the server's metrics.
 	Quota rlqs.Config
 	// ReadHeaderTimeout bounds the time an HTTP client may take to send a request's headers
 	// (default DefaultReadHeaderTimeout); IdleTimeout how long a keep-alive connection may
@@ -196,6 +196,7 @@ type Server struct {
 	readyCheck       readiness
 	fallback         *fallbackWatch // the fallback of the store the server opened; nil without
 	quota            *rlqs.Service
+	quotaMetrics     *quotaMetrics // quotametrics.go
 	closeOnce        sync.Once
 
 	// envoyproxy/ratelimit compatibility (peer.go, peermetrics.go)
@@ -255,6 +256,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if err := s.registerPolicyMetrics(); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	if s.quotaMetrics, err = newQuotaMetrics(s.registry, s); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if err := s.loadRules(); err != nil {

@@ -1,7 +1,10 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"strconv"
@@ -24,37 +27,68 @@ type RedisServer struct {
 	dir  string
 	conf string // a config file, the first argument when set (a Sentinel's: see StartSentinel)
 	cmd  *exec.Cmd
+	// exited is closed when cmd has been reaped.
+	exited chan struct{}
 }
 
 // StartRedis starts a redis-server without persistence, with extra arguments args (see
-// Get for an unset SLUICE_REDIS_SERVER_BIN), and waits until it accepts connections.
+// Get for an unset SLUICE_REDIS_SERVER_BIN), and waits until it accepts connections. Its port
+// comes from freePort; if another process took the port first, it starts again on another.
 func StartRedis(t testing.TB, args ...string) *RedisServer {
 	t.Helper()
-	return startRedis(t, func(int, string) string { return "" }, args...)
+	return startRedis(t, func(string) string { return "" }, args...)
 }
 
-// startRedis is StartRedis with a config file: conf, given the server's port and directory,
-// writes it and returns its path ("" for none).
-func startRedis(t testing.TB, conf func(port int, dir string) string, args ...string) *RedisServer {
+// startRedis is StartRedis with a config file: conf, given the server's directory, writes it
+// and returns its path ("" for none).
+func startRedis(t testing.TB, conf func(dir string) string, args ...string) *RedisServer {
 	t.Helper()
 	bin := Get(t, "SLUICE_REDIS_SERVER_BIN")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &RedisServer{t: t, bin: bin, args: args, port: port, dir: t.TempDir()}
-	s.conf = conf(port, s.dir)
-	s.Start()
+	s := &RedisServer{t: t, bin: bin, args: args, dir: t.TempDir()}
+	s.conf = conf(s.dir)
 	t.Cleanup(func() {
 		if s.cmd != nil {
 			_ = s.cmd.Process.Signal(syscall.SIGCONT)
 			_ = s.cmd.Process.Kill()
-			_ = s.cmd.Wait()
+			<-s.exited
 		}
 	})
-	return s
+	var err error
+	for range 5 {
+		s.port = freePort(t)
+		if _, err = s.start(); err == nil {
+			return s
+		}
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// freePort returns a 127.0.0.1 port p in [10000, 20000) such that p and p+10000 (a
+// Cluster node's bus port) both accept a listener now. The range lies below the kernel's
+// ephemeral ports (32768 and up), so an outgoing connection cannot take p or its bus port
+// between this check and the server's start, and it lies apart from scripts/test.sh's own
+// servers (20000-22499, buses 30000-32499). Two tests choosing the same port at once is
+// left to StartRedis's retry.
+func freePort(t testing.TB) int {
+	t.Helper()
+	for range 1000 {
+		p := 10000 + rand.IntN(10000)
+		if portFree(p) && portFree(p+10000) {
+			return p
+		}
+	}
+	t.Fatal("no free port pair in [10000, 20000)")
+	return 0
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 // Addr returns the server's host:port.
@@ -65,29 +99,68 @@ func (s *RedisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port)
 // millisecond, for at most 10 s).
 func (s *RedisServer) Start() time.Time {
 	s.t.Helper()
+	at, err := s.start()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return at
+}
+
+// start is Start returning its failure: the server exited (its port taken, say) or did not
+// accept a connection within 10 s.
+func (s *RedisServer) start() (time.Time, error) {
 	var args []string
 	if s.conf != "" {
 		args = append(args, s.conf)
 	}
 	args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no", "--loglevel", "warning")
-	s.cmd = exec.Command(s.bin, append(args, s.args...)...)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return time.Time{}, err
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		at := time.Now()
 		c, err := net.DialTimeout("tcp", s.Addr(), 100*time.Millisecond)
 		if err == nil {
 			_ = c.Close()
-			return at
+			if err = s.ours(cmd.Process.Pid); err == nil {
+				return at, nil
+			}
+		}
+		select {
+		case <-exited:
+			s.cmd = nil
+			return time.Time{}, fmt.Errorf("redis-server on %s exited: %s", s.Addr(), bytes.TrimSpace(out.Bytes()))
+		default:
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server did not start on %s: %v", s.Addr(), err)
+			return time.Time{}, fmt.Errorf("redis-server did not start on %s: %v", s.Addr(), err)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// ours says whether the server answering on the port is the process pid, not another one
+// that held the port first.
+func (s *RedisServer) ours(pid int) error {
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "process_id:"+strconv.Itoa(pid)+"\r\n") {
+		return fmt.Errorf("port %d answered by another process", s.port)
+	}
+	return nil
 }
 
 // Kill sends SIGKILL to the server and reaps it.
@@ -96,7 +169,7 @@ func (s *RedisServer) Kill() {
 	if err := s.cmd.Process.Kill(); err != nil {
 		s.t.Fatal(err)
 	}
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 

@@ -40,7 +40,7 @@ func StartSentinel(t testing.TB, downAfter, failoverTimeout time.Duration) *Sent
 	replica := StartRedis(t, "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
 	s := &SentinelSetup{Master: "sluice", Redis: []*RedisServer{primary, replica}}
 	for range 3 {
-		s.Sentinels = append(s.Sentinels, startRedis(t, func(port int, dir string) string {
+		s.Sentinels = append(s.Sentinels, startRedis(t, func(dir string) string {
 			// Sentinel rewrites its config file: one each, in its own directory.
 			conf := filepath.Join(dir, "sentinel.conf")
 			text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 2\nsentinel down-after-milliseconds %[1]s %[3]d\nsentinel failover-timeout %[1]s %[4]d\nsentinel parallel-syncs %[1]s 1\n",

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 func sum(s []int64) (t int64) {
@@ -105,31 +107,45 @@ func TestProportionalSplit(t *testing.T) {
 // TestBucketNeverOvercommits drives a bucket with random clients reporting random usage at
 // random instants, leaving and coming back, and checks after every report that the shares
 // clients may hold sum to at most the limit (holds only decrease between reports, so the
-// instant of a report is the worst one).
+// instant of a report is the worst one). With classes, each client is of a criticality
+// class and the heavy demand moves from class to class every 1000 steps.
 func TestBucketNeverOvercommits(t *testing.T) {
-	for _, pol := range []Policy{MaxMin, Proportional, Static} {
-		r := rand.New(rand.NewPCG(5, uint64(pol)))
-		s := &Settings{Limit: 1000, Period: time.Second, Policy: pol, StaticShare: 300, TTL: 3 * time.Second}
-		var b Bucket
-		now := int64(0)
-		for i := 0; i < 5000; i++ {
-			now += int64(r.IntN(int(500 * time.Millisecond)))
-			id := fmt.Sprint("c", r.IntN(12))
-			if r.IntN(20) == 0 {
-				b.Leave(id)
-				continue
-			}
-			count := math.Floor(math.Pow(r.Float64(), 2) * 3000)
-			a := b.Report(s, id, now, count, time.Duration(r.IntN(int(2*time.Second))))
-			if a.Share < 0 || a.Expires != now+int64(s.TTL) {
-				t.Fatalf("bad assignment %+v", a)
-			}
-			if c := b.Committed(now); c > s.Limit {
-				t.Fatalf("%v: step %d: committed %d > limit %d", pol, i, c, s.Limit)
-			}
-			for _, c := range b.Clients {
-				if len(c.Held) > MaxHeld || len(c.History) > DefaultHistory {
-					t.Fatalf("client state unbounded: %+v", c)
+	for _, classes := range []bool{false, true} {
+		for _, pol := range []Policy{MaxMin, Proportional, Static} {
+			r := rand.New(rand.NewPCG(5, uint64(pol)))
+			s := &Settings{Limit: 1000, Period: time.Second, Policy: pol, StaticShare: 300, TTL: 3 * time.Second}
+			var b Bucket
+			now := int64(0)
+			for i := 0; i < 5000; i++ {
+				now += int64(r.IntN(int(500 * time.Millisecond)))
+				n := r.IntN(12)
+				id := fmt.Sprint("c", n)
+				if r.IntN(20) == 0 {
+					b.Leave(id)
+					continue
+				}
+				count := math.Floor(math.Pow(r.Float64(), 2) * 3000)
+				class := sluice.Critical
+				if classes {
+					class = sluice.Criticalities()[n%4]
+					if (i/1000)%4 != n%4 {
+						count = math.Floor(count / 10) // the heavy demand is the one class's
+					}
+				}
+				a := b.ReportClass(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))))
+				if a.Share < 0 || a.Expires != now+int64(s.TTL) {
+					t.Fatalf("bad assignment %+v", a)
+				}
+				if c := b.Committed(now); c > s.Limit {
+					t.Fatalf("%v (classes %v): step %d: committed %d > limit %d", pol, classes, i, c, s.Limit)
+				}
+				for _, c := range b.Clients {
+					if len(c.Held) > MaxHeld || len(c.History) > DefaultHistory {
+						t.Fatalf("client state unbounded: %+v", c)
+					}
+				}
+				if got := b.Clients[id].Class; got != class {
+					t.Fatalf("client %s recorded as %v, want %v", id, got, class)
 				}
 			}
 		}

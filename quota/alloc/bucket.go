@@ -1,8 +1,12 @@
 package alloc
 
 import (
+	"math"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Defaults of Settings' zero values.
@@ -91,6 +95,10 @@ type Client struct {
 	Left bool
 	// Held are the assignments that may still be in force, oldest first, shares decreasing.
 	Held []Assignment
+	// Class is the criticality of the client's demand (the zero value, Critical, without
+	// classes): when the bucket's demand exceeds its limit, the classes are served in
+	// sluice.Criticalities() order (see Targets).
+	Class sluice.Criticality
 }
 
 // demand returns the client's smoothed demand in requests per period, or def without history.
@@ -155,8 +163,15 @@ type Bucket struct {
 // Report records client id's usage (count requests over elapsed) at now and returns the
 // assignment it gets: its target share under the policy, capped so that the shares every
 // client may hold at now sum to at most Limit. The assignment lasts until now + TTL. A
-// report with elapsed <= 0 subscribes the client without a demand sample.
+// report with elapsed <= 0 subscribes the client without a demand sample. The client's
+// demand is of class Critical; see ReportClass.
 func (b *Bucket) Report(s *Settings, id string, now int64, count float64, elapsed time.Duration) Assignment {
+	return b.ReportClass(s, id, sluice.Critical, now, count, elapsed)
+}
+
+// ReportClass is Report for a client whose demand is of criticality class (one client id
+// has one class: a caller reporting several classes of one bucket gives each its own id).
+func (b *Bucket) ReportClass(s *Settings, id string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) Assignment {
 	if b.Clients == nil {
 		b.Clients = make(map[string]*Client)
 	}
@@ -166,7 +181,10 @@ func (b *Bucket) Report(s *Settings, id string, now int64, count float64, elapse
 		c = &Client{}
 		b.Clients[id] = c
 	}
-	c.Seen, c.Left = now, false
+	if !knownClass(class) {
+		class = sluice.Critical // the default class, as sluice.ParseCriticality reads an unknown one
+	}
+	c.Seen, c.Left, c.Class = now, false, class
 	if elapsed > 0 && count >= 0 {
 		c.History = append(c.History, Sample{Count: count, Elapsed: int64(elapsed)})
 		if h := s.history(); len(c.History) > h {
@@ -212,7 +230,9 @@ func (b *Bucket) active(s *Settings, c *Client, now int64) bool {
 
 // Targets returns the share each active client should get under the policy at now, by
 // client id; the limit is split over the active clients in the order of their ids, so
-// replicas computing over the same state agree.
+// replicas computing over the same state agree. When the clients are of more than one
+// criticality class and their demands exceed the limit, the classes are served in
+// sluice.Criticalities() order instead (see splitByClass).
 func (b *Bucket) Targets(s *Settings, now int64) map[string]int64 {
 	ids := make([]string, 0, len(b.Clients))
 	for id, c := range b.Clients {
@@ -221,30 +241,101 @@ func (b *Bucket) Targets(s *Settings, now int64) map[string]int64 {
 		}
 	}
 	sort.Strings(ids)
-	def := s.DefaultDemand
-	if def <= 0 {
-		def = float64(s.Limit)
-	}
+	def := s.defaultDemand()
 	demands := make([]float64, len(ids))
+	classes := 0 // a bit per class present
 	for i, id := range ids {
-		demands[i] = b.Clients[id].demand(s.Period, def)
+		c := b.Clients[id]
+		demands[i] = c.demand(s.Period, def)
+		classes |= 1 << c.Class
 	}
 	shares := make([]int64, len(ids))
-	switch s.Policy {
-	case Proportional:
-		ProportionalSplit(s.Limit, demands, shares)
-	case Static:
-		for i := range shares {
-			shares[i] = s.StaticShare
-		}
-	default:
-		MaxMinFair(s.Limit, demands, shares)
+	if classes&(classes-1) != 0 && overLimit(s, demands) {
+		b.splitByClass(s, ids, demands, shares)
+	} else {
+		split(s, s.Limit, demands, shares)
 	}
 	out := make(map[string]int64, len(ids))
 	for i, id := range ids {
 		out[id] = shares[i]
 	}
 	return out
+}
+
+// overLimit reports whether the demands exceed what the policy can give: the limit, or
+// under Static the clients' static shares.
+func overLimit(s *Settings, demands []float64) bool {
+	if s.Policy == Static {
+		return int64(len(demands))*s.StaticShare > s.Limit
+	}
+	var total float64
+	for _, d := range demands {
+		total += clean(d)
+	}
+	return total > float64(s.Limit)
+}
+
+// splitByClass serves the classes most important first, when their demands exceed the
+// limit: each class gets its whole demand (rounded up) while the limit lasts, split among
+// its clients by the policy; the first class that does not fit shares what is left, and
+// the classes after it get nothing. Under Static a class's demand is its clients' static
+// shares. ids are sorted, so the split is the same on every replica.
+func (b *Bucket) splitByClass(s *Settings, ids []string, demands []float64, shares []int64) {
+	left := max(s.Limit, 0)
+	var idx []int
+	var d []float64
+	for _, class := range sluice.Criticalities() {
+		idx, d = idx[:0], d[:0]
+		var want float64
+		for i, id := range ids {
+			if b.Clients[id].Class == class {
+				idx = append(idx, i)
+				d = append(d, demands[i])
+				want += clean(demands[i])
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		if s.Policy == Static {
+			want = float64(int64(len(idx)) * s.StaticShare)
+		}
+		budget := left
+		if want < float64(left) {
+			budget = int64(math.Ceil(want))
+		}
+		out := make([]int64, len(idx))
+		split(s, budget, d, out)
+		for j, i := range idx {
+			shares[i] = min(out[j], budget)
+		}
+		left -= budget
+	}
+}
+
+// split writes into shares the policy's split of limit over demands.
+func split(s *Settings, limit int64, demands []float64, shares []int64) {
+	switch s.Policy {
+	case Proportional:
+		ProportionalSplit(limit, demands, shares)
+	case Static:
+		for i := range shares {
+			shares[i] = min(s.StaticShare, max(limit, 0))
+		}
+	default:
+		MaxMinFair(limit, demands, shares)
+	}
+}
+
+// knownClass reports whether c is one of sluice.Criticalities().
+func knownClass(c sluice.Criticality) bool { return slices.Contains(sluice.Criticalities(), c) }
+
+// defaultDemand is the demand of a client without history: DefaultDemand, or Limit.
+func (s *Settings) defaultDemand() float64 {
+	if s.DefaultDemand > 0 {
+		return s.DefaultDemand
+	}
+	return float64(s.Limit)
 }
 
 // Demand returns client id's smoothed demand in requests per Period (DefaultDemand, or
@@ -254,11 +345,7 @@ func (b *Bucket) Demand(s *Settings, id string) (float64, bool) {
 	if c == nil {
 		return 0, false
 	}
-	def := s.DefaultDemand
-	if def <= 0 {
-		def = float64(s.Limit)
-	}
-	return c.demand(s.Period, def), true
+	return c.demand(s.Period, s.defaultDemand()), true
 }
 
 // Committed returns the sum, over clients, of the largest share each may hold at now: what

@@ -166,3 +166,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// holdings records every assignment handed to each client with its expiry, to check what
+// the fleet may spend at an instant: each client's largest unexpired assignment.
+type holdings struct {
+	t     *testing.T
+	clock *sluicetest.ManualClock
+	limit int64
+	held  map[string][]held
+}
+
+type held struct {
+	share   int64
+	expires time.Time
+}
+
+func newHoldings(t *testing.T, clock *sluicetest.ManualClock, limit int64) *holdings {
+	return &holdings{t: t, clock: clock, limit: limit, held: map[string][]held{}}
+}
+
+// add records the assignment of action a to client, checks the fleet, and returns the share.
+func (h *holdings) add(client string, a *rlqspb.RateLimitQuotaResponse_BucketAction) int64 {
+	h.t.Helper()
+	s, ttl := share(a)
+	h.held[client] = append(h.held[client], held{s, h.clock.Now().Add(ttl)})
+	h.check()
+	return s
+}
+
+// check fails the test if the clients may spend more than the limit now.
+func (h *holdings) check() {
+	h.t.Helper()
+	var sum int64
+	now := h.clock.Now()
+	for _, hs := range h.held {
+		var m int64
+		for _, x := range hs {
+			if x.expires.After(now) {
+				m = max(m, x.share)
+			}
+		}
+		sum += m
+	}
+	if sum > h.limit {
+		h.t.Fatalf("at %v the clients may spend %d > %d (%v)", now.Sub(t0), sum, h.limit, h.held)
+	}
+}

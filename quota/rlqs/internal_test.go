@@ -11,6 +11,7 @@ import (
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -163,5 +164,53 @@ quota_buckets:
 	}
 	if tb := Strategy(c.Domain("d").QuotaRules()[0], 5).GetTokenBucket(); tb.GetMaxTokens() != 1 || tb.GetTokensPerFill().GetValue() != 5 {
 		t.Errorf("share 5 of 100 with a burst of 10: %v, want 1 token of room, 5 per minute", tb)
+	}
+}
+
+// TestReloadMovesClassRecord: a reload that adds a criticality_key moves a stream's bucket
+// to its new client record (the class entry left out of the bucket key) and marks the old
+// record gone, so its demand no longer counts.
+func TestReloadMovesClassRecord(t *testing.T) {
+	clock := sluicetest.NewManualClock(time.Unix(1e9, 0))
+	load := func(extra string) *config.Config {
+		c, err := config.LoadFS(fstest.MapFS{"r.yaml": {Data: []byte(benchRules + extra)}}, "r.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	rules := load("")
+	svc := New(Config{Rules: func() *config.Config { return rules }, Clock: clock})
+	st := streams(svc, 1)[0]
+	msg := &rlqspb.RateLimitQuotaUsageReports{Domain: "d", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+		BucketId:    &rlqspb.BucketId{Bucket: map[string]string{"name": "b", "criticality": "sheddable"}},
+		TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: 10}}}
+	ctx := context.Background()
+	if _, err := st.handle(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	mem := svc.state.(*memoryState)
+	var old *memBucket
+	for _, mb := range mem.buckets {
+		old = mb
+	}
+	rules = load("    criticality_key: criticality\n")
+	clock.Advance(time.Second)
+	if _, err := st.handle(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if n := mem.size(); n != 2 {
+		t.Fatalf("%d buckets, want the old one (its assignment still held) and the new one", n)
+	}
+	if c := old.b.Clients[st.id]; c == nil || !c.Left {
+		t.Fatalf("old record %+v, want it marked gone", c)
+	}
+	for _, mb := range mem.buckets {
+		if mb != old {
+			c := mb.b.Clients[st.id+"\x00sheddable"]
+			if c == nil || c.Class != sluice.Sheddable {
+				t.Fatalf("new bucket's clients %v, want the stream's sheddable record", mb.b.Clients)
+			}
+		}
 	}
 }

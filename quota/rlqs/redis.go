@@ -26,6 +26,7 @@ const maxTxRetries = 16
 type redisState struct {
 	c      redis.UniversalClient
 	prefix string
+	obs    Observer // set by New before any call; counts the retries
 }
 
 // NewRedisState returns a State kept in Redis, so that every replica using the same Redis
@@ -39,8 +40,10 @@ func NewRedisState(c redis.UniversalClient, prefix string) State {
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
-	return &redisState{c: c, prefix: prefix}
+	return &redisState{c: c, prefix: prefix, obs: nopObserver{}}
 }
+
+func (r *redisState) observe(o Observer) { r.obs = o }
 
 // hashKey names a bucket's hash: a digest of the bucket key, as its own hash tag.
 func (r *redisState) hashKey(key string) string {
@@ -48,9 +51,9 @@ func (r *redisState) hashKey(key string) string {
 	return r.prefix + "{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-func (r *redisState) Report(ctx context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (r *redisState) Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
 	var a alloc.Assignment
-	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.Report(s, client, now, count, elapsed) }, client)
+	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.ReportClass(s, client, class, now, count, elapsed) }, client)
 	return a, err
 }
 
@@ -98,6 +101,7 @@ func (r *redisState) update(ctx context.Context, key string, s *alloc.Settings, 
 	for i := 0; i < maxTxRetries; i++ {
 		err := r.c.Watch(ctx, txf, hk)
 		if errors.Is(err, redis.TxFailedErr) {
+			r.obs.StateRetry()
 			continue
 		}
 		if err != nil {

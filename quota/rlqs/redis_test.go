@@ -10,26 +10,15 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/quota/rlqs"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // TestTwoReplicasShareOneBudget: ten skewed clients, half on each of two replicas over one
 // Redis, get their max-min fair shares of one limit after two rounds, and at no time hold
 // more than the limit together.
 func TestTwoReplicasShareOneBudget(t *testing.T) {
-	addr := testenv.RedisAddr(t)
-	rc := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = rc.Close() })
-	prefix := "test:rlqs:" + time.Now().Format("150405.000000") + ":"
-	t.Cleanup(func() {
-		keys, _ := rc.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			rc.Del(context.Background(), keys...)
-		}
-	})
 	clock := newClock()
-	newReplica := func() *rlqs.Service {
-		return rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, fairRules) }, Clock: clock, State: rlqs.NewRedisState(rc, prefix)})
-	}
+	rc, prefix, newReplica := replicas(t, clock, fairRules)
 	a, b := newReplica(), newReplica()
 	newFleetOver(t, serve(t, a), serve(t, b)).twoRounds(clock)
 	keys, err := rc.Keys(context.Background(), prefix+"*").Result()
@@ -38,6 +27,23 @@ func TestTwoReplicasShareOneBudget(t *testing.T) {
 	}
 	if ttl := rc.PTTL(context.Background(), keys[0]).Val(); ttl <= 0 {
 		t.Fatalf("bucket hash without TTL (%v)", ttl)
+	}
+}
+
+// replicas returns a client of the test Redis, a key prefix of the test's own (its keys
+// deleted at the end), and a function building a replica over body sharing them.
+func replicas(t *testing.T, clock *sluicetest.ManualClock, body string) (*redis.Client, string, func() *rlqs.Service) {
+	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rc.Close() })
+	prefix := "test:rlqs:" + t.Name() + ":" + time.Now().Format("150405.000000") + ":"
+	t.Cleanup(func() {
+		keys, _ := rc.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			rc.Del(context.Background(), keys...)
+		}
+	})
+	return rc, prefix, func() *rlqs.Service {
+		return rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, body) }, Clock: clock, State: rlqs.NewRedisState(rc, prefix)})
 	}
 }
 

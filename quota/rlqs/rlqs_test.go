@@ -148,36 +148,13 @@ func TestNewClientNeverOvercommits(t *testing.T) {
 	body := strings.Replace(fairRules, "assignment_ttl: 1s", "assignment_ttl: 2s", 1)
 	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, body) }, Clock: clock})
 	conn := serve(t, svc)
-	type held struct {
-		share   int64
-		expires time.Time
-	}
-	holds := map[int][]held{}
+	holds := newHoldings(t, clock, 1000)
 	clients := []*fakeEnvoy{newFakeEnvoy(t, conn, "envoy"), newFakeEnvoy(t, conn, "envoy"), newFakeEnvoy(t, conn, "envoy")}
-	check := func() {
-		var sum int64
-		now := clock.Now()
-		for _, hs := range holds {
-			var m int64
-			for _, h := range hs {
-				if h.expires.After(now) {
-					m = max(m, h.share)
-				}
-			}
-			sum += m
-		}
-		if sum > 1000 {
-			t.Fatalf("at %v the clients may spend %d > 1000 (%v)", now.Sub(t0), sum, holds)
-		}
-	}
 	last := map[int]int64{}
 	round := func() {
 		for i, c := range clients {
 			r := c.report(usage(api, interval, 800, 0))
-			s, ttl := share(r.BucketAction[0])
-			holds[i] = append(holds[i], held{s, clock.Now().Add(ttl)})
-			last[i] = s
-			check()
+			last[i] = holds.add(fmt.Sprint(i), r.BucketAction[0])
 		}
 	}
 	for i := 0; i < 3; i++ {
@@ -188,7 +165,7 @@ func TestNewClientNeverOvercommits(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		round()
 		clock.Advance(interval / 2)
-		check()
+		holds.check()
 		clock.Advance(interval / 2)
 	}
 	for i := 0; i < 4; i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -38,6 +39,9 @@ type Config struct {
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
+	// Observer is told what the service does, for metrics (default: nothing). A State made
+	// by NewRedisState reports its transaction retries to it too.
+	Observer Observer
 }
 
 // Service implements RateLimitQuotaService. Build it with New; it is safe for concurrent
@@ -48,11 +52,13 @@ type Service struct {
 	state                                     State
 	clock                                     sluice.Clock
 	log                                       *slog.Logger
+	obs                                       Observer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
 	abandonAfter                              time.Duration
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
 	lastErrLog                                atomic.Int64
+	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu       sync.Mutex
 	streams  map[*stream]struct{}
@@ -61,7 +67,7 @@ type Service struct {
 
 // New returns a Service over cfg.
 func New(cfg Config) *Service {
-	s := &Service{rules: cfg.Rules, state: cfg.State, clock: cfg.Clock, log: cfg.Logger,
+	s := &Service{rules: cfg.Rules, state: cfg.State, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer,
 		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}
@@ -73,6 +79,12 @@ func New(cfg Config) *Service {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	if o, ok := s.state.(observedState); ok {
+		o.observe(s.obs)
 	}
 	if s.abandonAfter <= 0 {
 		s.abandonAfter = DefaultAbandonAfter
@@ -105,10 +117,10 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	switch {
 	case s.draining:
 		s.mu.Unlock()
-		return status.Error(codes.Unavailable, "rlqs: server shutting down")
+		return s.rejected(reject(ReasonShutdown, "server shutting down"))
 	case len(s.streams) >= s.maxSt:
 		s.mu.Unlock()
-		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the maximum", s.maxSt)
+		return s.rejected(reject(ReasonStreams, "%d streams open, the maximum", s.maxSt))
 	}
 	s.streams[st] = struct{}{}
 	s.mu.Unlock()
@@ -119,8 +131,38 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 		st.leaveAll()
 	}()
 	err := st.run(ctx)
+	s.rejected(err)
 	if err != nil && status.Code(err) != codes.Canceled {
 		s.log.Info("rlqs stream ended", "stream", st.id, "domain", st.domain, "err", err)
+	}
+	return err
+}
+
+// sent tells the observer the kinds of the actions of resp, delivered.
+func (s *Service) sent(resp *rlqspb.RateLimitQuotaResponse) {
+	var n [numActionKinds]int
+	for _, a := range resp.BucketAction {
+		switch q := a.GetQuotaAssignmentAction(); {
+		case q == nil:
+			n[ActionAbandon]++
+		case q.GetAssignmentTimeToLive().AsDuration() == 0:
+			n[ActionExpire]++
+		default:
+			n[ActionAssignment]++
+		}
+	}
+	for k, c := range n {
+		if c > 0 {
+			s.obs.Sent(ActionKind(k), c)
+		}
+	}
+}
+
+// rejected tells the observer when err is a rejection, and returns err.
+func (s *Service) rejected(err error) error {
+	var r *rejection
+	if errors.As(err, &r) {
+		s.obs.Rejected(r.reason)
 	}
 	return err
 }
@@ -150,8 +192,9 @@ func (s *Service) Streams() int {
 	return len(s.streams)
 }
 
-// logStateError logs a state failure at most once a second.
+// logStateError counts a state failure, and logs it at most once a second.
 func (s *Service) logStateError(err error) {
+	s.obs.StateError()
 	now := time.Now().UnixNano()
 	last := s.lastErrLog.Load()
 	if now-last >= int64(time.Second) && s.lastErrLog.CompareAndSwap(last, now) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/quota/alloc"
 )
 
@@ -12,12 +13,16 @@ import (
 // concurrent use.
 type State interface {
 	// Report records client's usage of the bucket named key under settings s at now (Unix
-	// ns) and returns the client's new assignment (see alloc.Bucket.Report).
-	Report(ctx context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error)
+	// ns), its demand of criticality class, and returns the client's new assignment (see
+	// alloc.Bucket.ReportClass).
+	Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error)
 	// Leave says client no longer reports for the bucket; what it holds counts until it
 	// expires.
 	Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error
 }
+
+// observedState is a State that reports to the service's Observer (New hands it over).
+type observedState interface{ observe(Observer) }
 
 // sweepEvery is how often the memory state drops the buckets nobody holds a share of.
 const sweepEvery = 10 * time.Second
@@ -37,7 +42,7 @@ type memBucket struct {
 // NewMemoryState returns a State held in this process: one replica owns the whole limit.
 func NewMemoryState() State { return &memoryState{buckets: make(map[string]*memBucket)} }
 
-func (m *memoryState) Report(_ context.Context, key string, s *alloc.Settings, client string, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (m *memoryState) Report(_ context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
@@ -47,7 +52,7 @@ func (m *memoryState) Report(_ context.Context, key string, s *alloc.Settings, c
 		m.buckets[key] = mb
 	}
 	mb.s = *s
-	return mb.b.Report(s, client, now, count, elapsed), nil
+	return mb.b.ReportClass(s, client, class, now, count, elapsed), nil
 }
 
 func (m *memoryState) Leave(_ context.Context, key string, s *alloc.Settings, client string, now int64) error {

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/quota"
@@ -33,16 +31,12 @@ type usage struct {
 	elapsed time.Duration
 }
 
-func invalid(format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, "rlqs: "+format, args...)
-}
-
 // validate checks one message's usages, returning them with their canonical keys, or the
 // status that ends the stream.
 func (s *Service) validate(msg *rlqspb.RateLimitQuotaUsageReports) ([]usage, error) {
 	us := msg.GetBucketQuotaUsages()
 	if len(us) > s.maxBuckets {
-		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: bucket_quota_usages: %d buckets in one report, more than the maximum of %d", len(us), s.maxBuckets)
+		return nil, reject(ReasonBuckets, "bucket_quota_usages: %d buckets in one report, more than the maximum of %d", len(us), s.maxBuckets)
 	}
 	out := make([]usage, 0, len(us))
 	seen := make(map[string]bool, len(us))
@@ -53,31 +47,31 @@ func (s *Service) validate(msg *rlqspb.RateLimitQuotaUsageReports) ([]usage, err
 			return nil, err
 		}
 		if seen[key] {
-			return nil, invalid("%s.bucket_id: bucket %s reported twice in one report", f, key)
+			return nil, reject(ReasonBucketID, "%s.bucket_id: bucket %s reported twice in one report", f, key)
 		}
 		seen[key] = true
 		var elapsed time.Duration
 		if te := u.GetTimeElapsed(); te != nil {
 			if err := te.CheckValid(); err != nil {
-				return nil, invalid("%s.time_elapsed: %v", f, err)
+				return nil, reject(ReasonElapsed, "%s.time_elapsed: %v", f, err)
 			}
 			elapsed = te.AsDuration()
 		}
 		if elapsed < 0 {
-			return nil, invalid("%s.time_elapsed: negative (%v)", f, elapsed)
+			return nil, reject(ReasonElapsed, "%s.time_elapsed: negative (%v)", f, elapsed)
 		}
 		if elapsed > MaxElapsed {
-			return nil, invalid("%s.time_elapsed: %v, more than the maximum of %v", f, elapsed, MaxElapsed)
+			return nil, reject(ReasonElapsed, "%s.time_elapsed: %v, more than the maximum of %v", f, elapsed, MaxElapsed)
 		}
 		a, d := u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()
 		count := float64(a) + float64(d)
 		switch {
 		case a > math.MaxInt64 || d > math.MaxInt64:
-			return nil, invalid("%s: absurd counts (allowed %d, denied %d)", f, a, d)
+			return nil, reject(ReasonCounts, "%s: absurd counts (allowed %d, denied %d)", f, a, d)
 		case elapsed > 0 && count/elapsed.Seconds() > MaxRequestsPerSecond:
-			return nil, invalid("%s: absurd counts: %.0f requests in %v (more than %g per second)", f, count, elapsed, float64(MaxRequestsPerSecond))
+			return nil, reject(ReasonCounts, "%s: absurd counts: %.0f requests in %v (more than %g per second)", f, count, elapsed, float64(MaxRequestsPerSecond))
 		case elapsed == 0 && count > maxRequestsWithoutElapse:
-			return nil, invalid("%s: absurd counts: %.0f requests without an elapsed time", f, count)
+			return nil, reject(ReasonCounts, "%s: absurd counts: %.0f requests without an elapsed time", f, count)
 		}
 		out = append(out, usage{id: u.GetBucketId(), key: key, count: count, elapsed: elapsed})
 	}
@@ -88,25 +82,25 @@ func (s *Service) validate(msg *rlqspb.RateLimitQuotaUsageReports) ([]usage, err
 func (s *Service) bucketKey(id *rlqspb.BucketId, f string) (string, error) {
 	b := id.GetBucket()
 	if len(b) == 0 {
-		return "", invalid("%s: empty (a bucket id needs at least one entry)", f)
+		return "", reject(ReasonBucketID, "%s: empty (a bucket id needs at least one entry)", f)
 	}
 	if len(b) > s.maxEntries {
-		return "", invalid("%s: %d entries, more than the maximum of %d", f, len(b), s.maxEntries)
+		return "", reject(ReasonBucketID, "%s: %d entries, more than the maximum of %d", f, len(b), s.maxEntries)
 	}
 	size := 0
 	for k, v := range b {
 		size += len(k) + len(v)
 		if size > s.maxIDBytes {
-			return "", invalid("%s: more than the maximum of %d bytes", f, s.maxIDBytes)
+			return "", reject(ReasonBucketID, "%s: more than the maximum of %d bytes", f, s.maxIDBytes)
 		}
 		if k == "" {
-			return "", invalid("%s: empty key", f)
+			return "", reject(ReasonBucketID, "%s: empty key", f)
 		}
 		if err := config.CheckValue(k); err != nil {
-			return "", invalid("%s: key %q: %v", f, k, err)
+			return "", reject(ReasonBucketID, "%s: key %q: %v", f, k, err)
 		}
 		if err := config.CheckValue(v); err != nil {
-			return "", invalid("%s.%s: %v", f, k, err)
+			return "", reject(ReasonBucketID, "%s.%s: %v", f, k, err)
 		}
 	}
 	return quota.BucketKey(b), nil
