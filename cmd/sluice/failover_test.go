@@ -54,8 +54,16 @@ func TestServeSentinelFailover(t *testing.T) {
 	load := startFailoverLoad(s, "failover")
 	time.Sleep(500 * time.Millisecond)
 	from := sentinelPrimary(t, setup)
-	if err := sc.Failover(context.Background(), setup.Master).Err(); err != nil {
-		t.Fatal(err)
+	// Retried while Sentinel refuses it (NOGOODSLAVE until it has seen the replica's INFO).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := sc.Failover(context.Background(), setup.Master).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			load.stop(t, time.Now(), time.Time{})
+			t.Fatalf("SENTINEL FAILOVER refused for 10 s: %v", err)
+		}
 	}
 	commanded := time.Now()
 	to, promoted := announced(setup, from, commanded)
