@@ -22,6 +22,7 @@ type seen struct {
 	remaining int64  // the store's Remaining in the last decision
 	until     int64  // clock instant (Unix ns) from which that decision no longer binds (its ResetAfter)
 	outage    uint64 // the outage in which the local limiter was started from it (0: none yet)
+	written   uint64 // the outage whose local admissions on it were last written back (0: none yet)
 	owed      int64  // local decisions that moved the outage's consumption since it was last written back
 }
 
@@ -79,6 +80,12 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 			f.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
 		}
 	}
+	if ok && v.written == outage && req.N > 0 && !req.Settle && f.recovering.Load() {
+		// Written back, and back on the store at the next probe: an admission now would be
+		// written in a second write-back (see writeBack), and on a window algorithm the store
+		// would then count the outage's units twice in one window.
+		return sluice.Decision{Limit: local.Rule.Capacity(), RetryAfter: f.probe}, nil
+	}
 	d, err := f.local.Take(ctx, local)
 	if err != nil || !d.Allowed || req.N == 0 {
 		return d, err
@@ -101,16 +108,33 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 	return d, nil
 }
 
-// outageOwed is what key's outage consumption still weighs on its rule now: the shadow
-// limiter's (see decideLocal) capacity less its remaining, under this instance's share of
-// rule.
-func (f *Fallback) outageOwed(ctx context.Context, key string, rule sluice.Rule) (sluice.Rule, int64) {
+// takeOwed returns what key's outage consumption still weighs on its rule now (the shadow
+// limiter's capacity less its remaining, under this instance's share of rule: see
+// decideLocal) and empties the shadow limiter's key, under the key's lock, so no admission
+// falls between the two: what is written back is then all that was owed, and what a later
+// write-back sends all that came after. (A refund of what it weighed would not do: the
+// sliding window's estimate weighs the previous window's units by the part of it still
+// inside the period, while a refund takes whole units from the newest window first, so the
+// rest of the previous window would be written again.) giveBack puts it back if the write
+// fails.
+func (f *Fallback) takeOwed(ctx context.Context, key string, rule sluice.Rule) (sluice.Rule, int64) {
 	local := share(rule, f.fraction())
+	sh := f.seen.Shard(key)
+	sh.Lock()
+	defer sh.Unlock()
 	d, err := f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: 0})
-	if err != nil {
+	if err != nil || d.Remaining >= d.Limit {
 		return local, 0
 	}
-	return local, max(0, d.Limit-d.Remaining)
+	_, _ = f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: -sluice.MaxLimit, Settle: true})
+	return local, d.Limit - d.Remaining
+}
+
+// giveBack puts owed units back on the shadow limiter's key after a write-back that failed.
+func (f *Fallback) giveBack(ctx context.Context, key string, local sluice.Rule, owed int64) {
+	if owed > 0 {
+		_, _ = f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: owed, Settle: true})
+	}
 }
 
 // startLocal brings the local limiter's key down to at most remaining units (a take of the
@@ -195,26 +219,24 @@ func (f *Fallback) writeBack(ctx context.Context) error {
 // leaves both owed; one that timed out may have committed, and is then counted twice on the
 // next probe (the key denied more, never admitted more).
 func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
-	local, owed := f.outageOwed(ctx, o.key, o.rule)
-	n := owed
+	var forgotten int64
 	if o.until > now && o.consumed > 0 {
 		d, err := f.settle(ctx, o.key, o.rule, 0)
 		if err != nil {
 			return err
 		}
 		if d.Remaining >= o.rule.Capacity() {
-			n += o.consumed
+			forgotten = o.consumed
 		}
 	}
-	if n > 0 {
+	local, owed := f.takeOwed(ctx, o.key, o.rule)
+	if n := owed + forgotten; n > 0 {
 		if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
+			f.giveBack(ctx, o.key, local, owed)
 			return err
 		}
 	}
-	if owed > 0 { // written: off the shadow limiter, so the next write-back sends only what came after
-		_, _ = f.outageUse.Take(ctx, sluice.Request{Key: o.key, Rule: local, N: -owed, Settle: true})
-	}
-	f.paid(o.key, o.owed)
+	f.paid(o.key, o.owed, owed > 0)
 	return nil
 }
 
@@ -226,12 +248,16 @@ func (f *Fallback) settle(ctx context.Context, key string, rule sluice.Rule, n i
 	})
 }
 
-// paid takes the n local decisions now written back off key's count (see seen.owed).
-func (f *Fallback) paid(key string, n int64) {
+// paid takes the n local decisions now written back off key's count (see seen.owed) and,
+// when written, marks the key written back in this outage (see decideLocal).
+func (f *Fallback) paid(key string, n int64, written bool) {
 	sh := f.seen.Shard(key)
 	sh.Lock()
 	if v, ok := sh.Get(key); ok {
 		v.owed -= n
+		if written {
+			v.written = f.outage.Load()
+		}
 	}
 	sh.Unlock()
 }

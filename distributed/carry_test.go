@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,5 +113,136 @@ func TestFallbackWritesBack(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFallbackFleetSwitchesSliding: three instances on one store, a hot sliding-window key
+// (100/s) asked 1,000 times a second round robin, the store down for 2 s (failing, or
+// restarted empty), probes every 100 ms at staggered phases, all on virtual time: no window of
+// one second from the start of the outage admits more than the limit + 5% across the fleet,
+// the switch back included. (The sliding window assumes the previous window's units were
+// spread evenly; units written back more than once, or late in a window, bunch the next
+// window's admissions at its end.)
+func TestFallbackFleetSwitchesSliding(t *testing.T) {
+	for _, c := range []struct {
+		restart bool
+		up      int // ms of the run when the store answers again (down at 2,000 ms)
+	}{{false, 4000}, {true, 4000}, {false, 4450}, {true, 4450}, {true, 4850}} {
+		restart, up := c.restart, c.up
+		t.Run(fmt.Sprintf("%s/up-at-%dms", map[bool]string{false: "stalled", true: "restarted"}[restart], up), func(t *testing.T) {
+			clock := sluicetest.NewManualClock(t0)
+			flaky := &flakyStore{Store: newMemory(t, clock)}
+			var fleet [3]*Fallback
+			for i := range fleet {
+				f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(1.0/3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { f.Close() })
+				fleet[i] = f
+			}
+			ctx := context.Background()
+			rule := sluice.SlidingWindow(100, time.Second, 1)
+			const down, end = 2000, 8000 // ms of the run
+			var admitted []int           // ms of each admission
+			for ms := range end {
+				switch ms {
+				case down:
+					flaky.fail.Store(true)
+				case up:
+					if restart {
+						flaky.Store = newMemory(t, clock)
+					}
+					flaky.fail.Store(false)
+				}
+				for i, f := range fleet {
+					if ms%100 == 30*i { // each instance probes every 100 ms, at its own phase
+						_ = f.Probe(ctx)
+					}
+				}
+				d, err := fleet[ms%3].Take(ctx, sluice.Request{Key: "hot", Rule: rule, N: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed {
+					admitted = append(admitted, ms)
+				}
+				clock.Advance(time.Millisecond)
+			}
+			worst, at, j := 0, 0, 0
+			for i, ms := range admitted {
+				for j < len(admitted) && admitted[j] < ms+1000 {
+					j++
+				}
+				if ms >= down-1000 && j-i > worst {
+					worst, at = j-i, ms
+				}
+			}
+			perSecond := make([]int, end/1000)
+			for _, ms := range admitted {
+				perSecond[ms/1000]++
+			}
+			t.Logf("%d admitted in %d ms, %v a second; most in one second: %d from %d ms (outage %d-%d ms)",
+				len(admitted), end, perSecond, worst, at, down, up)
+			if worst > 105 {
+				t.Errorf("%d admitted in the second from %d ms, want at most the limit + 5%% (105)", worst, at)
+			}
+		})
+	}
+}
+
+// TestFallbackWritesBackOnce: a key's units are written back once. With a sliding window, a
+// write-back of what the outage weighs (the previous window's units weighted by the part of
+// them still inside the period) followed by a failed probe, more local admissions and a second
+// write-back leaves the store with what the outage weighs then, not the previous window's
+// units a second time.
+func TestFallbackWritesBackOnce(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0) // the start of a window
+	flaky := &flakyStore{Store: newMemory(t, clock)}
+	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	ctx := context.Background()
+	rule := sluice.SlidingWindow(100, time.Second, 1)
+	take := func(n int) {
+		t.Helper()
+		for range n {
+			if d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil || !d.Allowed {
+				t.Fatalf("local take: %+v, %v", d, err)
+			}
+		}
+	}
+	flaky.fail.Store(true)
+	take(40)                               // 40 in the first window
+	clock.Advance(1500 * time.Millisecond) // half of them still inside the period: 20
+	flaky.Store = newMemory(t, clock)      // restarted empty
+	flaky.fail.Store(false)
+	if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+		t.Fatalf("first Probe: %v, %v", err, f.State()) // writes back 20
+	}
+	flaky.fail.Store(true)
+	if err := f.Probe(ctx); err == nil {
+		t.Fatal("a Probe of a failing store succeeded")
+	}
+	take(10)
+	flaky.fail.Store(false)
+	for range 2 {
+		if err := f.Probe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.State() != StateStore {
+		t.Fatalf("state %v after two Probes of a store that answers", f.State())
+	}
+	d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The outage weighs 20 + 10 = 30 now; without emptying the shadow limiter after the first
+	// write-back, the 20 of the first window left in it were written again (40).
+	if used := d.Limit - d.Remaining; used != 30 {
+		t.Errorf("the store holds %d after the outage, want 30", used)
 	}
 }
