@@ -23,6 +23,8 @@ type seen struct {
 	until     int64  // clock instant (Unix ns) from which that decision no longer binds (its ResetAfter)
 	outage    uint64 // the outage in which the local limiter was started from it (0: none yet)
 	written   uint64 // the outage whose local admissions on it were last written back (0: none yet)
+	held      int64  // a bucket: units of this instance's local level the store holds (its start, then what was written back)
+	heldAt    int64  // clock instant (Unix ns) of held, from which the store refills it
 	owed      int64  // local decisions that moved the outage's consumption since it was last written back
 }
 
@@ -75,15 +77,19 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 	defer sh.Unlock()
 	v, ok := sh.Get(req.Key)
 	if ok && v.outage != outage {
-		v.outage = outage
+		v.outage, v.held, v.heldAt = outage, 0, now
 		if v.until > now && v.rule == req.Rule {
-			f.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
+			v.held = f.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
 		}
 	}
-	if ok && v.written == outage && req.N > 0 && !req.Settle && f.recovering.Load() {
+	if ok && v.written == outage && req.N > 0 && !req.Settle && !req.Rule.Algorithm.Bucket() && f.recovering.Load() {
 		// Written back, and back on the store at the next probe: an admission now would be
-		// written in a second write-back (see writeBack), and on a window algorithm the store
-		// would then count the outage's units twice in one window.
+		// written in a second write-back (see writeBack), and a window algorithm's store would
+		// count it with the first in one window, while the first's oldest units should have
+		// left it: too many units in one window make the next one admit late and bunched. A
+		// bucket's store refills what was written as time passes, and it writes its level
+		// (localUsed), so it goes on deciding: denying it here would let the store refill
+		// unused, a burst at the switch.
 		return sluice.Decision{Limit: local.Rule.Capacity(), RetryAfter: f.probe}, nil
 	}
 	d, err := f.local.Take(ctx, local)
@@ -138,15 +144,18 @@ func (f *Fallback) giveBack(ctx context.Context, key string, local sluice.Rule, 
 }
 
 // startLocal brings the local limiter's key down to at most remaining units (a take of the
-// difference), leaving it alone when it already holds fewer.
-func (f *Fallback) startLocal(ctx context.Context, req sluice.Request, remaining int64) {
+// difference), leaving it alone when it already holds fewer, and returns what it took.
+func (f *Fallback) startLocal(ctx context.Context, req sluice.Request, remaining int64) int64 {
 	req.N = 0
 	d, err := f.local.Take(ctx, req)
 	if err != nil || d.Remaining <= remaining {
-		return
+		return 0
 	}
 	req.N = d.Remaining - remaining
-	_, _ = f.local.Take(ctx, req)
+	if d, err := f.local.Take(ctx, req); err != nil || !d.Allowed {
+		return 0
+	}
+	return req.N
 }
 
 // writeBackWorkers is how many write-back calls a Fallback keeps in flight, so that a
@@ -159,6 +168,8 @@ type owing struct {
 	rule           sluice.Rule
 	owed, consumed int64 // owed: seen.owed; consumed: what the store had consumed at the last decision
 	until          int64
+	level          bool  // a bucket started on the local limiter in this outage (levelOwed)
+	held, heldAt   int64 // seen.held, seen.heldAt
 }
 
 // writeBack hands the store, before decisions return to it, what it missed during the outage,
@@ -174,6 +185,7 @@ type owing struct {
 // owes, and the error is returned: the circuit stays open, and the next probe tries again.
 func (f *Fallback) writeBack(ctx context.Context) error {
 	now := f.clock.Now().UnixNano()
+	outage := f.outage.Load()
 	var todo []owing
 	for i := range shardmap.Shards {
 		sh := f.seen.At(i)
@@ -181,7 +193,8 @@ func (f *Fallback) writeBack(ctx context.Context) error {
 		sh.Range(func(key string, v *seen) {
 			if v.owed != 0 || v.until > now {
 				todo = append(todo, owing{key: key, rule: v.rule, owed: v.owed, until: v.until,
-					consumed: max(0, v.rule.Capacity()-v.remaining)})
+					consumed: max(0, v.rule.Capacity()-v.remaining),
+					level:    v.rule.Algorithm.Bucket() && v.outage == outage, held: v.held, heldAt: v.heldAt})
 			}
 		})
 		sh.Unlock()
@@ -230,14 +243,42 @@ func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
 		}
 	}
 	local, owed := f.takeOwed(ctx, o.key, o.rule)
-	if n := owed + forgotten; n > 0 {
+	n, used := owed+forgotten, int64(-1)
+	if o.level {
+		used = f.localUsed(ctx, o.key, local)
+		if forgotten == 0 {
+			n = max(n, used-max(0, o.held-refilled(local, now-o.heldAt)))
+		}
+	}
+	if n > 0 {
 		if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
 			f.giveBack(ctx, o.key, local, owed)
 			return err
 		}
 	}
-	f.paid(o.key, o.owed, owed > 0)
+	f.paid(o.key, o.owed, n > 0, used, now)
 	return nil
+}
+
+// localUsed is what key's local limiter holds consumed under local, this instance's share of
+// the key's level on a bucket: it started from the store's last decision (startLocal) and was
+// charged and refilled since. A bucket's key is written back as that less what the store
+// already holds of it (seen.held, less what the store refilled since): the shadow limiter
+// alone (takeOwed) would not do, since it starts full, so under a flood that the local limiter
+// admits at the refill rate it refills as fast as it is charged and holds next to nothing,
+// while the key is in truth empty; the store, restarted or refilled by then, would hand out a
+// full burst.
+func (f *Fallback) localUsed(ctx context.Context, key string, local sluice.Rule) int64 {
+	d, err := f.local.Take(ctx, sluice.Request{Key: key, Rule: local, N: 0})
+	if err != nil {
+		return 0
+	}
+	return d.Limit - d.Remaining
+}
+
+// refilled is how many units a bucket of rule refills in d.
+func refilled(rule sluice.Rule, d int64) int64 {
+	return int64(float64(d) * float64(rule.Limit) / float64(rule.Period))
 }
 
 // settle applies n to key on the store whatever the limit, bounded by the timeout.
@@ -249,14 +290,18 @@ func (f *Fallback) settle(ctx context.Context, key string, rule sluice.Rule, n i
 }
 
 // paid takes the n local decisions now written back off key's count (see seen.owed) and,
-// when written, marks the key written back in this outage (see decideLocal).
-func (f *Fallback) paid(key string, n int64, written bool) {
+// when written, marks the key written back in this outage (see decideLocal); a bucket's key
+// (used >= 0) is then held by the store up to used, its local level, from now.
+func (f *Fallback) paid(key string, n int64, written bool, used, now int64) {
 	sh := f.seen.Shard(key)
 	sh.Lock()
 	if v, ok := sh.Get(key); ok {
 		v.owed -= n
 		if written {
 			v.written = f.outage.Load()
+		}
+		if used >= 0 {
+			v.held, v.heldAt = used, now
 		}
 	}
 	sh.Unlock()
