@@ -174,8 +174,9 @@ type owing struct {
 
 // writeBack hands the store, before decisions return to it, what it missed during the outage,
 // as settles (charged whatever the limit, so nothing is lost to a denial): what each key's
-// admissions on the local limiter still weigh (outageOwed: a long outage's early admissions
-// have refilled or left their window by then); and, for a key the store has forgotten (it answered as
+// admissions on the local limiter still weigh (takeOwed: a long outage's early admissions
+// have refilled or left their window by then; a bucket's, its local level less what the store
+// still holds of it: localUsed); and, for a key the store has forgotten (it answered as
 // full although the last decision said the key would not be full before now: a restart
 // without persistence), what the store had consumed at that decision (refill since then not
 // credited). A restart forgets every key, and the first instance to write a key back finds
