@@ -54,7 +54,9 @@ func (f *Fallback) remember(req *sluice.Request, d *sluice.Decision) {
 		v = &seen{}
 		sh.Set(strings.Clone(req.Key), v)
 	}
-	v.rule, v.remaining, v.until = req.Rule, d.Remaining, now+int64(d.ResetAfter)
+	// outage 0: the next local decision starts the key from this decision, even one by
+	// policy before the circuit opens (those belong to the outage number the last one left).
+	v.rule, v.remaining, v.until, v.outage = req.Rule, d.Remaining, now+int64(d.ResetAfter), 0
 	sh.Unlock()
 }
 

@@ -265,3 +265,47 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 		t.Errorf("the store holds %d after the outage, want 30", used)
 	}
 }
+
+// TestFallbackStartsFromTheLastDecision: a decision by policy before the circuit opens (the
+// first failures of WithFailures) starts the key from the store's last decision too, not from
+// what the local limiter kept of an earlier outage.
+func TestFallbackStartsFromTheLastDecision(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0)
+	flaky := &flakyStore{Store: newMemory(t, clock)}
+	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(3), WithSafeCapacity(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	ctx := context.Background()
+	rule := sluice.FixedWindow(100, time.Minute)
+	take := func() sluice.Decision {
+		t.Helper()
+		d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	flaky.fail.Store(true)
+	for range 10 { // the third failure opens the circuit; all 10 admitted locally
+		take()
+	}
+	clock.Advance(time.Minute) // a new window: nothing of the outage is owed to it
+	flaky.fail.Store(false)
+	for range 2 {
+		if err := f.Probe(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.State() != StateStore {
+		t.Fatalf("state %v after two Probes of a store that answers", f.State())
+	}
+	for range 100 {
+		take() // the store's window: spent
+	}
+	flaky.fail.Store(true)
+	if d := take(); d.Allowed { // the circuit is still closed: decided by policy
+		t.Errorf("the first failure after the store spent the key: %+v, want denied (the store had 0 left)", d)
+	}
+}

@@ -310,6 +310,7 @@ func (f *Fallback) reclose() {
 	}
 	f.consecutive.Store(0)
 	f.share.Store(0)
+	f.recovering.Store(false)
 	f.state.Store(uint32(StateStore))
 	if f.onChange != nil {
 		f.onChange(StateFallback, StateStore)

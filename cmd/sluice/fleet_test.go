@@ -260,6 +260,13 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 		bound += fleetLimit * int(distributed.DefaultProbeInterval) / int(fleetPeriod)
 		boundWhy = "limit + 5% + the rate x the probe interval"
 	}
+	if alg == "sliding_window" {
+		// The two-window approximation has an error of its own, in sync mode too: it assumes
+		// the previous window's units were spread evenly, and admits up to 1.10 x the limit in
+		// a period of one on docs/ACCURACY.md's many_clients. After a switch back it measured
+		// 101-106 here (the store's window holds the fleet's written-back units at one instant).
+		bound, boundWhy = fleetLimit+fleetLimit/10, "limit + 10% (the approximation's own error)"
+	}
 	if alg == "fixed_window" {
 		// No window of its own: a fixed window admits its limit per window of the epoch, and
 		// the next one's at its start; a window of one period across two of them holds what
