@@ -10,18 +10,49 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// halfShareFallback returns a Fallback over a flaky memory store, on a manual clock, probed by
-// hand, opening at the first failure, with half of each rule's limit while open.
-func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+// manualFallback returns a Fallback over a flaky memory store, on a manual clock, probed by
+// hand, with opts.
+func manualFallback(t *testing.T, opts ...Option) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
 	t.Helper()
 	clock := sluicetest.NewManualClock(t0)
 	flaky := &flakyStore{Store: newMemory(t, clock)}
-	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(0.5))
+	f, err := NewFallback(flaky, append([]Option{WithClock(clock), WithManualProbe()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	return clock, flaky, f
+}
+
+// halfShareFallback is a manualFallback opening at the first failure, with half of each
+// rule's limit while open.
+func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+	t.Helper()
+	return manualFallback(t, WithFailures(1), WithSafeCapacity(0.5))
+}
+
+// takeOne decides one unit of key "k" under rule on f.
+func takeOne(t *testing.T, f *Fallback, rule sluice.Rule) sluice.Decision {
+	t.Helper()
+	d, err := f.Take(context.Background(), sluice.Request{Key: "k", Rule: rule, N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// backOnStore probes f twice with the store answering (the first writes the outage back, the
+// second switches back) and fails unless f is then on the store.
+func backOnStore(t *testing.T, f *Fallback) {
+	t.Helper()
+	for range 2 {
+		if err := f.Probe(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.State() != StateStore {
+		t.Fatalf("state %v after two Probes of a store that answers", f.State())
+	}
 }
 
 // TestFallbackCarriesState: when the circuit opens, the local limiter starts each key from
@@ -216,20 +247,14 @@ func fleetSwitches(t *testing.T, a sluice.Algorithm, restart bool, up int) {
 // write-back leaves the store with what the outage weighs then, not the previous window's
 // units a second time.
 func TestFallbackWritesBackOnce(t *testing.T) {
-	clock := sluicetest.NewManualClock(t0) // the start of a window
-	flaky := &flakyStore{Store: newMemory(t, clock)}
-	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	clock, flaky, f := manualFallback(t, WithFailures(1), WithSafeCapacity(1)) // t0: the start of a window
 	ctx := context.Background()
 	rule := sluice.SlidingWindow(100, time.Second, 1)
 	take := func(n int) {
 		t.Helper()
 		for range n {
-			if d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil || !d.Allowed {
-				t.Fatalf("local take: %+v, %v", d, err)
+			if d := takeOne(t, f, rule); !d.Allowed {
+				t.Fatalf("local take: %+v", d)
 			}
 		}
 	}
@@ -247,14 +272,7 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 	}
 	take(10)
 	flaky.fail.Store(false)
-	for range 2 {
-		if err := f.Probe(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if f.State() != StateStore {
-		t.Fatalf("state %v after two Probes of a store that answers", f.State())
-	}
+	backOnStore(t, f)
 	d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -270,42 +288,20 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 // first failures of WithFailures) starts the key from the store's last decision too, not from
 // what the local limiter kept of an earlier outage.
 func TestFallbackStartsFromTheLastDecision(t *testing.T) {
-	clock := sluicetest.NewManualClock(t0)
-	flaky := &flakyStore{Store: newMemory(t, clock)}
-	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(3), WithSafeCapacity(0.5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	ctx := context.Background()
+	clock, flaky, f := manualFallback(t, WithFailures(3), WithSafeCapacity(0.5))
 	rule := sluice.FixedWindow(100, time.Minute)
-	take := func() sluice.Decision {
-		t.Helper()
-		d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
 	flaky.fail.Store(true)
 	for range 10 { // the third failure opens the circuit; all 10 admitted locally
-		take()
+		takeOne(t, f, rule)
 	}
 	clock.Advance(time.Minute) // a new window: nothing of the outage is owed to it
 	flaky.fail.Store(false)
-	for range 2 {
-		if err := f.Probe(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if f.State() != StateStore {
-		t.Fatalf("state %v after two Probes of a store that answers", f.State())
-	}
+	backOnStore(t, f)
 	for range 100 {
-		take() // the store's window: spent
+		takeOne(t, f, rule) // the store's window: spent
 	}
 	flaky.fail.Store(true)
-	if d := take(); d.Allowed { // the circuit is still closed: decided by policy
+	if d := takeOne(t, f, rule); d.Allowed { // the circuit is still closed: decided by policy
 		t.Errorf("the first failure after the store spent the key: %+v, want denied (the store had 0 left)", d)
 	}
 }
