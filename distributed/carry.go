@@ -22,6 +22,9 @@ type seen struct {
 	remaining int64  // the store's Remaining in the last decision
 	until     int64  // clock instant (Unix ns) from which that decision no longer binds (its ResetAfter)
 	outage    uint64 // the outage in which the local limiter was started from it (0: none yet)
+	written   uint64 // the outage whose local admissions on it were last written back (0: none yet)
+	held      int64  // a bucket: units of this instance's local level the store holds (its start, then what was written back)
+	heldAt    int64  // clock instant (Unix ns) of held, from which the store refills it
 	owed      int64  // local decisions that moved the outage's consumption since it was last written back
 }
 
@@ -51,7 +54,9 @@ func (f *Fallback) remember(req *sluice.Request, d *sluice.Decision) {
 		v = &seen{}
 		sh.Set(strings.Clone(req.Key), v)
 	}
-	v.rule, v.remaining, v.until = req.Rule, d.Remaining, now+int64(d.ResetAfter)
+	// outage 0: the next local decision starts the key from this decision, even one by
+	// policy before the circuit opens (those belong to the outage number the last one left).
+	v.rule, v.remaining, v.until, v.outage = req.Rule, d.Remaining, now+int64(d.ResetAfter), 0
 	sh.Unlock()
 }
 
@@ -74,10 +79,20 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 	defer sh.Unlock()
 	v, ok := sh.Get(req.Key)
 	if ok && v.outage != outage {
-		v.outage = outage
+		v.outage, v.held, v.heldAt = outage, 0, now
 		if v.until > now && v.rule == req.Rule {
-			f.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
+			v.held = f.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
 		}
+	}
+	if ok && v.written == outage && req.N > 0 && !req.Settle && !req.Rule.Algorithm.Bucket() && f.recovering.Load() {
+		// Written back, and back on the store at the next probe: an admission now would be
+		// written in a second write-back (see writeBack), and a window algorithm's store would
+		// count it with the first in one window, while the first's oldest units should have
+		// left it: too many units in one window make the next one admit late and bunched. A
+		// bucket's store refills what was written as time passes, and it writes its level
+		// (localUsed), so it goes on deciding: denying it here would let the store refill
+		// unused, a burst at the switch.
+		return sluice.Decision{Limit: local.Rule.Capacity(), RetryAfter: f.probe}, nil
 	}
 	d, err := f.local.Take(ctx, local)
 	if err != nil || !d.Allowed || req.N == 0 {
@@ -101,28 +116,48 @@ func (f *Fallback) decideLocal(ctx context.Context, req sluice.Request, fraction
 	return d, nil
 }
 
-// outageOwed is what key's outage consumption still weighs on its rule now: the shadow
-// limiter's (see decideLocal) capacity less its remaining, under this instance's share of
-// rule.
-func (f *Fallback) outageOwed(ctx context.Context, key string, rule sluice.Rule) (sluice.Rule, int64) {
+// takeOwed returns what key's outage consumption still weighs on its rule now (the shadow
+// limiter's capacity less its remaining, under this instance's share of rule: see
+// decideLocal) and empties the shadow limiter's key, under the key's lock, so no admission
+// falls between the two: what is written back is then all that was owed, and what a later
+// write-back sends all that came after. (A refund of what it weighed would not do: the
+// sliding window's estimate weighs the previous window's units by the part of it still
+// inside the period, while a refund takes whole units from the newest window first, so the
+// rest of the previous window would be written again.) giveBack puts it back if the write
+// fails.
+func (f *Fallback) takeOwed(ctx context.Context, key string, rule sluice.Rule) (sluice.Rule, int64) {
 	local := share(rule, f.fraction())
+	sh := f.seen.Shard(key)
+	sh.Lock()
+	defer sh.Unlock()
 	d, err := f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: 0})
-	if err != nil {
+	if err != nil || d.Remaining >= d.Limit {
 		return local, 0
 	}
-	return local, max(0, d.Limit-d.Remaining)
+	_, _ = f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: -sluice.MaxLimit, Settle: true})
+	return local, d.Limit - d.Remaining
+}
+
+// giveBack puts owed units back on the shadow limiter's key after a write-back that failed.
+func (f *Fallback) giveBack(ctx context.Context, key string, local sluice.Rule, owed int64) {
+	if owed > 0 {
+		_, _ = f.outageUse.Take(ctx, sluice.Request{Key: key, Rule: local, N: owed, Settle: true})
+	}
 }
 
 // startLocal brings the local limiter's key down to at most remaining units (a take of the
-// difference), leaving it alone when it already holds fewer.
-func (f *Fallback) startLocal(ctx context.Context, req sluice.Request, remaining int64) {
+// difference), leaving it alone when it already holds fewer, and returns what it took.
+func (f *Fallback) startLocal(ctx context.Context, req sluice.Request, remaining int64) int64 {
 	req.N = 0
 	d, err := f.local.Take(ctx, req)
 	if err != nil || d.Remaining <= remaining {
-		return
+		return 0
 	}
 	req.N = d.Remaining - remaining
-	_, _ = f.local.Take(ctx, req)
+	if d, err := f.local.Take(ctx, req); err != nil || !d.Allowed {
+		return 0
+	}
+	return req.N
 }
 
 // writeBackWorkers is how many write-back calls a Fallback keeps in flight, so that a
@@ -135,12 +170,15 @@ type owing struct {
 	rule           sluice.Rule
 	owed, consumed int64 // owed: seen.owed; consumed: what the store had consumed at the last decision
 	until          int64
+	level          bool  // a bucket started on the local limiter in this outage (levelOwed)
+	held, heldAt   int64 // seen.held, seen.heldAt
 }
 
 // writeBack hands the store, before decisions return to it, what it missed during the outage,
 // as settles (charged whatever the limit, so nothing is lost to a denial): what each key's
-// admissions on the local limiter still weigh (outageOwed: a long outage's early admissions
-// have refilled or left their window by then); and, for a key the store has forgotten (it answered as
+// admissions on the local limiter still weigh (takeOwed: a long outage's early admissions
+// have refilled or left their window by then; a bucket's, its local level less what the store
+// still holds of it: localUsed); and, for a key the store has forgotten (it answered as
 // full although the last decision said the key would not be full before now: a restart
 // without persistence), what the store had consumed at that decision (refill since then not
 // credited). A restart forgets every key, and the first instance to write a key back finds
@@ -150,6 +188,7 @@ type owing struct {
 // owes, and the error is returned: the circuit stays open, and the next probe tries again.
 func (f *Fallback) writeBack(ctx context.Context) error {
 	now := f.clock.Now().UnixNano()
+	outage := f.outage.Load()
 	var todo []owing
 	for i := range shardmap.Shards {
 		sh := f.seen.At(i)
@@ -157,7 +196,8 @@ func (f *Fallback) writeBack(ctx context.Context) error {
 		sh.Range(func(key string, v *seen) {
 			if v.owed != 0 || v.until > now {
 				todo = append(todo, owing{key: key, rule: v.rule, owed: v.owed, until: v.until,
-					consumed: max(0, v.rule.Capacity()-v.remaining)})
+					consumed: max(0, v.rule.Capacity()-v.remaining),
+					level:    v.rule.Algorithm.Bucket() && v.outage == outage, held: v.held, heldAt: v.heldAt})
 			}
 		})
 		sh.Unlock()
@@ -195,27 +235,53 @@ func (f *Fallback) writeBack(ctx context.Context) error {
 // leaves both owed; one that timed out may have committed, and is then counted twice on the
 // next probe (the key denied more, never admitted more).
 func (f *Fallback) writeKey(ctx context.Context, o owing, now int64) error {
-	local, owed := f.outageOwed(ctx, o.key, o.rule)
-	n := owed
+	var forgotten int64
 	if o.until > now && o.consumed > 0 {
 		d, err := f.settle(ctx, o.key, o.rule, 0)
 		if err != nil {
 			return err
 		}
 		if d.Remaining >= o.rule.Capacity() {
-			n += o.consumed
+			forgotten = o.consumed
+		}
+	}
+	local, owed := f.takeOwed(ctx, o.key, o.rule)
+	n, used := owed+forgotten, int64(-1)
+	if o.level {
+		used = f.localUsed(ctx, o.key, local)
+		if forgotten == 0 {
+			n = max(n, used-max(0, o.held-refilled(local, now-o.heldAt)))
 		}
 	}
 	if n > 0 {
 		if _, err := f.settle(ctx, o.key, o.rule, n); err != nil {
+			f.giveBack(ctx, o.key, local, owed)
 			return err
 		}
 	}
-	if owed > 0 { // written: off the shadow limiter, so the next write-back sends only what came after
-		_, _ = f.outageUse.Take(ctx, sluice.Request{Key: o.key, Rule: local, N: -owed, Settle: true})
-	}
-	f.paid(o.key, o.owed)
+	f.paid(o.key, o.owed, n > 0, used, now)
 	return nil
+}
+
+// localUsed is what key's local limiter holds consumed under local, this instance's share of
+// the key's level on a bucket: it started from the store's last decision (startLocal) and was
+// charged and refilled since. A bucket's key is written back as that less what the store
+// already holds of it (seen.held, less what the store refilled since): the shadow limiter
+// alone (takeOwed) would not do, since it starts full, so under a flood that the local limiter
+// admits at the refill rate it refills as fast as it is charged and holds next to nothing,
+// while the key is in truth empty; the store, restarted or refilled by then, would hand out a
+// full burst.
+func (f *Fallback) localUsed(ctx context.Context, key string, local sluice.Rule) int64 {
+	d, err := f.local.Take(ctx, sluice.Request{Key: key, Rule: local, N: 0})
+	if err != nil {
+		return 0
+	}
+	return d.Limit - d.Remaining
+}
+
+// refilled is how many units a bucket of rule refills in d.
+func refilled(rule sluice.Rule, d int64) int64 {
+	return int64(float64(d) * float64(rule.Limit) / float64(rule.Period))
 }
 
 // settle applies n to key on the store whatever the limit, bounded by the timeout.
@@ -226,12 +292,20 @@ func (f *Fallback) settle(ctx context.Context, key string, rule sluice.Rule, n i
 	})
 }
 
-// paid takes the n local decisions now written back off key's count (see seen.owed).
-func (f *Fallback) paid(key string, n int64) {
+// paid takes the n local decisions now written back off key's count (see seen.owed) and,
+// when written, marks the key written back in this outage (see decideLocal); a bucket's key
+// (used >= 0) is then held by the store up to used, its local level, from now.
+func (f *Fallback) paid(key string, n int64, written bool, used, now int64) {
 	sh := f.seen.Shard(key)
 	sh.Lock()
 	if v, ok := sh.Get(key); ok {
 		v.owed -= n
+		if written {
+			v.written = f.outage.Load()
+		}
+		if used >= 0 {
+			v.held, v.heldAt = used, now
+		}
 	}
 	sh.Unlock()
 }

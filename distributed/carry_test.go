@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,18 +10,49 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// halfShareFallback returns a Fallback over a flaky memory store, on a manual clock, probed by
-// hand, opening at the first failure, with half of each rule's limit while open.
-func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+// manualFallback returns a Fallback over a flaky memory store, on a manual clock, probed by
+// hand, with opts.
+func manualFallback(t *testing.T, opts ...Option) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
 	t.Helper()
 	clock := sluicetest.NewManualClock(t0)
 	flaky := &flakyStore{Store: newMemory(t, clock)}
-	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(0.5))
+	f, err := NewFallback(flaky, append([]Option{WithClock(clock), WithManualProbe()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	return clock, flaky, f
+}
+
+// halfShareFallback is a manualFallback opening at the first failure, with half of each
+// rule's limit while open.
+func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+	t.Helper()
+	return manualFallback(t, WithFailures(1), WithSafeCapacity(0.5))
+}
+
+// takeOne decides one unit of key "k" under rule on f.
+func takeOne(t *testing.T, f *Fallback, rule sluice.Rule) sluice.Decision {
+	t.Helper()
+	d, err := f.Take(context.Background(), sluice.Request{Key: "k", Rule: rule, N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// backOnStore probes f twice with the store answering (the first writes the outage back, the
+// second switches back) and fails unless f is then on the store.
+func backOnStore(t *testing.T, f *Fallback) {
+	t.Helper()
+	for range 2 {
+		if err := f.Probe(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.State() != StateStore {
+		t.Fatalf("state %v after two Probes of a store that answers", f.State())
+	}
 }
 
 // TestFallbackCarriesState: when the circuit opens, the local limiter starts each key from
@@ -112,5 +144,164 @@ func TestFallbackWritesBack(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFallbackFleetSwitches: three instances on one store, a hot key (100/s) asked 1,000
+// times a second round robin, the store down for 2 s or more (failing, or restarted empty),
+// probes every 100 ms at staggered phases, all on virtual time: no window of one second from
+// a second before the outage admits more than the limit + 5% across the fleet, the switch back
+// included (fixed window: no window of its own; buckets: the limit + the rate x the probe
+// interval, see below). Before the fix the sliding window admitted 110-122 (units written
+// back twice into one store window bunch the next window's admissions at its end) and the
+// buckets 199-202 (written back as the shadow limiter holds them, next to nothing: a full
+// burst handed out again).
+func TestFallbackFleetSwitches(t *testing.T) {
+	for _, a := range sluice.Algorithms() {
+		for _, c := range []struct {
+			restart bool
+			up      int // ms of the run when the store answers again (down at 2,000 ms)
+		}{{false, 4000}, {true, 4000}, {false, 4450}, {true, 4450}, {true, 4850}} {
+			name := fmt.Sprintf("%s/%s/up-at-%dms", a, map[bool]string{false: "stalled", true: "restarted"}[c.restart], c.up)
+			t.Run(name, func(t *testing.T) { fleetSwitches(t, a, c.restart, c.up) })
+		}
+	}
+}
+
+func fleetSwitches(t *testing.T, a sluice.Algorithm, restart bool, up int) {
+	clock := sluicetest.NewManualClock(t0) // the start of a second
+	flaky := &flakyStore{Store: newMemory(t, clock)}
+	var fleet [3]*Fallback
+	for i := range fleet {
+		f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(1.0/3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fleet[i] = f
+	}
+	ctx := context.Background()
+	rule := sluice.Rule{Algorithm: a, Limit: 100, Period: time.Second}
+	const down, end = 2000, 8000 // ms of the run
+	var admitted []int           // ms of each admission
+	for ms := range end {
+		switch ms {
+		case down:
+			flaky.fail.Store(true)
+		case up:
+			if restart {
+				flaky.Store = newMemory(t, clock)
+			}
+			flaky.fail.Store(false)
+		}
+		for i, f := range fleet {
+			if ms%100 == 30*i { // each instance probes every 100 ms, at its own phase
+				_ = f.Probe(ctx)
+			}
+		}
+		d, err := fleet[ms%3].Take(ctx, sluice.Request{Key: "hot", Rule: rule, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			admitted = append(admitted, ms)
+		}
+		clock.Advance(time.Millisecond)
+	}
+	perSecond := make([]int, end/1000)
+	for _, ms := range admitted {
+		perSecond[ms/1000]++
+	}
+	worst, at, j := 0, 0, 0
+	for i, ms := range admitted {
+		for j < len(admitted) && admitted[j] < ms+1000 {
+			j++
+		}
+		if ms >= down-1000 && j-i > worst && a != sluice.AlgorithmFixedWindow {
+			worst, at = j-i, ms
+		}
+	}
+	if a == sluice.AlgorithmFixedWindow {
+		for s, n := range perSecond {
+			if n > worst {
+				worst, at = n, s*1000
+			}
+		}
+	}
+	t.Logf("%d admitted in %d ms, %v a second; most in one second: %d from %d ms (outage %d-%d ms)",
+		len(admitted), end, perSecond, worst, at, down, up)
+	bound, why := 105, "the limit + 5%"
+	if a.Bucket() {
+		// The instances go back to the store one after another within a probe interval: the
+		// first back is handed the store's refill while the others still spend their shares.
+		bound, why = 110, "the limit + the rate x the probe interval (100 ms)"
+	}
+	if worst > bound {
+		t.Errorf("%d admitted in the second from %d ms, want at most %s (%d)", worst, at, why, bound)
+	}
+}
+
+// TestFallbackWritesBackOnce: a key's units are written back once. With a sliding window, a
+// write-back of what the outage weighs (the previous window's units weighted by the part of
+// them still inside the period) followed by a failed probe, more local admissions and a second
+// write-back leaves the store with what the outage weighs then, not the previous window's
+// units a second time.
+func TestFallbackWritesBackOnce(t *testing.T) {
+	clock, flaky, f := manualFallback(t, WithFailures(1), WithSafeCapacity(1)) // t0: the start of a window
+	ctx := context.Background()
+	rule := sluice.SlidingWindow(100, time.Second, 1)
+	take := func(n int) {
+		t.Helper()
+		for range n {
+			if d := takeOne(t, f, rule); !d.Allowed {
+				t.Fatalf("local take: %+v", d)
+			}
+		}
+	}
+	flaky.fail.Store(true)
+	take(40)                               // 40 in the first window
+	clock.Advance(1500 * time.Millisecond) // half of them still inside the period: 20
+	flaky.Store = newMemory(t, clock)      // restarted empty
+	flaky.fail.Store(false)
+	if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+		t.Fatalf("first Probe: %v, %v", err, f.State()) // writes back 20
+	}
+	flaky.fail.Store(true)
+	if err := f.Probe(ctx); err == nil {
+		t.Fatal("a Probe of a failing store succeeded")
+	}
+	take(10)
+	flaky.fail.Store(false)
+	backOnStore(t, f)
+	d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The outage weighs 20 + 10 = 30 now; without emptying the shadow limiter after the first
+	// write-back, the 20 of the first window left in it were written again (40).
+	if used := d.Limit - d.Remaining; used != 30 {
+		t.Errorf("the store holds %d after the outage, want 30", used)
+	}
+}
+
+// TestFallbackStartsFromTheLastDecision: a decision by policy before the circuit opens (the
+// first failures of WithFailures) starts the key from the store's last decision too, not from
+// what the local limiter kept of an earlier outage.
+func TestFallbackStartsFromTheLastDecision(t *testing.T) {
+	clock, flaky, f := manualFallback(t, WithFailures(3), WithSafeCapacity(0.5))
+	rule := sluice.FixedWindow(100, time.Minute)
+	flaky.fail.Store(true)
+	for range 10 { // the third failure opens the circuit; all 10 admitted locally
+		takeOne(t, f, rule)
+	}
+	clock.Advance(time.Minute) // a new window: nothing of the outage is owed to it
+	flaky.fail.Store(false)
+	backOnStore(t, f)
+	for range 100 {
+		takeOne(t, f, rule) // the store's window: spent
+	}
+	flaky.fail.Store(true)
+	if d := takeOne(t, f, rule); d.Allowed { // the circuit is still closed: decided by policy
+		t.Errorf("the first failure after the store spent the key: %+v, want denied (the store had 0 left)", d)
 	}
 }

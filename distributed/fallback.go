@@ -48,7 +48,10 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // instance. Neither switch hands out a fresh budget: the local limiter starts each key from
 // the last store decision this instance saw on it (its share of what the store had left), and
 // before decisions return to the store, the outage's admissions are written back to it, with
-// what a restarted store forgot (WithMaxKeys bounds the keys remembered).
+// what a restarted store forgot (WithMaxKeys bounds the keys remembered); a bucket's key is
+// written back as its local level. Between the write-back and the switch back (one probe
+// interval) a window algorithm's key that was written back is denied locally, so that no unit
+// is written to one store window twice.
 //
 // Fallback is safe for concurrent use.
 type Fallback struct {
@@ -307,6 +310,7 @@ func (f *Fallback) reclose() {
 	}
 	f.consecutive.Store(0)
 	f.share.Store(0)
+	f.recovering.Store(false)
 	f.state.Store(uint32(StateStore))
 	if f.onChange != nil {
 		f.onChange(StateFallback, StateStore)

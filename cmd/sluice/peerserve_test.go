@@ -60,6 +60,12 @@ func startServe(t *testing.T, env []string, args ...string) *served {
 		env = os.Environ()
 	}
 	cmd.Env = append(env, peerChildEnv+"="+strings.Join(args, " "))
+	return startServeCmd(t, cmd, args)
+}
+
+// startServeCmd is startServe of cmd, a sluice serve with args.
+func startServeCmd(t *testing.T, cmd *exec.Cmd, args []string) *served {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
