@@ -33,7 +33,10 @@ type Config struct {
 	Fallback string
 	// Timeout bounds each store call (Redis, memcached; 0: their DefaultTimeout). A call that takes
 	// longer fails as the store being unavailable. Keep it below the timeout of the callers
-	// (Envoy's rate limit filter: 20 ms by default). The memory store ignores it.
+	// (Envoy's rate limit filter: 20 ms by default). The memory store ignores it. With a
+	// Fallback, a set Timeout is also the fallback's (distributed.WithTimeout): a call slower
+	// than it is decided by the policy. 0 leaves the fallback its DefaultFallbackTimeout,
+	// shorter than the stores' default.
 	Timeout time.Duration
 	// Clock, when set, is the time of the store and the decorators: the memory store's
 	// clock, and on Redis the client time the scripts decide on instead of the server's
@@ -149,6 +152,9 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 	}
 	p, _ := distributed.ParsePolicy(c.Fallback) // valid: Open checked it
 	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithPolicy(p))
+	if c.Timeout > 0 {
+		opts = append(opts, distributed.WithTimeout(c.Timeout))
+	}
 	if c.OnStateChange != nil {
 		opts = append(opts, distributed.OnStateChange(c.OnStateChange))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -274,5 +275,33 @@ func TestOpenFallbackHooks(t *testing.T) {
 	}
 	if len(changes) != 1 || changes[0] != "store>fallback" {
 		t.Errorf("state changes: %v, want [store>fallback]", changes)
+	}
+}
+
+// TestOpenFallbackTimeout: with a Fallback, the Timeout set is the fallback's too. A Redis
+// that accepts connections and never answers (a listener nobody reads) is decided by the
+// fail_open policy only once the configured 150 ms have passed, not after the fallback's
+// shorter default (50 ms), which would cut calls the operator allowed to take longer.
+func TestOpenFallbackTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const timeout = 150 * time.Millisecond
+	st, closer, err := stores.Open(context.Background(), stores.Config{
+		URL: "redis://" + l.Addr().String(), Fallback: "fail_open", Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	start := time.Now()
+	d, err := st.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.FixedWindow(3, time.Minute), N: 1})
+	took := time.Since(start)
+	if err != nil || !d.Allowed {
+		t.Fatalf("fail_open on a silent Redis: %+v, %v; want an admission", d, err)
+	}
+	if took < timeout-10*time.Millisecond {
+		t.Errorf("decided by the policy after %v, want no sooner than the configured %v", took, timeout)
 	}
 }

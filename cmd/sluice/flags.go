@@ -46,7 +46,7 @@ func (f *sharedFlags) register(fs *flag.FlagSet, configUsage string, env envFunc
 	reload, _ := time.ParseDuration(env("reload-interval", "SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
 	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
 	storeTimeout, _ := time.ParseDuration(env("store-timeout", "SLUICE_STORE_TIMEOUT", "0s"))
-	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis store call, e.g. 15ms (0: the store's default, 250ms); keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis or memcached store call, e.g. 15ms (0: the store's default, 250ms, and the fallback's, 50ms); with --fallback, a slower call is decided by the fallback; keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
 }
 
 // check reports the first invalid store flag, naming it.

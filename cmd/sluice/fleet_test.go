@@ -29,7 +29,7 @@ const (
 	fleetInstances = 3
 	fleetLimit     = 100 // the hot key's limit per fleetPeriod
 	fleetPeriod    = time.Second
-	fleetTimeout   = 50 * time.Millisecond // --store-timeout, and the fallback's own (DefaultFallbackTimeout)
+	fleetTimeout   = 50 * time.Millisecond // --store-timeout, and so the fallback's own
 	fleetHotRate   = 1000                  // hot-key requests a second, across the fleet
 	fleetBgRate    = 200                   // background requests a second (fleetBgKeys keys)
 	fleetBgKeys    = 20
