@@ -337,15 +337,15 @@ func (f *Fallback) Probe(ctx context.Context) error {
 	return nil
 }
 
-// probeLoop probes an open circuit every probe interval of the Fallback's clock until the
-// store answers (or Close).
+// probeLoop probes an open circuit at every multiple of the probe interval on the Fallback's
+// clock (untilNextProbe) until the store answers (or Close).
 func (f *Fallback) probeLoop() {
 	defer f.wg.Done()
 	for {
 		select {
 		case <-f.stop:
 			return
-		case <-f.clock.After(f.probe):
+		case <-f.clock.After(f.untilNextProbe()):
 		}
 		back, err := f.probeOnce(context.Background())
 		if back || (errors.Is(err, sluice.ErrClosed) && f.closed.Load()) {
@@ -354,12 +354,24 @@ func (f *Fallback) probeLoop() {
 	}
 }
 
+// untilNextProbe is the time from now to the next multiple of the probe interval of the
+// clock's Unix time. Instances of a fleet whose clocks agree (NTP) therefore probe at the same
+// instants: they find the store back at the same probe, write back together and switch back
+// together one interval later. Probing at intervals counted from each one's own outage, they
+// would switch back one after another, and the first back would spend the store's refill
+// while the others still spent their local shares (a bucket's key: up to the rate x the probe
+// interval over the limit).
+func (f *Fallback) untilNextProbe() time.Duration {
+	p := int64(f.probe)
+	return time.Duration(p - (f.clock.Now().UnixNano()%p+p)%p)
+}
+
 // probeOnce asks the store once, bounded by the timeout in real time: a heartbeat when the
 // store counts instances (which also refreshes the count), else a peek. When it answers in
 // time, what the local limiter admitted is written back (writeBack); the circuit closes, and
 // back is true, at the next probe that succeeds too. So an instance decides on the store
 // again one probe interval after it wrote back, by when every instance of the fleet (probing
-// at the same interval) has written back its own outage: none spends on the store a budget
+// at the same instants: untilNextProbe) has written back its own outage: none spends on the store a budget
 // the others already spent locally. A failed probe or write-back starts that over.
 func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 	if f.registry != nil {

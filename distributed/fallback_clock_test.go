@@ -2,6 +2,7 @@ package distributed
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,5 +130,94 @@ func TestFallbackTimeoutIsRealTime(t *testing.T) {
 	}
 	if f.State() != StateFallback {
 		t.Fatal("a timeout did not open the circuit")
+	}
+}
+
+// Instances that lost the store at different instants probe at the same instants of their
+// (agreeing) clocks, so they write back at the same probe and switch back to the store
+// together: probing at intervals counted from each one's own outage, the first back would
+// spend the store's refill while the others still spent their local shares. Here A opens
+// 30 ms and B 70 ms after a multiple of the 100 ms probe interval; both go back to the store
+// at the same instant (at intervals counted from their outages: 230 and 270 ms).
+func TestFallbackProbesAligned(t *testing.T) {
+	clock := sluicetest.NewManualClock(t0) // t0 is a multiple of the probe interval
+	const probe = 100 * time.Millisecond
+	var mu sync.Mutex
+	back := map[int]time.Time{}
+	var fbs [2]*Fallback
+	var flakies [2]*flakyStore
+	for i := range fbs {
+		flakies[i] = &flakyStore{Store: newMemory(t, clock)}
+		f, err := NewFallback(flakies[i], WithClock(clock), WithFailures(1), WithProbeInterval(probe),
+			OnStateChange(func(_, to State) {
+				if to == StateStore {
+					mu.Lock()
+					back[i] = clock.Now()
+					mu.Unlock()
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fbs[i] = f
+	}
+	// Each one's heartbeat loop waits on the clock too (the memory store counts instances).
+	baseline := len(fbs)
+	for deadline := time.Now().Add(5 * time.Second); clock.Waiters() != baseline; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters on the clock, want the %d heartbeat loops", clock.Waiters(), baseline)
+		}
+	}
+	ctx := context.Background()
+	rule := sluice.FixedWindow(10, time.Minute)
+	openAt := func(i int, at time.Duration) {
+		clock.Set(t0.Add(at))
+		flakies[i].fail.Store(true)
+		if _, err := fbs[i].Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if fbs[i].State() != StateFallback {
+			t.Fatalf("instance %d: a failure did not open the circuit", i)
+		}
+	}
+	// settled waits (in real time) until every probe loop still running waits on the clock.
+	settled := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			mu.Lock()
+			want := baseline + len(fbs) - len(back)
+			mu.Unlock()
+			if clock.Waiters() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("probe loops did not settle: %d waiters, want %d", clock.Waiters(), want)
+			}
+		}
+	}
+	openAt(0, 30*time.Millisecond)
+	openAt(1, 70*time.Millisecond)
+	settled()
+	for i := range flakies {
+		flakies[i].fail.Store(false)
+	}
+	for step := 0; step < 40; step++ {
+		mu.Lock()
+		done := len(back) == len(fbs)
+		mu.Unlock()
+		if done {
+			break
+		}
+		clock.Advance(10 * time.Millisecond)
+		settled()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(back) != 2 {
+		t.Fatalf("instances back on the store: %v, want both", back)
+	}
+	if !back[0].Equal(back[1]) || !back[0].Equal(t0.Add(2*probe)) {
+		t.Errorf("back on the store at +%v and +%v, want both at +%v", back[0].Sub(t0), back[1].Sub(t0), 2*probe)
 	}
 }

@@ -116,7 +116,9 @@ func WithFailures(k int) Option {
 }
 
 // WithProbeInterval sets how often an open circuit probes the store (default
-// DefaultProbeInterval). It applies to NewFallback.
+// DefaultProbeInterval): at every multiple of it on the Fallback's clock, so that a fleet's
+// instances, on clocks that agree, switch back to the store together. It applies to
+// NewFallback.
 func WithProbeInterval(d time.Duration) Option {
 	return Option{name: "WithProbeInterval", fallback: func(c *fallbackConfig) { c.probe = d }}
 }

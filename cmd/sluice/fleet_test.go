@@ -257,9 +257,11 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 	midWorst, midAt := fleetWorstMid(hot, fleetWarmup)
 	bound, boundWhy := fleetLimit+fleetLimit/20, "limit + 5%"
 	if a, _ := sluice.ParseAlgorithm(alg); a.Bucket() {
-		// The instances go back to Redis one after another within a probe interval: the first
-		// back is handed Redis's refill while the others still spend their shares locally
-		// (distributed.TestFallbackFleetSwitches: the limit + 8-9% at 100 ms probes).
+		// The instances probe at the same instants and switch back together: measured 101-103
+		// for the buckets in six runs of seven, but 114 in one (token bucket, its cause not
+		// isolated: an instance that switches back late, or whose circuit opens again for one
+		// slow call, a partial outage, spends its share locally while the others spend
+		// Redis's refill, up to the rate x the probe interval more).
 		bound += fleetLimit * int(distributed.DefaultProbeInterval) / int(fleetPeriod)
 		boundWhy = "limit + 5% + the rate x the probe interval"
 	}
