@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// RedialInterval is how often the pool of a single-node client that NewFromURL builds
-// re-dials a Redis that refuses connections, once the pool has stopped dialing on callers'
+// RedialInterval is how often the pool of a single-node or Sentinel client that NewFromURL
+// builds re-dials a Redis that refuses connections, once the pool has stopped dialing on callers'
 // behalf: decisions come back within RedialInterval plus a round trip of Redis accepting
 // connections again. go-redis alone re-dials once a second.
 const RedialInterval = 10 * time.Millisecond
@@ -19,8 +19,9 @@ const RedialInterval = 10 * time.Millisecond
 // default.
 const defaultDialTimeout = 5 * time.Second
 
-// redialer is the Dialer of the single-node clients NewFromURL builds, so that decisions come
-// back within RedialInterval plus a round trip of Redis accepting connections again.
+// redialer is the Dialer of the single-node and Sentinel clients NewFromURL builds, so that
+// decisions come back within RedialInterval plus a round trip of Redis accepting connections
+// again.
 //
 // go-redis's pool (internal/pool, ConnPool.dialConn), after PoolSize failed dials, stops
 // dialing: every call that needs a connection fails at once with the last dial error, and a
@@ -35,13 +36,18 @@ const defaultDialTimeout = 5 * time.Second
 // again as soon as Redis accepts a connection. Other dials fail at once (NewFromURL sets
 // DialerRetries to 1).
 //
-// It polls only for a single node: behind Sentinel the address to poll changes with a
-// failover (go-redis resolves it before it calls the Dialer), and a Cluster node's pool may
-// be closed, while a poll runs, by a topology change the redialer would not see.
+// Behind Sentinel the address to poll changes with a failover (go-redis resolves it before it
+// calls the Dialer, once per dial), so there each poll asks the Sentinels for the primary
+// (sentinelResolver) and dials that: decisions come back within RedialInterval plus a
+// Sentinel query and a round trip of the new primary being announced, not up to a second
+// later. A Cluster
+// node's pool may be closed, while a poll runs, by a topology change the redialer would not
+// see, so Cluster clients do not use it.
 type redialer struct {
-	next func(ctx context.Context, network, addr string) (net.Conn, error)
-	stop chan struct{}
-	once sync.Once
+	next     func(ctx context.Context, network, addr string) (net.Conn, error)
+	sentinel *sentinelResolver // nil: poll the address dialed
+	stop     chan struct{}
+	once     sync.Once
 }
 
 func newRedialer(next func(ctx context.Context, network, addr string) (net.Conn, error)) *redialer {
@@ -64,14 +70,34 @@ func (r *redialer) dial(ctx context.Context, network, addr string) (net.Conn, er
 		}
 		// The pool's deadline for this dial may have passed: each attempt is bounded by the
 		// dialer's own timeout (net.Dialer.Timeout, the client's DialTimeout).
+		if r.sentinel != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+			a, rerr := r.sentinel.primary(ctx)
+			cancel()
+			if rerr != nil {
+				continue
+			}
+			addr = a
+		}
 		if c, err = r.next(context.Background(), network, addr); err == nil {
 			return c, nil
 		}
 	}
 }
 
-// close ends a poll under way (the store is closing its client).
-func (r *redialer) close() { r.once.Do(func() { close(r.stop) }) }
+// resolveTimeout bounds each question to the Sentinels during a poll.
+const resolveTimeout = 100 * time.Millisecond
+
+// close ends a poll under way (the store is closing its client) and closes the Sentinel
+// clients of the resolver.
+func (r *redialer) close() {
+	r.once.Do(func() {
+		close(r.stop)
+		if r.sentinel != nil {
+			r.sentinel.close()
+		}
+	})
+}
 
 // poolRedial reports whether the caller is go-redis's pool re-dialing in the background
 // after it stopped dialing for callers (internal/pool.(*ConnPool).tryDial), the only dial it

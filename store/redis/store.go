@@ -21,7 +21,7 @@ import (
 type Store struct {
 	client goredis.UniversalClient
 	owned  bool      // Close closes client (NewFromURL)
-	redial *redialer // the client's Dialer (NewFromURL, a single Redis), stopped by Close
+	redial *redialer // the client's Dialer (NewFromURL, a single Redis or Sentinel), stopped by Close
 	cfg    config
 
 	bounded  bool         // the client bounds its I/O by the context's deadline (honoursContext)

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -69,12 +70,19 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		if master == "" || strings.Contains(master, "/") {
 			return nil, fmt.Errorf("redis: url: path: redis-sentinel:// needs the master name as the path, got %q", u.Path)
 		}
-		client = goredis.NewFailoverClient(&goredis.FailoverOptions{
+		if p.dial == 0 {
+			p.dial = defaultDialTimeout
+		}
+		fo := &goredis.FailoverOptions{
 			MasterName: master, SentinelAddrs: p.addrs,
 			SentinelUsername: p.user, SentinelPassword: p.pass,
 			Username: q.Get("username"), Password: q.Get("password"), DB: p.db,
-			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
-		})
+			DialTimeout: p.dial, DialerRetries: 1, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
+		}
+		redial = newRedialer(goredis.NewDialer(&goredis.Options{DialTimeout: p.dial}))
+		redial.sentinel = newSentinelResolver(fo)
+		fo.Dialer = redial.dial
+		client = goredis.NewFailoverClient(fo)
 	case "redis-cluster":
 		if u.Path != "" && u.Path != "/" {
 			return nil, fmt.Errorf("redis: url: path: redis-cluster:// takes no path (Cluster has database 0 only), got %q", u.Path)
@@ -155,4 +163,42 @@ func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
 		}
 	}
 	return p, nil
+}
+
+// sentinelResolver asks the Sentinels, one after another until one answers, for the address
+// of a primary (the redialer's poll behind Sentinel). Its clients connect on first use.
+type sentinelResolver struct {
+	master  string
+	clients []*goredis.SentinelClient
+}
+
+func newSentinelResolver(fo *goredis.FailoverOptions) *sentinelResolver {
+	r := &sentinelResolver{master: fo.MasterName}
+	for _, a := range fo.SentinelAddrs {
+		r.clients = append(r.clients, goredis.NewSentinelClient(&goredis.Options{Addr: a,
+			Username: fo.SentinelUsername, Password: fo.SentinelPassword, MaxRetries: -1, PoolSize: 1,
+			DialTimeout: resolveTimeout}))
+	}
+	return r
+}
+
+// primary returns the primary's host:port as the first Sentinel that answers names it.
+func (r *sentinelResolver) primary(ctx context.Context) (string, error) {
+	err := errors.New("redis: sentinel: no Sentinel")
+	for _, sc := range r.clients {
+		hp, e := sc.GetMasterAddrByName(ctx, r.master).Result()
+		if e == nil && len(hp) == 2 {
+			return net.JoinHostPort(hp[0], hp[1]), nil
+		}
+		if e != nil {
+			err = e
+		}
+	}
+	return "", err
+}
+
+func (r *sentinelResolver) close() {
+	for _, sc := range r.clients {
+		_ = sc.Close()
+	}
 }
