@@ -66,7 +66,7 @@ func TestServeSentinelFailover(t *testing.T) {
 		}
 	}
 	commanded := time.Now()
-	to, promoted := announced(setup, from, commanded)
+	to, promoted := setup.Announced(from, commanded)
 	f := load.stop(t, commanded, promoted.Add(2*time.Second+200*time.Millisecond))
 	if promoted.IsZero() {
 		t.Fatalf("no new primary announced within 20 s of SENTINEL FAILOVER (%d UNAVAILABLE)", f.unavailable)
@@ -89,7 +89,7 @@ func TestServeSentinelFailover(t *testing.T) {
 		}
 		primary.Kill()
 		killed := time.Now()
-		to, promoted = announced(setup, primary.Addr(), killed)
+		to, promoted = setup.Announced(primary.Addr(), killed)
 		f = load.stop(t, killed, promoted.Add(2*time.Second+200*time.Millisecond))
 		if promoted.IsZero() {
 			t.Fatalf("no new primary announced within 20 s of killing %s (%d UNAVAILABLE)", primary.Addr(), f.unavailable)
@@ -124,26 +124,6 @@ func sentinelPrimary(t *testing.T, setup *testenv.SentinelSetup) string {
 		t.Fatal("the Sentinels name none of the setup's servers as the primary")
 	}
 	return p.Addr()
-}
-
-// announced polls the setup's Sentinels every 5 ms, for up to 20 s after since, until one
-// names a primary other than from, and returns it and when (zero if none did).
-func announced(setup *testenv.SentinelSetup, from string, since time.Time) (string, time.Time) {
-	var clients []*goredis.SentinelClient
-	for _, a := range setup.Addrs() {
-		c := goredis.NewSentinelClient(&goredis.Options{Addr: a, MaxRetries: -1})
-		defer c.Close()
-		clients = append(clients, c)
-	}
-	for deadline := since.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		for _, c := range clients {
-			p, err := c.GetMasterAddrByName(context.Background(), setup.Master).Result()
-			if a := strings.Join(p, ":"); err == nil && len(p) == 2 && a != from {
-				return a, time.Now()
-			}
-		}
-	}
-	return "", time.Time{}
 }
 
 // TestServeClusterPrimaryKill: sluice serve on a 3-primary, 3-replica cluster of the test's

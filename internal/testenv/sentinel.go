@@ -237,3 +237,23 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// Announced polls the setup's Sentinels every 5 ms, for up to 20 s after since, until one
+// names a primary other than from, and returns it and when (zero if none did).
+func (s *SentinelSetup) Announced(from string, since time.Time) (string, time.Time) {
+	var clients []*goredis.SentinelClient
+	for _, a := range s.Addrs() {
+		c := goredis.NewSentinelClient(&goredis.Options{Addr: a, MaxRetries: -1})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	for deadline := since.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, c := range clients {
+			p, err := c.GetMasterAddrByName(context.Background(), s.Master).Result()
+			if a := strings.Join(p, ":"); err == nil && len(p) == 2 && a != from {
+				return a, time.Now()
+			}
+		}
+	}
+	return "", time.Time{}
+}

@@ -44,36 +44,23 @@ func TestRestartResumes(t *testing.T) {
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(time.Millisecond) // drops ticks when a decision is late
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				start := time.Now()
-				_, err := s.Take(context.Background(), req)
-				end := time.Now()
-				if err != nil {
-					if !errors.Is(err, sluice.ErrStoreUnavailable) {
-						wrong.Store(err)
-					}
-					failures.Add(1)
-					continue
-				}
-				mu.Lock()
-				if !armed.IsZero() && start.After(armed) && answered.IsZero() {
-					answered, took = end, end.Sub(start)
-				}
-				mu.Unlock()
+	everyMillisecond(4, stop, &wg, func() {
+		start := time.Now()
+		_, err := s.Take(context.Background(), req)
+		end := time.Now()
+		if err != nil {
+			if !errors.Is(err, sluice.ErrStoreUnavailable) {
+				wrong.Store(err)
 			}
-		}()
-	}
+			failures.Add(1)
+			return
+		}
+		mu.Lock()
+		if !armed.IsZero() && start.After(armed) && answered.IsZero() {
+			answered, took = end, end.Sub(start)
+		}
+		mu.Unlock()
+	})
 	defer func() { close(stop); wg.Wait() }()
 
 	const restarts = 5
@@ -127,5 +114,26 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within 3s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// everyMillisecond starts n callers (in wg) that each call decide once a millisecond, a late
+// call dropping ticks, until stop is closed.
+func everyMillisecond(n int, stop <-chan struct{}, wg *sync.WaitGroup, decide func()) {
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				decide()
+			}
+		}()
 	}
 }

@@ -3,12 +3,9 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -43,36 +40,23 @@ func TestSentinelKillResumes(t *testing.T) {
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				start := time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-				_, err := s.Take(ctx, req)
-				cancel()
-				end := time.Now()
-				mu.Lock()
-				switch {
-				case err != nil && !errors.Is(err, sluice.ErrStoreUnavailable) && !errors.Is(err, context.DeadlineExceeded):
-					wrong = err
-				case err != nil:
-					failures++
-				case !killed.IsZero() && start.After(killed) && answered.IsZero():
-					answered = end
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	everyMillisecond(4, stop, &wg, func() {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := s.Take(ctx, req)
+		cancel()
+		end := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil && !errors.Is(err, sluice.ErrStoreUnavailable) && !errors.Is(err, context.DeadlineExceeded):
+			wrong = err
+		case err != nil:
+			failures++
+		case !killed.IsZero() && start.After(killed) && answered.IsZero():
+			answered = end
+		}
+	})
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(200 * time.Millisecond)
 
@@ -86,22 +70,7 @@ func TestSentinelKillResumes(t *testing.T) {
 	killed = time.Now()
 	mu.Unlock()
 
-	var clients []*goredis.SentinelClient
-	for _, a := range setup.Addrs() {
-		c := goredis.NewSentinelClient(&goredis.Options{Addr: a, MaxRetries: -1})
-		defer c.Close()
-		clients = append(clients, c)
-	}
-	var promoted time.Time
-	for deadline := killed.Add(20 * time.Second); promoted.IsZero() && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		for _, c := range clients {
-			p, err := c.GetMasterAddrByName(context.Background(), setup.Master).Result()
-			if err == nil && len(p) == 2 && strings.Join(p, ":") != from {
-				promoted = time.Now()
-				break
-			}
-		}
-	}
+	_, promoted := setup.Announced(from, killed)
 	if promoted.IsZero() {
 		t.Fatal("no new primary announced within 20 s of the kill")
 	}
