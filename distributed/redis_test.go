@@ -153,7 +153,8 @@ func TestFallbackOutageRedis(t *testing.T) {
 				// A restart without persistence forgets the key; the first instance back
 				// restores it from its own last decision, which misses what the others admitted
 				// after it (a few ms of admissions: at this test's 15k decisions/s against a
-				// limit of 300, up to 6% was measured; with Redis persistence, nothing is lost).
+				// limit of 300, up to 6% was measured, once 12% in CI; with Redis persistence,
+				// nothing is lost).
 				forgets: mode == "kill",
 			}
 			runOutage(t, env, 50*time.Millisecond)
