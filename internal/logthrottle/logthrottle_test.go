@@ -53,4 +53,3 @@ func TestThrottleNegativeIntervalWritesAll(t *testing.T) {
 		}
 	}
 }
-
