@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
 // Config configures a Service. Rules is required; the zero value of every other field is a
@@ -57,7 +58,7 @@ type Service struct {
 	abandonAfter                              time.Duration
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
-	lastErrLog                                atomic.Int64
+	errLog                                    logthrottle.Throttle
 	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu       sync.Mutex
@@ -192,14 +193,12 @@ func (s *Service) Streams() int {
 	return len(s.streams)
 }
 
-// logStateError counts a state failure, and logs it at most once a second.
+// logStateError counts a state failure, and logs it at most once a second (internal/logthrottle:
+// the lines held back are counted in the next one's "suppressed").
 func (s *Service) logStateError(err error) {
 	s.obs.StateError()
-	now := time.Now().UnixNano()
-	last := s.lastErrLog.Load()
-	if now-last >= int64(time.Second) && s.lastErrLog.CompareAndSwap(last, now) {
-		s.log.Error("rlqs: quota state unavailable; clients keep their assignments until they expire", "err", err)
-	}
+	s.errLog.Log(context.Background(), s.log, time.Now(), slog.LevelError,
+		"rlqs: quota state unavailable; clients keep their assignments until they expire", slog.Any("err", err))
 }
 
 func itoa(v uint64) string {
