@@ -26,8 +26,8 @@ import (
 type Config struct {
 	// Rules returns the rules in force (called per report, so reloads apply at once).
 	Rules func() *config.Config
-	// State holds the allocation state (default NewMemoryState(): this replica alone).
-	State State
+	// Ledger holds the allocation state (default NewMemoryLedger(): this replica alone).
+	Ledger Ledger
 	// Clock tells the time (default sluice.SystemClock).
 	Clock sluice.Clock
 	// Logger receives stream rejections and state errors (rate-limited); default discard.
@@ -40,8 +40,8 @@ type Config struct {
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
-	// Observer is told what the service does, for metrics (default: nothing). A State made
-	// by NewRedisState reports its transaction retries to it too.
+	// Observer is told what the service does, for metrics (default: nothing). A Ledger made
+	// by NewRedisLedger reports its transaction retries to it too.
 	Observer Observer
 }
 
@@ -50,7 +50,7 @@ type Config struct {
 type Service struct {
 	rlqspb.UnimplementedRateLimitQuotaServiceServer
 	rules                                     func() *config.Config
-	state                                     State
+	ledger                                    Ledger
 	clock                                     sluice.Clock
 	log                                       *slog.Logger
 	obs                                       Observer
@@ -68,12 +68,12 @@ type Service struct {
 
 // New returns a Service over cfg.
 func New(cfg Config) *Service {
-	s := &Service{rules: cfg.Rules, state: cfg.State, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer,
+	s := &Service{rules: cfg.Rules, ledger: cfg.Ledger, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer,
 		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}
-	if s.state == nil {
-		s.state = NewMemoryState()
+	if s.ledger == nil {
+		s.ledger = NewMemoryLedger()
 	}
 	if s.clock == nil {
 		s.clock = sluice.SystemClock{}
@@ -84,7 +84,7 @@ func New(cfg Config) *Service {
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
-	if o, ok := s.state.(observedState); ok {
+	if o, ok := s.ledger.(observedLedger); ok {
 		o.observe(s.obs)
 	}
 	if s.abandonAfter <= 0 {
