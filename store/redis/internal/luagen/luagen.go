@@ -33,7 +33,7 @@ import (
 // An algorithm is the file of one algorithm's logic and what its scripts are built of.
 type algorithm struct {
 	name    string   // the scripts' file names start with it
-	helpers []string // helper files whose text outside their snippets goes before the file's
+	helpers []string // snippet files whose text outside their snippets goes before the file's
 	batched bool     // it has a batched variant (lua/multi.lua)
 }
 
@@ -93,7 +93,11 @@ func Generate(src fs.FS) (map[string]string, error) {
 			return nil, err
 		}
 		for _, h := range slices.Backward(a.helpers) {
-			file = lib.rest[h] + "\n" + file
+			rest, ok := lib.rest[h]
+			if !ok {
+				return nil, fmt.Errorf("luagen: %s: helper %s is not a snippet file", a.name, h)
+			}
+			file = rest + "\n" + file
 		}
 		helpers, body, ok := cutLine(file, decideLine)
 		if !ok {
