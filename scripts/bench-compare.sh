@@ -31,9 +31,12 @@
 #
 # Usage: scripts/bench-compare.sh OLD_REV NEW_REV
 #   ROUNDS=3            rounds (each: every measurement, OLD then NEW)
-#   QUICK=1             a ~2-minute smoke run (2 rounds, short benchmark times, 2 s loads)
+#   QUICK=1             a smoke run of the harness, about 2 minutes once built (2 rounds,
+#                       50-100 ms benchmarks, 1 s loads): its figures mean nothing
 #   ONLY='memory redis middleware serve'   the measurements to run
-#   MEM_BENCHTIME=1s REDIS_BENCHTIME=1s MW_BENCHTIME=500ms SERVE_SECONDS=8
+#   MEM_BENCHTIME=500ms REDIS_BENCHTIME=1s MW_BENCHTIME=500ms
+#   SERVE_SECONDS=8     the measured load per run, after the load generator's 1 s warm-up
+#                       (it caps this at 10)
 #   LOAD_REV=OLD_REV    the revision the load generator is built from
 #   PORT_BASE=23600 PORT_SPAN=20   where free loopback ports are looked for
 #   RESULTS=dir         where raw outputs and samples.tsv go
@@ -56,10 +59,10 @@ NEW=$(git -C "$REPO" rev-parse --verify "$2^{commit}")
 LOADREV=$(git -C "$REPO" rev-parse --verify "${LOAD_REV:-$OLD}^{commit}")
 
 if [ "${QUICK:-0}" = 1 ]; then
-	: "${ROUNDS:=2}" "${MEM_BENCHTIME:=100ms}" "${REDIS_BENCHTIME:=200ms}" "${MW_BENCHTIME:=100ms}" "${SERVE_SECONDS:=2}"
+	: "${ROUNDS:=2}" "${MEM_BENCHTIME:=50ms}" "${REDIS_BENCHTIME:=100ms}" "${MW_BENCHTIME:=50ms}" "${SERVE_SECONDS:=1}"
 fi
 ROUNDS=${ROUNDS:-3}
-MEM_BENCHTIME=${MEM_BENCHTIME:-1s}
+MEM_BENCHTIME=${MEM_BENCHTIME:-500ms}
 REDIS_BENCHTIME=${REDIS_BENCHTIME:-1s}
 MW_BENCHTIME=${MW_BENCHTIME:-500ms}
 SERVE_SECONDS=${SERVE_SECONDS:-8}
@@ -99,8 +102,8 @@ trap 'exit 130' INT TERM
 
 wants() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-# free_port prints a port in PORT_BASE..PORT_BASE+PORT_SPAN-1 that nothing listens on and
-# that this run has not taken yet.
+# free_port VAR sets VAR to a port in PORT_BASE..PORT_BASE+PORT_SPAN-1 that nothing listens
+# on and that this run has not taken yet (not in a subshell: TAKEN must keep the ports).
 TAKEN=" "
 free_port() {
 	local p
@@ -108,7 +111,7 @@ free_port() {
 		case $TAKEN in *" $p "*) continue ;; esac
 		if [ -z "$(ss -Hltn "sport = :$p")" ]; then
 			TAKEN="$TAKEN$p "
-			echo "$p"
+			printf -v "$1" '%s' "$p"
 			return 0
 		fi
 	done
@@ -209,7 +212,7 @@ gobench() {
 redis_addr() { echo "127.0.0.1:$REDIS_PORT"; }
 
 start_redis() {
-	REDIS_PORT=$(free_port)
+	free_port REDIS_PORT
 	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
 		--daemonize yes --pidfile "$WORK/redis.pid" --logfile "$RESULTS/redis.log" >/dev/null
 	for _ in $(seq 1 50); do [ -s "$WORK/redis.pid" ] && break; sleep 0.1; done
@@ -222,7 +225,7 @@ flush_redis() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null; }
 
 # proc_cpu_ticks PID: utime + stime of a process, in clock ticks (fields 14 and 15 of
 # /proc/PID/stat, counted after the parenthesised command name).
-proc_cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+proc_cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; }
 
 # served HTTPPORT: the ShouldRateLimit calls the server has answered, from its /metrics.
 served() {
@@ -248,7 +251,7 @@ serve() {
 	"$bin" serve --config "$WORK/rules.yaml" --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" \
 		--log-level warn --store "$url" >"$raw.server.log" 2>&1 &
 	SERVER_PID=$!
-	if ! wait_port "$grpc" || ! wait_port "$http"; then
+	if ! wait_port "$grpc" || ! wait_port "$http" || ! kill -0 "$SERVER_PID" 2>/dev/null; then
 		echo "sluice serve did not start (see $raw.server.log)" >"$raw"
 		log "serve $store, $rev, round $round: the server did not start"
 		kill "$SERVER_PID" 2>/dev/null || true
@@ -323,7 +326,7 @@ table() {
 		function fmt(x, a) {
 			if (x == "") return "—"
 			a = x < 0 ? -x : x
-			if (a >= 1000 || (a >= 100 && x == int(x))) return sprintf("%.0f", x)
+			if (a >= 1000 || x == int(x)) return sprintf("%.0f", x)
 			if (a >= 10) return sprintf("%.1f", x)
 			return sprintf("%.2f", x)
 		}
@@ -389,8 +392,8 @@ done
 if wants serve; then
 	log "building the load generator from $LOADREV"
 	build_load
-	SERVE_GRPC_PORT=$(free_port)
-	SERVE_HTTP_PORT=$(free_port)
+	free_port SERVE_GRPC_PORT
+	free_port SERVE_HTTP_PORT
 fi
 if wants redis || wants serve; then start_redis; fi
 log "built in $(($(date +%s) - START)) s"
