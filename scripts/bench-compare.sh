@@ -82,6 +82,7 @@ SERVER_PID=
 
 cleanup() {
 	local rc=$?
+	trap '' INT TERM # a second signal must not cut the cleanup short
 	if [ -n "$SERVER_PID" ]; then
 		kill "$SERVER_PID" 2>/dev/null || true
 		wait "$SERVER_PID" 2>/dev/null || true
@@ -91,9 +92,8 @@ cleanup() {
 		for _ in $(seq 1 50); do kill -0 "$REDIS_PID" 2>/dev/null || break; sleep 0.1; done
 	fi
 	for wt in "${WORKTREES[@]}"; do
-		git -C "$REPO" worktree remove --force "$wt" 2>/dev/null || true
+		git -C "$REPO" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
 	done
-	git -C "$REPO" worktree prune 2>/dev/null || true
 	rm -rf "$WORK"
 	exit $rc
 }
@@ -204,7 +204,7 @@ gobench() {
 		echo "not built: $bin" >"$raw"
 		return 0
 	fi
-	(cd "$dir" && timeout --kill-after=10 "$RUN_TIMEOUT" "$bin" -test.run '^$' "$@") >"$raw" 2>&1 ||
+	(cd "$dir" && timeout --foreground --kill-after=10 "$RUN_TIMEOUT" "$bin" -test.run '^$' "$@") >"$raw" 2>&1 ||
 		log "$m, $rev, round $round: exit status $? (see $raw)"
 	samples "$m" "$rev" "$round" <"$raw"
 }
@@ -263,7 +263,7 @@ serve() {
 	n0=$(served "$http" || true)
 	t0=$(proc_cpu_ticks "$SERVER_PID" || true)
 	SLUICE_BENCH_GRPC=127.0.0.1:$grpc SLUICE_BENCH_HTTP=127.0.0.1:$http SLUICE_LOAD_SECONDS=$SERVE_SECONDS \
-		timeout --kill-after=10 "$RUN_TIMEOUT" "$WORK/bin/load.test" -test.count=1 -test.run '^TestLoadExternal$' -test.v \
+		timeout --foreground --kill-after=10 "$RUN_TIMEOUT" "$WORK/bin/load.test" -test.count=1 -test.run '^TestLoadExternal$' -test.v \
 		>"$raw" 2>&1 || log "serve $store, $rev, round $round: load generator exit status $? (see $raw)"
 	t1=$(proc_cpu_ticks "$SERVER_PID" || true)
 	n1=$(served "$http" || true)
