@@ -41,9 +41,13 @@
 #   PORT_BASE=23600 PORT_SPAN=20   where free loopback ports are looked for
 #   RESULTS=dir         where raw outputs and samples.tsv go
 #
-# Default run (3 rounds): about 12 minutes on the 2-core VM, builds included when the Go
-# build cache holds the dependencies. Everything listens on 127.0.0.1 only; the script stops
-# what it started (by PID) and removes its worktrees at exit.
+# Default run (3 rounds): about 6 minutes of measuring (benchmark times and loads are
+# wall-clock bounded, so other jobs do not stretch it) plus the builds, 2-4 minutes when the
+# Go build cache holds the dependencies (builds use -trimpath, so unchanged packages are shared
+# between the two revisions); about 10 minutes in all on the 2-core VM. A cold cache on a busy
+# machine can add 15 minutes of building. Every run is bounded (RUN_TIMEOUT=300 s). Everything
+# listens on 127.0.0.1 only; the script stops what it started (by PID) and removes its
+# worktrees at exit.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
