@@ -183,28 +183,12 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 	sh, h, e := s.locked(req.Key, &req.Rule)
 	if e != nil {
 		now := s.nowFor(e.params)
-		var d sluice.Decision
-		if req.Settle || req.Reserve > 0 { // the rare requests through decide; a plain take
-			d = decide(e.state, now, e.params, &req) // inline: the call cost Take 3-13% (CPU per op)
-		} else {
-			d = e.state.Take(now, e.params, req.N, int64(req.MaxDelay))
-		}
+		d := algorithm.Apply(e.state, now, e.params, &req)
 		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
 		return d, nil
 	}
 	return s.takeSlow(sh, h, req)
-}
-
-// decide applies req to a key's state at now: a settle (Request.Settle) or a decision.
-func decide(st algorithm.State, now int64, p *algorithm.Params, req *sluice.Request) sluice.Decision {
-	if req.Settle {
-		return st.Settle(now, p, req.N)
-	}
-	if req.Reserve > 0 {
-		return algorithm.TakeReserved(st, now, p, req.N, req.Reserve)
-	}
-	return st.Take(now, p, req.N, int64(req.MaxDelay))
 }
 
 // local is the Store as sluice.Limiter sees it through internal/fastpath: a type of its own so
@@ -323,7 +307,7 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 		}
 		e.params = params
 		now := s.nowFor(params)
-		d := decide(e.state, now, params, &req)
+		d := algorithm.Apply(e.state, now, params, &req)
 		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
 		return d, nil
@@ -335,7 +319,7 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorithm.Params) sluice.Decision {
 	now := s.nowFor(params)
 	e := newEntry(req.Rule.Algorithm, req.Key, params)
-	d := decide(e.state, now, params, &req)
+	d := algorithm.Apply(e.state, now, params, &req)
 	if d.ResetAfter <= 0 {
 		return d
 	}
