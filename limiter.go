@@ -50,9 +50,7 @@ func New(store Store, opts ...Option) *Limiter {
 	for _, o := range opts {
 		o.apply(l)
 	}
-	if fastpath.Local != nil {
-		l.local, _ = fastpath.Local(store).(localStore)
-	}
+	l.local, _ = store.(localStore)
 	return l
 }
 
@@ -60,9 +58,7 @@ func New(store Store, opts ...Option) *Limiter {
 // Take for plain decisions, with no context, since nothing blocks, and with arguments and
 // results that stay in registers, which saves a third of a memory-mode decision. The results
 // are those of Take: Limit is rule.Capacity() and Delay is 0.
-type localStore interface {
-	TakeLocal(key string, rule Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error)
-}
+type localStore = fastpath.Local[Rule]
 
 // Store returns the limiter's store.
 func (l *Limiter) Store() Store { return l.store }
@@ -76,7 +72,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, rule Rule) (Decision, e
 // Peek; a negative n refunds -n units.
 func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (Decision, error) {
 	if l.local != nil {
-		allowed, remaining, retry, reset, err := l.local.TakeLocal(key, rule, n)
+		allowed, remaining, retry, reset, err := l.local.TakeLocal(fastpath.Token{}, key, rule, n)
 		if err != nil {
 			return Decision{}, err
 		}

@@ -191,15 +191,13 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 	return s.takeSlow(sh, h, req)
 }
 
-// local is the Store as sluice.Limiter sees it through internal/fastpath: a type of its own so
-// that TakeLocal stays out of the Store's API.
-type local Store
+var _ fastpath.Local[sluice.Rule] = (*Store)(nil)
 
 // TakeLocal is Take(ctx, Request{Key: key, Rule: rule, N: n}) with the arguments and the
 // Decision's fields in registers (Limit is rule.Capacity() and Delay 0), for
-// sluice.Limiter.AllowN: it saves a third of its decision.
-func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error) {
-	s := (*Store)(l)
+// sluice.Limiter.AllowN: it saves a third of its decision. Code outside this module cannot
+// call it (see internal/fastpath).
+func (s *Store) TakeLocal(_ fastpath.Token, key string, rule sluice.Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error) {
 	if len(key) == 0 || len(key) > s.maxKeyLen || n < -sluice.MaxLimit {
 		_, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: n})
 		return false, 0, 0, 0, err
@@ -215,47 +213,15 @@ func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 			d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
 			return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
 		}
-		// The small states are called directly rather than through the interface, and answer
-		// in registers: both save copying a Decision through memory.
 		now := s.nowFor(e.params)
 		var retry, reset int64
-		switch st := e.state.(type) {
-		case *algorithm.GCRA:
-			allowed, remaining, retry, reset, _ = decideGCRA(st, now, e.params, n, 0)
-		case *algorithm.TokenBucket:
-			allowed, remaining, retry, reset, _ = decideTokenBucket(st, now, e.params, n, 0, false)
-		case *algorithm.LeakyBucket:
-			allowed, remaining, retry, reset, _ = decideLeakyBucket(st, now, e.params, n, 0, true)
-		case *algorithm.FixedWindow:
-			allowed, remaining, retry, reset, _ = decideFixedWindow(st, now, e.params, n, 0)
-		default:
-			d := e.state.Take(now, e.params, n, 0)
-			allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
-		}
+		allowed, remaining, retry, reset = algorithm.TakeScalar(fastpath.Token{}, e.state, now, e.params, n)
 		e.expires = now + reset
 		e.mu.Unlock()
 		return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
 	}
 	d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
 	return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
-}
-
-// The small states' decisions in registers, from package algorithm (see internal/fastpath).
-var (
-	decideGCRA        = fastpath.GCRA.(fastpath.Decide[algorithm.GCRA, algorithm.Params])
-	decideTokenBucket = fastpath.TokenBucket.(fastpath.Bucket[algorithm.TokenBucket, algorithm.Params])
-	decideLeakyBucket = fastpath.LeakyBucket.(fastpath.Bucket[algorithm.LeakyBucket, algorithm.Params])
-	decideFixedWindow = fastpath.FixedWindow.(fastpath.Decide[algorithm.FixedWindow, algorithm.Params])
-)
-
-// Limiter.AllowN's way in (see internal/fastpath).
-func init() {
-	fastpath.Local = func(store any) any {
-		if s, ok := store.(*Store); ok {
-			return (*local)(s)
-		}
-		return nil
-	}
 }
 
 // locked returns key's shard and hash and, when the key exists under exactly this rule (the
