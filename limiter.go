@@ -107,9 +107,9 @@ func (l *Limiter) plain(reserve int64, c Criticality) bool {
 	return reserve == 0 && (c == Critical || l.local != nil)
 }
 
-// Reserve returns what a request of class c must leave of rule's capacity under the
-// limiter's shares (see AllowClass and Check.Reserve).
-func (l *Limiter) Reserve(c Criticality, rule Rule) int64 {
+// Headroom returns what a request of class c must leave of rule's capacity under the
+// limiter's shares: the reserve of the classes above c (see AllowClass and Check.Reserve).
+func (l *Limiter) Headroom(c Criticality, rule Rule) int64 {
 	return l.shares.Reserve(c, rule.Capacity())
 }
 
@@ -227,7 +227,7 @@ type Check struct {
 	// N is the cost; 0 means 1.
 	N int64
 	// Reserve, when positive, is what must remain after the check for it to admit (a
-	// criticality class's reserve: Limiter.Reserve; see Request.Reserve).
+	// criticality class's reserve: Limiter.Headroom; see Request.Reserve).
 	Reserve int64
 	// Criticality is the request's class, passed to the store (Request.Criticality).
 	Criticality Criticality
