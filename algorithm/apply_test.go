@@ -37,6 +37,9 @@ func TestApply(t *testing.T) {
 				default:
 					want = direct.Take(now, &p, req.N, int64(req.MaxDelay))
 				}
+				if algorithm.TakeDecides(req.Kind()) != (!req.Settle && req.Reserve <= 0) {
+					t.Fatalf("TakeDecides(%s) = %v", req.Kind(), algorithm.TakeDecides(req.Kind()))
+				}
 				if got != want {
 					t.Fatalf("%s step %d, %s %+v: Apply %+v, want %+v", r, i, req.Kind(), req, got, want)
 				}

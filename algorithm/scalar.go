@@ -2,24 +2,31 @@ package algorithm
 
 import "github.com/sluicehq/sluice/internal/fastpath"
 
-// TakeScalar is st.Take(now, p, n, 0) with the decision in registers, but for Limit (which is
-// p.Rule.Capacity()) and Delay (0): retryAfter -1 is sluice.Never and the durations are
-// nanoseconds. The small states (GCRA, token and leaky bucket, fixed window) decide in
-// scalars; the others through Take. It is the memory store's scalar path (package
-// internal/fastpath): code outside this module cannot call it.
-func TakeScalar(_ fastpath.Token, st State, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
-	switch s := st.(type) {
-	case *GCRA:
-		allowed, remaining, retryAfter, resetAfter, _ = s.decide(now, p, n, 0)
-	case *TokenBucket:
-		allowed, remaining, retryAfter, resetAfter, _ = s.take(now, p, n, 0, false)
-	case *LeakyBucket:
-		allowed, remaining, retryAfter, resetAfter, _ = s.take(now, p, n, 0, true)
-	case *FixedWindow:
-		allowed, remaining, retryAfter, resetAfter, _ = s.decide(now, p, n, 0)
-	default:
-		d := st.Take(now, p, n, 0)
-		allowed, remaining, retryAfter, resetAfter = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
-	}
+// The small states' decisions with the results in registers, for the memory store's scalar
+// path (package internal/fastpath), which calls them directly: each is Take(now, p, n, 0) but
+// for Limit (p.Rule.Capacity()) and Delay (0), with retryAfter -1 for sluice.Never and the
+// durations in nanoseconds. Code outside this module cannot call them.
+
+// TakeScalar is Take in registers, for store/memory (see above).
+func (s *GCRA) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
+	allowed, remaining, retryAfter, resetAfter, _ = s.decide(now, p, n, 0)
+	return allowed, remaining, retryAfter, resetAfter
+}
+
+// TakeScalar is Take in registers, for store/memory (see above).
+func (s *TokenBucket) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
+	allowed, remaining, retryAfter, resetAfter, _ = s.take(now, p, n, 0, false)
+	return allowed, remaining, retryAfter, resetAfter
+}
+
+// TakeScalar is Take in registers, for store/memory (see above).
+func (s *LeakyBucket) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
+	allowed, remaining, retryAfter, resetAfter, _ = s.take(now, p, n, 0, true)
+	return allowed, remaining, retryAfter, resetAfter
+}
+
+// TakeScalar is Take in registers, for store/memory (see above).
+func (s *FixedWindow) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
+	allowed, remaining, retryAfter, resetAfter, _ = s.decide(now, p, n, 0)
 	return allowed, remaining, retryAfter, resetAfter
 }

@@ -6,10 +6,12 @@
 // Limiter.AllowN over the memory store (CPU time per decision, one key): going through
 // Store.Take, a Request in and a Decision out, costs 83-113% more than the scalar path.
 //
-// The two calls are exported methods (store/memory's Store.TakeLocal, package algorithm's
-// TakeScalar) whose first argument is a Token: code outside this module cannot import this
-// package, so it cannot build a Token, and cannot call them; inside it, a change of either
-// signature fails to compile (Local names the one sluice.Limiter asserts its store on).
+// The calls are exported methods (store/memory's Store.TakeLocal, and the TakeScalar of
+// package algorithm's GCRA, TokenBucket, LeakyBucket and FixedWindow) whose first argument is
+// a Token: code outside this module cannot import this package, so it cannot build a Token,
+// and cannot call them. Inside it, they are ordinary calls: a change of a signature fails to
+// compile (Local names the one sluice.Limiter asserts its store on, and store/memory declares
+// that its Store implements it).
 package fastpath
 
 import "time"

@@ -183,7 +183,12 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 	sh, h, e := s.locked(req.Key, &req.Rule)
 	if e != nil {
 		now := s.nowFor(e.params)
-		d := algorithm.Apply(e.state, now, e.params, &req)
+		var d sluice.Decision
+		if algorithm.TakeDecides(req.Kind()) { // Apply's common case, inline: its call cost Take 3-13%
+			d = e.state.Take(now, e.params, req.N, int64(req.MaxDelay))
+		} else {
+			d = algorithm.Apply(e.state, now, e.params, &req)
+		}
 		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
 		return d, nil
@@ -213,9 +218,24 @@ func (s *Store) TakeLocal(_ fastpath.Token, key string, rule sluice.Rule, n int6
 			d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
 			return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
 		}
+		// The small states are called directly rather than through the interface, and answer
+		// in registers: both save copying a Decision through memory.
 		now := s.nowFor(e.params)
 		var retry, reset int64
-		allowed, remaining, retry, reset = algorithm.TakeScalar(fastpath.Token{}, e.state, now, e.params, n)
+		tok := fastpath.Token{}
+		switch st := e.state.(type) {
+		case *algorithm.GCRA:
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
+		case *algorithm.TokenBucket:
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
+		case *algorithm.LeakyBucket:
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
+		case *algorithm.FixedWindow:
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
+		default:
+			d := e.state.Take(now, e.params, n, 0)
+			allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
+		}
 		e.expires = now + reset
 		e.mu.Unlock()
 		return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
