@@ -139,7 +139,7 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 // copiesKeys reports whether l decides in-process on the memory store, which copies the keys
 // it keeps and holds none after a decision returns.
 func copiesKeys(l *sluice.Limiter) bool {
-	return l != nil && fastpath.Local != nil && fastpath.Local(l.Store()) != nil
+	return l != nil && fastpath.IsLocal[sluice.Rule](l.Store())
 }
 
 // validatePolicy checks one policy; seen holds the names of the valid policies before it.

@@ -99,7 +99,7 @@ func settleParam(p params, req *sluice.Request) params {
 	for len(p) < paramsLen-8 {
 		p = p.add(0)
 	}
-	if !req.Settle {
+	if req.Kind() != sluice.KindSettle {
 		return p.add(0)
 	}
 	return p.add(algorithm.MaxDebt(req.Rule))
