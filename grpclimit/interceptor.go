@@ -82,20 +82,19 @@ func (v *verdict) sendHeaders(m HeaderMode) bool {
 // (client interceptors with WithWait).
 func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Limit, req any, wait time.Duration) verdict {
 	var room [4]sluice.Check // most calls have few limits: no allocation for the checks
-	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0])
-	if h, ok := err.(errHot); ok { // the charge of a hot key failed: a store failure
-		return verdict{err: in.failure(ctx, h.err)}
-	}
+	var hot hotkey.Batch
+	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0], &hot)
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
+	}
+	if err := hot.Charge(ctx, in.limiter); err != nil {
+		return verdict{err: in.failure(ctx, err)}
 	}
 	d, err := in.decide(ctx, checks, wait)
 	if err != nil {
 		return verdict{err: in.failure(ctx, err)}
 	}
-	if in.hot != nil {
-		in.recordHot(checks)
-	}
+	hot.Record(checks)
 	v := verdict{decision: d, decided: true}
 	if d.Allowed {
 		in.count.allowed.Add(1)
@@ -107,9 +106,10 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 }
 
 // keys appends to checks the checks of a call: one per limit that has a key for it, its store
-// key the limit's name, a colon and the call's key. A key function that panics fails the call
-// with codes.Internal.
-func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check) (out []sluice.Check, err error) {
+// key the limit's name, a colon and the call's key. The keys of hot limits are observed in
+// hot; those admitted cold have no check. A key function that panics fails the call with
+// codes.Internal.
+func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check, hot *hotkey.Batch) (out []sluice.Check, err error) {
 	var name string
 	defer func() {
 		if p := recover(); p != nil {
@@ -129,16 +129,11 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 				continue
 			}
 		}
-		if l.Hot != nil {
-			cold, err := in.coldHot(ctx, l, string(key), n)
-			if err != nil {
-				return nil, errHot{err}
-			}
-			if cold {
-				continue
-			}
+		k := string(key)
+		if p := in.hot[l.Name]; l.Hot != nil && p != nil && hot.Observe(p, len(checks), k, n).Cold {
+			continue
 		}
-		checks = append(checks, sluice.Check{Key: string(key), Rule: l.Rule, N: n})
+		checks = append(checks, sluice.Check{Key: k, Rule: l.Rule, N: n})
 		if l.Shares != nil {
 			c := &checks[len(checks)-1]
 			c.Criticality = in.class(ctx)

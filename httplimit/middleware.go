@@ -192,7 +192,7 @@ type request struct {
 	results []Result
 	which   []int // which[i]: the policy of checks[i]
 	mask    uint64
-	charges []int64 // charges[i]: what checks[i]'s hot key was admitted cold, to settle first
+	hot     hotkey.Batch // the checks of hot keys (Limit.Hot), charged before the store decides
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -211,7 +211,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	charged := m.l // the limiter that charged the request, if it did
-	d, err := m.allowAll(r.Context(), m.l, q)
+	d, err := q.hot.AllowAll(r.Context(), m.l, q.checks)
 	if err != nil {
 		charged = nil
 		if m.stats != nil {
@@ -224,7 +224,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			m.failClosed(w, r, q)
 			return
 		case FailFallback:
-			d, err = m.allowAll(r.Context(), m.fallback, q)
+			d, err = q.hot.AllowAll(r.Context(), m.fallback, q.checks)
 			charged = m.fallback
 		}
 		if err != nil || m.failure == FailOpen {
@@ -275,7 +275,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (q *request) release() {
 	clear(q.checks) // drop the key strings, which may point into buf
 	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
-	q.charges = q.charges[:0]
+	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
 	}
@@ -316,7 +316,7 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		q.buf = append(q.buf, m.keyPrefixes[i]...)
 		var ok bool
 		q.buf, ok = p.Key.appendKey(q.buf, r, m)
-		if !ok || (m.hot[i] != nil && m.observeHot(q, i, q.buf[start:], n)) {
+		if !ok || (m.hot[i] != nil && q.hot.Observe(m.hot[i], len(q.checks), string(q.buf[start:]), n).Cold) {
 			q.buf = q.buf[:start]
 			continue
 		}
