@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
 // Interceptor limits gRPC calls by its routes. Its methods return the server interceptors
@@ -26,7 +27,7 @@ type Interceptor struct {
 	cfg     settings
 	count   counters
 
-	storeLog, keyLog, costLog logThrottle
+	storeLog, keyLog, costLog logthrottle.Throttle
 	classOnce                 sync.Once                // criticality.go
 	hot                       map[string]*hotkey.Param // by limit name (hot.go)
 }
@@ -114,7 +115,7 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 	defer func() {
 		if p := recover(); p != nil {
 			in.count.invalid.Add(1)
-			in.keyLog.log(in.cfg.log, in.cfg.clock, "grpclimit: key function panicked; call refused with Internal",
+			in.logError(&in.keyLog, "grpclimit: key function panicked; call refused with Internal",
 				slog.String("limit", name), slog.String("method", fullMethod), slog.Any("panic", p))
 			out, err = nil, status.Errorf(codes.Internal, "grpclimit: key function of limit %q failed", name)
 		}
@@ -151,7 +152,7 @@ func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (
 	defer func() {
 		if p := recover(); p != nil {
 			in.count.invalid.Add(1)
-			in.costLog.log(in.cfg.log, in.cfg.clock, "grpclimit: cost function panicked; the call costs 1",
+			in.logError(&in.costLog, "grpclimit: cost function panicked; the call costs 1",
 				slog.String("method", fullMethod), slog.Any("panic", p))
 			n = 1
 		}
@@ -159,7 +160,7 @@ func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (
 	n = in.cfg.cost(ctx, fullMethod, req)
 	if n < 1 {
 		in.count.invalid.Add(1)
-		in.costLog.log(in.cfg.log, in.cfg.clock, "grpclimit: cost function returned less than 1; the call costs 1",
+		in.logError(&in.costLog, "grpclimit: cost function returned less than 1; the call costs 1",
 			slog.String("method", fullMethod), slog.Int64("cost", n))
 		n = 1
 	}
@@ -192,15 +193,21 @@ func (in *Interceptor) failure(ctx context.Context, err error) error {
 	}
 	if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && errors.Is(err, sluice.ErrInvalidKey) {
 		in.count.invalid.Add(1)
-		in.keyLog.log(in.cfg.log, in.cfg.clock, "grpclimit: key refused by the store; call refused with InvalidArgument",
+		in.logError(&in.keyLog, "grpclimit: key refused by the store; call refused with InvalidArgument",
 			slog.String("field", fe.Field), slog.String("reason", fe.Reason))
 		return status.Errorf(codes.InvalidArgument, "grpclimit: rate-limit key: %s", fe.Reason)
 	}
 	in.count.storeErrors.Add(1)
-	in.storeLog.log(in.cfg.log, in.cfg.clock, "grpclimit: store error; call answered by the failure policy",
+	in.logError(&in.storeLog, "grpclimit: store error; call answered by the failure policy",
 		slog.String("policy", in.cfg.policy.String()), slog.String("err", err.Error()))
 	if in.cfg.policy == distributed.PolicyFailClosed {
 		return status.Error(codes.Unavailable, "grpclimit: rate limiter unavailable")
 	}
 	return nil
+}
+
+// logError logs msg at level Error through t: at most one line a second of each kind, with
+// the number held back since the last in "suppressed".
+func (in *Interceptor) logError(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {
+	t.Log(context.Background(), in.cfg.log, in.cfg.clock.Now(), slog.LevelError, msg, attrs...)
 }

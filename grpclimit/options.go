@@ -45,7 +45,7 @@ func WithCost(f CostFunc) Option { return optionFunc(func(s *settings) { s.cost 
 
 // WithLogger sets the logger of store failures and of defects in key and cost functions
 // (default slog.Default()). Each kind of line is written at most once a second, with the
-// number of lines dropped since the last one.
+// number of lines held back since the last one ("suppressed").
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.log = l }) }
 
 // HeaderMode says when server interceptors send the binding limit's state (the limit with the

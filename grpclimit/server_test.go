@@ -266,8 +266,8 @@ func TestCost(t *testing.T) {
 	// A second later the next defect is logged, with the count of lines dropped meanwhile.
 	clock.Advance(time.Second)
 	s.check(t, "panic")
-	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 2 || recs[1]["dropped"] != 1.0 {
-		t.Errorf("log records %v, want a second line with dropped=1", recs)
+	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 2 || recs[1]["suppressed"] != 1.0 {
+		t.Errorf("log records %v, want a second line with suppressed=1", recs)
 	}
 }
 

@@ -59,8 +59,8 @@ func TestStoreFailure(t *testing.T) {
 				clock.Advance(time.Second)
 				_ = get(h, "/", nil)
 				recs = buf.Records(t, "httplimit: the store could not decide")
-				if len(recs) != 2 || recs[1]["suppressed_since_last"] != float64(2) {
-					t.Errorf("second record %v, want suppressed_since_last 2", recs)
+				if len(recs) != 2 || recs[1]["suppressed"] != float64(2) {
+					t.Errorf("second record %v, want suppressed 2", recs)
 				}
 			})
 

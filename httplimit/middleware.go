@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/internal/fastpath"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/monotime"
 )
 
@@ -48,7 +50,7 @@ type middleware struct {
 	policyHeaders atomic.Pointer[map[uint64][]string]
 	policyMu      sync.Mutex
 
-	storeLog, inputLog, routeLog logLimiter
+	storeLog, inputLog, routeLog logthrottle.Throttle
 	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
 	hot        []*hotkey.Param
 	classState // criticality.go
@@ -217,8 +219,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if m.stats != nil {
 			m.stats.StoreErrors.Add(1)
 		}
-		m.storeLog.log(m, "httplimit: the store could not decide; applying the failure policy",
-			"failure", m.failure.String(), "err", err)
+		m.warn(&m.storeLog, "httplimit: the store could not decide; applying the failure policy",
+			slog.String("failure", m.failure.String()), slog.Any("err", err))
 		switch m.failure {
 		case FailClosed:
 			m.failClosed(w, r, q)
@@ -366,8 +368,8 @@ func (m *middleware) pattern(r *http.Request) string {
 			return p
 		}
 	}
-	m.routeLog.log(m, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
-		"method", r.Method, "path", r.URL.Path)
+	m.warn(&m.routeLog, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 	return noRoute
 }
 
@@ -440,13 +442,13 @@ func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: cost function panicked; charging 1", r, "policy", policy, "panic", fmt.Sprint(v))
+			m.badInput("httplimit: cost function panicked; charging 1", r, slog.String("policy", policy), slog.String("panic", fmt.Sprint(v)))
 			n = 1
 		}
 	}()
 	n = f(r)
 	if n < 0 {
-		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, "policy", policy, "cost", n)
+		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, slog.String("policy", policy), slog.Int64("cost", n))
 		return 1
 	}
 	return n
@@ -456,32 +458,22 @@ func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.
 func (m *middleware) callKeyFunc(f func(*http.Request) (string, bool), r *http.Request) (key string, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: key function panicked; the policy does not count this request", r, "panic", fmt.Sprint(v))
+			m.badInput("httplimit: key function panicked; the policy does not count this request", r, slog.String("panic", fmt.Sprint(v)))
 			key, ok = "", false
 		}
 	}()
 	return f(r)
 }
 
-func (m *middleware) badInput(msg string, r *http.Request, args ...any) {
+func (m *middleware) badInput(msg string, r *http.Request, attrs ...slog.Attr) {
 	if m.stats != nil {
 		m.stats.BadInput.Add(1)
 	}
-	m.inputLog.log(m, msg, append(args, "method", r.Method, "path", r.URL.Path)...)
+	m.warn(&m.inputLog, msg, append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))...)
 }
 
-// logLimiter lets one record through per second and counts the ones it held back.
-type logLimiter struct {
-	next       atomic.Int64 // clock instant (Unix ns) from which the next record may go
-	suppressed atomic.Int64
-}
-
-func (l *logLimiter) log(m *middleware, msg string, args ...any) {
-	now := m.clock.Now().UnixNano()
-	next := l.next.Load()
-	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
-		l.suppressed.Add(1)
-		return
-	}
-	m.log.Warn(msg, append(args, "suppressed_since_last", l.suppressed.Swap(0))...)
+// warn logs msg at level Warn through t: at most one line a second of each kind, with the
+// number held back since the last in "suppressed".
+func (m *middleware) warn(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {
+	t.Log(context.Background(), m.log, m.clock.Now(), slog.LevelWarn, msg, attrs...)
 }

@@ -133,7 +133,8 @@ func WithFallback(l *sluice.Limiter) Option {
 func WithWait(max time.Duration) Option { return optionFunc(func(m *middleware) { m.maxWait = max }) }
 
 // WithLogger sets the logger of store errors and bad input (default slog.Default()). Each kind
-// of problem is logged at most once a second, with the number of occurrences since the last.
+// of problem is logged at most once a second, with the number held back since the last
+// ("suppressed").
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(m *middleware) { m.log = l }) }
 
 // WithStats counts the middleware's outcomes into s.
