@@ -39,13 +39,13 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if limiter == nil {
 		return nil, errors.New("grpclimit: limiter: nil")
 	}
-	in := &Interceptor{limiter: limiter, cfg: settings{policy: distributed.PolicyFailOpen, log: slog.Default(),
+	in := &Interceptor{limiter: limiter, cfg: settings{policy: distributed.FailOpen, log: slog.Default(),
 		clock: sluice.SystemClock{}}}
 	for _, o := range opts {
 		o.apply(&in.cfg)
 	}
 	switch {
-	case in.cfg.policy != distributed.PolicyFailOpen && in.cfg.policy != distributed.PolicyFailClosed:
+	case in.cfg.policy != distributed.FailOpen && in.cfg.policy != distributed.FailClosed:
 		return nil, fmt.Errorf("grpclimit: failure policy: %v: want fail_open or fail_closed (for local, wrap the store in distributed.NewFallback)", in.cfg.policy)
 	case in.cfg.log == nil:
 		return nil, errors.New("grpclimit: logger: nil")
@@ -200,7 +200,7 @@ func (in *Interceptor) failure(ctx context.Context, err error) error {
 	in.count.storeErrors.Add(1)
 	in.logError(&in.storeLog, "grpclimit: store error; call answered by the failure policy",
 		slog.String("policy", in.cfg.policy.String()), slog.String("err", err.Error()))
-	if in.cfg.policy == distributed.PolicyFailClosed {
+	if in.cfg.policy == distributed.FailClosed {
 		return status.Error(codes.Unavailable, "grpclimit: rate limiter unavailable")
 	}
 	return nil

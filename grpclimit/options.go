@@ -24,7 +24,7 @@ type optionFunc func(*settings)
 func (f optionFunc) apply(s *settings) { f(s) }
 
 type settings struct {
-	policy  distributed.Policy
+	policy  distributed.FailurePolicy
 	cost    CostFunc
 	log     *slog.Logger
 	headers HeaderMode
@@ -33,10 +33,10 @@ type settings struct {
 }
 
 // WithFailurePolicy sets what a call gets when the store cannot decide:
-// distributed.PolicyFailOpen (the default) runs it, distributed.PolicyFailClosed answers
-// codes.Unavailable. distributed.PolicyLocal is not a policy here: wrap the store in
+// distributed.FailOpen (the default) runs it, distributed.FailClosed answers
+// codes.Unavailable. distributed.FailLocal is not a policy here: wrap the store in
 // distributed.NewFallback, which then always decides.
-func WithFailurePolicy(p distributed.Policy) Option {
+func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(s *settings) { s.policy = p })
 }
 

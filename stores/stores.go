@@ -98,7 +98,7 @@ func CheckFallback(policy string) error {
 	if policy == "" {
 		return nil
 	}
-	if _, err := distributed.ParsePolicy(policy); err != nil {
+	if _, err := distributed.ParseFailurePolicy(policy); err != nil {
 		return fmt.Errorf("unknown fallback policy %q (want local, fail_open or fail_closed, or empty for none)", policy)
 	}
 	return nil
@@ -150,8 +150,8 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 	if c.Fallback == "" {
 		return st, nil
 	}
-	p, _ := distributed.ParsePolicy(c.Fallback) // valid: Open checked it
-	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithPolicy(p))
+	p, _ := distributed.ParseFailurePolicy(c.Fallback) // valid: Open checked it
+	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithFailurePolicy(p))
 	if c.Timeout > 0 {
 		opts = append(opts, distributed.WithTimeout(c.Timeout))
 	}
