@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -66,7 +67,7 @@ func TestStoreFailure(t *testing.T) {
 
 			t.Run("fail closed", func(t *testing.T) {
 				stats := &Stats{}
-				h := mustNew(t, l, policy, OnStoreError(FailClosed), WithStats(stats))(okHandler)
+				h := mustNew(t, l, policy, WithFailurePolicy(distributed.FailClosed), WithStats(stats))(okHandler)
 				rec := get(h, "/", nil)
 				var p Problem
 				_ = json.Unmarshal(rec.Body.Bytes(), &p)
@@ -97,11 +98,11 @@ func TestStoreFailure(t *testing.T) {
 func TestFallbackWithoutLimiterFailsOpen(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	l := deadRedis(t, clock)["dead address"]
-	_, err := New(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), OnStoreError(FailFallback))
+	_, err := New(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal))
 	if err == nil {
-		t.Fatal("FailFallback without WithFallback accepted")
+		t.Fatal("FailLocal without WithFallback accepted")
 	}
-	h := Middleware(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), OnStoreError(FailFallback), WithLogger(quietLogger()))(okHandler)
+	h := Middleware(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal), WithLogger(quietLogger()))(okHandler)
 	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, ok)) {
 		t.Errorf("%v", got)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/internal/fastpath"
 	"github.com/sluicehq/sluice/internal/logthrottle"
@@ -30,7 +31,7 @@ type middleware struct {
 	style    HeaderStyle
 	cost     func(*http.Request) int64
 	deny     func(http.ResponseWriter, *http.Request, []Result)
-	failure  Failure
+	failure  distributed.FailurePolicy
 	fallback *sluice.Limiter
 	maxWait  time.Duration
 	log      *slog.Logger
@@ -86,7 +87,8 @@ func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, er
 }
 
 func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
-	m := &middleware{l: l, v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:"}
+	m := &middleware{l: l, v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:",
+		failure: distributed.FailOpen}
 	for _, o := range opts {
 		o.apply(m)
 	}
@@ -98,9 +100,13 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		errs = append(errs, &sluice.FieldError{Field: "limiter", Reason: "nil", Err: sluice.ErrNoStore})
 		m.policies = nil
 	}
-	if m.failure == FailFallback && m.fallback == nil {
-		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailFallback without WithFallback; failing open", Err: sluice.ErrInvalidRule})
-		m.failure = FailOpen
+	switch {
+	case !m.failure.Valid():
+		errs = append(errs, &sluice.FieldError{Field: "failure_policy", Reason: m.failure.String() + " is not a failure policy; failing open", Err: sluice.ErrInvalidRule})
+		m.failure = distributed.FailOpen
+	case m.failure == distributed.FailLocal && m.fallback == nil:
+		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailLocal without WithFallback; failing open", Err: sluice.ErrInvalidRule})
+		m.failure = distributed.FailOpen
 	}
 	seen := map[string]bool{}
 	valid := m.policies[:0:0]
@@ -222,14 +228,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.warn(&m.storeLog, "httplimit: the store could not decide; applying the failure policy",
 			slog.String("failure", m.failure.String()), slog.Any("err", err))
 		switch m.failure {
-		case FailClosed:
+		case distributed.FailClosed:
 			m.failClosed(w, r, q)
 			return
-		case FailFallback:
+		case distributed.FailLocal:
 			d, err = q.hot.AllowAll(r.Context(), m.fallback, q.checks)
 			charged = m.fallback
 		}
-		if err != nil || m.failure == FailOpen {
+		if err != nil || m.failure == distributed.FailOpen {
 			if m.stats != nil {
 				m.stats.FailedOpen.Add(1)
 			}

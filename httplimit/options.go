@@ -3,12 +3,12 @@ package httplimit
 import (
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
 )
 
@@ -89,42 +89,22 @@ func WithDenial(f func(w http.ResponseWriter, r *http.Request, results []Result)
 	return optionFunc(func(m *middleware) { m.deny = f })
 }
 
-// Failure says what the middleware does with a request when the store cannot decide.
-type Failure uint8
-
-const (
-	// FailOpen lets the request through (the default): an outage of the limiter does not
-	// become an outage of the service.
-	FailOpen Failure = iota
-	// FailClosed answers 503 with a temporary-reduced-capacity problem and Retry-After: 1.
-	FailClosed
-	// FailFallback decides with the fallback limiter (WithFallback), and fails open if that
-	// fails too.
-	FailFallback
-)
-
-// String returns "fail_open", "fail_closed" or "fallback".
-func (f Failure) String() string {
-	switch f {
-	case FailOpen:
-		return "fail_open"
-	case FailClosed:
-		return "fail_closed"
-	case FailFallback:
-		return "fallback"
-	}
-	return "failure(" + strconv.Itoa(int(f)) + ")"
+// WithFailurePolicy sets what happens to a request when the store cannot decide (default
+// distributed.FailOpen): distributed.FailOpen lets it through, so an outage of the limiter
+// does not become an outage of the service; distributed.FailClosed answers 503 with a
+// temporary-reduced-capacity problem and Retry-After: 1; distributed.FailLocal decides with
+// the local limiter of WithFallback, and fails open if that fails too. Every such error is
+// counted (Stats.StoreErrors) and logged, at most once a second.
+func WithFailurePolicy(p distributed.FailurePolicy) Option {
+	return optionFunc(func(m *middleware) { m.failure = p })
 }
 
-// OnStoreError sets what happens to a request when the store cannot decide (default FailOpen).
-// Every such error is counted (Stats.StoreErrors) and logged, at most once a second.
-func OnStoreError(f Failure) Option { return optionFunc(func(m *middleware) { m.failure = f }) }
-
-// WithFallback sets the limiter FailFallback decides with while the store is unavailable,
-// typically one on a memory store, with the same policies. (A store wrapped in
-// distributed.Fallback does this inside the store, keeping the global budget.)
+// WithFallback sets the local limiter distributed.FailLocal decides with while the store is
+// unavailable, typically one on a memory store, with the same limits, and makes FailLocal the
+// failure policy. (A store wrapped in distributed.Fallback does this inside the store,
+// keeping the global budget.)
 func WithFallback(l *sluice.Limiter) Option {
-	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, FailFallback })
+	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, distributed.FailLocal })
 }
 
 // WithWait shapes instead of rejecting: a denied request waits until its policies would allow
@@ -155,7 +135,7 @@ type Stats struct {
 	Allowed atomic.Uint64
 	// Denied counts requests answered by the denial (429).
 	Denied atomic.Uint64
-	// StoreErrors counts requests the store could not decide, whatever the Failure policy.
+	// StoreErrors counts requests the store could not decide, whatever the failure policy.
 	StoreErrors atomic.Uint64
 	// FailedOpen and FailedClosed count the requests let through or refused because of a
 	// store error.
