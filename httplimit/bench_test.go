@@ -52,16 +52,16 @@ func BenchmarkMiddleware(b *testing.B) {
 		name   string
 		limit  int64
 		style  HeaderStyle
-		policy Policy
+		policy Limit
 	}{
-		{"allowed/both", 1e9, HeadersBoth, Policy{Name: "ip", Rule: sluice.PerMinute(1e9)}},
-		{"allowed/none", 1e9, HeadersNone, Policy{Name: "ip", Rule: sluice.PerMinute(1e9)}},
-		{"denied/both", 1, HeadersBoth, Policy{Name: "ip", Rule: sluice.PerHour(1)}},
-		{"hot/none", 1e9, HeadersNone, Policy{Name: "item", Rule: sluice.PerMinute(1e9), Key: KeyQuery("id"), Hot: &hotkey.Config{}}},
+		{"allowed/both", 1e9, HeadersBoth, Limit{Name: "ip", Rule: sluice.PerMinute(1e9)}},
+		{"allowed/none", 1e9, HeadersNone, Limit{Name: "ip", Rule: sluice.PerMinute(1e9)}},
+		{"denied/both", 1, HeadersBoth, Limit{Name: "ip", Rule: sluice.PerHour(1)}},
+		{"hot/none", 1e9, HeadersNone, Limit{Name: "item", Rule: sluice.PerMinute(1e9), Key: KeyQuery("id"), Hot: &hotkey.Config{}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tc.policy.Name += strings.ReplaceAll(tc.name, "/", "-")
-			h := Middleware(l, WithHeaderStyle(tc.style), WithPolicy(tc.policy))(next)
+			h := Middleware(l, WithHeaderStyle(tc.style), WithLimits(tc.policy))(next)
 			w := &benchWriter{h: http.Header{}}
 			for _, r := range reqs {
 				h.ServeHTTP(w, r)

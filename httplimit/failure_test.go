@@ -39,8 +39,8 @@ func TestStoreFailure(t *testing.T) {
 			if _, err := l.Allow(t.Context(), "k", sluice.PerSecond(1)); !sluice.IsUnavailable(err) {
 				t.Fatalf("the dead store answers %v, want ErrStoreUnavailable", err)
 			}
-			policy := WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(1, time.Hour)},
-				Policy{Name: "burst", Rule: sluice.FixedWindow(1, time.Second)})
+			policy := WithLimits(Limit{Name: "api", Rule: sluice.FixedWindow(1, time.Hour)},
+				Limit{Name: "burst", Rule: sluice.FixedWindow(1, time.Second)})
 
 			t.Run("fail open", func(t *testing.T) {
 				var buf testenv.LogBuffer
@@ -98,11 +98,11 @@ func TestStoreFailure(t *testing.T) {
 func TestFallbackWithoutLimiterFailsOpen(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	l := deadRedis(t, clock)["dead address"]
-	_, err := New(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal))
+	_, err := New(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal))
 	if err == nil {
 		t.Fatal("FailLocal without WithFallback accepted")
 	}
-	h := Middleware(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal), WithLogger(quietLogger()))(okHandler)
+	h := Middleware(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal), WithLogger(quietLogger()))(okHandler)
 	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, ok)) {
 		t.Errorf("%v", got)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // KeyQuery counts requests by the first value of a query parameter, such as a product id: a
-// parameter limited per value, usually with Policy.Hot. A request without it (or with an empty
+// parameter limited per value, usually with Limit.Hot. A request without it (or with an empty
 // one) is not counted by the policy.
 func KeyQuery(name string) Key {
 	return KeyFunc(func(r *http.Request) (string, bool) {
@@ -16,7 +16,7 @@ func KeyQuery(name string) Key {
 	})
 }
 
-// buildHot builds the hot-parameter sketch of each policy with Policy.Hot (nil for others).
+// buildHot builds the hot-parameter sketch of each policy with Limit.Hot (nil for others).
 func (m *middleware) buildHot() error {
 	m.hot = make([]*hotkey.Param, len(m.policies))
 	for i, p := range m.policies {

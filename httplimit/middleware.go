@@ -24,7 +24,7 @@ import (
 // middleware is the configuration Options fill in and the handlers share.
 type middleware struct {
 	l        *sluice.Limiter
-	policies []Policy
+	policies []Limit
 	resolver *clientip.Resolver
 	v6Bits   int
 	mux      *http.ServeMux
@@ -58,8 +58,8 @@ type middleware struct {
 }
 
 // Middleware returns net/http middleware that rate-limits requests with l under the policies
-// of opts (WithPolicy). For each request it decides every policy whose routes and methods
-// match (see Policy), sets the rate-limit headers (WithHeaderStyle) and calls the handler, or
+// of opts (WithLimits). For each request it decides every policy whose routes and methods
+// match (see Limit), sets the rate-limit headers (WithHeaderStyle) and calls the handler, or
 // answers with the denial (WriteDenial unless WithDenial). When l is nil or there is no
 // policy, it returns handlers unchanged.
 //
@@ -151,7 +151,7 @@ func copiesKeys(l *sluice.Limiter) bool {
 }
 
 // validatePolicy checks one policy; seen holds the names of the valid policies before it.
-func validatePolicy(p Policy, seen map[string]bool) error {
+func validatePolicy(p Limit, seen map[string]bool) error {
 	switch {
 	case p.Shares != nil && p.Shares.Validate() != nil:
 		return p.Shares.Validate()

@@ -19,11 +19,11 @@ type optionFunc func(*middleware)
 
 func (f optionFunc) apply(m *middleware) { f(m) }
 
-// Policy is one limit the middleware enforces: Rule, counted per Key, on the requests whose
-// route and method match. Every matching policy of a request is decided together, with
-// sluice.Limiter.AllowAll semantics: the request passes only if all allow it, and a denied
-// request consumes from none.
-type Policy struct {
+// Limit is one limit the middleware enforces: Rule, counted per Key, on the requests whose
+// route and method match (a "policy" in the RateLimit headers). Every matching limit of a
+// request is decided together, with sluice.Limiter.AllowAll semantics: the request passes
+// only if all allow it, and a denied request consumes from none.
+type Limit struct {
 	// Name identifies the policy in the RateLimit headers, the 429 body and the store keys:
 	// required, unique, at most 64 printable ASCII characters without '"', '\' or ':'.
 	Name string
@@ -53,8 +53,8 @@ type Policy struct {
 	Shares *sluice.Shares
 }
 
-// WithPolicy adds policies. Middleware with no policy returns the handler unchanged.
-func WithPolicy(p ...Policy) Option {
+// WithLimits adds limits. Middleware with no limit returns the handler unchanged.
+func WithLimits(p ...Limit) Option {
 	return optionFunc(func(m *middleware) { m.policies = append(m.policies, p...) })
 }
 
@@ -68,7 +68,7 @@ func WithResolver(r *clientip.Resolver) Option {
 // each address alone).
 func WithIPv6Prefix(bits int) Option { return optionFunc(func(m *middleware) { m.v6Bits = bits }) }
 
-// WithServeMux makes KeyRoute and Policy.Routes read the pattern mux would route a request to,
+// WithServeMux makes KeyRoute and Limit.Routes read the pattern mux would route a request to,
 // for a middleware that wraps the mux (r.Pattern is only set inside it).
 func WithServeMux(mux *http.ServeMux) Option {
 	return optionFunc(func(m *middleware) { m.mux = mux })
@@ -78,7 +78,7 @@ func WithServeMux(mux *http.ServeMux) Option {
 func WithHeaderStyle(s HeaderStyle) Option { return optionFunc(func(m *middleware) { m.style = s }) }
 
 // WithCost sets the cost of a request for the policies without a Cost of their own (default
-// 1). See Policy.Cost for 0, negative costs and panics.
+// 1). See Limit.Cost for 0, negative costs and panics.
 func WithCost(f func(r *http.Request) int64) Option {
 	return optionFunc(func(m *middleware) { m.cost = f })
 }
