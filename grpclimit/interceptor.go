@@ -40,7 +40,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, errors.New("grpclimit: limiter: nil")
 	}
 	in := &Interceptor{limiter: limiter, cfg: settings{policy: distributed.FailOpen, log: slog.Default(),
-		clock: sluice.SystemClock{}}}
+		clock: sluice.SystemClock{}, headers: HeadersOnDenial}}
 	for _, o := range opts {
 		o.apply(&in.cfg)
 	}
@@ -51,8 +51,8 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, errors.New("grpclimit: logger: nil")
 	case in.cfg.clock == nil:
 		return nil, errors.New("grpclimit: clock: nil")
-	case in.cfg.headers > HeadersNever:
-		return nil, fmt.Errorf("grpclimit: headers: unknown mode %d", in.cfg.headers)
+	case in.cfg.headers != HeadersOnDenial && in.cfg.headers != HeadersX && in.cfg.headers != HeadersNone:
+		return nil, fmt.Errorf("grpclimit: headers: %v: want on_denial, x or none", in.cfg.headers)
 	case in.cfg.wait < 0:
 		return nil, fmt.Errorf("grpclimit: wait: negative (%v)", in.cfg.wait)
 	}
@@ -75,8 +75,8 @@ type verdict struct {
 }
 
 // sendHeaders reports whether the header metadata goes with the call's answer.
-func (v *verdict) sendHeaders(m HeaderMode) bool {
-	return v.decided && (m == HeadersAlways || m == HeadersOnDenial && v.err != nil)
+func (v *verdict) sendHeaders(s HeaderStyle) bool {
+	return v.decided && (s == HeadersX || s == HeadersOnDenial && v.err != nil)
 }
 
 // check decides a call to fullMethod under limits. wait is how long it may wait to be admitted

@@ -24,7 +24,7 @@ func TestDenialDetails(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	rule := sluice.TokenBucket(3, time.Second, 1) // one token every 333.33 ms
 	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.Method()}),
-		grpclimit.WithHeaders(grpclimit.HeadersAlways))
+		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 
 	ok := s.check(t, "")
@@ -201,7 +201,7 @@ func (s *server) watch(t *testing.T) reply {
 // TestStream: a refused stream carries the same details and headers as a unary call.
 func TestStream(t *testing.T) {
 	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.Method()}),
-		grpclimit.WithHeaders(grpclimit.HeadersAlways))
+		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 	if r := s.watch(t); r.code != codes.OK || r.headerValue(t, "x-ratelimit-remaining") != "0" {
 		t.Fatalf("first stream: %v %s headers %v", r.code, r.msg, r.header)
@@ -239,7 +239,7 @@ func TestCost(t *testing.T) {
 	}
 	in := mustNew(t, l, every(grpclimit.Limit{Name: "units", Rule: sluice.FixedWindow(10, time.Minute)}),
 		grpclimit.WithCost(cost), grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))), grpclimit.WithClock(clock),
-		grpclimit.WithHeaders(grpclimit.HeadersAlways))
+		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 	// health answers NOT_FOUND for an unknown service: the call was admitted and ran.
 	steps := []struct {
@@ -305,7 +305,7 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestHeaderModes: by default only refusals carry the x-ratelimit metadata; HeadersNever sends
+// TestHeaderModes: by default only refusals carry the x-ratelimit metadata; HeadersNone sends
 // none.
 func TestHeaderModes(t *testing.T) {
 	for _, tc := range []struct {
@@ -314,8 +314,8 @@ func TestHeaderModes(t *testing.T) {
 		allowed, refused bool
 	}{
 		{"default", nil, false, true},
-		{"never", []grpclimit.Option{grpclimit.WithHeaders(grpclimit.HeadersNever)}, false, false},
-		{"always", []grpclimit.Option{grpclimit.WithHeaders(grpclimit.HeadersAlways)}, true, true},
+		{"never", []grpclimit.Option{grpclimit.WithHeaderStyle(grpclimit.HeadersNone)}, false, false},
+		{"always", []grpclimit.Option{grpclimit.WithHeaderStyle(grpclimit.HeadersX)}, true, true},
 	} {
 		in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "calls", Rule: sluice.PerMinute(1)}), tc.opts...)
 		s := serve(t, in, nil)

@@ -255,7 +255,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m.fillResults(q)
 	var now int64
-	if m.style == HeadersBoth || m.style == HeadersX {
+	if m.style == HeadersBoth || m.style == HeadersX || m.style == HeadersOnDenial && !d.Allowed {
 		now = m.unixNano()
 	}
 	setHeaders(w.Header(), m.style, q.results, m.policyHeader(q), now)
