@@ -77,7 +77,7 @@ func BenchmarkGRPCInterceptor(b *testing.B) {
 			limit("key_method", grpclimit.Compose(grpclimit.Metadata("x-api-key"), grpclimit.Method()))}, direct},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: tc.limits}}, grpclimit.WithHeaders(grpclimit.HeadersNever))
+			in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: tc.limits}}, grpclimit.WithHeaderStyle(grpclimit.HeadersNone))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,11 +113,11 @@ func BenchmarkGRPCCall(b *testing.B) {
 	defer st.Close()
 	routes := []grpclimit.Route{{Limits: []grpclimit.Limit{
 		{Name: "ip", Rule: sluice.TokenBucket(perSecond, time.Second, perSecond), Key: grpclimit.PeerIP(nil, 64)}}}}
-	in, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaders(grpclimit.HeadersAlways))
+	in, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	if err != nil {
 		b.Fatal(err)
 	}
-	quiet, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaders(grpclimit.HeadersNever))
+	quiet, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaderStyle(grpclimit.HeadersNone))
 	if err != nil {
 		b.Fatal(err)
 	}
