@@ -23,7 +23,7 @@ import (
 func TestDenialDetails(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	rule := sluice.TokenBucket(3, time.Second, 1) // one token every 333.33 ms
-	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.Method()}),
+	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.KeyMethod()}),
 		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 
@@ -83,7 +83,7 @@ func TestNeverRetry(t *testing.T) {
 func TestRedis(t *testing.T) {
 	l := newRedis(t, testenv.RedisAddr(t))
 	name := uniqueName(t)
-	in := mustNew(t, l, every(grpclimit.Limit{Name: name, Rule: sluice.FixedWindow(3, time.Minute), Key: grpclimit.Metadata("x-api-key")}))
+	in := mustNew(t, l, every(grpclimit.Limit{Name: name, Rule: sluice.FixedWindow(3, time.Minute), Key: grpclimit.KeyMetadata("x-api-key")}))
 	s := serve(t, in, nil)
 	for i := range 3 {
 		if r := s.check(t, "", "x-api-key", "alice"); r.code != codes.OK {
@@ -110,7 +110,7 @@ func TestRedis(t *testing.T) {
 func TestMetadataKeys(t *testing.T) {
 	l := newMemory(t, sluicetest.NewManualClock(t0))
 	in := mustNew(t, l, every(
-		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(1), Key: grpclimit.Metadata("X-Api-Key")},
+		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(1), Key: grpclimit.KeyMetadata("X-Api-Key")},
 		grpclimit.Limit{Name: "global", Rule: sluice.PerMinute(4)},
 	))
 	s := serve(t, in, nil)
@@ -137,8 +137,8 @@ func TestMetadataKeys(t *testing.T) {
 // QuotaFailure names only the limit that refused it.
 func TestLayered(t *testing.T) {
 	l := newMemory(t, sluicetest.NewManualClock(t0))
-	wide := grpclimit.Limit{Name: "wide", Rule: sluice.PerMinute(10), Key: grpclimit.Method()}
-	narrow := grpclimit.Limit{Name: "narrow", Rule: sluice.PerMinute(1), Key: grpclimit.Metadata("tenant")}
+	wide := grpclimit.Limit{Name: "wide", Rule: sluice.PerMinute(10), Key: grpclimit.KeyMethod()}
+	narrow := grpclimit.Limit{Name: "narrow", Rule: sluice.PerMinute(1), Key: grpclimit.KeyMetadata("tenant")}
 	s := serve(t, mustNew(t, l, every(wide, narrow)), nil)
 	if r := s.check(t, "", "tenant", "a"); r.code != codes.OK {
 		t.Fatalf("first: %v %s", r.code, r.msg)
@@ -200,7 +200,7 @@ func (s *server) watch(t *testing.T) reply {
 
 // TestStream: a refused stream carries the same details and headers as a unary call.
 func TestStream(t *testing.T) {
-	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.Method()}),
+	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.KeyMethod()}),
 		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 	if r := s.watch(t); r.code != codes.OK || r.headerValue(t, "x-ratelimit-remaining") != "0" {
@@ -283,7 +283,7 @@ func TestBadInput(t *testing.T) {
 	}
 	global := grpclimit.Limit{Name: "global", Rule: sluice.PerMinute(3)}
 	in := mustNew(t, l, every(global,
-		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(3), Key: grpclimit.Metadata("x-api-key")},
+		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(3), Key: grpclimit.KeyMetadata("x-api-key")},
 		grpclimit.Limit{Name: "boom", Rule: sluice.PerMinute(3), Key: boom}),
 		grpclimit.WithLogger(slog.New(slog.DiscardHandler)))
 	s := serve(t, in, nil)

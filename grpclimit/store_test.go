@@ -43,7 +43,7 @@ func uniqueName(t *testing.T) string {
 func TestStoreDown(t *testing.T) {
 	redis := testenv.StartRedis(t)
 	l := newRedis(t, redis.Addr())
-	limit := grpclimit.Limit{Name: uniqueName(t), Rule: sluice.PerMinute(100), Key: grpclimit.Method()}
+	limit := grpclimit.Limit{Name: uniqueName(t), Rule: sluice.PerMinute(100), Key: grpclimit.KeyMethod()}
 	if _, err := l.Allow(context.Background(), "warm-up", limit.Rule); err != nil {
 		t.Fatal(err)
 	}
