@@ -88,7 +88,7 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
 	}
-	if err := hot.Charge(ctx, in.limiter); err != nil {
+	if err := hot.Charge(ctx, in.limiter, checks); err != nil {
 		return verdict{err: in.failure(ctx, err)}
 	}
 	d, err := in.decide(ctx, checks, wait)

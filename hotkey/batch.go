@@ -30,22 +30,22 @@ type Batch struct {
 	hot []hotCheck
 }
 
-// hotCheck is a check whose key is hot: its sketch, its index in the request's checks, its
-// key and what it owes the store.
+// hotCheck is a check whose key is hot: its sketch, its index in the request's checks and
+// what it owes the store. (Not its key, which the check holds: keeping it would make every
+// observed key escape to the heap, an allocation per request even for cold keys.)
 type hotCheck struct {
 	param  *Param
 	index  int
-	key    string
 	charge int64
 }
 
-// Observe counts n units of key on p for the request's check that will be checks[index], and
-// returns p's Verdict. When it is Cold, the check is admitted without a store call and the
+// Observe counts n units of key on p for the request's check that will be checks[index]
+// (with key as its Key), and returns p's Verdict. When it is Cold, the check is admitted without a store call and the
 // caller leaves it out of the checks; otherwise the batch keeps it to charge and record.
 func (b *Batch) Observe(p *Param, index int, key string, n int64) Verdict {
 	v := p.Observe(key, n)
 	if !v.Cold {
-		b.hot = append(b.hot, hotCheck{param: p, index: index, key: key, charge: v.Charge})
+		b.hot = append(b.hot, hotCheck{param: p, index: index, charge: v.Charge})
 	}
 	return v
 }
@@ -53,10 +53,10 @@ func (b *Batch) Observe(p *Param, index int, key string, n int64) Verdict {
 // Len returns the number of hot checks observed since the last Reset.
 func (b *Batch) Len() int { return len(b.hot) }
 
-// Charge settles on l the cold admissions the hot checks owe, before l decides them.
-func (b *Batch) Charge(ctx context.Context, l *sluice.Limiter) error {
+// Charge settles on l the cold admissions the hot checks owe, before l decides checks.
+func (b *Batch) Charge(ctx context.Context, l *sluice.Limiter, checks []sluice.Check) error {
 	for _, h := range b.hot {
-		if err := h.param.Charge(ctx, l, h.key, Verdict{Charge: h.charge}); err != nil {
+		if err := h.param.Charge(ctx, l, checks[h.index].Key, Verdict{Charge: h.charge}); err != nil {
 			return err
 		}
 	}
@@ -67,7 +67,7 @@ func (b *Batch) Charge(ctx context.Context, l *sluice.Limiter) error {
 func (b *Batch) Record(checks []sluice.Check) {
 	for _, h := range b.hot {
 		if !checks[h.index].Decision.Allowed {
-			h.param.tracker.Denied(h.key)
+			h.param.tracker.Denied(checks[h.index].Key)
 		}
 	}
 }
@@ -79,7 +79,7 @@ func (b *Batch) AllowAll(ctx context.Context, l *sluice.Limiter, checks []sluice
 	if len(b.hot) == 0 {
 		return l.AllowAll(ctx, checks)
 	}
-	if err := b.Charge(ctx, l); err != nil {
+	if err := b.Charge(ctx, l, checks); err != nil {
 		return sluice.Decision{}, err
 	}
 	d, err := l.AllowAll(ctx, checks)
@@ -91,6 +91,6 @@ func (b *Batch) AllowAll(ctx context.Context, l *sluice.Limiter, checks []sluice
 
 // Reset empties the batch for another request.
 func (b *Batch) Reset() {
-	clear(b.hot) // drop the keys and sketches
+	clear(b.hot) // drop the sketches
 	b.hot = b.hot[:0]
 }
