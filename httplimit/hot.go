@@ -18,8 +18,8 @@ func KeyQuery(name string) Key {
 
 // buildHot builds the hot-parameter sketch of each policy with Limit.Hot (nil for others).
 func (m *middleware) buildHot() error {
-	m.hot = make([]*hotkey.Param, len(m.policies))
-	for i, p := range m.policies {
+	m.hot = make([]*hotkey.Param, len(m.limits))
+	for i, p := range m.limits {
 		if p.Hot == nil {
 			continue
 		}

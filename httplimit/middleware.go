@@ -24,7 +24,7 @@ import (
 // middleware is the configuration Options fill in and the handlers share.
 type middleware struct {
 	l        *sluice.Limiter
-	policies []Limit
+	limits   []Limit
 	resolver *clientip.Resolver
 	v6Bits   int
 	mux      *http.ServeMux
@@ -40,7 +40,7 @@ type middleware struct {
 	prefix   string
 	settle   bool // WithSettle
 
-	// keyPrefixes[i] is prefix + policies[i].Name + ":".
+	// keyPrefixes[i] is prefix + limits[i].Name + ":".
 	keyPrefixes []string
 	methods     [][]string
 	routes      []map[string]bool
@@ -52,18 +52,18 @@ type middleware struct {
 	policyMu      sync.Mutex
 
 	storeLog, inputLog, routeLog logthrottle.Throttle
-	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
+	// hot[i] is limits[i]'s hot-parameter sketch, or nil (hot.go).
 	hot        []*hotkey.Param
 	classState // criticality.go
 }
 
-// Middleware returns net/http middleware that rate-limits requests with l under the policies
-// of opts (WithLimits). For each request it decides every policy whose routes and methods
+// Middleware returns net/http middleware that rate-limits requests with l under the limits
+// of opts (WithLimits). For each request it decides every limit whose routes and methods
 // match (see Limit), sets the rate-limit headers (WithHeaderStyle) and calls the handler, or
 // answers with the denial (WriteDenial unless WithDenial). When l is nil or there is no
-// policy, it returns handlers unchanged.
+// limit, it returns handlers unchanged.
 //
-// A configuration error (see New) is logged and the policies at fault are left out, so
+// A configuration error (see New) is logged and the limits at fault are left out, so
 // Middleware never panics; use New to fail on them instead. The middleware is safe for
 // concurrent use. On the memory store an allowed request costs no allocation in Sluice's own
 // code but the header values: two small ones (one string, one slice), none with HeadersNone.
@@ -75,7 +75,7 @@ func Middleware(l *sluice.Limiter, opts ...Option) func(http.Handler) http.Handl
 	return m.wrap
 }
 
-// New is Middleware that returns configuration errors instead of logging them: a policy
+// New is Middleware that returns configuration errors instead of logging them: a limit
 // without a name or with a duplicate, bad or overlong one, an invalid rule, or no limiter.
 // Each error names the field (*sluice.FieldError), all of them joined.
 func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
@@ -96,9 +96,9 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		m.log = slog.Default()
 	}
 	var errs []error
-	if l == nil && len(m.policies) > 0 {
+	if l == nil && len(m.limits) > 0 {
 		errs = append(errs, &sluice.FieldError{Field: "limiter", Reason: "nil", Err: sluice.ErrNoStore})
-		m.policies = nil
+		m.limits = nil
 	}
 	switch {
 	case !m.failure.Valid():
@@ -109,9 +109,9 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		m.failure = distributed.FailOpen
 	}
 	seen := map[string]bool{}
-	valid := m.policies[:0:0]
-	for i, p := range m.policies {
-		if err := validatePolicy(p, seen); err != nil {
+	valid := m.limits[:0:0]
+	for i, p := range m.limits {
+		if err := validateLimit(p, seen); err != nil {
 			errs = append(errs, fmt.Errorf("httplimit: policies[%d]: %w", i, err))
 			continue
 		}
@@ -122,12 +122,12 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		errs = append(errs, &sluice.FieldError{Field: "policies", Reason: fmt.Sprintf("at most 64, got %d; the first 64 are enforced", len(valid)), Err: sluice.ErrInvalidRule})
 		valid = valid[:64]
 	}
-	m.policies = valid
+	m.limits = valid
 	if err := m.buildHot(); err != nil {
 		errs = append(errs, fmt.Errorf("httplimit: hot: %w", err))
-		m.policies, m.hot = nil, nil
+		m.limits, m.hot = nil, nil
 	}
-	for _, p := range m.policies {
+	for _, p := range m.limits {
 		m.keyPrefixes = append(m.keyPrefixes, m.prefix+p.Name+":")
 		m.methods = append(m.methods, p.Methods)
 		var routes map[string]bool
@@ -150,8 +150,8 @@ func copiesKeys(l *sluice.Limiter) bool {
 	return l != nil && fastpath.Local != nil && fastpath.Local(l.Store()) != nil
 }
 
-// validatePolicy checks one policy; seen holds the names of the valid policies before it.
-func validatePolicy(p Limit, seen map[string]bool) error {
+// validateLimit checks one limit; seen holds the names of the valid limits before it.
+func validateLimit(p Limit, seen map[string]bool) error {
 	switch {
 	case p.Shares != nil && p.Shares.Validate() != nil:
 		return p.Shares.Validate()
@@ -179,7 +179,7 @@ func validatePolicy(p Limit, seen map[string]bool) error {
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
-	if len(m.policies) == 0 {
+	if len(m.limits) == 0 {
 		return next
 	}
 	return &handler{m: m, next: next}
@@ -208,7 +208,7 @@ var requestPool = sync.Pool{New: func() any {
 		results: make([]Result, 0, 4), which: make([]int, 0, 4)}
 }}
 
-// ServeHTTP decides the request's policies and serves or denies it.
+// ServeHTTP decides the request's limits and serves or denies it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	q := requestPool.Get().(*request)
@@ -289,14 +289,14 @@ func (q *request) release() {
 	}
 }
 
-// collect builds the checks of the policies that apply to r.
+// collect builds the checks of the limits that apply to r.
 func (m *middleware) collect(q *request, r *http.Request) {
 	pattern := ""
 	patternKnown := false
 	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
 	class, classKnown := sluice.Critical, false
-	for i := range m.policies {
-		p := &m.policies[i]
+	for i := range m.limits {
+		p := &m.limits[i]
 		if !matchMethod(m.methods[i], r.Method) {
 			continue
 		}
@@ -381,7 +381,7 @@ func (m *middleware) pattern(r *http.Request) string {
 
 func (m *middleware) fillResults(q *request) {
 	for i := range q.checks {
-		p := &m.policies[q.which[i]]
+		p := &m.limits[q.which[i]]
 		q.results = append(q.results, Result{Name: p.Name, Rule: p.Rule, Decision: q.checks[i].Decision})
 	}
 }
@@ -393,7 +393,7 @@ func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *reque
 	}
 	names := make([]string, len(q.which))
 	for i, p := range q.which {
-		names[i] = m.policies[p].Name
+		names[i] = m.limits[p].Name
 	}
 	WriteUnavailable(w, r, "The rate limiter cannot decide right now.", names)
 }

@@ -55,7 +55,7 @@ type Limit struct {
 
 // WithLimits adds limits. Middleware with no limit returns the handler unchanged.
 func WithLimits(p ...Limit) Option {
-	return optionFunc(func(m *middleware) { m.policies = append(m.policies, p...) })
+	return optionFunc(func(m *middleware) { m.limits = append(m.limits, p...) })
 }
 
 // WithResolver sets how KeyIP finds the client address behind proxies. The default trusts no
@@ -77,7 +77,7 @@ func WithServeMux(mux *http.ServeMux) Option {
 // WithHeaderStyle selects the rate-limit headers (default HeadersBoth).
 func WithHeaderStyle(s HeaderStyle) Option { return optionFunc(func(m *middleware) { m.style = s }) }
 
-// WithCost sets the cost of a request for the policies without a Cost of their own (default
+// WithCost sets the cost of a request for the limits without a Cost of their own (default
 // 1). See Limit.Cost for 0, negative costs and panics.
 func WithCost(f func(r *http.Request) int64) Option {
 	return optionFunc(func(m *middleware) { m.cost = f })
@@ -107,7 +107,7 @@ func WithFallback(l *sluice.Limiter) Option {
 	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, distributed.FailLocal })
 }
 
-// WithWait shapes instead of rejecting: a denied request waits until its policies would allow
+// WithWait shapes instead of rejecting: a denied request waits until its limits would allow
 // it, at most max and never past the request's context, and is rejected only when that is not
 // enough (or can never be: a cost above a policy's capacity).
 func WithWait(max time.Duration) Option { return optionFunc(func(m *middleware) { m.maxWait = max }) }

@@ -82,7 +82,7 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *reques
 	ctx := context.WithoutCancel(r.Context())
 	for i := range q.checks {
 		c := &q.checks[i]
-		if m.policies[q.which[i]].Cost != nil {
+		if m.limits[q.which[i]].Cost != nil {
 			continue // counted in units of its own
 		}
 		delta := min(max(real-c.N, -sluice.MaxLimit), sluice.MaxLimit)
@@ -94,7 +94,7 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *reques
 				m.stats.SettleErrors.Add(1)
 			}
 			m.warn(&m.storeLog, "httplimit: the store could not settle a request's cost; the estimate stands",
-				slog.String("policy", m.policies[q.which[i]].Name), slog.Int64("delta", delta), slog.Any("err", err))
+				slog.String("policy", m.limits[q.which[i]].Name), slog.Int64("delta", delta), slog.Any("err", err))
 		}
 	}
 	if m.stats != nil {
