@@ -9,6 +9,9 @@ import (
 // Charge settles on l what a hot key owes before the store decides it: v.Charge units of
 // key under p's rule, the cold admissions not yet charged (nothing when v.Charge is 0). v is
 // the Verdict of Observe for key.
+//
+// Observe, Charge and Denied are the hot-key protocol's three steps for one key; a transport
+// that decides a request's checks together uses them through a Batch.
 func (p *Param) Charge(ctx context.Context, l *sluice.Limiter, key string, v Verdict) error {
 	if v.Charge <= 0 {
 		return nil
@@ -16,6 +19,10 @@ func (p *Param) Charge(ctx context.Context, l *sluice.Limiter, key string, v Ver
 	_, err := l.Settle(ctx, key, p.rule, v.Charge)
 	return err
 }
+
+// Denied records that the store denied a request of value (as observed): the sketch's Top
+// reports it in DeniedRate.
+func (p *Param) Denied(value string) { p.tracker.Denied(value) }
 
 // Batch is the hot-key protocol of one request whose checks a transport decides together
 // (sluice.Limiter.AllowAll): Observe each hot check's key while building the checks, leaving
@@ -67,7 +74,7 @@ func (b *Batch) Charge(ctx context.Context, l *sluice.Limiter, checks []sluice.C
 func (b *Batch) Record(checks []sluice.Check) {
 	for _, h := range b.hot {
 		if !checks[h.index].Decision.Allowed {
-			h.param.tracker.Denied(checks[h.index].Key)
+			h.param.Denied(checks[h.index].Key)
 		}
 	}
 }

@@ -128,7 +128,7 @@ func (p *Param) Allow(ctx context.Context, l *sluice.Limiter, key, value string,
 	}
 	d, err := l.AllowN(ctx, key, p.rule, n)
 	if err == nil && !d.Allowed {
-		p.tracker.Denied(value)
+		p.Denied(value)
 	}
 	return d, err
 }
