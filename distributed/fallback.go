@@ -39,7 +39,7 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // deadline. When to probe and when to send a heartbeat are decided on the Fallback's clock
 // (WithClock); WithManualProbe hands both to the caller (Probe).
 //
-// PolicyLocal (the default) keeps the global budget: each instance decides with a local
+// FailLocal (the default) keeps the global budget: each instance decides with a local
 // limiter (a memory store) whose limit is the rule's limit divided by the number of live
 // instances. Instances count themselves with heartbeats in the store (sluice.Heartbeater,
 // when the store has it; the last count is kept while it is down); WithInstances gives the
@@ -65,7 +65,7 @@ type Fallback struct {
 	failures  int64
 	probe     time.Duration
 	heartbeat time.Duration
-	policy    func(sluice.Rule) Policy
+	policy    func(sluice.Rule) FailurePolicy
 	safe      float64
 	group, id string
 	onChange  func(from, to State)
@@ -92,8 +92,8 @@ type fallbackConfig struct {
 	failures  int
 	probe     time.Duration
 	heartbeat time.Duration
-	policy    Policy
-	policyFn  func(sluice.Rule) Policy
+	policy    FailurePolicy
+	policyFn  func(sluice.Rule) FailurePolicy
 	instances int
 	maxKeys   int
 	safe      float64
@@ -104,12 +104,12 @@ type fallbackConfig struct {
 }
 
 // NewFallback wraps store. Its options are WithClock, WithTimeout, WithFailures,
-// WithProbeInterval, WithHeartbeat, WithPolicy, WithPolicyFunc, WithInstances,
+// WithProbeInterval, WithHeartbeat, WithFailurePolicy, WithFailurePolicyFunc, WithInstances,
 // WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe, OnStateChange and
 // OnStoreError; another option, or an invalid value, is an error naming the option.
 func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	cfg := fallbackConfig{timeout: DefaultFallbackTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
-		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, maxKeys: DefaultFallbackMaxKeys,
+		heartbeat: DefaultHeartbeatInterval, policy: FailLocal, instances: 1, maxKeys: DefaultFallbackMaxKeys,
 		group: DefaultGroup}
 	if err := applyOptions("NewFallback", opts, &cfg, func(o Option) func(*fallbackConfig) { return o.fallback }); err != nil {
 		return nil, err
@@ -140,13 +140,13 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	f := &Fallback{next: store, local: local, outageUse: outageUse, seen: shardmap.New(cfg.maxKeys, seenRemaining), clock: cfg.clock, timeout: cfg.timeout,
 		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
 		group: cfg.group, id: cfg.id, onChange: cfg.onChange, onError: cfg.onError, manual: cfg.manual, stop: make(chan struct{})}
-	f.policy = func(sluice.Rule) Policy { return cfg.policy }
+	f.policy = func(sluice.Rule) FailurePolicy { return cfg.policy }
 	if fn := cfg.policyFn; fn != nil {
-		f.policy = func(r sluice.Rule) Policy {
+		f.policy = func(r sluice.Rule) FailurePolicy {
 			if p := fn(r); p.Valid() {
 				return p
 			}
-			return PolicyLocal
+			return FailLocal
 		}
 	}
 	f.state.Store(uint32(StateStore))
@@ -176,7 +176,7 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 	case c.heartbeat <= 0:
 		return fmt.Errorf("distributed: WithHeartbeat: must be positive, got %v", c.heartbeat)
 	case !c.policy.Valid():
-		return fmt.Errorf("distributed: WithPolicy: unknown policy %d (want local, fail_open or fail_closed)", uint8(c.policy))
+		return fmt.Errorf("distributed: WithFailurePolicy: unknown policy %d (want local, fail_open or fail_closed)", uint8(c.policy))
 	case c.maxKeys <= 0:
 		return fmt.Errorf("distributed: WithMaxKeys: must be positive, got %d", c.maxKeys)
 	case c.instances <= 0:
@@ -252,13 +252,13 @@ func (f *Fallback) call(ctx context.Context, req sluice.Request) (d sluice.Decis
 // decideLocally applies the rule's policy.
 func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	switch f.policy(req.Rule) {
-	case PolicyFailOpen:
+	case FailOpen:
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
 		c := req.Rule.Capacity()
 		return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
-	case PolicyFailClosed:
+	case FailClosed:
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
