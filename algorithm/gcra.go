@@ -37,7 +37,8 @@ func (s *GCRA) Settle(now int64, p *Params, n int64) sluice.Decision { return se
 
 // charge moves TAT, at or after now, on by n x T.
 func (s *GCRA) charge(now int64, p *Params, n int64) {
-	s.TAT = max(s.TAT, min(s.TAT+n*p.interval, now+p.window+p.maxDebt*p.interval))
+	limit := satAdd(now+p.window, satMul(p.maxDebt, p.interval))
+	s.TAT = max(s.TAT, min(satAdd(s.TAT, satMul(n, p.interval)), limit))
 }
 
 // decide is Take with the decision in registers, but for Limit.
@@ -48,7 +49,14 @@ func (s *GCRA) decide(now int64, p *Params, n, maxDelay int64) (allowed bool, re
 	case n > capacity:
 		return false, p.perUnit.floor(max(0, window-(tat-now))), -1, tat - now, 0
 	case n < 0:
-		s.TAT = max(now, tat+n*t)
+		// A refund gives back at most the time consumed (tat - now): past that the key is
+		// full. -n x T can overflow int64 (a year's period, a refund of 10,000), so it is
+		// compared in units first rather than multiplied.
+		if -n > (tat-now)/t {
+			s.TAT = now
+		} else {
+			s.TAT = tat + n*t
+		}
 		tat = s.TAT
 		allowed = true
 	default:

@@ -134,3 +134,20 @@ func decision(allowed bool, remaining, retryAfter, resetAfter, delay int64) slui
 func never(capacity, remaining, resetAfter int64) sluice.Decision {
 	return sluice.Decision{Limit: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}
 }
+
+// satMul returns a*b for a, b >= 0, saturating at math.MaxInt64.
+func satMul(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
+}
+
+// satAdd returns a+b for b >= 0, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
