@@ -50,7 +50,7 @@ func backOnStore(t *testing.T, f *Fallback) {
 			t.Fatal(err)
 		}
 	}
-	if f.State() != StateStore {
+	if f.State() != CircuitClosed {
 		t.Fatalf("state %v after two Probes of a store that answers", f.State())
 	}
 }
@@ -79,7 +79,7 @@ func TestFallbackCarriesState(t *testing.T) {
 					admitted++
 				}
 			}
-			if f.State() != StateFallback {
+			if f.State() != CircuitOpen {
 				t.Fatal("the circuit did not open")
 			}
 			// The store had 10 left; this instance's share is half: 5, not half of a full budget.
@@ -129,10 +129,10 @@ func TestFallbackWritesBack(t *testing.T) {
 				flaky.fail.Store(false)
 				// The first Probe that finds the store back writes the outage back; the next one
 				// (a probe interval later) goes back to the store.
-				if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+				if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
 					t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
 				}
-				if err := f.Probe(ctx); err != nil || f.State() != StateStore {
+				if err := f.Probe(ctx); err != nil || f.State() != CircuitClosed {
 					t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
 				}
 				d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
@@ -258,7 +258,7 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 	clock.Advance(1500 * time.Millisecond) // half of them still inside the period: 20
 	flaky.Store = newMemory(t, clock)      // restarted empty
 	flaky.fail.Store(false)
-	if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+	if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
 		t.Fatalf("first Probe: %v, %v", err, f.State()) // writes back 20
 	}
 	flaky.fail.Store(true)

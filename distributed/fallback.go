@@ -68,7 +68,7 @@ type Fallback struct {
 	policy    func(sluice.Rule) Policy
 	safe      float64
 	group, id string
-	onChange  func(from, to State)
+	onChange  func(from, to Circuit)
 	onError   func(err error)
 	manual    bool
 
@@ -98,7 +98,7 @@ type fallbackConfig struct {
 	maxKeys   int
 	safe      float64
 	group, id string
-	onChange  func(from, to State)
+	onChange  func(from, to Circuit)
 	onError   func(err error)
 	manual    bool
 }
@@ -149,7 +149,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 			return PolicyLocal
 		}
 	}
-	f.state.Store(uint32(StateStore))
+	f.state.Store(uint32(CircuitClosed))
 	f.outage.Store(1) // decisions by policy before the circuit first opens belong to outage 1
 	f.instances.Store(int64(cfg.instances))
 	if reg, ok := store.(sluice.Heartbeater); ok {
@@ -188,7 +188,7 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 }
 
 // State reports the circuit's current state.
-func (f *Fallback) State() State { return State(f.state.Load()) }
+func (f *Fallback) State() Circuit { return Circuit(f.state.Load()) }
 
 // Instances reports the last known number of live instances.
 func (f *Fallback) Instances() int { return int(f.instances.Load()) }
@@ -198,7 +198,7 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 	if f.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() == StateFallback {
+	if f.State() == CircuitOpen {
 		return f.decideLocally(ctx, req)
 	}
 	d, late, err := f.call(ctx, req)
@@ -285,15 +285,15 @@ func (f *Fallback) fraction() float64 {
 func (f *Fallback) open() {
 	f.stateMu.Lock()
 	defer f.stateMu.Unlock()
-	if f.State() != StateStore || f.closed.Load() {
+	if f.State() != CircuitClosed || f.closed.Load() {
 		return
 	}
 	f.outage.Add(1)
 	f.recovering.Store(false)
 	f.share.Store(math.Float64bits(f.fraction()))
-	f.state.Store(uint32(StateFallback))
+	f.state.Store(uint32(CircuitOpen))
 	if f.onChange != nil {
-		f.onChange(StateStore, StateFallback)
+		f.onChange(CircuitClosed, CircuitOpen)
 	}
 	if !f.manual {
 		f.wg.Add(1)
@@ -305,15 +305,15 @@ func (f *Fallback) open() {
 func (f *Fallback) reclose() {
 	f.stateMu.Lock()
 	defer f.stateMu.Unlock()
-	if f.State() != StateFallback {
+	if f.State() != CircuitOpen {
 		return
 	}
 	f.consecutive.Store(0)
 	f.share.Store(0)
 	f.recovering.Store(false)
-	f.state.Store(uint32(StateStore))
+	f.state.Store(uint32(CircuitClosed))
 	if f.onChange != nil {
-		f.onChange(StateFallback, StateStore)
+		f.onChange(CircuitOpen, CircuitClosed)
 	}
 }
 
@@ -327,7 +327,7 @@ func (f *Fallback) Probe(ctx context.Context) error {
 	if f.closed.Load() {
 		return fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() == StateFallback {
+	if f.State() == CircuitOpen {
 		_, err := f.probeOnce(ctx)
 		return err
 	}
@@ -407,7 +407,7 @@ func (f *Fallback) heartbeatLoop() {
 			return
 		case <-f.clock.After(f.heartbeat):
 		}
-		if f.State() == StateStore {
+		if f.State() == CircuitClosed {
 			_ = f.sendHeartbeat(context.Background())
 		}
 	}
@@ -490,7 +490,7 @@ func (f *Fallback) Close() error {
 		close(f.stop)
 		f.stateMu.Unlock()
 		f.wg.Wait()
-		if f.State() == StateStore {
+		if f.State() == CircuitClosed {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			err = f.Flush(ctx)

@@ -46,15 +46,19 @@ func TestFallbackBadOptions(t *testing.T) {
 // stateLog records state changes.
 type stateLog struct {
 	mu      sync.Mutex
-	changes []State
+	changes []Circuit
 }
 
-func (l *stateLog) record(_, to State) { l.mu.Lock(); l.changes = append(l.changes, to); l.mu.Unlock() }
+func (l *stateLog) record(_, to Circuit) {
+	l.mu.Lock()
+	l.changes = append(l.changes, to)
+	l.mu.Unlock()
+}
 
-func (l *stateLog) get() []State {
+func (l *stateLog) get() []Circuit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]State(nil), l.changes...)
+	return append([]Circuit(nil), l.changes...)
 }
 
 // outage runs the shared fallback scenario against a store that can be broken and repaired:
@@ -143,7 +147,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	phase.Store(1)
 	waitFor(t, 2*time.Second, "the fallback state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.State() != StateFallback {
+			if f.State() != CircuitOpen {
 				return false
 			}
 		}
@@ -155,7 +159,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	repaired := time.Now()
 	waitFor(t, 3*time.Second, "the store state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.State() != StateStore {
+			if f.State() != CircuitClosed {
 				return false
 			}
 		}
@@ -187,7 +191,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 		t.Errorf("store path resumed %v after the store came back, want within 1s", resumed)
 	}
 	for i, l := range logs {
-		if got := l.get(); len(got) < 2 || got[0] != StateFallback || got[len(got)-1] != StateStore {
+		if got := l.get(); len(got) < 2 || got[0] != CircuitOpen || got[len(got)-1] != CircuitClosed {
 			t.Errorf("instance %d: state changes %v, want fallback then store", i, got)
 		}
 	}
@@ -293,7 +297,7 @@ func TestFallbackBadInputKeepsCircuitClosed(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	}
-	if f.State() != StateStore {
+	if f.State() != CircuitClosed {
 		t.Fatal("bad input opened the circuit")
 	}
 }

@@ -44,24 +44,26 @@ func ParsePolicy(name string) (Policy, error) {
 	return 0, fmt.Errorf("distributed: policy: unknown %q (want local, fail_open or fail_closed)", name)
 }
 
-// State is the state of a Fallback's circuit.
-type State uint8
+// Circuit is the state of a Fallback's circuit breaker, in sony/gobreaker's terms: closed,
+// decisions are the store's; open, they are made by policy while the store is probed. Its
+// String forms, "store" and "fallback", are what metrics and the admin view show.
+type Circuit uint8
 
-// The states.
+// The circuit's states.
 const (
-	// StateStore decides with the wrapped store (the circuit is closed).
-	StateStore State = iota + 1
-	// StateFallback decides by policy without calling the store, which is probed in the
-	// background (the circuit is open).
-	StateFallback
+	// CircuitClosed decides with the wrapped store.
+	CircuitClosed Circuit = iota + 1
+	// CircuitOpen decides by policy without calling the store, which is probed in the
+	// background.
+	CircuitOpen
 )
 
 // String returns "store" or "fallback".
-func (s State) String() string {
+func (s Circuit) String() string {
 	switch s {
-	case StateStore:
+	case CircuitClosed:
 		return "store"
-	case StateFallback:
+	case CircuitOpen:
 		return "fallback"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
