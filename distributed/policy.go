@@ -44,31 +44,6 @@ func ParsePolicy(name string) (Policy, error) {
 	return 0, fmt.Errorf("distributed: policy: unknown %q (want local, fail_open or fail_closed)", name)
 }
 
-// Circuit is the state of a Fallback's circuit breaker, in sony/gobreaker's terms: closed,
-// decisions are the store's; open, they are made by policy while the store is probed. Its
-// String forms, "store" and "fallback", are what metrics and the admin view show.
-type Circuit uint8
-
-// The circuit's states.
-const (
-	// CircuitClosed decides with the wrapped store.
-	CircuitClosed Circuit = iota + 1
-	// CircuitOpen decides by policy without calling the store, which is probed in the
-	// background.
-	CircuitOpen
-)
-
-// String returns "store" or "fallback".
-func (s Circuit) String() string {
-	switch s {
-	case CircuitClosed:
-		return "store"
-	case CircuitOpen:
-		return "fallback"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
 // share returns the rule scaled to one instance's share: limit x fraction, at least 1 (and the
 // burst likewise).
 func share(r sluice.Rule, fraction float64) sluice.Rule {
