@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 func TestFallbackBadOptions(t *testing.T) {
@@ -240,17 +241,17 @@ func TestFallbackOutageMemory(t *testing.T) {
 	for _, hang := range []bool{false, true} {
 		name := map[bool]string{false: "refused", true: "black_hole"}[hang]
 		t.Run(name, func(t *testing.T) {
-			flaky := &flakyStore{Store: newMemory(t, nil)}
+			flaky := sluicetest.NewFlakyStore(newMemory(t, nil))
 			env := outageEnv{
 				store: func(int) sluice.Store { return flaky },
 				breakIt: func(*testing.T) {
 					if hang {
-						flaky.hang.Store(true)
+						flaky.SetHanging(true)
 					} else {
-						flaky.fail.Store(true)
+						flaky.SetFailing(true)
 					}
 				},
-				repair: func(*testing.T) { flaky.hang.Store(false); flaky.fail.Store(false) },
+				repair: func(*testing.T) { flaky.SetHanging(false); flaky.SetFailing(false) },
 			}
 			runOutage(t, env, 30*time.Millisecond)
 		})
@@ -258,8 +259,8 @@ func TestFallbackOutageMemory(t *testing.T) {
 }
 
 func TestFallbackPolicies(t *testing.T) {
-	flaky := &flakyStore{Store: newMemory(t, nil)}
-	flaky.fail.Store(true)
+	flaky := sluicetest.NewFlakyStore(newMemory(t, nil))
+	flaky.SetFailing(true)
 	rule := sluice.FixedWindow(10, time.Hour)
 	f, err := NewFallback(flaky, WithFailures(1), WithPolicyFunc(func(r sluice.Rule) Policy {
 		if r.Limit == 10 {
