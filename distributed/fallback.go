@@ -117,7 +117,7 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 		return nil, err
 	}
 	f.breaker = breaker{clock: cfg.clock, failures: int64(cfg.failures), interval: cfg.probe, manual: cfg.manual,
-		check: f.recover, opening: f.ledger.freeze, closing: f.ledger.thaw, onChange: cfg.onChange, stop: f.stop}
+		check: f.probeStore, opening: f.ledger.freeze, closing: f.ledger.thaw, onChange: cfg.onChange, stop: f.stop}
 	f.breaker.init()
 	f.policy = func(sluice.Rule) Policy { return cfg.policy }
 	if fn := cfg.policyFn; fn != nil {
@@ -265,11 +265,11 @@ func (f *Fallback) Probe(ctx context.Context) error {
 	return nil
 }
 
-// recover is the breaker's check of an open circuit: it asks the store once, bounded by the
+// probeStore is the breaker's check of an open circuit: it asks the store once, bounded by the
 // timeout in real time (a heartbeat when the store counts instances, which also refreshes the
 // count, else a peek), and when it answers in time writes the outage back to it
 // (ledger.writeBack). A failure is reported to the OnStoreError hook.
-func (f *Fallback) recover(ctx context.Context) error {
+func (f *Fallback) probeStore(ctx context.Context) error {
 	var err error
 	if f.members.counts() {
 		err = f.members.beat(ctx)
