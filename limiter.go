@@ -50,9 +50,7 @@ func New(store Store, opts ...Option) *Limiter {
 	for _, o := range opts {
 		o.apply(l)
 	}
-	if fastpath.Local != nil {
-		l.local, _ = fastpath.Local(store).(localStore)
-	}
+	l.local, _ = store.(localStore)
 	return l
 }
 
@@ -60,9 +58,7 @@ func New(store Store, opts ...Option) *Limiter {
 // Take for plain decisions, with no context, since nothing blocks, and with arguments and
 // results that stay in registers, which saves a third of a memory-mode decision. The results
 // are those of Take: Limit is rule.Capacity() and Delay is 0.
-type localStore interface {
-	TakeLocal(key string, rule Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error)
-}
+type localStore = fastpath.Local[Rule]
 
 // Store returns the limiter's store.
 func (l *Limiter) Store() Store { return l.store }
@@ -76,7 +72,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, rule Rule) (Decision, e
 // Peek; a negative n refunds -n units.
 func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (Decision, error) {
 	if l.local != nil {
-		allowed, remaining, retry, reset, err := l.local.TakeLocal(key, rule, n)
+		allowed, remaining, retry, reset, err := l.local.TakeLocal(fastpath.Token{}, key, rule, n)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -111,9 +107,9 @@ func (l *Limiter) plain(reserve int64, c Criticality) bool {
 	return reserve == 0 && (c == Critical || l.local != nil)
 }
 
-// Reserve returns what a request of class c must leave of rule's capacity under the
-// limiter's shares (see AllowClass and Check.Reserve).
-func (l *Limiter) Reserve(c Criticality, rule Rule) int64 {
+// Headroom returns what a request of class c must leave of rule's capacity under the
+// limiter's shares: the reserve of the classes above c (see AllowClass and Check.Reserve).
+func (l *Limiter) Headroom(c Criticality, rule Rule) int64 {
 	return l.shares.Reserve(c, rule.Capacity())
 }
 
@@ -231,7 +227,7 @@ type Check struct {
 	// N is the cost; 0 means 1.
 	N int64
 	// Reserve, when positive, is what must remain after the check for it to admit (a
-	// criticality class's reserve: Limiter.Reserve; see Request.Reserve).
+	// criticality class's reserve: Limiter.Headroom; see Request.Reserve).
 	Reserve int64
 	// Criticality is the request's class, passed to the store (Request.Criticality).
 	Criticality Criticality

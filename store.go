@@ -46,8 +46,10 @@ type Request struct {
 
 // Store makes rate-limit decisions on shared state: one atomic operation per decision, with
 // the key passed on every call. Implementations must be safe for concurrent use, must reject
-// invalid requests (see Request.Validate) before touching state, must consume nothing for a
-// denied request, and must give every key they write a TTL.
+// invalid requests (see Request.Validate) before touching state, must decide each kind of
+// request (Request.Kind) as package algorithm's Apply does (a store that keeps algorithm
+// states calls it), must consume nothing for a denied request, and must give every key they
+// write a TTL.
 //
 // Errors are for infrastructure and bad input only; a denial is a Decision with Allowed false.
 // Transport failures wrap ErrStoreUnavailable.
@@ -56,8 +58,9 @@ type Store interface {
 }
 
 // Validate checks the request's key (non-empty, at most maxKeyLen bytes; 0 means
-// DefaultMaxKeyLength), cost, delay and rule. Stores call it before any state is touched. The
-// error is a *FieldError naming the field.
+// DefaultMaxKeyLength), cost, delay and rule, and that its fields make one kind of request
+// (Kind): a settle has no MaxDelay nor Reserve, a take with a Reserve no MaxDelay. Stores call
+// it before any state is touched. The error is a *FieldError naming the field.
 func (req *Request) Validate(maxKeyLen int) error {
 	if err := req.ValidateArgs(maxKeyLen); err != nil {
 		return err

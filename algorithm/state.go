@@ -124,7 +124,7 @@ func dur(ns int64) time.Duration { return time.Duration(ns) }
 
 // decision assembles a Decision, but for Limit, from the results of the small states' decide
 // methods (retryAfter -1 is sluice.Never; the durations are nanoseconds), which store/memory
-// calls directly (see internal/fastpath).
+// reaches through TakeScalar (see internal/fastpath).
 func decision(allowed bool, remaining, retryAfter, resetAfter, delay int64) sluice.Decision {
 	return sluice.Decision{Allowed: allowed, Remaining: remaining,
 		RetryAfter: dur(retryAfter), ResetAfter: dur(resetAfter), Delay: dur(delay)}

@@ -59,7 +59,7 @@ func BenchmarkGRPCInterceptor(b *testing.B) {
 		b.Fatal(err)
 	}
 	rule := sluice.TokenBucket(perSecond, time.Second, perSecond)
-	limit := func(name string, key grpclimit.KeyFunc) grpclimit.Limit {
+	limit := func(name string, key grpclimit.Key) grpclimit.Limit {
 		return grpclimit.Limit{Name: name, Rule: rule, Key: key}
 	}
 	direct, proxied := grpcContexts(false), grpcContexts(true)
@@ -69,15 +69,15 @@ func BenchmarkGRPCInterceptor(b *testing.B) {
 		ctxs   []context.Context
 	}{
 		{"bare", nil, direct},
-		{"method", []grpclimit.Limit{limit("method", grpclimit.Method())}, direct},
-		{"api_key", []grpclimit.Limit{limit("key", grpclimit.Metadata("x-api-key"))}, direct},
-		{"peer_ip", []grpclimit.Limit{limit("ip", grpclimit.PeerIP(trusted, 64))}, direct},
-		{"peer_ip_behind_proxy", []grpclimit.Limit{limit("ip", grpclimit.PeerIP(trusted, 64))}, proxied},
-		{"peer_ip_and_api_key_method", []grpclimit.Limit{limit("ip", grpclimit.PeerIP(trusted, 64)),
-			limit("key_method", grpclimit.Compose(grpclimit.Metadata("x-api-key"), grpclimit.Method()))}, direct},
+		{"method", []grpclimit.Limit{limit("method", grpclimit.KeyMethod())}, direct},
+		{"api_key", []grpclimit.Limit{limit("key", grpclimit.KeyMetadata("x-api-key"))}, direct},
+		{"peer_ip", []grpclimit.Limit{limit("ip", grpclimit.KeyIP(trusted, 64))}, direct},
+		{"peer_ip_behind_proxy", []grpclimit.Limit{limit("ip", grpclimit.KeyIP(trusted, 64))}, proxied},
+		{"peer_ip_and_api_key_method", []grpclimit.Limit{limit("ip", grpclimit.KeyIP(trusted, 64)),
+			limit("key_method", grpclimit.Keys(grpclimit.KeyMetadata("x-api-key"), grpclimit.KeyMethod()))}, direct},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: tc.limits}}, grpclimit.WithHeaders(grpclimit.HeadersNever))
+			in, err := grpclimit.New(sluice.New(st), []grpclimit.Route{{Limits: tc.limits}}, grpclimit.WithHeaderStyle(grpclimit.HeadersNone))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -112,12 +112,12 @@ func BenchmarkGRPCCall(b *testing.B) {
 	}
 	defer st.Close()
 	routes := []grpclimit.Route{{Limits: []grpclimit.Limit{
-		{Name: "ip", Rule: sluice.TokenBucket(perSecond, time.Second, perSecond), Key: grpclimit.PeerIP(nil, 64)}}}}
-	in, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaders(grpclimit.HeadersAlways))
+		{Name: "ip", Rule: sluice.TokenBucket(perSecond, time.Second, perSecond), Key: grpclimit.KeyIP(nil, 64)}}}}
+	in, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	if err != nil {
 		b.Fatal(err)
 	}
-	quiet, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaders(grpclimit.HeadersNever))
+	quiet, err := grpclimit.New(sluice.New(st), routes, grpclimit.WithHeaderStyle(grpclimit.HeadersNone))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func middlewareContenders() []middlewareContender {
 				panic(err)
 			}
 			mw, err := httplimit.New(sluice.New(s), httplimit.WithHeaderStyle(style),
-				httplimit.WithPolicy(httplimit.Policy{Name: "ip", Rule: sluice.Per(limit, period)}))
+				httplimit.WithLimits(httplimit.Limit{Name: "ip", Rule: sluice.Per(limit, period)}))
 			if err != nil {
 				panic(err)
 			}

@@ -320,12 +320,12 @@ func (d *Document) compileQuotaLimit(p *problems, q *QuotaBucket, r *QuotaRule, 
 	}
 	pol, ok := alloc.MaxMin, true
 	if q.Fairness != "" {
-		pol, ok = alloc.ParsePolicy(q.Fairness)
+		pol, ok = alloc.ParseFairness(q.Fairness)
 	}
 	if !ok {
 		bad("fairness", "unknown %q (want max_min, proportional or static)", q.Fairness)
 	}
-	r.Share.Policy = pol
+	r.Share.Fairness = pol
 	switch {
 	case pol == alloc.Static && (q.StaticShare <= 0 || q.StaticShare > q.RequestsPerUnit):
 		bad("static_share", "fairness static needs a share between 1 and requests_per_unit (%d), got %d", q.RequestsPerUnit, q.StaticShare)

@@ -70,7 +70,7 @@ func TestQuotaRules(t *testing.T) {
 		t.Errorf("login rule: %+v", login)
 	}
 	api := d.QuotaRules()[1]
-	if api.Burst != 200 || api.Share.Policy != alloc.Proportional || api.Share.History != 8 || api.Share.DefaultDemand != 50 || api.Share.Period != 10*time.Second {
+	if api.Burst != 200 || api.Share.Fairness != alloc.Proportional || api.Share.History != 8 || api.Share.DefaultDemand != 50 || api.Share.Period != 10*time.Second {
 		t.Errorf("api rule: %+v", api)
 	}
 	if d.QuotaRules()[2].Strategy != config.QuotaDenyAll || d.QuotaRules()[3].Share.StaticShare != 1 {

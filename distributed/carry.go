@@ -18,7 +18,7 @@ import (
 // DefaultFallbackMaxKeys bounds the keys whose last store decision a Fallback remembers.
 const DefaultFallbackMaxKeys = 100_000
 
-// ledger is a Fallback's outage accounting: what PolicyLocal decides while the circuit is
+// ledger is a Fallback's outage accounting: what FailLocal decides while the circuit is
 // open, and what that owes the store. It remembers the last store decision on each key
 // (remember) to start the key's local limiter from it, decides on the local limiter with this
 // instance's share of the rule (fixed when the circuit opens: freeze), keeps the outage's own

@@ -37,7 +37,7 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 // deadline. When to probe and when to send a heartbeat are decided on the Fallback's clock
 // (WithClock); WithManualProbe hands both to the caller (Probe).
 //
-// PolicyLocal (the default) keeps the global budget: each instance decides with a local
+// FailLocal (the default) keeps the global budget: each instance decides with a local
 // limiter (a memory store) whose limit is the rule's limit divided by the number of live
 // instances. Instances count themselves with heartbeats in the store (sluice.Heartbeater,
 // when the store has it; the last count is kept while it is down); WithInstances gives the
@@ -55,9 +55,9 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 type Fallback struct {
 	next    sluice.Store
 	breaker breaker    // the circuit: closed, open, probed
-	ledger  *ledger    // what PolicyLocal decides while open, and what that owes the store
+	ledger  *ledger    // what FailLocal decides while open, and what that owes the store
 	members membership // the count of live instances, for the local share
-	policy  func(sluice.Rule) Policy
+	policy  func(sluice.Rule) FailurePolicy
 	timeout time.Duration
 	onError func(err error)
 
@@ -73,8 +73,8 @@ type fallbackConfig struct {
 	failures  int
 	probe     time.Duration
 	heartbeat time.Duration
-	policy    Policy
-	policyFn  func(sluice.Rule) Policy
+	policy    FailurePolicy
+	policyFn  func(sluice.Rule) FailurePolicy
 	instances int
 	maxKeys   int
 	safe      float64
@@ -85,12 +85,12 @@ type fallbackConfig struct {
 }
 
 // NewFallback wraps store. Its options are WithClock, WithTimeout, WithFailures,
-// WithProbeInterval, WithHeartbeat, WithPolicy, WithPolicyFunc, WithInstances,
+// WithProbeInterval, WithHeartbeat, WithFailurePolicy, WithFailurePolicyFunc, WithInstances,
 // WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe, OnStateChange and
 // OnStoreError; another option, or an invalid value, is an error naming the option.
 func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	cfg := fallbackConfig{timeout: DefaultFallbackTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
-		heartbeat: DefaultHeartbeatInterval, policy: PolicyLocal, instances: 1, maxKeys: DefaultFallbackMaxKeys,
+		heartbeat: DefaultHeartbeatInterval, policy: FailLocal, instances: 1, maxKeys: DefaultFallbackMaxKeys,
 		group: DefaultGroup}
 	if err := applyOptions("NewFallback", opts, &cfg, func(o Option) func(*fallbackConfig) { return o.fallback }); err != nil {
 		return nil, err
@@ -119,13 +119,13 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	f.breaker = breaker{clock: cfg.clock, failures: int64(cfg.failures), interval: cfg.probe, manual: cfg.manual,
 		check: f.probeStore, opening: f.ledger.freeze, closing: f.ledger.thaw, onChange: cfg.onChange, stop: f.stop}
 	f.breaker.init()
-	f.policy = func(sluice.Rule) Policy { return cfg.policy }
+	f.policy = func(sluice.Rule) FailurePolicy { return cfg.policy }
 	if fn := cfg.policyFn; fn != nil {
-		f.policy = func(r sluice.Rule) Policy {
+		f.policy = func(r sluice.Rule) FailurePolicy {
 			if p := fn(r); p.Valid() {
 				return p
 			}
-			return PolicyLocal
+			return FailLocal
 		}
 	}
 	if reg, ok := store.(sluice.Heartbeater); ok {
@@ -152,7 +152,7 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 	case c.heartbeat <= 0:
 		return fmt.Errorf("distributed: WithHeartbeat: must be positive, got %v", c.heartbeat)
 	case !c.policy.Valid():
-		return fmt.Errorf("distributed: WithPolicy: unknown policy %d (want local, fail_open or fail_closed)", uint8(c.policy))
+		return fmt.Errorf("distributed: WithFailurePolicy: unknown policy %d (want local, fail_open or fail_closed)", uint8(c.policy))
 	case c.maxKeys <= 0:
 		return fmt.Errorf("distributed: WithMaxKeys: must be positive, got %d", c.maxKeys)
 	case c.instances <= 0:
@@ -228,13 +228,13 @@ func (f *Fallback) call(ctx context.Context, req sluice.Request) (d sluice.Decis
 // decideLocally applies the rule's policy.
 func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	switch f.policy(req.Rule) {
-	case PolicyFailOpen:
+	case FailOpen:
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
 		c := req.Rule.Capacity()
 		return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
-	case PolicyFailClosed:
+	case FailClosed:
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}

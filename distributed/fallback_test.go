@@ -25,7 +25,7 @@ func TestFallbackBadOptions(t *testing.T) {
 		{WithFailures(0), "WithFailures"},
 		{WithProbeInterval(-1), "WithProbeInterval"},
 		{WithHeartbeat(0), "WithHeartbeat"},
-		{WithPolicy(Policy(9)), "WithPolicy"},
+		{WithFailurePolicy(FailurePolicy(9)), "WithFailurePolicy"},
 		{WithInstances(0), "WithInstances"},
 		{WithSafeCapacity(1.5), "WithSafeCapacity"},
 		{WithMaxKeys(0), "WithMaxKeys"},
@@ -34,12 +34,12 @@ func TestFallbackBadOptions(t *testing.T) {
 			t.Errorf("%s: got %v, want an error naming it", c.name, err)
 		}
 	}
-	if _, err := ParsePolicy("fail_sideways"); err == nil {
-		t.Error("ParsePolicy accepted an unknown name")
+	if _, err := ParseFailurePolicy("fail_sideways"); err == nil {
+		t.Error("ParseFailurePolicy accepted an unknown name")
 	}
-	for _, p := range []Policy{PolicyLocal, PolicyFailOpen, PolicyFailClosed} {
-		if q, err := ParsePolicy(p.String()); err != nil || q != p {
-			t.Errorf("ParsePolicy(%q) = %v, %v", p, q, err)
+	for _, p := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
+		if q, err := ParseFailurePolicy(p.String()); err != nil || q != p {
+			t.Errorf("ParseFailurePolicy(%q) = %v, %v", p, q, err)
 		}
 	}
 }
@@ -262,11 +262,11 @@ func TestFallbackPolicies(t *testing.T) {
 	flaky := sluicetest.NewFlakyStore(newMemory(t, nil))
 	flaky.SetFailing(true)
 	rule := sluice.FixedWindow(10, time.Hour)
-	f, err := NewFallback(flaky, WithFailures(1), WithPolicyFunc(func(r sluice.Rule) Policy {
+	f, err := NewFallback(flaky, WithFailures(1), WithFailurePolicyFunc(func(r sluice.Rule) FailurePolicy {
 		if r.Limit == 10 {
-			return PolicyFailOpen
+			return FailOpen
 		}
-		return PolicyFailClosed
+		return FailClosed
 	}))
 	if err != nil {
 		t.Fatal(err)

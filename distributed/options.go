@@ -129,16 +129,16 @@ func WithHeartbeat(d time.Duration) Option {
 	return Option{name: "WithHeartbeat", fallback: func(c *fallbackConfig) { c.heartbeat = d }}
 }
 
-// WithPolicy sets a Fallback's policy for every rule (default PolicyLocal). It applies to
+// WithFailurePolicy sets a Fallback's policy for every rule (default FailLocal). It applies to
 // NewFallback.
-func WithPolicy(p Policy) Option {
-	return Option{name: "WithPolicy", fallback: func(c *fallbackConfig) { c.policy = p }}
+func WithFailurePolicy(p FailurePolicy) Option {
+	return Option{name: "WithFailurePolicy", fallback: func(c *fallbackConfig) { c.policy = p }}
 }
 
-// WithPolicyFunc chooses a Fallback's policy per rule; an invalid result means PolicyLocal.
+// WithFailurePolicyFunc chooses a Fallback's policy per rule; an invalid result means FailLocal.
 // It applies to NewFallback.
-func WithPolicyFunc(f func(sluice.Rule) Policy) Option {
-	return Option{name: "WithPolicyFunc", fallback: func(c *fallbackConfig) { c.policyFn = f }}
+func WithFailurePolicyFunc(f func(sluice.Rule) FailurePolicy) Option {
+	return Option{name: "WithFailurePolicyFunc", fallback: func(c *fallbackConfig) { c.policyFn = f }}
 }
 
 // WithInstances sets the estimate of live instances a Fallback uses when the store cannot

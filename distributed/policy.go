@@ -6,25 +6,27 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Policy says how Fallback decides while the store is unavailable.
-type Policy uint8
+// FailurePolicy says what is decided while the store cannot decide: by a Fallback while its
+// circuit is open, and by the transports (httplimit, grpclimit) on a store error. It is the
+// one failure-policy type of Sluice; stores.Config.Fallback names one (ParseFailurePolicy).
+type FailurePolicy uint8
 
-// The policies. Their String forms are the names used in configuration.
+// The failure policies. Their String forms are the names used in configuration.
 const (
-	// PolicyLocal decides with a local limiter whose limit is the rule's share for this
+	// FailLocal decides with a local limiter whose limit is the rule's share for this
 	// instance: limit / live instances (or the safe capacity), so the fleet keeps the global
 	// budget.
-	PolicyLocal Policy = iota + 1
-	// PolicyFailOpen admits every request.
-	PolicyFailOpen
-	// PolicyFailClosed denies every request.
-	PolicyFailClosed
+	FailLocal FailurePolicy = iota + 1
+	// FailOpen admits every request.
+	FailOpen
+	// FailClosed denies every request.
+	FailClosed
 )
 
-var policyNames = [...]string{PolicyLocal: "local", PolicyFailOpen: "fail_open", PolicyFailClosed: "fail_closed"}
+var policyNames = [...]string{FailLocal: "local", FailOpen: "fail_open", FailClosed: "fail_closed"}
 
 // String returns the policy's name.
-func (p Policy) String() string {
+func (p FailurePolicy) String() string {
 	if p.Valid() {
 		return policyNames[p]
 	}
@@ -32,11 +34,11 @@ func (p Policy) String() string {
 }
 
 // Valid reports whether p is a known policy.
-func (p Policy) Valid() bool { return p >= PolicyLocal && p <= PolicyFailClosed }
+func (p FailurePolicy) Valid() bool { return p >= FailLocal && p <= FailClosed }
 
-// ParsePolicy returns the policy with the given name (local, fail_open, fail_closed).
-func ParsePolicy(name string) (Policy, error) {
-	for p := PolicyLocal; p <= PolicyFailClosed; p++ {
+// ParseFailurePolicy returns the policy with the given name (local, fail_open, fail_closed).
+func ParseFailurePolicy(name string) (FailurePolicy, error) {
+	for p := FailLocal; p <= FailClosed; p++ {
 		if policyNames[p] == name {
 			return p, nil
 		}

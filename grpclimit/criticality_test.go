@@ -43,7 +43,7 @@ func TestHotMetadataParameter(t *testing.T) {
 	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	l := newMemory(t, clock)
 	in := mustNew(t, l, every(grpclimit.Limit{Name: "product", Rule: sluice.FixedWindow(4, time.Minute),
-		Key: grpclimit.Metadata("product"), Hot: &hotkey.Config{TopK: 16, ColdLimit: 2}}), grpclimit.WithClock(clock))
+		Key: grpclimit.KeyMetadata("product"), Hot: &hotkey.Config{TopK: 16, ColdLimit: 2}}), grpclimit.WithClock(clock))
 	s := serve(t, in, nil)
 	for i := range 40 {
 		if c := s.check(t, "", "product", fmt.Sprint("p", i)).code; c != codes.OK {

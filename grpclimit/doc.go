@@ -7,11 +7,11 @@
 // An Interceptor is built once from Routes: each route matches calls by full method name
 // ("/pkg.Service/Method"), by service ("/pkg.Service/") or as the default (""), and lists
 // the Limits its calls must all pass (sluice.Limiter.AllowAll: a call denied by one limit
-// consumes from none). Each limit keys calls with a KeyFunc: incoming metadata (an API key),
-// the peer address behind trusted proxies (PeerIP), the method, a composite, or your own.
+// consumes from none). Each limit keys calls with a Key: incoming metadata (an API key),
+// the peer address behind trusted proxies (KeyIP), the method, a composite, or your own.
 //
 //	in, err := grpclimit.New(limiter, []grpclimit.Route{{
-//		Limits: []grpclimit.Limit{{Name: "per-ip", Rule: sluice.PerMinute(600), Key: grpclimit.PeerIP(resolver, 64)}},
+//		Limits: []grpclimit.Limit{{Name: "per-ip", Rule: sluice.PerMinute(600), Key: grpclimit.KeyIP(resolver, 64)}},
 //	}})
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(in.Unary()), grpc.ChainStreamInterceptor(in.Stream()))
 //

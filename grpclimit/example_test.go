@@ -28,7 +28,7 @@ func Example() {
 	defer store.Close()
 	in, err := grpclimit.New(sluice.New(store), []grpclimit.Route{{
 		Method: "", // every call; "/pkg.Service/" or "/pkg.Service/Method" for one service or method
-		Limits: []grpclimit.Limit{{Name: "per-key", Rule: sluice.TokenBucket(1, time.Second, 1), Key: grpclimit.Metadata("x-api-key")}},
+		Limits: []grpclimit.Limit{{Name: "per-key", Rule: sluice.TokenBucket(1, time.Second, 1), Key: grpclimit.KeyMetadata("x-api-key")}},
 	}})
 	if err != nil {
 		fmt.Println(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
 // Interceptor limits gRPC calls by its routes. Its methods return the server interceptors
@@ -26,7 +27,7 @@ type Interceptor struct {
 	cfg     settings
 	count   counters
 
-	storeLog, keyLog, costLog logThrottle
+	storeLog, keyLog, costLog logthrottle.Throttle
 	classOnce                 sync.Once                // criticality.go
 	hot                       map[string]*hotkey.Param // by limit name (hot.go)
 }
@@ -38,20 +39,20 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if limiter == nil {
 		return nil, errors.New("grpclimit: limiter: nil")
 	}
-	in := &Interceptor{limiter: limiter, cfg: settings{policy: distributed.PolicyFailOpen, log: slog.Default(),
-		clock: sluice.SystemClock{}}}
+	in := &Interceptor{limiter: limiter, cfg: settings{policy: distributed.FailOpen, log: slog.Default(),
+		clock: sluice.SystemClock{}, headers: HeadersOnDenial}}
 	for _, o := range opts {
 		o.apply(&in.cfg)
 	}
 	switch {
-	case in.cfg.policy != distributed.PolicyFailOpen && in.cfg.policy != distributed.PolicyFailClosed:
+	case in.cfg.policy != distributed.FailOpen && in.cfg.policy != distributed.FailClosed:
 		return nil, fmt.Errorf("grpclimit: failure policy: %v: want fail_open or fail_closed (for local, wrap the store in distributed.NewFallback)", in.cfg.policy)
 	case in.cfg.log == nil:
 		return nil, errors.New("grpclimit: logger: nil")
 	case in.cfg.clock == nil:
 		return nil, errors.New("grpclimit: clock: nil")
-	case in.cfg.headers > HeadersNever:
-		return nil, fmt.Errorf("grpclimit: headers: unknown mode %d", in.cfg.headers)
+	case in.cfg.headers != HeadersOnDenial && in.cfg.headers != HeadersX && in.cfg.headers != HeadersNone:
+		return nil, fmt.Errorf("grpclimit: headers: %v: want on_denial, x or none", in.cfg.headers)
 	case in.cfg.wait < 0:
 		return nil, fmt.Errorf("grpclimit: wait: negative (%v)", in.cfg.wait)
 	}
@@ -74,28 +75,27 @@ type verdict struct {
 }
 
 // sendHeaders reports whether the header metadata goes with the call's answer.
-func (v *verdict) sendHeaders(m HeaderMode) bool {
-	return v.decided && (m == HeadersAlways || m == HeadersOnDenial && v.err != nil)
+func (v *verdict) sendHeaders(s HeaderStyle) bool {
+	return v.decided && (s == HeadersX || s == HeadersOnDenial && v.err != nil)
 }
 
 // check decides a call to fullMethod under limits. wait is how long it may wait to be admitted
 // (client interceptors with WithWait).
 func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Limit, req any, wait time.Duration) verdict {
 	var room [4]sluice.Check // most calls have few limits: no allocation for the checks
-	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0])
-	if h, ok := err.(errHot); ok { // the charge of a hot key failed: a store failure
-		return verdict{err: in.failure(ctx, h.err)}
-	}
+	var hot hotkey.Batch
+	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0], &hot)
 	if err != nil || len(checks) == 0 {
 		return verdict{err: err}
+	}
+	if err := hot.Charge(ctx, in.limiter, checks); err != nil {
+		return verdict{err: in.failure(ctx, err)}
 	}
 	d, err := in.decide(ctx, checks, wait)
 	if err != nil {
 		return verdict{err: in.failure(ctx, err)}
 	}
-	if in.hot != nil {
-		in.recordHot(checks)
-	}
+	hot.Record(checks)
 	v := verdict{decision: d, decided: true}
 	if d.Allowed {
 		in.count.allowed.Add(1)
@@ -107,14 +107,15 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 }
 
 // keys appends to checks the checks of a call: one per limit that has a key for it, its store
-// key the limit's name, a colon and the call's key. A key function that panics fails the call
-// with codes.Internal.
-func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check) (out []sluice.Check, err error) {
+// key the limit's name, a colon and the call's key. The keys of hot limits are observed in
+// hot; those admitted cold have no check. A key function that panics fails the call with
+// codes.Internal.
+func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check, hot *hotkey.Batch) (out []sluice.Check, err error) {
 	var name string
 	defer func() {
 		if p := recover(); p != nil {
 			in.count.invalid.Add(1)
-			in.keyLog.log(in.cfg.log, in.cfg.clock, "grpclimit: key function panicked; call refused with Internal",
+			in.logError(&in.keyLog, "grpclimit: key function panicked; call refused with Internal",
 				slog.String("limit", name), slog.String("method", fullMethod), slog.Any("panic", p))
 			out, err = nil, status.Errorf(codes.Internal, "grpclimit: key function of limit %q failed", name)
 		}
@@ -129,16 +130,11 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 				continue
 			}
 		}
-		if l.Hot != nil {
-			cold, err := in.coldHot(ctx, l, string(key), n)
-			if err != nil {
-				return nil, errHot{err}
-			}
-			if cold {
-				continue
-			}
+		k := string(key)
+		if p := in.hot[l.Name]; l.Hot != nil && p != nil && hot.Observe(p, len(checks), k, n).Cold {
+			continue
 		}
-		checks = append(checks, sluice.Check{Key: string(key), Rule: l.Rule, N: n})
+		checks = append(checks, sluice.Check{Key: k, Rule: l.Rule, N: n})
 		if l.Shares != nil {
 			c := &checks[len(checks)-1]
 			c.Criticality = in.class(ctx)
@@ -156,7 +152,7 @@ func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (
 	defer func() {
 		if p := recover(); p != nil {
 			in.count.invalid.Add(1)
-			in.costLog.log(in.cfg.log, in.cfg.clock, "grpclimit: cost function panicked; the call costs 1",
+			in.logError(&in.costLog, "grpclimit: cost function panicked; the call costs 1",
 				slog.String("method", fullMethod), slog.Any("panic", p))
 			n = 1
 		}
@@ -164,7 +160,7 @@ func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (
 	n = in.cfg.cost(ctx, fullMethod, req)
 	if n < 1 {
 		in.count.invalid.Add(1)
-		in.costLog.log(in.cfg.log, in.cfg.clock, "grpclimit: cost function returned less than 1; the call costs 1",
+		in.logError(&in.costLog, "grpclimit: cost function returned less than 1; the call costs 1",
 			slog.String("method", fullMethod), slog.Int64("cost", n))
 		n = 1
 	}
@@ -197,15 +193,21 @@ func (in *Interceptor) failure(ctx context.Context, err error) error {
 	}
 	if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && errors.Is(err, sluice.ErrInvalidKey) {
 		in.count.invalid.Add(1)
-		in.keyLog.log(in.cfg.log, in.cfg.clock, "grpclimit: key refused by the store; call refused with InvalidArgument",
+		in.logError(&in.keyLog, "grpclimit: key refused by the store; call refused with InvalidArgument",
 			slog.String("field", fe.Field), slog.String("reason", fe.Reason))
 		return status.Errorf(codes.InvalidArgument, "grpclimit: rate-limit key: %s", fe.Reason)
 	}
 	in.count.storeErrors.Add(1)
-	in.storeLog.log(in.cfg.log, in.cfg.clock, "grpclimit: store error; call answered by the failure policy",
+	in.logError(&in.storeLog, "grpclimit: store error; call answered by the failure policy",
 		slog.String("policy", in.cfg.policy.String()), slog.String("err", err.Error()))
-	if in.cfg.policy == distributed.PolicyFailClosed {
+	if in.cfg.policy == distributed.FailClosed {
 		return status.Error(codes.Unavailable, "grpclimit: rate limiter unavailable")
 	}
 	return nil
+}
+
+// logError logs msg at level Error through t: at most one line a second of each kind, with
+// the number held back since the last in "suppressed".
+func (in *Interceptor) logError(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {
+	t.Log(context.Background(), in.cfg.log, in.cfg.clock.Now(), slog.LevelError, msg, attrs...)
 }

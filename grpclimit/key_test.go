@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 )
 
-func keyOf(t *testing.T, f grpclimit.KeyFunc, md metadata.MD, method string) (string, bool) {
+func keyOf(t *testing.T, f grpclimit.Key, md metadata.MD, method string) (string, bool) {
 	t.Helper()
 	ctx := metadata.NewIncomingContext(context.Background(), md)
 	k, ok := f(ctx, method, []byte("prefix:"))
@@ -18,18 +18,18 @@ func keyOf(t *testing.T, f grpclimit.KeyFunc, md metadata.MD, method string) (st
 
 // TestKeyFuncs: the keys the built-in functions append, and calls that have none.
 func TestKeyFuncs(t *testing.T) {
-	tenantMethod := grpclimit.Compose(grpclimit.Metadata("Tenant"), grpclimit.Method())
+	tenantMethod := grpclimit.Keys(grpclimit.KeyMetadata("Tenant"), grpclimit.KeyMethod())
 	for _, tc := range []struct {
 		name   string
-		f      grpclimit.KeyFunc
+		f      grpclimit.Key
 		md     metadata.MD
 		want   string
 		wantOK bool
 	}{
-		{"metadata", grpclimit.Metadata("X-Api-Key"), metadata.Pairs("x-api-key", "k1", "x-api-key", "k2"), "prefix:k1", true},
-		{"metadata missing", grpclimit.Metadata("x-api-key"), metadata.Pairs("other", "v"), "prefix:", false},
-		{"metadata empty", grpclimit.Metadata("x-api-key"), metadata.Pairs("x-api-key", ""), "prefix:", false},
-		{"method", grpclimit.Method(), nil, "prefix:/a.S/M", true},
+		{"metadata", grpclimit.KeyMetadata("X-Api-Key"), metadata.Pairs("x-api-key", "k1", "x-api-key", "k2"), "prefix:k1", true},
+		{"metadata missing", grpclimit.KeyMetadata("x-api-key"), metadata.Pairs("other", "v"), "prefix:", false},
+		{"metadata empty", grpclimit.KeyMetadata("x-api-key"), metadata.Pairs("x-api-key", ""), "prefix:", false},
+		{"method", grpclimit.KeyMethod(), nil, "prefix:/a.S/M", true},
 		{"compose", tenantMethod, metadata.Pairs("tenant", "acme"), "prefix:4:acme|6:/a.S/M", true},
 		{"compose missing part", tenantMethod, nil, "prefix:", false},
 	} {
@@ -43,7 +43,7 @@ func TestKeyFuncs(t *testing.T) {
 // TestComposeInjective: values that contain the separator cannot make two combinations
 // share a key (a client choosing its tenant cannot spend another tenant's budget).
 func TestComposeInjective(t *testing.T) {
-	f := grpclimit.Compose(grpclimit.Metadata("a"), grpclimit.Metadata("b"))
+	f := grpclimit.Keys(grpclimit.KeyMetadata("a"), grpclimit.KeyMetadata("b"))
 	seen := map[string][2]string{}
 	vals := []string{"x", "x|", "|x", "1:x", "x|1:y", "y", "1:", "12", "x|2:1:y"}
 	for _, a := range vals {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // CostFunc returns the cost of a call, in units of the limits' rules: for example the
@@ -24,19 +25,19 @@ type optionFunc func(*settings)
 func (f optionFunc) apply(s *settings) { f(s) }
 
 type settings struct {
-	policy  distributed.Policy
+	policy  distributed.FailurePolicy
 	cost    CostFunc
 	log     *slog.Logger
-	headers HeaderMode
+	headers HeaderStyle
 	wait    time.Duration
 	clock   sluice.Clock
 }
 
 // WithFailurePolicy sets what a call gets when the store cannot decide:
-// distributed.PolicyFailOpen (the default) runs it, distributed.PolicyFailClosed answers
-// codes.Unavailable. distributed.PolicyLocal is not a policy here: wrap the store in
+// distributed.FailOpen (the default) runs it, distributed.FailClosed answers
+// codes.Unavailable. distributed.FailLocal is not a policy here: wrap the store in
 // distributed.NewFallback, which then always decides.
-func WithFailurePolicy(p distributed.Policy) Option {
+func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(s *settings) { s.policy = p })
 }
 
@@ -45,29 +46,31 @@ func WithCost(f CostFunc) Option { return optionFunc(func(s *settings) { s.cost 
 
 // WithLogger sets the logger of store failures and of defects in key and cost functions
 // (default slog.Default()). Each kind of line is written at most once a second, with the
-// number of lines dropped since the last one.
+// number of lines held back since the last one ("suppressed").
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.log = l }) }
 
-// HeaderMode says when server interceptors send the binding limit's state (the limit with the
-// least remaining) as response header metadata: x-ratelimit-limit, x-ratelimit-remaining and
-// x-ratelimit-reset (seconds until the key is back to full, rounded up).
-type HeaderMode uint8
+// HeaderStyle is the one header-style type of Sluice's transports, httplimit.HeaderStyle.
+// Server interceptors send the binding limit's state (the limit with the least remaining) as
+// the x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset header metadata (seconds
+// until the key is back to full, rounded up), by one of the styles below; the others (the
+// IETF draft's headers) are HTTP's only.
+type HeaderStyle = httplimit.HeaderStyle
 
-// The header modes.
+// The header styles of gRPC.
 const (
 	// HeadersOnDenial sends them with refused calls only (the default): admitted calls pay
 	// nothing for them, and a refused client reads them beside the RetryInfo.
-	HeadersOnDenial HeaderMode = iota
-	// HeadersAlways sends them on every call the limits decided. In gRPC's header path that
+	HeadersOnDenial = httplimit.HeadersOnDenial
+	// HeadersX sends them on every call the limits decided. In gRPC's header path that
 	// costs about 17 allocations and 2 KB per call (docs/BENCHMARKS.md).
-	HeadersAlways
-	// HeadersNever sends none.
-	HeadersNever
+	HeadersX = httplimit.HeadersX
+	// HeadersNone sends none.
+	HeadersNone = httplimit.HeadersNone
 )
 
-// WithHeaders sets when server interceptors send rate-limit header metadata (default
+// WithHeaderStyle sets when server interceptors send rate-limit header metadata (default
 // HeadersOnDenial).
-func WithHeaders(m HeaderMode) Option { return optionFunc(func(s *settings) { s.headers = m }) }
+func WithHeaderStyle(h HeaderStyle) Option { return optionFunc(func(s *settings) { s.headers = h }) }
 
 // WithWait makes the client interceptors wait, for at most max and never past the call's
 // deadline, until the limits admit a call, instead of failing it at once with

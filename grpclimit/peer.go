@@ -10,13 +10,13 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 )
 
-// PeerIP keys a call by its client's IP address: the connection's peer or, when the peer is
+// KeyIP keys a call by its client's IP address: the connection's peer or, when the peer is
 // one of r's trusted proxies, the client its x-forwarded-for and forwarded metadata name,
 // walked right to left past trusted hops only (clientip.Resolver.Resolve), so a client cannot
 // choose its own key by sending those entries itself. IPv6 clients are grouped by their first
 // v6PrefixBits bits (0: clientip.DefaultIPv6PrefixBits, a /64). A nil r trusts no proxy. A
 // call whose peer is not an IP address (a Unix socket) has no key.
-func PeerIP(r *clientip.Resolver, v6PrefixBits int) KeyFunc {
+func KeyIP(r *clientip.Resolver, v6PrefixBits int) Key {
 	return func(ctx context.Context, _ string, dst []byte) ([]byte, bool) {
 		p, ok := peer.FromContext(ctx)
 		if !ok || p.Addr == nil {

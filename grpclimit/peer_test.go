@@ -49,7 +49,7 @@ func TestPeerIP(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newMemory(t, sluicetest.NewManualClock(t0))
-			in := mustNew(t, l, every(grpclimit.Limit{Name: "per-ip", Rule: sluice.PerMinute(1), Key: grpclimit.PeerIP(tc.resolver, 64)}))
+			in := mustNew(t, l, every(grpclimit.Limit{Name: "per-ip", Rule: sluice.PerMinute(1), Key: grpclimit.KeyIP(tc.resolver, 64)}))
 			s := serve(t, in, nil)
 			for i, st := range tc.steps {
 				r := s.check(t, "", st.md...)

@@ -19,13 +19,13 @@ type Limit struct {
 	// Key keys a call. A call it reports no key for (ok false) is not limited by this limit.
 	// Nil keys every call with the same key: one budget for all calls the limit applies to
 	// (client-side limiting of a downstream service, a global guard).
-	Key KeyFunc
+	Key Key
 	// Shares, when not nil, share the limit's capacity between criticality classes: a call
 	// of class c (CriticalityMetadata, WithCriticality) passes only while c's share holds, so
 	// the lowest classes are shed first.
 	Shares *sluice.Shares
 	// Hot, when not nil, makes the limit a hot parameter (package hotkey): each key (a
-	// Metadata value, say) keeps its own limit, but only the keys hot in this process reach
+	// KeyMetadata value, say) keeps its own limit, but only the keys hot in this process reach
 	// the store; cold ones pass on the sketch's bound, in bounded memory whatever the number
 	// of keys. Limits sharing a Name share one sketch.
 	Hot *hotkey.Config

@@ -12,7 +12,7 @@ import (
 // key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
 // the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
 // retry_delay is how long until it would pass, rounded up to the millisecond, and (see
-// WithHeaders) the x-ratelimit-* header metadata. With no limit in any route it passes every
+// WithHeaderStyle) the x-ratelimit-* header metadata. With no limit in any route it passes every
 // call through.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

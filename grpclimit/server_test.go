@@ -23,8 +23,8 @@ import (
 func TestDenialDetails(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	rule := sluice.TokenBucket(3, time.Second, 1) // one token every 333.33 ms
-	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.Method()}),
-		grpclimit.WithHeaders(grpclimit.HeadersAlways))
+	in := mustNew(t, newMemory(t, clock), every(grpclimit.Limit{Name: "calls", Rule: rule, Key: grpclimit.KeyMethod()}),
+		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 
 	ok := s.check(t, "")
@@ -83,7 +83,7 @@ func TestNeverRetry(t *testing.T) {
 func TestRedis(t *testing.T) {
 	l := newRedis(t, testenv.RedisAddr(t))
 	name := uniqueName(t)
-	in := mustNew(t, l, every(grpclimit.Limit{Name: name, Rule: sluice.FixedWindow(3, time.Minute), Key: grpclimit.Metadata("x-api-key")}))
+	in := mustNew(t, l, every(grpclimit.Limit{Name: name, Rule: sluice.FixedWindow(3, time.Minute), Key: grpclimit.KeyMetadata("x-api-key")}))
 	s := serve(t, in, nil)
 	for i := range 3 {
 		if r := s.check(t, "", "x-api-key", "alice"); r.code != codes.OK {
@@ -110,7 +110,7 @@ func TestRedis(t *testing.T) {
 func TestMetadataKeys(t *testing.T) {
 	l := newMemory(t, sluicetest.NewManualClock(t0))
 	in := mustNew(t, l, every(
-		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(1), Key: grpclimit.Metadata("X-Api-Key")},
+		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(1), Key: grpclimit.KeyMetadata("X-Api-Key")},
 		grpclimit.Limit{Name: "global", Rule: sluice.PerMinute(4)},
 	))
 	s := serve(t, in, nil)
@@ -137,8 +137,8 @@ func TestMetadataKeys(t *testing.T) {
 // QuotaFailure names only the limit that refused it.
 func TestLayered(t *testing.T) {
 	l := newMemory(t, sluicetest.NewManualClock(t0))
-	wide := grpclimit.Limit{Name: "wide", Rule: sluice.PerMinute(10), Key: grpclimit.Method()}
-	narrow := grpclimit.Limit{Name: "narrow", Rule: sluice.PerMinute(1), Key: grpclimit.Metadata("tenant")}
+	wide := grpclimit.Limit{Name: "wide", Rule: sluice.PerMinute(10), Key: grpclimit.KeyMethod()}
+	narrow := grpclimit.Limit{Name: "narrow", Rule: sluice.PerMinute(1), Key: grpclimit.KeyMetadata("tenant")}
 	s := serve(t, mustNew(t, l, every(wide, narrow)), nil)
 	if r := s.check(t, "", "tenant", "a"); r.code != codes.OK {
 		t.Fatalf("first: %v %s", r.code, r.msg)
@@ -200,8 +200,8 @@ func (s *server) watch(t *testing.T) reply {
 
 // TestStream: a refused stream carries the same details and headers as a unary call.
 func TestStream(t *testing.T) {
-	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.Method()}),
-		grpclimit.WithHeaders(grpclimit.HeadersAlways))
+	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "streams", Rule: sluice.PerMinute(1), Key: grpclimit.KeyMethod()}),
+		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 	if r := s.watch(t); r.code != codes.OK || r.headerValue(t, "x-ratelimit-remaining") != "0" {
 		t.Fatalf("first stream: %v %s headers %v", r.code, r.msg, r.header)
@@ -239,7 +239,7 @@ func TestCost(t *testing.T) {
 	}
 	in := mustNew(t, l, every(grpclimit.Limit{Name: "units", Rule: sluice.FixedWindow(10, time.Minute)}),
 		grpclimit.WithCost(cost), grpclimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))), grpclimit.WithClock(clock),
-		grpclimit.WithHeaders(grpclimit.HeadersAlways))
+		grpclimit.WithHeaderStyle(grpclimit.HeadersX))
 	s := serve(t, in, nil)
 	// health answers NOT_FOUND for an unknown service: the call was admitted and ran.
 	steps := []struct {
@@ -266,8 +266,8 @@ func TestCost(t *testing.T) {
 	// A second later the next defect is logged, with the count of lines dropped meanwhile.
 	clock.Advance(time.Second)
 	s.check(t, "panic")
-	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 2 || recs[1]["dropped"] != 1.0 {
-		t.Errorf("log records %v, want a second line with dropped=1", recs)
+	if recs := logs.Records(t, "grpclimit: cost function"); len(recs) != 2 || recs[1]["suppressed"] != 1.0 {
+		t.Errorf("log records %v, want a second line with suppressed=1", recs)
 	}
 }
 
@@ -283,7 +283,7 @@ func TestBadInput(t *testing.T) {
 	}
 	global := grpclimit.Limit{Name: "global", Rule: sluice.PerMinute(3)}
 	in := mustNew(t, l, every(global,
-		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(3), Key: grpclimit.Metadata("x-api-key")},
+		grpclimit.Limit{Name: "per-key", Rule: sluice.PerMinute(3), Key: grpclimit.KeyMetadata("x-api-key")},
 		grpclimit.Limit{Name: "boom", Rule: sluice.PerMinute(3), Key: boom}),
 		grpclimit.WithLogger(slog.New(slog.DiscardHandler)))
 	s := serve(t, in, nil)
@@ -305,7 +305,7 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestHeaderModes: by default only refusals carry the x-ratelimit metadata; HeadersNever sends
+// TestHeaderModes: by default only refusals carry the x-ratelimit metadata; HeadersNone sends
 // none.
 func TestHeaderModes(t *testing.T) {
 	for _, tc := range []struct {
@@ -314,8 +314,8 @@ func TestHeaderModes(t *testing.T) {
 		allowed, refused bool
 	}{
 		{"default", nil, false, true},
-		{"never", []grpclimit.Option{grpclimit.WithHeaders(grpclimit.HeadersNever)}, false, false},
-		{"always", []grpclimit.Option{grpclimit.WithHeaders(grpclimit.HeadersAlways)}, true, true},
+		{"never", []grpclimit.Option{grpclimit.WithHeaderStyle(grpclimit.HeadersNone)}, false, false},
+		{"always", []grpclimit.Option{grpclimit.WithHeaderStyle(grpclimit.HeadersX)}, true, true},
 	} {
 		in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "calls", Rule: sluice.PerMinute(1)}), tc.opts...)
 		s := serve(t, in, nil)

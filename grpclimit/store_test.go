@@ -43,21 +43,21 @@ func uniqueName(t *testing.T) string {
 func TestStoreDown(t *testing.T) {
 	redis := testenv.StartRedis(t)
 	l := newRedis(t, redis.Addr())
-	limit := grpclimit.Limit{Name: uniqueName(t), Rule: sluice.PerMinute(100), Key: grpclimit.Method()}
+	limit := grpclimit.Limit{Name: uniqueName(t), Rule: sluice.PerMinute(100), Key: grpclimit.KeyMethod()}
 	if _, err := l.Allow(context.Background(), "warm-up", limit.Rule); err != nil {
 		t.Fatal(err)
 	}
 	redis.Kill()
 	global := grpclimit.Limit{Name: uniqueName(t), Rule: sluice.PerMinute(1000)}
 	for _, tc := range []struct {
-		policy distributed.Policy
+		policy distributed.FailurePolicy
 		limits []grpclimit.Limit
 		want   codes.Code
 	}{
-		{distributed.PolicyFailOpen, []grpclimit.Limit{limit}, codes.OK},
-		{distributed.PolicyFailClosed, []grpclimit.Limit{limit}, codes.Unavailable},
-		{distributed.PolicyFailOpen, []grpclimit.Limit{global, limit}, codes.OK},
-		{distributed.PolicyFailClosed, []grpclimit.Limit{global, limit}, codes.Unavailable},
+		{distributed.FailOpen, []grpclimit.Limit{limit}, codes.OK},
+		{distributed.FailClosed, []grpclimit.Limit{limit}, codes.Unavailable},
+		{distributed.FailOpen, []grpclimit.Limit{global, limit}, codes.OK},
+		{distributed.FailClosed, []grpclimit.Limit{global, limit}, codes.Unavailable},
 	} {
 		t.Run(fmt.Sprintf("%v/%d_limits", tc.policy, len(tc.limits)), func(t *testing.T) {
 			var logs testenv.LogBuffer
@@ -108,7 +108,7 @@ func TestNewErrors(t *testing.T) {
 		{"colon in name", every(grpclimit.Limit{Name: "a:b", Rule: sluice.PerMinute(1)}), nil, "routes[0].limits[0].name"},
 		{"bad rule", every(ok, grpclimit.Limit{Name: "bad", Rule: sluice.PerMinute(0)}), nil, `routes[0].limits[1] ("bad").rule`},
 		{"one name two rules", []grpclimit.Route{{Limits: []grpclimit.Limit{ok}}, {Method: "/a.S/", Limits: []grpclimit.Limit{{Name: "ok", Rule: sluice.PerMinute(2)}}}}, nil, "routes[1].limits[0].rule"},
-		{"local policy", nil, []grpclimit.Option{grpclimit.WithFailurePolicy(distributed.PolicyLocal)}, "failure policy"},
+		{"local policy", nil, []grpclimit.Option{grpclimit.WithFailurePolicy(distributed.FailLocal)}, "failure policy"},
 		{"negative wait", nil, []grpclimit.Option{grpclimit.WithWait(-1)}, "wait"},
 		{"nil logger", nil, []grpclimit.Option{grpclimit.WithLogger(nil)}, "logger"},
 	} {

@@ -23,6 +23,12 @@
 //     ColdLimit units in a period (N x ColdLimit when no instance reaches the store). With
 //     ColdLimit <= limit / N no value is ever admitted above its limit.
 //
+// Transports follow one protocol, written here once: Param.Observe a value (cold: admit it
+// with Param.ColdDecision, no store call), Param.Charge the store with what a value turned hot
+// owes before the store decides it, and tell the sketch what the store denied
+// (Param.Denied). Batch runs it over the checks of a request decided together (httplimit,
+// grpclimit); Param.Allow runs it for one value.
+//
 // Memory is two sketches of TopK entries (value, counts) per Param: flat in the number of
 // distinct values (measured in the tests with 10M values).
 package hotkey

@@ -122,15 +122,13 @@ func (p *Param) Allow(ctx context.Context, l *sluice.Limiter, key, value string,
 	if v.Cold {
 		return p.ColdDecision(v, n), nil
 	}
-	if v.Charge > 0 {
-		if _, err := l.Settle(ctx, key, p.rule, v.Charge); err != nil {
-			p.uncharge(value)
-			return sluice.Decision{}, err
-		}
+	if err := p.Charge(ctx, l, key, v); err != nil {
+		p.uncharge(value)
+		return sluice.Decision{}, err
 	}
 	d, err := l.AllowN(ctx, key, p.rule, n)
 	if err == nil && !d.Allowed {
-		p.tracker.Denied(value)
+		p.Denied(value)
 	}
 	return d, err
 }

@@ -13,7 +13,7 @@ const DefaultCriticalityHeader = "X-Criticality"
 // WithCriticalityHeader sets the request header carrying the request's criticality class
 // (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE; default DefaultCriticalityHeader). A
 // request without it is CRITICAL; an unknown value is CRITICAL too, logged once. Only the
-// policies with Policy.Shares use the class.
+// policies with Limit.Shares use the class.
 func WithCriticalityHeader(name string) Option {
 	return optionFunc(func(m *middleware) { m.classHeader = http.CanonicalHeaderKey(name) })
 }

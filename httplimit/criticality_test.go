@@ -13,7 +13,7 @@ import (
 // ones (and unknown classes) at 90%, CRITICAL_PLUS ones use it all, on every store.
 func TestCriticalityHeader(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {
-		h := mustNew(t, l, WithClock(clock), WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
+		h := mustNew(t, l, WithClock(clock), WithLimits(Limit{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
 			Key: KeyRoute(), Shares: &sluice.DefaultShares}))(okHandler)
 		class := func(c string) func(r *http.Request) {
 			return func(r *http.Request) { r.Header.Set("X-Criticality", c) }
@@ -32,7 +32,7 @@ func TestCriticalityHeader(t *testing.T) {
 // that serves classes apart (the quota client) sees it.
 func TestCriticalityReachesStore(t *testing.T) {
 	st := &sluicetest.Recorder{}
-	h := mustNew(t, sluice.New(st), WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
+	h := mustNew(t, sluice.New(st), WithLimits(Limit{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
 		Key: KeyRoute(), Shares: &sluice.DefaultShares}))(okHandler)
 	for _, c := range []string{"SHEDDABLE", "CRITICAL_PLUS", "bogus"} {
 		statuses(h, 1, "/", func(r *http.Request) { r.Header.Set("X-Criticality", c) })

@@ -18,9 +18,9 @@ func Example() {
 	proxies, _ := clientip.New([]string{"10.0.0.0/8"}) // the load balancers
 	limit := httplimit.Middleware(sluice.New(store),
 		httplimit.WithResolver(proxies),
-		httplimit.WithPolicy(
-			httplimit.Policy{Name: "per-ip", Rule: sluice.PerMinute(100)},
-			httplimit.Policy{Name: "search", Rule: sluice.FixedWindow(2, time.Minute),
+		httplimit.WithLimits(
+			httplimit.Limit{Name: "per-ip", Rule: sluice.PerMinute(100)},
+			httplimit.Limit{Name: "search", Rule: sluice.FixedWindow(2, time.Minute),
 				Routes: []string{"GET /search"}, Key: httplimit.KeyIP()},
 		))
 	mux := http.NewServeMux()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -38,8 +39,8 @@ func TestStoreFailure(t *testing.T) {
 			if _, err := l.Allow(t.Context(), "k", sluice.PerSecond(1)); !sluice.IsUnavailable(err) {
 				t.Fatalf("the dead store answers %v, want ErrStoreUnavailable", err)
 			}
-			policy := WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(1, time.Hour)},
-				Policy{Name: "burst", Rule: sluice.FixedWindow(1, time.Second)})
+			policy := WithLimits(Limit{Name: "api", Rule: sluice.FixedWindow(1, time.Hour)},
+				Limit{Name: "burst", Rule: sluice.FixedWindow(1, time.Second)})
 
 			t.Run("fail open", func(t *testing.T) {
 				var buf testenv.LogBuffer
@@ -59,14 +60,14 @@ func TestStoreFailure(t *testing.T) {
 				clock.Advance(time.Second)
 				_ = get(h, "/", nil)
 				recs = buf.Records(t, "httplimit: the store could not decide")
-				if len(recs) != 2 || recs[1]["suppressed_since_last"] != float64(2) {
-					t.Errorf("second record %v, want suppressed_since_last 2", recs)
+				if len(recs) != 2 || recs[1]["suppressed"] != float64(2) {
+					t.Errorf("second record %v, want suppressed 2", recs)
 				}
 			})
 
 			t.Run("fail closed", func(t *testing.T) {
 				stats := &Stats{}
-				h := mustNew(t, l, policy, OnStoreError(FailClosed), WithStats(stats))(okHandler)
+				h := mustNew(t, l, policy, WithFailurePolicy(distributed.FailClosed), WithStats(stats))(okHandler)
 				rec := get(h, "/", nil)
 				var p Problem
 				_ = json.Unmarshal(rec.Body.Bytes(), &p)
@@ -97,11 +98,11 @@ func TestStoreFailure(t *testing.T) {
 func TestFallbackWithoutLimiterFailsOpen(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	l := deadRedis(t, clock)["dead address"]
-	_, err := New(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), OnStoreError(FailFallback))
+	_, err := New(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal))
 	if err == nil {
-		t.Fatal("FailFallback without WithFallback accepted")
+		t.Fatal("FailLocal without WithFallback accepted")
 	}
-	h := Middleware(l, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), OnStoreError(FailFallback), WithLogger(quietLogger()))(okHandler)
+	h := Middleware(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal), WithLogger(quietLogger()))(okHandler)
 	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, ok)) {
 		t.Errorf("%v", got)
 	}

@@ -21,7 +21,9 @@ type Result struct {
 	Decision sluice.Decision
 }
 
-// HeaderStyle selects the rate-limit response headers. The zero value is HeadersBoth.
+// HeaderStyle selects the rate-limit headers of responses: the one header-style type of
+// Sluice's transports (grpclimit.HeaderStyle is this type; sluice proxy takes it too). The
+// zero value is HeadersBoth.
 type HeaderStyle uint8
 
 const (
@@ -37,6 +39,10 @@ const (
 	HeadersX
 	// HeadersNone writes no rate-limit header (Retry-After is still sent with a 429).
 	HeadersNone
+	// HeadersOnDenial writes the X-RateLimit-* fields of HeadersX with denials only: an
+	// admitted request pays nothing for headers. It is grpclimit's default, where header
+	// metadata costs most.
+	HeadersOnDenial
 )
 
 // Canonical header keys, so the map is indexed without canonicalising on every request.
@@ -49,7 +55,7 @@ const (
 	headerRetryAfter = "Retry-After"
 )
 
-// String returns "both", "ietf", "x" or "none".
+// String returns "both", "ietf", "x", "none" or "on_denial".
 func (s HeaderStyle) String() string {
 	switch s {
 	case HeadersBoth:
@@ -60,26 +66,29 @@ func (s HeaderStyle) String() string {
 		return "x"
 	case HeadersNone:
 		return "none"
+	case HeadersOnDenial:
+		return "on_denial"
 	}
 	return "header_style(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ParseHeaderStyle returns the style named "both", "ietf", "x" or "none".
+// ParseHeaderStyle returns the style named "both", "ietf", "x", "none" or "on_denial".
 func ParseHeaderStyle(name string) (HeaderStyle, error) {
-	for s := HeadersBoth; s <= HeadersNone; s++ {
+	for s := HeadersBoth; s <= HeadersOnDenial; s++ {
 		if s.String() == name {
 			return s, nil
 		}
 	}
 	return 0, &sluice.FieldError{Field: "header_style", Reason: strconv.Quote(name) +
-		` is not one of "both", "ietf", "x", "none"`, Err: sluice.ErrInvalidRule}
+		` is not one of "both", "ietf", "x", "none", "on_denial"`, Err: sluice.ErrInvalidRule}
 }
 
 // SetHeaders sets the rate-limit headers of style for results on h, replacing any already
 // there. Resets are reported in whole seconds, rounded up: t is the time until the request
 // would be allowed for a policy that denied it (so Retry-After is never earlier than t), else
 // the time until the policy is back to full quota. Remaining is never reported below 0.
-// SetHeaders does nothing for HeadersNone or no results.
+// SetHeaders does nothing for HeadersNone or no results, nor for HeadersOnDenial when every
+// result allowed.
 func SetHeaders(h http.Header, style HeaderStyle, results []Result) {
 	setHeaders(h, style, results, nil, monotime.UnixNano())
 }
@@ -92,6 +101,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 // that change per request and one slice backing their headers. The X-RateLimit-Limit value,
 // the same on every request of a policy, comes from limitValues.
 func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []string, now int64) {
+	if style == HeadersOnDenial {
+		style = HeadersNone
+		if denied(results) {
+			style = HeadersX
+		}
+	}
 	if style == HeadersNone || len(results) == 0 {
 		return
 	}
@@ -133,6 +148,16 @@ func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []str
 	if x {
 		h[headerXLimit] = limitValues.get(d.Limit)
 	}
+}
+
+// denied reports whether a result denied the request.
+func denied(results []Result) bool {
+	for i := range results {
+		if !results[i].Decision.Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // limitValues holds the X-RateLimit-Limit value last written, shared by the responses that

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -130,7 +131,7 @@ func TestSetHeadersStyles(t *testing.T) {
 }
 
 func TestHeaderStyleNames(t *testing.T) {
-	for s := HeadersBoth; s <= HeadersNone; s++ {
+	for s := HeadersBoth; s <= HeadersOnDenial; s++ {
 		got, err := ParseHeaderStyle(s.String())
 		if err != nil || got != s {
 			t.Errorf("ParseHeaderStyle(%q) = %v, %v", s, got, err)
@@ -156,5 +157,24 @@ func TestSetHeadersAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { setHeaders(h, HeadersBoth, results, policy, t0.UnixNano()) })
 	if allocs > 2 {
 		t.Errorf("setHeaders allocates %v times, want at most 2 (one string, one slice)", allocs)
+	}
+}
+
+// HeadersOnDenial writes the X-RateLimit-* fields of a denial, and nothing for an admission.
+func TestHeadersOnDenial(t *testing.T) {
+	allowed := []Result{{Name: "a", Rule: sluice.PerMinute(5), Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Minute}}}
+	h := http.Header{}
+	SetHeaders(h, HeadersOnDenial, allowed)
+	if len(h) != 0 {
+		t.Errorf("an admission wrote %v", h)
+	}
+	denied := append(allowed, Result{Name: "b", Rule: sluice.PerMinute(1), Decision: sluice.Decision{Limit: 1, RetryAfter: time.Second, ResetAfter: time.Minute}})
+	SetHeaders(h, HeadersOnDenial, denied)
+	x := http.Header{}
+	SetHeaders(x, HeadersX, denied)
+	delete(h, headerXReset) // the time of day
+	delete(x, headerXReset)
+	if len(h) != 2 || !reflect.DeepEqual(h, x) {
+		t.Errorf("a denial wrote %v, want %v", h, x)
 	}
 }

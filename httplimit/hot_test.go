@@ -17,7 +17,7 @@ import (
 // every store.
 func TestHotQueryParameter(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {
-		h := mustNew(t, l, WithClock(clock), WithPolicy(Policy{Name: "product", Rule: sluice.PerMinute(4),
+		h := mustNew(t, l, WithClock(clock), WithLimits(Limit{Name: "product", Rule: sluice.PerMinute(4),
 			Key: KeyQuery("product"), Hot: &hotkey.Config{TopK: 16, ColdLimit: 2}}))(okHandler)
 		for i := range 40 { // many cold values: all admitted
 			if c := get(h, "/items?product=p"+strconv.Itoa(i), nil).Code; c != http.StatusOK {
@@ -40,7 +40,7 @@ func TestHotQueryParameter(t *testing.T) {
 }
 
 func TestHotPolicyBadConfig(t *testing.T) {
-	_, err := New(sluice.New(nil), WithPolicy(Policy{Name: "p", Rule: sluice.PerMinute(4), Key: KeyQuery("q"), Hot: &hotkey.Config{ColdLimit: 5}}))
+	_, err := New(sluice.New(nil), WithLimits(Limit{Name: "p", Rule: sluice.PerMinute(4), Key: KeyQuery("q"), Hot: &hotkey.Config{ColdLimit: 5}}))
 	if err == nil {
 		t.Fatal("a cold_limit above the capacity was accepted")
 	}

@@ -24,7 +24,7 @@ const (
 // appended is, and what the client wrote to its left never counts.
 func TestKeyIPSpoofedXFF(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, _ *sluicetest.ManualClock) {
-		policy := WithPolicy(Policy{Name: "ip", Rule: sluice.FixedWindow(2, time.Hour)})
+		policy := WithLimits(Limit{Name: "ip", Rule: sluice.FixedWindow(2, time.Hour)})
 		send := func(url string, xff ...string) int {
 			req, _ := http.NewRequest(http.MethodGet, url, nil)
 			for _, v := range xff {
@@ -81,7 +81,7 @@ func TestKeyIPSpoofedXFF(t *testing.T) {
 func TestKeyIPv6Grouping(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, _ *sluicetest.ManualClock) {
 		rule := sluice.FixedWindow(1, time.Hour)
-		h := mustNew(t, l, WithPolicy(Policy{Name: "ip", Rule: rule}))(okHandler)
+		h := mustNew(t, l, WithLimits(Limit{Name: "ip", Rule: rule}))(okHandler)
 		if got := statuses(h, 1, "/", from("[2001:db8:1:2::1]:1000")); got[0] != ok {
 			t.Fatalf("first address of the /64: %v", got)
 		}
@@ -97,12 +97,12 @@ func TestKeyIPv6Grouping(t *testing.T) {
 			t.Errorf("mapped form of a counted IPv4 address: %v", got)
 		}
 
-		single := mustNew(t, l, WithPolicy(Policy{Name: "ip128", Rule: rule}), WithIPv6Prefix(128))(okHandler)
+		single := mustNew(t, l, WithLimits(Limit{Name: "ip128", Rule: rule}), WithIPv6Prefix(128))(okHandler)
 		_ = statuses(single, 1, "/", from("[2001:db8:9::1]:1"))
 		if got := statuses(single, 1, "/", from("[2001:db8:9::2]:1")); got[0] != ok {
 			t.Errorf("/128: a neighbour address shares the quota: %v", got)
 		}
-		wide := mustNew(t, l, WithPolicy(Policy{Name: "ip48", Rule: rule}), WithIPv6Prefix(48))(okHandler)
+		wide := mustNew(t, l, WithLimits(Limit{Name: "ip48", Rule: rule}), WithIPv6Prefix(48))(okHandler)
 		_ = statuses(wide, 1, "/", from("[2001:db8:7:1::1]:1"))
 		if got := statuses(wide, 1, "/", from("[2001:db8:7:2::1]:1")); got[0] != deny {
 			t.Errorf("/48: another /64 of the /48 has its own quota: %v", got)
@@ -112,7 +112,7 @@ func TestKeyIPv6Grouping(t *testing.T) {
 
 func TestKeyHeader(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, _ *sluicetest.ManualClock) {
-		h := mustNew(t, l, WithPolicy(Policy{Name: "key", Rule: sluice.FixedWindow(2, time.Hour), Key: KeyHeader("x-api-key")}))(okHandler)
+		h := mustNew(t, l, WithLimits(Limit{Name: "key", Rule: sluice.FixedWindow(2, time.Hour), Key: KeyHeader("x-api-key")}))(okHandler)
 		withKey := func(k string) func(*http.Request) {
 			return func(r *http.Request) { r.Header.Set("X-Api-Key", k); r.RemoteAddr = "192.0.2.1:1" }
 		}
@@ -141,7 +141,7 @@ func TestKeyRouteAndMethod(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, _ *sluicetest.ManualClock) {
 		rule := sluice.FixedWindow(2, time.Hour)
 		// Inside the mux, r.Pattern is set.
-		inner := mustNew(t, l, WithPolicy(Policy{Name: "route", Rule: rule, Key: KeyRoute()}))
+		inner := mustNew(t, l, WithLimits(Limit{Name: "route", Rule: rule, Key: KeyRoute()}))
 		mux := http.NewServeMux()
 		mux.Handle("GET /items/{id}", inner(okHandler))
 		mux.Handle("GET /users/{id}", inner(okHandler))
@@ -157,7 +157,7 @@ func TestKeyRouteAndMethod(t *testing.T) {
 		mux2 := http.NewServeMux()
 		mux2.Handle("GET /a/{id}", okHandler)
 		var buf testenv.LogBuffer
-		outer := mustNew(t, l, WithPolicy(Policy{Name: "outer", Rule: rule, Key: KeyRoute()}), WithServeMux(mux2), WithLogger(logged(&buf)))(mux2)
+		outer := mustNew(t, l, WithLimits(Limit{Name: "outer", Rule: rule, Key: KeyRoute()}), WithServeMux(mux2), WithLogger(logged(&buf)))(mux2)
 		got = append(statuses(outer, 1, "/a/1", nil), statuses(outer, 2, "/a/2", nil)...)
 		if want := codes(ok, ok, deny); !reflect.DeepEqual(got, want) {
 			t.Errorf("WithServeMux: %v, want %v", got, want)
@@ -170,7 +170,7 @@ func TestKeyRouteAndMethod(t *testing.T) {
 			t.Errorf("unknown route log (one a second): %v", recs)
 		}
 
-		byMethod := mustNew(t, l, WithPolicy(Policy{Name: "method", Rule: rule, Key: KeyMethod()}))(okHandler)
+		byMethod := mustNew(t, l, WithLimits(Limit{Name: "method", Rule: rule, Key: KeyMethod()}))(okHandler)
 		post := func(r *http.Request) { r.Method = http.MethodPost }
 		if got, want := statuses(byMethod, 3, "/", post), codes(ok, ok, deny); !reflect.DeepEqual(got, want) {
 			t.Errorf("POST: %v, want %v", got, want)
@@ -191,7 +191,7 @@ func TestKeysCompositeAndFunc(t *testing.T) {
 			}
 			return v, v != ""
 		})
-		h := mustNew(t, l, WithPolicy(Policy{Name: "tenant-ip", Rule: rule, Key: Keys(tenant, KeyIP())}))(okHandler)
+		h := mustNew(t, l, WithLimits(Limit{Name: "tenant-ip", Rule: rule, Key: Keys(tenant, KeyIP())}))(okHandler)
 		a, b := from("192.0.2.1:1"), from("192.0.2.2:1")
 		got := []int{get(h, "/?tenant=t1", a).Code, get(h, "/?tenant=t1", a).Code, get(h, "/?tenant=t1", b).Code, get(h, "/?tenant=t2", a).Code}
 		if want := codes(ok, deny, ok, ok); !reflect.DeepEqual(got, want) {
@@ -231,7 +231,7 @@ func TestHostileForwardingHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := mustNew(t, l, WithPolicy(Policy{Name: "ip", Rule: sluice.FixedWindow(1, time.Hour)}), WithResolver(res))(okHandler)
+	h := mustNew(t, l, WithLimits(Limit{Name: "ip", Rule: sluice.FixedWindow(1, time.Hour)}), WithResolver(res))(okHandler)
 	for name, edit := range map[string]func(r *http.Request){
 		"1 MiB of garbage": func(r *http.Request) { r.Header.Set("X-Forwarded-For", strings.Repeat("9", 1<<20)) },
 		"10k entries":      func(r *http.Request) { r.Header.Set("X-Forwarded-For", strings.Repeat("10.0.0.2,", 10000)+"10.0.0.3") },

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,22 +14,24 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/internal/fastpath"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/monotime"
 )
 
 // middleware is the configuration Options fill in and the handlers share.
 type middleware struct {
 	l        *sluice.Limiter
-	policies []Policy
+	limits   []Limit
 	resolver *clientip.Resolver
 	v6Bits   int
 	mux      *http.ServeMux
 	style    HeaderStyle
 	cost     func(*http.Request) int64
 	deny     func(http.ResponseWriter, *http.Request, []Result)
-	failure  Failure
+	failure  distributed.FailurePolicy
 	fallback *sluice.Limiter
 	maxWait  time.Duration
 	log      *slog.Logger
@@ -37,7 +40,7 @@ type middleware struct {
 	prefix   string
 	settle   bool // WithSettle
 
-	// keyPrefixes[i] is prefix + policies[i].Name + ":".
+	// keyPrefixes[i] is prefix + limits[i].Name + ":".
 	keyPrefixes []string
 	methods     [][]string
 	routes      []map[string]bool
@@ -48,19 +51,19 @@ type middleware struct {
 	policyHeaders atomic.Pointer[map[uint64][]string]
 	policyMu      sync.Mutex
 
-	storeLog, inputLog, routeLog logLimiter
-	// hot[i] is policies[i]'s hot-parameter sketch, or nil (hot.go).
+	storeLog, inputLog, routeLog logthrottle.Throttle
+	// hot[i] is limits[i]'s hot-parameter sketch, or nil (hot.go).
 	hot        []*hotkey.Param
 	classState // criticality.go
 }
 
-// Middleware returns net/http middleware that rate-limits requests with l under the policies
-// of opts (WithPolicy). For each request it decides every policy whose routes and methods
-// match (see Policy), sets the rate-limit headers (WithHeaderStyle) and calls the handler, or
+// Middleware returns net/http middleware that rate-limits requests with l under the limits
+// of opts (WithLimits). For each request it decides every limit whose routes and methods
+// match (see Limit), sets the rate-limit headers (WithHeaderStyle) and calls the handler, or
 // answers with the denial (WriteDenial unless WithDenial). When l is nil or there is no
-// policy, it returns handlers unchanged.
+// limit, it returns handlers unchanged.
 //
-// A configuration error (see New) is logged and the policies at fault are left out, so
+// A configuration error (see New) is logged and the limits at fault are left out, so
 // Middleware never panics; use New to fail on them instead. The middleware is safe for
 // concurrent use. On the memory store an allowed request costs no allocation in Sluice's own
 // code but the header values: two small ones (one string, one slice), none with HeadersNone.
@@ -72,7 +75,7 @@ func Middleware(l *sluice.Limiter, opts ...Option) func(http.Handler) http.Handl
 	return m.wrap
 }
 
-// New is Middleware that returns configuration errors instead of logging them: a policy
+// New is Middleware that returns configuration errors instead of logging them: a limit
 // without a name or with a duplicate, bad or overlong one, an invalid rule, or no limiter.
 // Each error names the field (*sluice.FieldError), all of them joined.
 func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
@@ -84,7 +87,8 @@ func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, er
 }
 
 func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
-	m := &middleware{l: l, v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:"}
+	m := &middleware{l: l, v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:",
+		failure: distributed.FailOpen}
 	for _, o := range opts {
 		o.apply(m)
 	}
@@ -92,18 +96,22 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		m.log = slog.Default()
 	}
 	var errs []error
-	if l == nil && len(m.policies) > 0 {
+	if l == nil && len(m.limits) > 0 {
 		errs = append(errs, &sluice.FieldError{Field: "limiter", Reason: "nil", Err: sluice.ErrNoStore})
-		m.policies = nil
+		m.limits = nil
 	}
-	if m.failure == FailFallback && m.fallback == nil {
-		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailFallback without WithFallback; failing open", Err: sluice.ErrInvalidRule})
-		m.failure = FailOpen
+	switch {
+	case !m.failure.Valid():
+		errs = append(errs, &sluice.FieldError{Field: "failure_policy", Reason: m.failure.String() + " is not a failure policy; failing open", Err: sluice.ErrInvalidRule})
+		m.failure = distributed.FailOpen
+	case m.failure == distributed.FailLocal && m.fallback == nil:
+		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailLocal without WithFallback; failing open", Err: sluice.ErrInvalidRule})
+		m.failure = distributed.FailOpen
 	}
 	seen := map[string]bool{}
-	valid := m.policies[:0:0]
-	for i, p := range m.policies {
-		if err := validatePolicy(p, seen); err != nil {
+	valid := m.limits[:0:0]
+	for i, p := range m.limits {
+		if err := validateLimit(p, seen); err != nil {
 			errs = append(errs, fmt.Errorf("httplimit: policies[%d]: %w", i, err))
 			continue
 		}
@@ -114,12 +122,12 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		errs = append(errs, &sluice.FieldError{Field: "policies", Reason: fmt.Sprintf("at most 64, got %d; the first 64 are enforced", len(valid)), Err: sluice.ErrInvalidRule})
 		valid = valid[:64]
 	}
-	m.policies = valid
+	m.limits = valid
 	if err := m.buildHot(); err != nil {
 		errs = append(errs, fmt.Errorf("httplimit: hot: %w", err))
-		m.policies, m.hot = nil, nil
+		m.limits, m.hot = nil, nil
 	}
-	for _, p := range m.policies {
+	for _, p := range m.limits {
 		m.keyPrefixes = append(m.keyPrefixes, m.prefix+p.Name+":")
 		m.methods = append(m.methods, p.Methods)
 		var routes map[string]bool
@@ -139,11 +147,11 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 // copiesKeys reports whether l decides in-process on the memory store, which copies the keys
 // it keeps and holds none after a decision returns.
 func copiesKeys(l *sluice.Limiter) bool {
-	return l != nil && fastpath.Local != nil && fastpath.Local(l.Store()) != nil
+	return l != nil && fastpath.IsLocal[sluice.Rule](l.Store())
 }
 
-// validatePolicy checks one policy; seen holds the names of the valid policies before it.
-func validatePolicy(p Policy, seen map[string]bool) error {
+// validateLimit checks one limit; seen holds the names of the valid limits before it.
+func validateLimit(p Limit, seen map[string]bool) error {
 	switch {
 	case p.Shares != nil && p.Shares.Validate() != nil:
 		return p.Shares.Validate()
@@ -171,7 +179,7 @@ func validatePolicy(p Policy, seen map[string]bool) error {
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
-	if len(m.policies) == 0 {
+	if len(m.limits) == 0 {
 		return next
 	}
 	return &handler{m: m, next: next}
@@ -192,7 +200,7 @@ type request struct {
 	results []Result
 	which   []int // which[i]: the policy of checks[i]
 	mask    uint64
-	charges []int64 // charges[i]: what checks[i]'s hot key was admitted cold, to settle first
+	hot     hotkey.Batch // the checks of hot keys (Limit.Hot), charged before the store decides
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -200,7 +208,7 @@ var requestPool = sync.Pool{New: func() any {
 		results: make([]Result, 0, 4), which: make([]int, 0, 4)}
 }}
 
-// ServeHTTP decides the request's policies and serves or denies it.
+// ServeHTTP decides the request's limits and serves or denies it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	q := requestPool.Get().(*request)
@@ -211,23 +219,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	charged := m.l // the limiter that charged the request, if it did
-	d, err := m.allowAll(r.Context(), m.l, q)
+	d, err := q.hot.AllowAll(r.Context(), m.l, q.checks)
 	if err != nil {
 		charged = nil
 		if m.stats != nil {
 			m.stats.StoreErrors.Add(1)
 		}
-		m.storeLog.log(m, "httplimit: the store could not decide; applying the failure policy",
-			"failure", m.failure.String(), "err", err)
+		m.warn(&m.storeLog, "httplimit: the store could not decide; applying the failure policy",
+			slog.String("failure", m.failure.String()), slog.Any("err", err))
 		switch m.failure {
-		case FailClosed:
+		case distributed.FailClosed:
 			m.failClosed(w, r, q)
 			return
-		case FailFallback:
-			d, err = m.allowAll(r.Context(), m.fallback, q)
+		case distributed.FailLocal:
+			d, err = q.hot.AllowAll(r.Context(), m.fallback, q.checks)
 			charged = m.fallback
 		}
-		if err != nil || m.failure == FailOpen {
+		if err != nil || m.failure == distributed.FailOpen {
 			if m.stats != nil {
 				m.stats.FailedOpen.Add(1)
 			}
@@ -247,7 +255,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m.fillResults(q)
 	var now int64
-	if m.style == HeadersBoth || m.style == HeadersX {
+	if m.style == HeadersBoth || m.style == HeadersX || m.style == HeadersOnDenial && !d.Allowed {
 		now = m.unixNano()
 	}
 	setHeaders(w.Header(), m.style, q.results, m.policyHeader(q), now)
@@ -275,20 +283,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (q *request) release() {
 	clear(q.checks) // drop the key strings, which may point into buf
 	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
-	q.charges = q.charges[:0]
+	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
 	}
 }
 
-// collect builds the checks of the policies that apply to r.
+// collect builds the checks of the limits that apply to r.
 func (m *middleware) collect(q *request, r *http.Request) {
 	pattern := ""
 	patternKnown := false
 	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
 	class, classKnown := sluice.Critical, false
-	for i := range m.policies {
-		p := &m.policies[i]
+	for i := range m.limits {
+		p := &m.limits[i]
 		if !matchMethod(m.methods[i], r.Method) {
 			continue
 		}
@@ -316,7 +324,7 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		q.buf = append(q.buf, m.keyPrefixes[i]...)
 		var ok bool
 		q.buf, ok = p.Key.appendKey(q.buf, r, m)
-		if !ok || (m.hot[i] != nil && m.observeHot(q, i, q.buf[start:], n)) {
+		if !ok || (m.hot[i] != nil && q.hot.Observe(m.hot[i], len(q.checks), string(q.buf[start:]), n).Cold) {
 			q.buf = q.buf[:start]
 			continue
 		}
@@ -366,14 +374,14 @@ func (m *middleware) pattern(r *http.Request) string {
 			return p
 		}
 	}
-	m.routeLog.log(m, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
-		"method", r.Method, "path", r.URL.Path)
+	m.warn(&m.routeLog, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 	return noRoute
 }
 
 func (m *middleware) fillResults(q *request) {
 	for i := range q.checks {
-		p := &m.policies[q.which[i]]
+		p := &m.limits[q.which[i]]
 		q.results = append(q.results, Result{Name: p.Name, Rule: p.Rule, Decision: q.checks[i].Decision})
 	}
 }
@@ -385,7 +393,7 @@ func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *reque
 	}
 	names := make([]string, len(q.which))
 	for i, p := range q.which {
-		names[i] = m.policies[p].Name
+		names[i] = m.limits[p].Name
 	}
 	WriteUnavailable(w, r, "The rate limiter cannot decide right now.", names)
 }
@@ -440,13 +448,13 @@ func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: cost function panicked; charging 1", r, "policy", policy, "panic", fmt.Sprint(v))
+			m.badInput("httplimit: cost function panicked; charging 1", r, slog.String("policy", policy), slog.String("panic", fmt.Sprint(v)))
 			n = 1
 		}
 	}()
 	n = f(r)
 	if n < 0 {
-		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, "policy", policy, "cost", n)
+		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, slog.String("policy", policy), slog.Int64("cost", n))
 		return 1
 	}
 	return n
@@ -456,32 +464,22 @@ func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.
 func (m *middleware) callKeyFunc(f func(*http.Request) (string, bool), r *http.Request) (key string, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: key function panicked; the policy does not count this request", r, "panic", fmt.Sprint(v))
+			m.badInput("httplimit: key function panicked; the policy does not count this request", r, slog.String("panic", fmt.Sprint(v)))
 			key, ok = "", false
 		}
 	}()
 	return f(r)
 }
 
-func (m *middleware) badInput(msg string, r *http.Request, args ...any) {
+func (m *middleware) badInput(msg string, r *http.Request, attrs ...slog.Attr) {
 	if m.stats != nil {
 		m.stats.BadInput.Add(1)
 	}
-	m.inputLog.log(m, msg, append(args, "method", r.Method, "path", r.URL.Path)...)
+	m.warn(&m.inputLog, msg, append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))...)
 }
 
-// logLimiter lets one record through per second and counts the ones it held back.
-type logLimiter struct {
-	next       atomic.Int64 // clock instant (Unix ns) from which the next record may go
-	suppressed atomic.Int64
-}
-
-func (l *logLimiter) log(m *middleware, msg string, args ...any) {
-	now := m.clock.Now().UnixNano()
-	next := l.next.Load()
-	if now < next || !l.next.CompareAndSwap(next, now+int64(time.Second)) {
-		l.suppressed.Add(1)
-		return
-	}
-	m.log.Warn(msg, append(args, "suppressed_since_last", l.suppressed.Swap(0))...)
+// warn logs msg at level Warn through t: at most one line a second of each kind, with the
+// number held back since the last in "suppressed".
+func (m *middleware) warn(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {
+	t.Log(context.Background(), m.log, m.clock.Now(), slog.LevelWarn, msg, attrs...)
 }

@@ -23,7 +23,7 @@ func TestNothingToDoReturnsTheHandler(t *testing.T) {
 	for _, mw := range []func(http.Handler) http.Handler{
 		Middleware(l),
 		Middleware(nil, WithLogger(quietLogger())),
-		Middleware(nil, WithPolicy(Policy{Name: "a", Rule: sluice.PerSecond(1)}), WithLogger(quietLogger())),
+		Middleware(nil, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithLogger(quietLogger())),
 	} {
 		if got := mw(h); reflect.ValueOf(got).Pointer() != reflect.ValueOf(h).Pointer() {
 			t.Errorf("middleware with nothing to do wrapped the handler: %T", got)
@@ -33,21 +33,21 @@ func TestNothingToDoReturnsTheHandler(t *testing.T) {
 
 func TestNewRejectsBadPolicies(t *testing.T) {
 	l := backends[0].open(t, sluice.SystemClock{})
-	good := Policy{Name: "good", Rule: sluice.PerSecond(1)}
+	good := Limit{Name: "good", Rule: sluice.PerSecond(1)}
 	for _, tc := range []struct {
-		policy Policy
+		policy Limit
 		field  string
 	}{
-		{Policy{Rule: sluice.PerSecond(1)}, "name"},
-		{Policy{Name: "a:b", Rule: sluice.PerSecond(1)}, "name"},
-		{Policy{Name: `a"b`, Rule: sluice.PerSecond(1)}, "name"},
-		{Policy{Name: "good", Rule: sluice.PerSecond(1)}, "name"},
-		{Policy{Name: "r", Rule: sluice.Rule{}}, "algorithm"},
-		{Policy{Name: "r", Rule: sluice.PerSecond(0)}, "limit"},
-		{Policy{Name: "k", Rule: sluice.PerSecond(1), Key: KeyHeader("")}, "key"},
-		{Policy{Name: "k", Rule: sluice.PerSecond(1), Key: KeyFunc(nil)}, "key"},
+		{Limit{Rule: sluice.PerSecond(1)}, "name"},
+		{Limit{Name: "a:b", Rule: sluice.PerSecond(1)}, "name"},
+		{Limit{Name: `a"b`, Rule: sluice.PerSecond(1)}, "name"},
+		{Limit{Name: "good", Rule: sluice.PerSecond(1)}, "name"},
+		{Limit{Name: "r", Rule: sluice.Rule{}}, "algorithm"},
+		{Limit{Name: "r", Rule: sluice.PerSecond(0)}, "limit"},
+		{Limit{Name: "k", Rule: sluice.PerSecond(1), Key: KeyHeader("")}, "key"},
+		{Limit{Name: "k", Rule: sluice.PerSecond(1), Key: KeyFunc(nil)}, "key"},
 	} {
-		_, err := New(l, WithPolicy(good, tc.policy))
+		_, err := New(l, WithLimits(good, tc.policy))
 		var fe *sluice.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("New(%+v) = %v, want a FieldError on %q", tc.policy.Name, err, tc.field)
@@ -55,7 +55,7 @@ func TestNewRejectsBadPolicies(t *testing.T) {
 	}
 	// Middleware logs the error and enforces the good policies.
 	var buf testenv.LogBuffer
-	h := Middleware(l, WithPolicy(good, Policy{Name: "bad"}), WithLogger(logged(&buf)))(okHandler)
+	h := Middleware(l, WithLimits(good, Limit{Name: "bad"}), WithLogger(logged(&buf)))(okHandler)
 	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, deny)) {
 		t.Errorf("good policy not enforced next to a bad one: %v", got)
 	}
@@ -66,9 +66,9 @@ func TestNewRejectsBadPolicies(t *testing.T) {
 
 func TestPoliciesPerRouteAndMethod(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, _ *sluicetest.ManualClock) {
-		mw := mustNew(t, l, WithPolicy(
-			Policy{Name: "writes", Rule: sluice.FixedWindow(1, time.Hour), Methods: []string{http.MethodPost}},
-			Policy{Name: "search", Rule: sluice.FixedWindow(2, time.Hour), Routes: []string{"GET /search"}},
+		mw := mustNew(t, l, WithLimits(
+			Limit{Name: "writes", Rule: sluice.FixedWindow(1, time.Hour), Methods: []string{http.MethodPost}},
+			Limit{Name: "search", Rule: sluice.FixedWindow(2, time.Hour), Routes: []string{"GET /search"}},
 		))
 		mux := http.NewServeMux()
 		mux.Handle("GET /search", mw(okHandler))
@@ -90,9 +90,9 @@ func TestPoliciesPerRouteAndMethod(t *testing.T) {
 // consumes from none.
 func TestSeveralPolicies(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {
-		h := mustNew(t, l, WithPolicy(
-			Policy{Name: "second", Rule: sluice.FixedWindow(2, time.Second)},
-			Policy{Name: "hour", Rule: sluice.FixedWindow(5, time.Hour)},
+		h := mustNew(t, l, WithLimits(
+			Limit{Name: "second", Rule: sluice.FixedWindow(2, time.Second)},
+			Limit{Name: "hour", Rule: sluice.FixedWindow(5, time.Hour)},
 		))(okHandler)
 		a := from("192.0.2.1:1")
 		if got, want := statuses(h, 3, "/", a), codes(ok, ok, deny); !reflect.DeepEqual(got, want) {
@@ -122,7 +122,7 @@ func TestSeveralPolicies(t *testing.T) {
 func TestHeadersThroughMiddleware(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {
 		clock.Set(t0.Add(100 * time.Millisecond))
-		h := mustNew(t, l, WithPolicy(Policy{Name: "api", Rule: sluice.FixedWindow(2, 10*time.Second)}), WithClock(clock))(okHandler)
+		h := mustNew(t, l, WithLimits(Limit{Name: "api", Rule: sluice.FixedWindow(2, 10*time.Second)}), WithClock(clock))(okHandler)
 		a := from("192.0.2.1:1")
 		want := []map[string]string{
 			{"RateLimit-Policy": `"api";q=2;w=10`, "RateLimit": `"api";r=1;t=10`, "X-RateLimit-Remaining": "1", "X-RateLimit-Limit": "2", "Retry-After": ""},
@@ -155,7 +155,7 @@ func TestHeaderStyleOption(t *testing.T) {
 		HeadersX:    {"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"},
 		HeadersNone: {},
 	} {
-		h := mustNew(t, l, WithPolicy(Policy{Name: "p" + style.String(), Rule: sluice.PerSecond(5)}), WithHeaderStyle(style))(okHandler)
+		h := mustNew(t, l, WithLimits(Limit{Name: "p" + style.String(), Rule: sluice.PerSecond(5)}), WithHeaderStyle(style))(okHandler)
 		rec := get(h, "/", nil)
 		var got []string
 		for k := range rec.Header() {
@@ -176,7 +176,7 @@ func TestHeaderStyleOption(t *testing.T) {
 
 func TestDenialBodyAndCustomDenial(t *testing.T) {
 	l := backends[0].open(t, sluice.SystemClock{})
-	h := mustNew(t, l, WithPolicy(Policy{Name: "tiny", Rule: sluice.FixedWindow(1, time.Minute)}))(okHandler)
+	h := mustNew(t, l, WithLimits(Limit{Name: "tiny", Rule: sluice.FixedWindow(1, time.Minute)}))(okHandler)
 	_ = get(h, "/", nil)
 	rec := get(h, "/", nil)
 	var p Problem
@@ -187,7 +187,7 @@ func TestDenialBodyAndCustomDenial(t *testing.T) {
 		t.Errorf("429 body %+v (status %d)", p, rec.Code)
 	}
 
-	custom := mustNew(t, l, WithPolicy(Policy{Name: "tiny2", Rule: sluice.FixedWindow(1, time.Minute)}),
+	custom := mustNew(t, l, WithLimits(Limit{Name: "tiny2", Rule: sluice.FixedWindow(1, time.Minute)}),
 		WithDenial(func(w http.ResponseWriter, r *http.Request, results []Result) {
 			w.WriteHeader(http.StatusTeapot)
 			_, _ = w.Write([]byte(results[0].Name))
@@ -214,7 +214,7 @@ func TestCostFunction(t *testing.T) {
 				return n
 			}
 		}
-		h := mustNew(t, l, WithPolicy(Policy{Name: "units", Rule: sluice.FixedWindow(10, time.Hour)}),
+		h := mustNew(t, l, WithLimits(Limit{Name: "units", Rule: sluice.FixedWindow(10, time.Hour)}),
 			WithCost(cost), WithLogger(logged(&buf)), WithStats(stats))(okHandler)
 		remaining := func(target string) (int, string) {
 			rec := get(h, target, nil)
@@ -263,7 +263,7 @@ func TestShaping(t *testing.T) {
 	defer s.Close()
 	l := sluice.New(s, sluice.WithClock(clock))
 	stats := &Stats{}
-	h := mustNew(t, l, WithPolicy(Policy{Name: "shaped", Rule: sluice.FixedWindow(1, time.Second)}),
+	h := mustNew(t, l, WithLimits(Limit{Name: "shaped", Rule: sluice.FixedWindow(1, time.Second)}),
 		WithWait(2*time.Second), WithClock(clock), WithStats(stats))(okHandler)
 	if c := get(h, "/", nil).Code; c != ok {
 		t.Fatalf("first: %d", c)
@@ -278,7 +278,7 @@ func TestShaping(t *testing.T) {
 		t.Errorf("waited request: %d, Waited %d", c, stats.Waited.Load())
 	}
 	// Over the budget: rejected at once, without waiting.
-	tight := mustNew(t, l, WithPolicy(Policy{Name: "tight", Rule: sluice.FixedWindow(1, time.Hour)}),
+	tight := mustNew(t, l, WithLimits(Limit{Name: "tight", Rule: sluice.FixedWindow(1, time.Hour)}),
 		WithWait(time.Second), WithClock(clock))(okHandler)
 	_ = get(tight, "/", nil)
 	if c := get(tight, "/", nil).Code; c != deny {
@@ -316,7 +316,7 @@ func TestAllowedRequestAllocations(t *testing.T) {
 		style HeaderStyle
 		extra float64
 	}{{HeadersNone, 0}, {HeadersIETF, 2}, {HeadersX, 2}, {HeadersBoth, 2}} {
-		h := mustNew(t, l, WithPolicy(Policy{Name: "all", Rule: rule}, Policy{Name: "ip", Rule: rule, Key: Keys(KeyIP(), KeyMethod())}), WithHeaderStyle(tc.style))(okHandler)
+		h := mustNew(t, l, WithLimits(Limit{Name: "all", Rule: rule}, Limit{Name: "ip", Rule: rule, Key: Keys(KeyIP(), KeyMethod())}), WithHeaderStyle(tc.style))(okHandler)
 		got := measure(h) - base
 		t.Logf("%v: %v allocations beyond the bare handler (%v)", tc.style, got, base)
 		if got > tc.extra {
@@ -330,10 +330,10 @@ func TestAllowedRequestAllocations(t *testing.T) {
 func TestCostPerPolicy(t *testing.T) {
 	l := backends[0].open(t, sluicetest.NewManualClock(t0))
 	calls := 0
-	h := mustNew(t, l, WithCost(func(*http.Request) int64 { calls++; return 2 }), WithPolicy(
-		Policy{Name: "a", Rule: sluice.FixedWindow(10, time.Hour)},
-		Policy{Name: "b", Rule: sluice.FixedWindow(10, time.Hour)},
-		Policy{Name: "c", Rule: sluice.FixedWindow(10, time.Hour), Cost: func(*http.Request) int64 { return 5 }},
+	h := mustNew(t, l, WithCost(func(*http.Request) int64 { calls++; return 2 }), WithLimits(
+		Limit{Name: "a", Rule: sluice.FixedWindow(10, time.Hour)},
+		Limit{Name: "b", Rule: sluice.FixedWindow(10, time.Hour)},
+		Limit{Name: "c", Rule: sluice.FixedWindow(10, time.Hour), Cost: func(*http.Request) int64 { return 5 }},
 	))(okHandler)
 	rec := get(h, "/", nil)
 	if calls != 1 {

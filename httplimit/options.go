@@ -3,12 +3,12 @@ package httplimit
 import (
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
 )
 
@@ -19,11 +19,11 @@ type optionFunc func(*middleware)
 
 func (f optionFunc) apply(m *middleware) { f(m) }
 
-// Policy is one limit the middleware enforces: Rule, counted per Key, on the requests whose
-// route and method match. Every matching policy of a request is decided together, with
-// sluice.Limiter.AllowAll semantics: the request passes only if all allow it, and a denied
-// request consumes from none.
-type Policy struct {
+// Limit is one limit the middleware enforces: Rule, counted per Key, on the requests whose
+// route and method match (a "policy" in the RateLimit headers). Every matching limit of a
+// request is decided together, with sluice.Limiter.AllowAll semantics: the request passes
+// only if all allow it, and a denied request consumes from none.
+type Limit struct {
 	// Name identifies the policy in the RateLimit headers, the 429 body and the store keys:
 	// required, unique, at most 64 printable ASCII characters without '"', '\' or ':'.
 	Name string
@@ -53,9 +53,9 @@ type Policy struct {
 	Shares *sluice.Shares
 }
 
-// WithPolicy adds policies. Middleware with no policy returns the handler unchanged.
-func WithPolicy(p ...Policy) Option {
-	return optionFunc(func(m *middleware) { m.policies = append(m.policies, p...) })
+// WithLimits adds limits. Middleware with no limit returns the handler unchanged.
+func WithLimits(p ...Limit) Option {
+	return optionFunc(func(m *middleware) { m.limits = append(m.limits, p...) })
 }
 
 // WithResolver sets how KeyIP finds the client address behind proxies. The default trusts no
@@ -68,7 +68,7 @@ func WithResolver(r *clientip.Resolver) Option {
 // each address alone).
 func WithIPv6Prefix(bits int) Option { return optionFunc(func(m *middleware) { m.v6Bits = bits }) }
 
-// WithServeMux makes KeyRoute and Policy.Routes read the pattern mux would route a request to,
+// WithServeMux makes KeyRoute and Limit.Routes read the pattern mux would route a request to,
 // for a middleware that wraps the mux (r.Pattern is only set inside it).
 func WithServeMux(mux *http.ServeMux) Option {
 	return optionFunc(func(m *middleware) { m.mux = mux })
@@ -77,8 +77,8 @@ func WithServeMux(mux *http.ServeMux) Option {
 // WithHeaderStyle selects the rate-limit headers (default HeadersBoth).
 func WithHeaderStyle(s HeaderStyle) Option { return optionFunc(func(m *middleware) { m.style = s }) }
 
-// WithCost sets the cost of a request for the policies without a Cost of their own (default
-// 1). See Policy.Cost for 0, negative costs and panics.
+// WithCost sets the cost of a request for the limits without a Cost of their own (default
+// 1). See Limit.Cost for 0, negative costs and panics.
 func WithCost(f func(r *http.Request) int64) Option {
 	return optionFunc(func(m *middleware) { m.cost = f })
 }
@@ -89,51 +89,32 @@ func WithDenial(f func(w http.ResponseWriter, r *http.Request, results []Result)
 	return optionFunc(func(m *middleware) { m.deny = f })
 }
 
-// Failure says what the middleware does with a request when the store cannot decide.
-type Failure uint8
-
-const (
-	// FailOpen lets the request through (the default): an outage of the limiter does not
-	// become an outage of the service.
-	FailOpen Failure = iota
-	// FailClosed answers 503 with a temporary-reduced-capacity problem and Retry-After: 1.
-	FailClosed
-	// FailFallback decides with the fallback limiter (WithFallback), and fails open if that
-	// fails too.
-	FailFallback
-)
-
-// String returns "fail_open", "fail_closed" or "fallback".
-func (f Failure) String() string {
-	switch f {
-	case FailOpen:
-		return "fail_open"
-	case FailClosed:
-		return "fail_closed"
-	case FailFallback:
-		return "fallback"
-	}
-	return "failure(" + strconv.Itoa(int(f)) + ")"
+// WithFailurePolicy sets what happens to a request when the store cannot decide (default
+// distributed.FailOpen): distributed.FailOpen lets it through, so an outage of the limiter
+// does not become an outage of the service; distributed.FailClosed answers 503 with a
+// temporary-reduced-capacity problem and Retry-After: 1; distributed.FailLocal decides with
+// the local limiter of WithFallback, and fails open if that fails too. Every such error is
+// counted (Stats.StoreErrors) and logged, at most once a second.
+func WithFailurePolicy(p distributed.FailurePolicy) Option {
+	return optionFunc(func(m *middleware) { m.failure = p })
 }
 
-// OnStoreError sets what happens to a request when the store cannot decide (default FailOpen).
-// Every such error is counted (Stats.StoreErrors) and logged, at most once a second.
-func OnStoreError(f Failure) Option { return optionFunc(func(m *middleware) { m.failure = f }) }
-
-// WithFallback sets the limiter FailFallback decides with while the store is unavailable,
-// typically one on a memory store, with the same policies. (A store wrapped in
-// distributed.Fallback does this inside the store, keeping the global budget.)
+// WithFallback sets the local limiter distributed.FailLocal decides with while the store is
+// unavailable, typically one on a memory store, with the same limits, and makes FailLocal the
+// failure policy. (A store wrapped in distributed.Fallback does this inside the store,
+// keeping the global budget.)
 func WithFallback(l *sluice.Limiter) Option {
-	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, FailFallback })
+	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, distributed.FailLocal })
 }
 
-// WithWait shapes instead of rejecting: a denied request waits until its policies would allow
+// WithWait shapes instead of rejecting: a denied request waits until its limits would allow
 // it, at most max and never past the request's context, and is rejected only when that is not
 // enough (or can never be: a cost above a policy's capacity).
 func WithWait(max time.Duration) Option { return optionFunc(func(m *middleware) { m.maxWait = max }) }
 
 // WithLogger sets the logger of store errors and bad input (default slog.Default()). Each kind
-// of problem is logged at most once a second, with the number of occurrences since the last.
+// of problem is logged at most once a second, with the number held back since the last
+// ("suppressed").
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(m *middleware) { m.log = l }) }
 
 // WithStats counts the middleware's outcomes into s.
@@ -154,7 +135,7 @@ type Stats struct {
 	Allowed atomic.Uint64
 	// Denied counts requests answered by the denial (429).
 	Denied atomic.Uint64
-	// StoreErrors counts requests the store could not decide, whatever the Failure policy.
+	// StoreErrors counts requests the store could not decide, whatever the failure policy.
 	StoreErrors atomic.Uint64
 	// FailedOpen and FailedClosed count the requests let through or refused because of a
 	// store error.

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 
@@ -37,7 +38,7 @@ func Settle(r *http.Request, cost int64) bool {
 		return false
 	}
 	if cost < 0 {
-		s.m.badInput("httplimit: Settle with a negative cost; ignored", r, "cost", cost)
+		s.m.badInput("httplimit: Settle with a negative cost; ignored", r, slog.Int64("cost", cost))
 		return false
 	}
 	s.real.Add(cost)
@@ -81,7 +82,7 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *reques
 	ctx := context.WithoutCancel(r.Context())
 	for i := range q.checks {
 		c := &q.checks[i]
-		if m.policies[q.which[i]].Cost != nil {
+		if m.limits[q.which[i]].Cost != nil {
 			continue // counted in units of its own
 		}
 		delta := min(max(real-c.N, -sluice.MaxLimit), sluice.MaxLimit)
@@ -92,8 +93,8 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *reques
 			if m.stats != nil {
 				m.stats.SettleErrors.Add(1)
 			}
-			m.storeLog.log(m, "httplimit: the store could not settle a request's cost; the estimate stands",
-				"policy", m.policies[q.which[i]].Name, "delta", delta, "err", err)
+			m.warn(&m.storeLog, "httplimit: the store could not settle a request's cost; the estimate stands",
+				slog.String("policy", m.limits[q.which[i]].Name), slog.Int64("delta", delta), slog.Any("err", err))
 		}
 	}
 	if m.stats != nil {

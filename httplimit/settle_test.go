@@ -31,9 +31,9 @@ func TestSettle(t *testing.T) {
 				}
 			}
 		})
-		h := mustNew(t, l, WithSettle(), WithCost(estimate), WithStats(stats), WithPolicy(
-			Policy{Name: "tokens", Rule: sluice.TokenBucket(100, time.Minute, 0)}, // 0.6 s a token
-			Policy{Name: "calls", Rule: sluice.FixedWindow(1000, time.Hour), Cost: func(*http.Request) int64 { return 1 }},
+		h := mustNew(t, l, WithSettle(), WithCost(estimate), WithStats(stats), WithLimits(
+			Limit{Name: "tokens", Rule: sluice.TokenBucket(100, time.Minute, 0)}, // 0.6 s a token
+			Limit{Name: "calls", Rule: sluice.FixedWindow(1000, time.Hour), Cost: func(*http.Request) int64 { return 1 }},
 		))(report)
 		for _, step := range []struct {
 			after      time.Duration // since t0
@@ -75,7 +75,7 @@ func TestSettleOutsideTheHandler(t *testing.T) {
 		}
 		stats := &Stats{}
 		var kept *http.Request
-		h := mustNew(t, l, WithSettle(), WithStats(stats), WithPolicy(Policy{Name: "p", Rule: sluice.FixedWindow(3, time.Hour)}))(
+		h := mustNew(t, l, WithSettle(), WithStats(stats), WithLimits(Limit{Name: "p", Rule: sluice.FixedWindow(3, time.Hour)}))(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				kept = r
 				if Settle(r, -1) {
@@ -116,8 +116,8 @@ func TestSettleAllocations(t *testing.T) {
 			Settle(r, 2)
 		}
 	})
-	plain := mustNew(t, l, WithPolicy(Policy{Name: "p", Rule: rule}), WithHeaderStyle(HeadersNone))(report)
-	settled := mustNew(t, l, WithSettle(), WithPolicy(Policy{Name: "p", Rule: rule}), WithHeaderStyle(HeadersNone))(report)
+	plain := mustNew(t, l, WithLimits(Limit{Name: "p", Rule: rule}), WithHeaderStyle(HeadersNone))(report)
+	settled := mustNew(t, l, WithSettle(), WithLimits(Limit{Name: "p", Rule: rule}), WithHeaderStyle(HeadersNone))(report)
 	base := measure(plain, "/")
 	if got := measure(settled, "/") - base; got > 2 {
 		t.Errorf("WithSettle: %v allocations per request beyond the middleware's, want at most 2", got)

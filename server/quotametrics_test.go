@@ -263,7 +263,7 @@ func TestQuotaMetrics(t *testing.T) {
 func TestQuotaMetricsStateErrors(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rc.Close() })
-	h := start(t, quotaMetricsRules, func(c *server.Config) { c.Quota.State = rlqs.NewRedisState(rc, "") })
+	h := start(t, quotaMetricsRules, func(c *server.Config) { c.Quota.Ledger = rlqs.NewRedisLedger(rc, "") })
 	s := openRLQS(t, h)
 	s.send("q", bucketUsage("acme", time.Second, 1, 0), bucketUsage("zeta", time.Second, 1, 0))
 	h.waitValue(t, `sluice_rlqs_state_errors_total`, 2)

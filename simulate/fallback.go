@@ -24,16 +24,16 @@ const (
 // it; both run on the harness's virtual clock (WithManualProbe, driven every
 // FallbackProbeInterval), so the switch back to the store happens at the first probe after
 // the outage, deterministically.
-func Fallback(nodes int, routing Routing, policy distributed.Policy) Mode {
+func Fallback(nodes int, routing Routing, policy distributed.FailurePolicy) Mode {
 	name := "fallback"
-	if policy != distributed.PolicyLocal {
+	if policy != distributed.FailLocal {
 		name += "_" + policy.String()
 	}
 	return Mode{Name: name, Nodes: nodes, Routing: routing, Outage: Outage{From: 1.0 / 3, To: 2.0 / 3},
 		ProbeEvery: FallbackProbeInterval,
 		Build: func(shared sluice.Store, clock sluice.Clock, node int) (sluice.Store, error) {
 			return distributed.NewFallback(shared, distributed.WithClock(clock),
-				distributed.WithPolicy(policy), distributed.WithFailures(1),
+				distributed.WithFailurePolicy(policy), distributed.WithFailures(1),
 				distributed.WithTimeout(fallbackTimeout), distributed.WithManualProbe(),
 				distributed.WithProbeInterval(FallbackProbeInterval),
 				distributed.WithHeartbeat(FallbackHeartbeat),

@@ -213,11 +213,11 @@ func distributedMode(name string) (func(nodes int, r Routing) Mode, error) {
 	case "sync":
 		return Sync, nil
 	case "fallback":
-		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyLocal) }, nil
+		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.FailLocal) }, nil
 	case "fallback_fail_open":
-		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyFailOpen) }, nil
+		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.FailOpen) }, nil
 	case "fallback_fail_closed":
-		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.PolicyFailClosed) }, nil
+		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.FailClosed) }, nil
 	}
 	if rest, ok := strings.CutPrefix(name, "quota_"); ok {
 		d, err := time.ParseDuration(rest)

@@ -27,9 +27,10 @@ type Config struct {
 	// reset: distributed.NewOverLimit) or "async" (local counters synchronised in the
 	// background, bounded over-admission: distributed.NewAsync).
 	Mode string
-	// Fallback is the policy while the store is unavailable (distributed.NewFallback): ""
-	// (none: decisions fail with sluice.ErrStoreUnavailable), "local" (a local limiter
-	// keeping the global budget), "fail_open" or "fail_closed".
+	// Fallback names the failure policy while the store is unavailable (a
+	// distributed.FailurePolicy, read by distributed.ParseFailurePolicy, applied by
+	// distributed.NewFallback): "" (none: decisions fail with sluice.ErrStoreUnavailable),
+	// "local" (a local limiter keeping the global budget), "fail_open" or "fail_closed".
 	Fallback string
 	// Timeout bounds each store call (Redis, memcached; 0: their DefaultTimeout). A call that takes
 	// longer fails as the store being unavailable. Keep it below the timeout of the callers
@@ -92,13 +93,13 @@ func CheckMode(mode string) error {
 	return fmt.Errorf("unknown distribution mode %q (want sync, overlimit or async)", mode)
 }
 
-// CheckFallback returns an error unless policy is a fallback policy Open knows ("" is
+// CheckFallback returns an error unless policy names a distributed.FailurePolicy ("" is
 // none), without naming the field (see CheckMode).
 func CheckFallback(policy string) error {
 	if policy == "" {
 		return nil
 	}
-	if _, err := distributed.ParsePolicy(policy); err != nil {
+	if _, err := distributed.ParseFailurePolicy(policy); err != nil {
 		return fmt.Errorf("unknown fallback policy %q (want local, fail_open or fail_closed, or empty for none)", policy)
 	}
 	return nil
@@ -150,8 +151,8 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 	if c.Fallback == "" {
 		return st, nil
 	}
-	p, _ := distributed.ParsePolicy(c.Fallback) // valid: Open checked it
-	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithPolicy(p))
+	p, _ := distributed.ParseFailurePolicy(c.Fallback) // valid: Open checked it
+	opts := append(withClock(c.Clock, distributed.WithClock), distributed.WithFailurePolicy(p))
 	if c.Timeout > 0 {
 		opts = append(opts, distributed.WithTimeout(c.Timeout))
 	}

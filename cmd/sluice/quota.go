@@ -16,6 +16,6 @@ func quotaState(cfg *server.Config, url string) (closeFn func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Quota.State = rlqs.NewRedisState(st.Client(), "")
+	cfg.Quota.Ledger = rlqs.NewRedisLedger(st.Client(), "")
 	return func() { _ = st.Close() }, nil
 }

@@ -1,32 +1,36 @@
-// Package fastpath carries the memory store's decisions in scalars across package boundaries
-// without exporting the methods that produce them. A sluice.Decision has too many fields for
-// the compiler to keep in registers: returned from a call, it is stored to the stack and
-// copied, and the copy stalls on the stores just made, a few ns per call boundary. Measured on
+// Package fastpath types the memory store's scalar path: sluice.Limiter.AllowN reaches the
+// memory store, and the store the small algorithm states, through calls that return a
+// decision's fields as scalars in registers. A sluice.Decision has too many fields for the
+// compiler to keep in registers: returned from a call, it is stored to the stack and copied,
+// and the copy stalls on the stores just made, a few ns per call boundary. Measured on
 // Limiter.AllowN over the memory store (CPU time per decision, one key): going through
-// Store.Take, a Request in and a Decision out, costs 83-113% more than these scalar paths, even
-// with the store deciding in scalars inside. So the small algorithm states (package
-// algorithm), the memory store (store/memory) and sluice.Limiter hand each other the
-// decision's fields instead, through the values held here. Each is set once, at init, by the
-// package that implements it and read by the one that calls it; they are typed `any` only
-// because this package cannot import the packages that fill it.
+// Store.Take, a Request in and a Decision out, costs 83-113% more than the scalar path.
+//
+// The calls are exported methods (store/memory's Store.TakeLocal, and the TakeScalar of
+// package algorithm's GCRA, TokenBucket, LeakyBucket and FixedWindow) whose first argument is
+// a Token: code outside this module cannot import this package, so it cannot build a Token,
+// and cannot call them. Inside it, they are ordinary calls: a change of a signature fails to
+// compile (Local names the one sluice.Limiter asserts its store on, and store/memory declares
+// that its Store implements it).
 package fastpath
 
-// Decide is the signature of a small state's decision in scalars, S being the state type and
-// P algorithm.Params: State.Take but for Limit, with retryAfter -1 for sluice.Never and the
-// durations in nanoseconds.
-type Decide[S, P any] func(s *S, now int64, p *P, n, maxDelay int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64)
+import "time"
 
-// Bucket is Decide for the bucket states, whose one decision takes queue: false for the token
-// bucket, true for the leaky bucket's queue discipline (the argument saves a call).
-type Bucket[S, P any] func(s *S, now int64, p *P, n, maxDelay int64, queue bool) (allowed bool, remaining, retryAfter, resetAfter, delay int64)
+// Token is the first argument of the scalar path's methods. Build it as Token{}; only this
+// module can.
+type Token struct{ _ struct{} }
 
-// The Decide of algorithm.GCRA and FixedWindow and the Bucket of algorithm.TokenBucket and
-// LeakyBucket, set by package algorithm; store/memory calls them.
-var GCRA, TokenBucket, LeakyBucket, FixedWindow any
+// Local is a store that decides plain requests in-process with the decision in registers:
+// store/memory's *Store. sluice.Limiter.AllowN asserts its store on it; R is sluice.Rule (this
+// package cannot import package sluice, which imports it). TakeLocal is
+// Store.Take(ctx, Request{Key: key, Rule: rule, N: n}) with no context, since nothing blocks:
+// Limit is rule.Capacity() and Delay is 0.
+type Local[R any] interface {
+	TakeLocal(_ Token, key string, rule R, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error)
+}
 
-// Local, set by store/memory, returns for a *memory.Store a view of it with the method
-// TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, remaining int64,
-// retryAfter, resetAfter time.Duration, err error), which sluice.Limiter.AllowN calls, and nil
-// for any other store. The results are those of Store.Take with Request{Key: key, Rule: rule,
-// N: n}: Limit is rule.Capacity() and Delay is 0.
-var Local func(store any) any
+// IsLocal reports whether store is a Local (R is sluice.Rule): it decides in-process.
+func IsLocal[R any](store any) bool {
+	_, ok := store.(Local[R])
+	return ok
+}

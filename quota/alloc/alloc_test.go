@@ -111,9 +111,9 @@ func TestProportionalSplit(t *testing.T) {
 // class and the heavy demand moves from class to class every 1000 steps.
 func TestBucketNeverOvercommits(t *testing.T) {
 	for _, classes := range []bool{false, true} {
-		for _, pol := range []Policy{MaxMin, Proportional, Static} {
+		for _, pol := range []Fairness{MaxMin, Proportional, Static} {
 			r := rand.New(rand.NewPCG(5, uint64(pol)))
-			s := &Settings{Limit: 1000, Period: time.Second, Policy: pol, StaticShare: 300, TTL: 3 * time.Second}
+			s := &Settings{Limit: 1000, Period: time.Second, Fairness: pol, StaticShare: 300, TTL: 3 * time.Second}
 			var b Bucket
 			now := int64(0)
 			for i := 0; i < 5000; i++ {

@@ -24,8 +24,8 @@ type Settings struct {
 	Limit int64
 	// Period is the limit's period.
 	Period time.Duration
-	// Policy splits the limit (default MaxMin).
-	Policy Policy
+	// Fairness splits the limit (default MaxMin).
+	Fairness Fairness
 	// StaticShare is every client's share under Static, in requests per Period.
 	StaticShare int64
 	// TTL is how long an assignment lasts unless renewed; default 2 × Period capped to one
@@ -161,7 +161,7 @@ type Bucket struct {
 }
 
 // Report records client id's usage (count requests over elapsed) at now and returns the
-// assignment it gets: its target share under the policy, capped so that the shares every
+// assignment it gets: its target share under the Fairness, capped so that the shares every
 // client may hold at now sum to at most Limit. The assignment lasts until now + TTL. A
 // report with elapsed <= 0 subscribes the client without a demand sample. The client's
 // demand is of class Critical; see ReportClass.
@@ -228,7 +228,7 @@ func (b *Bucket) active(s *Settings, c *Client, now int64) bool {
 	return !c.Left && now-c.Seen < s.idleAfter()
 }
 
-// Targets returns the share each active client should get under the policy at now, by
+// Targets returns the share each active client should get under the Fairness at now, by
 // client id; the limit is split over the active clients in the order of their ids, so
 // replicas computing over the same state agree. When the clients are of more than one
 // criticality class and their demands exceed the limit, the classes are served in
@@ -262,10 +262,10 @@ func (b *Bucket) Targets(s *Settings, now int64) map[string]int64 {
 	return out
 }
 
-// overLimit reports whether the demands exceed what the policy can give: the limit, or
+// overLimit reports whether the demands exceed what the Fairness can give: the limit, or
 // under Static the clients' static shares.
 func overLimit(s *Settings, demands []float64) bool {
-	if s.Policy == Static {
+	if s.Fairness == Static {
 		return int64(len(demands))*s.StaticShare > s.Limit
 	}
 	var total float64
@@ -277,7 +277,7 @@ func overLimit(s *Settings, demands []float64) bool {
 
 // splitByClass serves the classes most important first, when their demands exceed the
 // limit: each class gets its whole demand (rounded up) while the limit lasts, split among
-// its clients by the policy; the first class that does not fit shares what is left, and
+// its clients by the Fairness; the first class that does not fit shares what is left, and
 // the classes after it get nothing. Under Static a class's demand is its clients' static
 // shares. ids are sorted, so the split is the same on every replica.
 func (b *Bucket) splitByClass(s *Settings, ids []string, demands []float64, shares []int64) {
@@ -297,7 +297,7 @@ func (b *Bucket) splitByClass(s *Settings, ids []string, demands []float64, shar
 		if len(idx) == 0 {
 			continue
 		}
-		if s.Policy == Static {
+		if s.Fairness == Static {
 			want = float64(int64(len(idx)) * s.StaticShare)
 		}
 		budget := left
@@ -313,9 +313,9 @@ func (b *Bucket) splitByClass(s *Settings, ids []string, demands []float64, shar
 	}
 }
 
-// split writes into shares the policy's split of limit over demands.
+// split writes into shares the Fairness split of limit over demands.
 func split(s *Settings, limit int64, demands []float64, shares []int64) {
-	switch s.Policy {
+	switch s.Fairness {
 	case Proportional:
 		ProportionalSplit(limit, demands, shares)
 	case Static:

@@ -40,7 +40,7 @@ const (
 func TestTargetsServeClassesFirst(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		policy  Policy
+		policy  Fairness
 		demands []float64
 		classes []sluice.Criticality
 		want    []int64
@@ -61,7 +61,7 @@ func TestTargetsServeClassesFirst(t *testing.T) {
 		{"static", Static, []float64{1, 1, 1}, []sluice.Criticality{cr, sh, cr}, []int64{400, 200, 400}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Settings{Limit: 1000, Period: time.Second, Policy: tc.policy, StaticShare: 400}
+			s := &Settings{Limit: 1000, Period: time.Second, Fairness: tc.policy, StaticShare: 400}
 			b, ids := classBucket(s, 0, tc.demands, tc.classes)
 			if got := targetsOf(b, s, 0, ids); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("targets %v, want %v", got, tc.want)
@@ -83,12 +83,12 @@ func TestTargetsOneClassUnchanged(t *testing.T) {
 			demands[i] = math.Floor(r.Float64() * 600)
 			classes[i] = class
 		}
-		s := &Settings{Limit: 1000, Period: time.Second, Policy: Policy(r.IntN(3)), StaticShare: 250}
+		s := &Settings{Limit: 1000, Period: time.Second, Fairness: Fairness(r.IntN(3)), StaticShare: 250}
 		b, ids := classBucket(s, 0, demands, classes)
 		want := make([]int64, n)
 		split(s, s.Limit, demands, want)
 		if got := targetsOf(b, s, 0, ids); fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("%v class %v demands %v: %v, want %v", s.Policy, class, demands, got, want)
+			t.Fatalf("%v class %v demands %v: %v, want %v", s.Fairness, class, demands, got, want)
 		}
 	}
 }

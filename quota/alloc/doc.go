@@ -13,9 +13,9 @@
 // Clients may carry a criticality class (ReportClass; sluice.Criticality). When the demands
 // of clients of several classes exceed the limit, the classes are served most important
 // first: each gets its whole demand while the limit lasts (split among its clients by the
-// policy), the first class that does not fit shares what is left, and the classes after it
+// Fairness), the first class that does not fit shares what is left, and the classes after it
 // get nothing. When the demands fit, or every client is of one class, the split is the
-// policy's over every client, as without classes.
+// Fairness's over every client, as without classes.
 //
 // Everything here is pure: time is passed in (Unix nanoseconds), there is no I/O, and a
 // Bucket is not safe for concurrent use (the caller holds a lock, or a Redis transaction).

@@ -5,15 +5,15 @@ import (
 	"sort"
 )
 
-// Policy says how a bucket's limit is split among its clients.
-type Policy uint8
+// Fairness says how a bucket's limit is split among its clients (configuration: fairness).
+type Fairness uint8
 
-// The policies.
+// The splits.
 const (
 	// MaxMin is max-min fairness (the default): every client gets its demand up to an equal
 	// share, what the light clients leave goes to the heavy ones, and what nobody asks for
 	// is spread equally as headroom.
-	MaxMin Policy = iota
+	MaxMin Fairness = iota
 	// Proportional splits the whole limit in proportion to the demands.
 	Proportional
 	// Static gives every client the same fixed share, whatever its demand, while the limit
@@ -23,19 +23,19 @@ const (
 
 var policyNames = [...]string{MaxMin: "max_min", Proportional: "proportional", Static: "static"}
 
-// String returns the policy's configuration name.
-func (p Policy) String() string {
+// String returns the split's configuration name.
+func (p Fairness) String() string {
 	if int(p) < len(policyNames) {
 		return policyNames[p]
 	}
 	return "unknown"
 }
 
-// ParsePolicy parses a configuration name: max_min, proportional or static.
-func ParsePolicy(name string) (Policy, bool) {
+// ParseFairness parses a configuration name: max_min, proportional or static.
+func ParseFairness(name string) (Fairness, bool) {
 	for p, n := range policyNames {
 		if n == name {
-			return Policy(p), true
+			return Fairness(p), true
 		}
 	}
 	return 0, false

@@ -17,6 +17,6 @@
 // bucket named twice in one report, bucket ids that are empty or too large, negative or
 // absurd elapsed times and counts, more buckets than MaxBuckets on one stream.
 //
-// The allocation state lives in a State: in memory for one replica (the default), or in
-// Redis (NewRedisState) so that several replicas split one budget.
+// The allocation state lives in a Ledger: in memory for one replica (the default), or in
+// Redis (NewRedisLedger) so that several replicas split one budget.
 package rlqs

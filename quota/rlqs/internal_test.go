@@ -69,7 +69,7 @@ func TestMemoryBounded(t *testing.T) {
 		}
 		clock.Advance(time.Second)
 	}
-	mem := svc.state.(*memoryState)
+	mem := svc.ledger.(*memoryLedger)
 	if n := mem.size(); n != 200 {
 		t.Fatalf("%d buckets held while assignments live, want 200", n)
 	}
@@ -189,7 +189,7 @@ func TestReloadMovesClassRecord(t *testing.T) {
 	if _, err := st.handle(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	mem := svc.state.(*memoryState)
+	mem := svc.ledger.(*memoryLedger)
 	var old *memBucket
 	for _, mb := range mem.buckets {
 		old = mb

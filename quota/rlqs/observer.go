@@ -21,7 +21,7 @@ type Observer interface {
 	// Sent is called with the number of actions of kind a message delivered to a client.
 	Sent(kind ActionKind, n int)
 	// StateError is called when a call of the allocation state fails (the client keeps its
-	// assignment until it expires); StateRetry when a shared state (NewRedisState) retries a
+	// assignment until it expires); StateRetry when a shared state (NewRedisLedger) retries a
 	// transaction because another replica wrote the bucket meanwhile.
 	StateError()
 	StateRetry()

@@ -30,8 +30,8 @@ func TestRedisStateCountsRetries(t *testing.T) {
 	t.Cleanup(func() { _ = rc.Close() })
 	prefix := "test:rlqs-retry:" + time.Now().Format("150405.000000") + ":"
 	obs := &countingObserver{}
-	svc := New(Config{Rules: func() *config.Config { return loadRules(t) }, State: NewRedisState(rc, prefix), Observer: obs})
-	r := svc.state.(*redisState)
+	svc := New(Config{Rules: func() *config.Config { return loadRules(t) }, Ledger: NewRedisLedger(rc, prefix), Observer: obs})
+	r := svc.ledger.(*redisLedger)
 	ctx := context.Background()
 	s := &alloc.Settings{Limit: 100, Period: time.Second}
 	t.Cleanup(func() { rc.Del(ctx, r.hashKey("k")) })

@@ -14,50 +14,50 @@ import (
 	"github.com/sluicehq/sluice/quota/alloc"
 )
 
-// DefaultRedisPrefix prefixes the keys of NewRedisState.
+// DefaultRedisPrefix prefixes the keys of NewRedisLedger.
 const DefaultRedisPrefix = "sluice:rlqs:"
 
 // maxTxRetries bounds the optimistic retries of one report when replicas race on a bucket.
 const maxTxRetries = 16
 
-// redisState is a State shared by several replicas through Redis: one hash per bucket,
+// redisLedger is a Ledger shared by several replicas through Redis: one hash per bucket,
 // one field per client (alloc.AppendClient), updated under WATCH so that two replicas never
 // hand out the same free share.
-type redisState struct {
+type redisLedger struct {
 	c      redis.UniversalClient
 	prefix string
 	obs    Observer // set by New before any call; counts the retries
 }
 
-// NewRedisState returns a State kept in Redis, so that every replica using the same Redis
+// NewRedisLedger returns a Ledger kept in Redis, so that every replica using the same Redis
 // and prefix (default DefaultRedisPrefix) splits one budget per bucket: each report reads
 // the bucket's clients (demands and held assignments, whichever replica serves them),
 // computes the same split, and writes its client back in a transaction that retries when
 // another replica wrote the bucket meanwhile. Each bucket's hash expires one
 // alloc.Settings.Retention after its last write. Replicas' clocks should agree (NTP):
 // assignments expire by the clock of the replica that handed them out.
-func NewRedisState(c redis.UniversalClient, prefix string) State {
+func NewRedisLedger(c redis.UniversalClient, prefix string) Ledger {
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
-	return &redisState{c: c, prefix: prefix, obs: nopObserver{}}
+	return &redisLedger{c: c, prefix: prefix, obs: nopObserver{}}
 }
 
-func (r *redisState) observe(o Observer) { r.obs = o }
+func (r *redisLedger) observe(o Observer) { r.obs = o }
 
 // hashKey names a bucket's hash: a digest of the bucket key, as its own hash tag.
-func (r *redisState) hashKey(key string) string {
+func (r *redisLedger) hashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return r.prefix + "{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-func (r *redisState) Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (r *redisLedger) Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
 	var a alloc.Assignment
 	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.ReportClass(s, client, class, now, count, elapsed) }, client)
 	return a, err
 }
 
-func (r *redisState) Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error {
+func (r *redisLedger) Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error {
 	return r.update(ctx, key, s, func(b *alloc.Bucket) {
 		b.Leave(client)
 		b.Expire(s, now)
@@ -66,7 +66,7 @@ func (r *redisState) Leave(ctx context.Context, key string, s *alloc.Settings, c
 
 // update reads the bucket, applies change, and writes back client's entry and the removal
 // of the clients change dropped, atomically; it retries when another writer intervened.
-func (r *redisState) update(ctx context.Context, key string, s *alloc.Settings, change func(*alloc.Bucket), client string) error {
+func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings, change func(*alloc.Bucket), client string) error {
 	hk := r.hashKey(key)
 	txf := func(tx *redis.Tx) error {
 		fields, err := tx.HGetAll(ctx, hk).Result()

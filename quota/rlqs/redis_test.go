@@ -43,7 +43,7 @@ func replicas(t *testing.T, clock *sluicetest.ManualClock, body string) (*redis.
 		}
 	})
 	return rc, prefix, func() *rlqs.Service {
-		return rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, body) }, Clock: clock, State: rlqs.NewRedisState(rc, prefix)})
+		return rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, body) }, Clock: clock, Ledger: rlqs.NewRedisLedger(rc, prefix)})
 	}
 }
 
@@ -55,7 +55,7 @@ func TestRedisDownKeepsStreams(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
 	clock := newClock()
-	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, fairRules) }, Clock: clock, State: rlqs.NewRedisState(rc, "")})
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, fairRules) }, Clock: clock, Ledger: rlqs.NewRedisLedger(rc, "")})
 	c := newFakeEnvoy(t, serve(t, svc), "envoy")
 	open := map[string]string{"name": "open"}
 	if r := c.report(usage(api, interval, 10, 0), usage(open, interval, 1, 0)); len(r.BucketAction) != 2 {

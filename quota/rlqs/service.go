@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
 // Config configures a Service. Rules is required; the zero value of every other field is a
@@ -25,8 +26,8 @@ import (
 type Config struct {
 	// Rules returns the rules in force (called per report, so reloads apply at once).
 	Rules func() *config.Config
-	// State holds the allocation state (default NewMemoryState(): this replica alone).
-	State State
+	// Ledger holds the allocation state (default NewMemoryLedger(): this replica alone).
+	Ledger Ledger
 	// Clock tells the time (default sluice.SystemClock).
 	Clock sluice.Clock
 	// Logger receives stream rejections and state errors (rate-limited); default discard.
@@ -39,8 +40,8 @@ type Config struct {
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
-	// Observer is told what the service does, for metrics (default: nothing). A State made
-	// by NewRedisState reports its transaction retries to it too.
+	// Observer is told what the service does, for metrics (default: nothing). A Ledger made
+	// by NewRedisLedger reports its transaction retries to it too.
 	Observer Observer
 }
 
@@ -49,7 +50,7 @@ type Config struct {
 type Service struct {
 	rlqspb.UnimplementedRateLimitQuotaServiceServer
 	rules                                     func() *config.Config
-	state                                     State
+	ledger                                    Ledger
 	clock                                     sluice.Clock
 	log                                       *slog.Logger
 	obs                                       Observer
@@ -57,7 +58,7 @@ type Service struct {
 	abandonAfter                              time.Duration
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
-	lastErrLog                                atomic.Int64
+	errLog                                    logthrottle.Throttle
 	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu       sync.Mutex
@@ -67,12 +68,12 @@ type Service struct {
 
 // New returns a Service over cfg.
 func New(cfg Config) *Service {
-	s := &Service{rules: cfg.Rules, state: cfg.State, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer,
+	s := &Service{rules: cfg.Rules, ledger: cfg.Ledger, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer,
 		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}
-	if s.state == nil {
-		s.state = NewMemoryState()
+	if s.ledger == nil {
+		s.ledger = NewMemoryLedger()
 	}
 	if s.clock == nil {
 		s.clock = sluice.SystemClock{}
@@ -83,7 +84,7 @@ func New(cfg Config) *Service {
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
-	if o, ok := s.state.(observedState); ok {
+	if o, ok := s.ledger.(observedLedger); ok {
 		o.observe(s.obs)
 	}
 	if s.abandonAfter <= 0 {
@@ -192,14 +193,12 @@ func (s *Service) Streams() int {
 	return len(s.streams)
 }
 
-// logStateError counts a state failure, and logs it at most once a second.
+// logStateError counts a state failure, and logs it at most once a second (internal/logthrottle:
+// the lines held back are counted in the next one's "suppressed").
 func (s *Service) logStateError(err error) {
 	s.obs.StateError()
-	now := time.Now().UnixNano()
-	last := s.lastErrLog.Load()
-	if now-last >= int64(time.Second) && s.lastErrLog.CompareAndSwap(last, now) {
-		s.log.Error("rlqs: quota state unavailable; clients keep their assignments until they expire", "err", err)
-	}
+	s.errLog.Log(context.Background(), s.log, time.Now(), slog.LevelError,
+		"rlqs: quota state unavailable; clients keep their assignments until they expire", slog.Any("err", err))
 }
 
 func itoa(v uint64) string {

@@ -189,7 +189,7 @@ func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now i
 	if rule.Strategy == config.QuotaAllowAll || rule.Strategy == config.QuotaDenyAll {
 		strategy = Strategy(rule, 0)
 	} else {
-		a, err := st.svc.state.Report(ctx, key, &rule.Share, client, class, now, u.count, u.elapsed)
+		a, err := st.svc.ledger.Report(ctx, key, &rule.Share, client, class, now, u.count, u.elapsed)
 		if err != nil {
 			st.svc.logStateError(err)
 			return nil // the client keeps its assignment until it expires
@@ -241,7 +241,7 @@ func (st *stream) leave(ctx context.Context, sb *sub, now int64) {
 	if sb.rule == nil || sb.rule.Strategy == config.QuotaAllowAll || sb.rule.Strategy == config.QuotaDenyAll {
 		return
 	}
-	if err := st.svc.state.Leave(ctx, sb.stateKey, &sb.rule.Share, sb.client, now); err != nil {
+	if err := st.svc.ledger.Leave(ctx, sb.stateKey, &sb.rule.Share, sb.client, now); err != nil {
 		st.svc.logStateError(err)
 	}
 }

@@ -67,13 +67,7 @@ func (s *Store) casAttempt(key string, calls []*call, now int64, buf []byte) err
 		if st == nil || st.Algorithm() != c.req.Rule.Algorithm {
 			st = algorithm.New(c.req.Rule.Algorithm) // a new algorithm starts from full
 		}
-		if c.req.Settle {
-			c.d = st.Settle(now, c.p, c.req.N)
-		} else if c.req.Reserve > 0 {
-			c.d = algorithm.TakeReserved(st, now, c.p, c.req.N, c.req.Reserve)
-		} else {
-			c.d = st.Take(now, c.p, c.req.N, int64(c.req.MaxDelay))
-		}
+		c.d = algorithm.Apply(st, now, c.p, &c.req)
 		last = c.d
 	}
 	enc := algorithm.AppendState(buf, st)

@@ -20,7 +20,7 @@ func counted(a sluice.Algorithm) bool {
 // increments reports whether c takes units that may fit: such calls count first and undo
 // what was denied. Peeks, refunds, costs above the limit and settles read the counters
 // instead.
-func increments(c *call) bool { return c.req.N > 0 && c.req.N <= c.req.Rule.Limit && !c.req.Settle }
+func increments(c *call) bool { return c.req.Kind().Takes() && c.req.N <= c.req.Rule.Limit }
 
 // view is a counter rule's state as package algorithm holds it, built from the counters of
 // the windows a decision reads, so the decision is algorithm's own.
@@ -53,20 +53,12 @@ func (v *view) at(j int64) *int64 {
 	return &v.sliding.Counts[algorithm.RingIndex(j, v.n)]
 }
 
-// take decides n units on the view, keeping reserve units (a criticality class's reserve,
-// sluice.Request.Reserve) free after them.
-func (v *view) take(now int64, p *algorithm.Params, n, reserve int64) sluice.Decision {
+// apply decides req on the view (algorithm.Apply).
+func (v *view) apply(now int64, p *algorithm.Params, req *sluice.Request) sluice.Decision {
 	if v.slide {
-		return algorithm.TakeReserved(&v.sliding, now, p, n, reserve)
+		return algorithm.Apply(&v.sliding, now, p, req)
 	}
-	return algorithm.TakeReserved(&v.fixed, now, p, n, reserve)
-}
-
-func (v *view) settle(now int64, p *algorithm.Params, n int64) sluice.Decision {
-	if v.slide {
-		return v.sliding.Settle(now, p, n)
-	}
-	return v.fixed.Settle(now, p, n)
+	return algorithm.Apply(&v.fixed, now, p, req)
 }
 
 // countRound decides calls (all of one rule) on window counters. Calls that take units (see
@@ -108,11 +100,7 @@ func (s *Store) countRound(sh *laneShard, key string, b base, calls []*call, now
 			before[j] = *v.at(v.first + int64(j))
 		}
 		c := calls[0]
-		if c.req.Settle {
-			c.d = v.settle(now, p, c.req.N)
-		} else {
-			c.d = v.take(now, p, c.req.N, c.req.Reserve)
-		}
+		c.d = v.apply(now, p, &c.req)
 		for j := range before {
 			w := v.first + int64(j)
 			var err error
@@ -155,7 +143,7 @@ func (s *Store) countRound(sh *laneShard, key string, b base, calls []*call, now
 	*v.at(cur) = total - sum
 	var denied int64
 	for _, c := range calls {
-		c.d = v.take(now, p, c.req.N, c.req.Reserve)
+		c.d = v.apply(now, p, &c.req)
 		if !c.d.Allowed {
 			denied += c.req.N
 		}

@@ -9,23 +9,22 @@ import (
 	"github.com/sluicehq/sluice/internal/fastpath"
 )
 
-// TestFastPath checks that sluice.Limiter finds the memory store's TakeLocal (its signature is
-// the one sluice's localStore interface names), and that TakeLocal decides as Take does.
+// TestFastPath checks that sluice.Limiter finds the memory store's TakeLocal (the store is a
+// fastpath.Local, the interface sluice's localStore names), and that TakeLocal decides as
+// Take does.
 func TestFastPath(t *testing.T) {
 	s, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	l, ok := fastpath.Local(s).(interface {
-		TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error)
-	})
-	if !ok {
-		t.Fatalf("fastpath.Local(*Store) = %T, without sluice's TakeLocal", fastpath.Local(s))
+	if !fastpath.IsLocal[sluice.Rule](s) {
+		t.Fatalf("*Store is not a fastpath.Local")
 	}
-	if fastpath.Local(sluice.Store(nil)) != nil {
-		t.Error("fastpath.Local(nil) is not nil")
+	if fastpath.IsLocal[sluice.Rule](sluice.Store(nil)) {
+		t.Error("a nil store is a fastpath.Local")
 	}
+	var l fastpath.Local[sluice.Rule] = s
 	for _, a := range sluice.Algorithms() {
 		rule := sluice.Rule{Algorithm: a, Limit: 3, Period: time.Hour}
 		for i := 0; i < 5; i++ {
@@ -33,7 +32,7 @@ func TestFastPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			allowed, remaining, retry, reset, err := l.TakeLocal("local:"+a.String(), rule, 1)
+			allowed, remaining, retry, reset, err := l.TakeLocal(fastpath.Token{}, "local:"+a.String(), rule, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +44,7 @@ func TestFastPath(t *testing.T) {
 			}
 		}
 	}
-	if _, _, _, _, err := l.TakeLocal("", sluice.GCRA(1, time.Second, 0), 1); err == nil {
+	if _, _, _, _, err := l.TakeLocal(fastpath.Token{}, "", sluice.GCRA(1, time.Second, 0), 1); err == nil {
 		t.Error("TakeLocal accepted an empty key")
 	}
 }

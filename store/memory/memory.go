@@ -184,10 +184,10 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 	if e != nil {
 		now := s.nowFor(e.params)
 		var d sluice.Decision
-		if req.Settle || req.Reserve > 0 { // the rare requests through decide; a plain take
-			d = decide(e.state, now, e.params, &req) // inline: the call cost Take 3-13% (CPU per op)
-		} else {
+		if algorithm.TakeDecides(req.Kind()) { // Apply's common case, inline: its call cost Take 3-13%
 			d = e.state.Take(now, e.params, req.N, int64(req.MaxDelay))
+		} else {
+			d = algorithm.Apply(e.state, now, e.params, &req)
 		}
 		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
@@ -196,26 +196,13 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 	return s.takeSlow(sh, h, req)
 }
 
-// decide applies req to a key's state at now: a settle (Request.Settle) or a decision.
-func decide(st algorithm.State, now int64, p *algorithm.Params, req *sluice.Request) sluice.Decision {
-	if req.Settle {
-		return st.Settle(now, p, req.N)
-	}
-	if req.Reserve > 0 {
-		return algorithm.TakeReserved(st, now, p, req.N, req.Reserve)
-	}
-	return st.Take(now, p, req.N, int64(req.MaxDelay))
-}
-
-// local is the Store as sluice.Limiter sees it through internal/fastpath: a type of its own so
-// that TakeLocal stays out of the Store's API.
-type local Store
+var _ fastpath.Local[sluice.Rule] = (*Store)(nil)
 
 // TakeLocal is Take(ctx, Request{Key: key, Rule: rule, N: n}) with the arguments and the
 // Decision's fields in registers (Limit is rule.Capacity() and Delay 0), for
-// sluice.Limiter.AllowN: it saves a third of its decision.
-func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error) {
-	s := (*Store)(l)
+// sluice.Limiter.AllowN: it saves a third of its decision. Code outside this module cannot
+// call it (see internal/fastpath).
+func (s *Store) TakeLocal(_ fastpath.Token, key string, rule sluice.Rule, n int64) (allowed bool, remaining int64, retryAfter, resetAfter time.Duration, err error) {
 	if len(key) == 0 || len(key) > s.maxKeyLen || n < -sluice.MaxLimit {
 		_, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: n})
 		return false, 0, 0, 0, err
@@ -235,15 +222,16 @@ func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 		// in registers: both save copying a Decision through memory.
 		now := s.nowFor(e.params)
 		var retry, reset int64
+		tok := fastpath.Token{}
 		switch st := e.state.(type) {
 		case *algorithm.GCRA:
-			allowed, remaining, retry, reset, _ = decideGCRA(st, now, e.params, n, 0)
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
 		case *algorithm.TokenBucket:
-			allowed, remaining, retry, reset, _ = decideTokenBucket(st, now, e.params, n, 0, false)
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
 		case *algorithm.LeakyBucket:
-			allowed, remaining, retry, reset, _ = decideLeakyBucket(st, now, e.params, n, 0, true)
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
 		case *algorithm.FixedWindow:
-			allowed, remaining, retry, reset, _ = decideFixedWindow(st, now, e.params, n, 0)
+			allowed, remaining, retry, reset = st.TakeScalar(tok, now, e.params, n)
 		default:
 			d := e.state.Take(now, e.params, n, 0)
 			allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
@@ -254,24 +242,6 @@ func (l *local) TakeLocal(key string, rule sluice.Rule, n int64) (allowed bool, 
 	}
 	d, err := s.takeSlow(sh, h, sluice.Request{Key: key, Rule: rule, N: n})
 	return d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, err
-}
-
-// The small states' decisions in registers, from package algorithm (see internal/fastpath).
-var (
-	decideGCRA        = fastpath.GCRA.(fastpath.Decide[algorithm.GCRA, algorithm.Params])
-	decideTokenBucket = fastpath.TokenBucket.(fastpath.Bucket[algorithm.TokenBucket, algorithm.Params])
-	decideLeakyBucket = fastpath.LeakyBucket.(fastpath.Bucket[algorithm.LeakyBucket, algorithm.Params])
-	decideFixedWindow = fastpath.FixedWindow.(fastpath.Decide[algorithm.FixedWindow, algorithm.Params])
-)
-
-// Limiter.AllowN's way in (see internal/fastpath).
-func init() {
-	fastpath.Local = func(store any) any {
-		if s, ok := store.(*Store); ok {
-			return (*local)(s)
-		}
-		return nil
-	}
 }
 
 // locked returns key's shard and hash and, when the key exists under exactly this rule (the
@@ -323,7 +293,7 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 		}
 		e.params = params
 		now := s.nowFor(params)
-		d := decide(e.state, now, params, &req)
+		d := algorithm.Apply(e.state, now, params, &req)
 		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
 		return d, nil
@@ -335,7 +305,7 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorithm.Params) sluice.Decision {
 	now := s.nowFor(params)
 	e := newEntry(req.Rule.Algorithm, req.Key, params)
-	d := decide(e.state, now, params, &req)
+	d := algorithm.Apply(e.state, now, params, &req)
 	if d.ResetAfter <= 0 {
 		return d
 	}

@@ -11,16 +11,18 @@
 // Query parameters: password (Sentinel: the data nodes' password), sentinel_password, db,
 // dial_timeout, pool_size; see NewFromURL.
 //
-// Each decision runs one EVALSHA of the algorithm's script (embedded from lua/*.lua; EVAL on
-// NOSCRIPT) on one key, "<prefix>{<escaped user key>}", so every script works on Cluster and a
-// user key holding '{' or '}' cannot choose the slot. The scripts mirror package algorithm
+// Each decision runs one EVALSHA of the algorithm's script (EVAL on NOSCRIPT) on one key,
+// "<prefix>{<escaped user key>}", so every script works on Cluster and a user key holding '{'
+// or '}' cannot choose the slot. The scripts mirror package algorithm
 // exactly (the store/storetest suite holds them to it) using integer arithmetic that stays
 // exact in Lua's doubles. Every key written has a TTL, at most one second longer than its
 // state needs (a state that is back to full is kept one more second, so a clock stepping back
 // still sees it): the state records its key's expiry, and while that covers the state the
 // script rewrites it with SET KEEPTTL, which costs Redis much less than setting a TTL. Scripts
 // take their parameters packed in one argument and answer in one string; the GCRA and fixed
-// window scripts make no Lua closure or table (see lua/prelude.lua).
+// window scripts make no Lua closure or table (see lua/prelude.lua). `go generate` assembles
+// the scripts from lua/*.lua into lua/gen, one file per script the store runs, which the store
+// embeds: those files are, byte for byte, what Redis executes.
 //
 // Throughput: when no other decision of the store is under way and the client honours
 // context deadlines (ContextTimeoutEnabled, as NewFromURL sets it), the caller sends its

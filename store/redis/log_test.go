@@ -32,7 +32,7 @@ func deadClient(t *testing.T) *goredis.Client {
 }
 
 // TestLoggerRoutesGoRedisLines: go-redis's lines about a failed dial reach the slog logger as
-// WARN records (logger=go-redis), one per interval, the next one counting those dropped.
+// WARN records (logger=go-redis), one per interval, the next one counting those suppressed.
 func TestLoggerRoutesGoRedisLines(t *testing.T) {
 	t.Cleanup(logging.Enable) // go-redis's own logger again
 	var buf testenv.LogBuffer
@@ -59,8 +59,8 @@ func TestLoggerRoutesGoRedisLines(t *testing.T) {
 	now.Add(int64(time.Second))
 	_ = c.Ping(ctx).Err()
 	recs = buf.Records(t, "")
-	if len(recs) != 2 || recs[1]["dropped"] != float64(2) {
-		t.Fatalf("a second later: records %v, want a second one with dropped=2", recs)
+	if len(recs) != 2 || recs[1]["suppressed"] != float64(2) {
+		t.Fatalf("a second later: records %v, want a second one with suppressed=2", recs)
 	}
 
 	var every testenv.LogBuffer // SetLogger with a negative interval: every line

@@ -1,10 +1,8 @@
 package redis
 
 import (
-	"crypto/sha1"
 	_ "embed"
 	"encoding/binary"
-	"encoding/hex"
 	"math"
 	"math/bits"
 	"strings"
@@ -14,38 +12,43 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
+// The scripts the store runs, assembled from lua/*.lua by `go generate` (gen.go, package
+// internal/luagen) into lua/gen, where a reviewer reads what Redis executes; a test fails
+// when they are stale.
+//
+//go:generate go run gen.go
 var (
-	//go:embed lua/prelude.lua
-	preludeLua string
-	//go:embed lua/fixed_window.lua
+	//go:embed lua/gen/fixed_window.lua
 	fixedWindowLua string
-	//go:embed lua/sliding_log.lua
+	//go:embed lua/gen/fixed_window_multi.lua
+	fixedWindowMultiLua string
+	//go:embed lua/gen/fixed_window_reserve.lua
+	fixedWindowReserveLua string
+	//go:embed lua/gen/sliding_log.lua
 	slidingLogLua string
-	//go:embed lua/sliding_window.lua
+	//go:embed lua/gen/sliding_log_reserve.lua
+	slidingLogReserveLua string
+	//go:embed lua/gen/sliding_window.lua
 	slidingWindowLua string
-	//go:embed lua/bucket.lua
+	//go:embed lua/gen/sliding_window_multi.lua
+	slidingWindowMultiLua string
+	//go:embed lua/gen/sliding_window_reserve.lua
+	slidingWindowReserveLua string
+	//go:embed lua/gen/bucket.lua
 	bucketLua string
-	//go:embed lua/gcra.lua
+	//go:embed lua/gen/bucket_multi.lua
+	bucketMultiLua string
+	//go:embed lua/gen/bucket_reserve.lua
+	bucketReserveLua string
+	//go:embed lua/gen/gcra.lua
 	gcraLua string
-	//go:embed lua/multi.lua
-	multiLua string
-	//go:embed lua/reserve.lua
-	reserveLua string
-	//go:embed lua/muldiv.lua
-	muldivLua string
-	//go:embed lua/persist.lua
-	persistLua string
+	//go:embed lua/gen/gcra_multi.lua
+	gcraMultiLua string
+	//go:embed lua/gen/gcra_reserve.lua
+	gcraReserveLua string
 )
 
-// snippets are the pieces of Lua spliced into the scripts (see splice.go); muldivFunc is the
-// function muldiv, a helper of the bucket and sliding window scripts.
-var snippets, muldivFunc = func() (map[string]*snippet, string) {
-	sn := map[string]*snippet{}
-	rest := defineSnippets(sn, muldivLua, persistLua)
-	return sn, rest[0]
-}()
-
-// script is one algorithm's Lua source and its SHA1 for EVALSHA, with its batched variant.
+// script is one algorithm's Lua source and its SHA1 for EVALSHA, with its variants.
 type script struct {
 	name  string
 	src   string
@@ -57,55 +60,26 @@ type script struct {
 	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
 }
 
-// Markers splitting the Lua files (see lua/prelude.lua and lua/multi.lua).
-const (
-	singleMark = "\n--@single\n" // prelude: the constants above, one decision's arguments below
-	decideMark = "\n--@decide\n" // algorithm: helpers above, the body below
-	bodyMark   = "\n--@body\n"   // multi: where the body goes
-)
-
-// newScript assembles an algorithm's script from the prelude and its file (see
-// lua/prelude.lua) and, if batched, the batched variant from lua/multi.lua, so that each
-// algorithm's logic lives in its file alone; the snippets its lines call are spliced in.
-func newScript(name, file string, batched, extra bool) *script {
-	consts, single, ok := strings.Cut(preludeLua, singleMark)
-	if !ok { // the markers are the embedded files' own (scripts_test.go checks them)
-		consts, single, batched = "", preludeLua, false
+// newScript returns the script name of source src, with its batched variant of source multi
+// ("": none) and its criticality variant of source reserve.
+func newScript(name string, extra bool, src, multi, reserve string) *script {
+	variant := func(name, src string) *script {
+		return &script{name: name, src: src, sha: sha1Hex(src), extra: extra}
 	}
-	helpers, body, ok := strings.Cut(file, decideMark)
-	if !ok {
-		helpers, body = "", file
+	sc := variant(name, src)
+	if multi != "" {
+		sc.multi = variant(name+"/multi", multi)
 	}
-	sc := &script{name: name, extra: extra}
-	sc.src, sc.sha = source(splice(consts+"\n"+helpers+"\n"+single+"\n"+body, snippets))
-	if batched {
-		if head, tail, ok := strings.Cut(multiLua, bodyMark); ok {
-			m := &script{name: name + "/multi", extra: extra}
-			m.src, m.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+tail, snippets))
-			sc.multi = m
-		}
-	}
-	if head, tail, ok := strings.Cut(reserveLua, bodyMark); ok && consts != "" {
-		if mid, tail, ok := strings.Cut(tail, singleMark); ok {
-			r := &script{name: name + "/reserve", extra: extra}
-			r.src, r.sha = source(splice(consts+"\n"+helpers+"\n"+head+"\n"+body+"\n"+mid+"\n"+single+"\n"+tail, snippets))
-			sc.reserve = r
-		}
-	}
+	sc.reserve = variant(name+"/reserve", reserve)
 	return sc
 }
 
-func source(src string) (string, string) {
-	sum := sha1.Sum([]byte(src))
-	return src, hex.EncodeToString(sum[:])
-}
-
 var (
-	fixedWindowScript   = newScript("fixed_window", fixedWindowLua, true, false)
-	slidingLogScript    = newScript("sliding_log", slidingLogLua, false, false)
-	slidingWindowScript = newScript("sliding_window", muldivFunc+"\n"+slidingWindowLua, true, true)
-	bucketScript        = newScript("bucket", muldivFunc+"\n"+bucketLua, true, false)
-	gcraScript          = newScript("gcra", gcraLua, true, false)
+	fixedWindowScript   = newScript("fixed_window", false, fixedWindowLua, fixedWindowMultiLua, fixedWindowReserveLua)
+	slidingLogScript    = newScript("sliding_log", false, slidingLogLua, "", slidingLogReserveLua)
+	slidingWindowScript = newScript("sliding_window", true, slidingWindowLua, slidingWindowMultiLua, slidingWindowReserveLua)
+	bucketScript        = newScript("bucket", false, bucketLua, bucketMultiLua, bucketReserveLua)
+	gcraScript          = newScript("gcra", false, gcraLua, gcraMultiLua, gcraReserveLua)
 )
 
 // params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the
@@ -125,7 +99,7 @@ func settleParam(p params, req *sluice.Request) params {
 	for len(p) < paramsLen-8 {
 		p = p.add(0)
 	}
-	if !req.Settle {
+	if req.Kind() != sluice.KindSettle {
 		return p.add(0)
 	}
 	return p.add(algorithm.MaxDebt(req.Rule))

@@ -1,12 +1,14 @@
 package redis
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/store/redis/internal/luagen"
 )
 
 // TestScriptsSpliced: no assembled script keeps a marker or a snippet call, every script that
@@ -40,97 +42,47 @@ func TestScriptsSpliced(t *testing.T) {
 	}
 }
 
-// TestSnippetsWrittenOnce: each line of a snippet stands once in lua/, and what belongs to the
-// snippets (the TTL's grace and slack, KEEPTTL, Dekker's split) only in theirs and in the
-// prelude's constants.
-func TestSnippetsWrittenOnce(t *testing.T) {
-	files, err := filepath.Glob("lua/*.lua")
-	if err != nil || len(files) == 0 {
-		t.Fatal(files, err)
-	}
-	lines := map[string]int{}
-	own := regexp.MustCompile(`\b(GRACE|SLACK|KEEPTTL|134217729)\b`)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, line := range strings.Split(code(string(b)), "\n") {
-			code := strings.TrimSpace(line)
-			if code == "" {
-				continue
-			}
-			lines[code]++
-			base := filepath.Base(f)
-			if m := own.FindString(code); m != "" && base != "persist.lua" && base != "muldiv.lua" &&
-				!(base == "prelude.lua" && strings.HasPrefix(code, "local "+m+" = ")) {
-				t.Errorf("%s:%d: %s outside the snippets: %s", f, i+1, m, code)
-			}
-		}
-	}
-	if len(snippets) < 3 {
-		t.Fatalf("%d snippets", len(snippets))
-	}
-	for name, sn := range snippets {
-		for _, line := range sn.body {
-			if code := strings.TrimSpace(code(line)); len(code) > 8 && lines[code] != 1 {
-				t.Errorf("snippet %s: %q stands %d times in lua/", name, code, lines[code])
-			}
-		}
-	}
-}
-
 // code returns the Lua source src without its comments (none of the scripts' strings holds
 // "--").
 func code(src string) string {
 	return regexp.MustCompile(`--.*`).ReplaceAllString(src, "")
 }
 
-func TestSplice(t *testing.T) {
-	sn := map[string]*snippet{}
-	rest := defineSnippets(sn, `local x = 1
--- f's doc
---@define f(a, b)
-local y = a .. 'a b' .. s.a .. x..a
-do
-  b = a
-end
---@g(b)
---@end
---@define g(z)
-z = z + 1
---@end`)
-	if rest[0] != "local x = 1" {
-		t.Errorf("text outside the snippets: %q", rest[0])
+// TestScriptsGenerated: the scripts in lua/gen, which the store embeds, are what go generate
+// writes from lua/*.lua today, byte for byte, and no other.
+func TestScriptsGenerated(t *testing.T) {
+	dir := t.TempDir()
+	if err := luagen.Write("lua", dir); err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range []struct{ src, want string }{
-		{"  --@f(t[1], q) ", "  local y = t[1] .. 'a b' .. s.a .. x..t[1]\n  do\n    q = t[1]\n  end\n  q = q + 1"},
-		{"--@f(g(1, ','), h[2])\nlast", "local y = g(1, ',') .. 'a b' .. s.a .. x..g(1, ',')\ndo\n  h[2] = g(1, ',')\nend\nh[2] = h[2] + 1\nlast"},
-		{"--@f(u - v, w)", "local y = (u - v) .. 'a b' .. s.a .. x..(u - v)\ndo\n  w = (u - v)\nend\nw = w + 1"},
-		{"--@f(not u, w)", "local y = (not u) .. 'a b' .. s.a .. x..(not u)\ndo\n  w = (not u)\nend\nw = w + 1"},
-		{"--@f(y, q)", "--@f(y, q)"},       // y is the snippet's local
-		{"--@f(a)", "--@f(a)"},             // too few arguments
-		{"--@h(a)", "--@h(a)"},             // no such snippet
-		{"-- --@f(a, b)", "-- --@f(a, b)"}, // not alone on its line
-	} {
-		if got := splice(c.src, sn); got != c.want {
-			t.Errorf("splice(%q) =\n%s\nwant\n%s", c.src, got, c.want)
+	want, _ := filepath.Glob(filepath.Join(dir, "*.lua"))
+	got, _ := filepath.Glob("lua/gen/*.lua")
+	if len(want) == 0 || len(got) != len(want) {
+		t.Errorf("lua/gen holds %d scripts, go generate writes %d: run go generate ./store/redis", len(got), len(want))
+	}
+	for _, f := range want {
+		w, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, err := os.ReadFile(filepath.Join("lua/gen", filepath.Base(f))); err != nil || !bytes.Equal(g, w) {
+			t.Errorf("lua/gen/%s is stale (%v): run go generate ./store/redis", filepath.Base(f), err)
 		}
 	}
-	for e, want := range map[string]bool{"a": false, "t[i + 1]": false, "f(a, b - 1)": false, "'-'": false,
-		"a.b:c(1)": false, "ab.. c": true, "-1": true, "a or b": true, "f(1)*2": true, "x ~= y": true} {
-		if compound(e) != want {
-			t.Errorf("compound(%q) = %v", e, !want)
+	var embedded int
+	for _, sc := range Scripts() {
+		for _, v := range []*script{sc, sc.multi, sc.reserve} {
+			if v == nil {
+				continue
+			}
+			embedded++
+			file := strings.ReplaceAll(v.name, "/", "_") + ".lua"
+			if w, err := os.ReadFile(filepath.Join(dir, file)); err != nil || string(w) != v.src {
+				t.Errorf("script %s: not the generated %s (%v)", v.name, file, err)
+			}
 		}
 	}
-	for list, want := range map[string][]string{
-		"":                        nil,
-		"a":                       {"a"},
-		" a , b(c, d), '(,' ":     {"a", "b(c, d)", "'(,'"},
-		"t[1], {1, 2}, \"\\\",\"": {"t[1]", "{1, 2}", "\"\\\",\""},
-	} {
-		if got := splitArgs(list); !reflect.DeepEqual(got, want) {
-			t.Errorf("splitArgs(%q) = %q, want %q", list, got, want)
-		}
+	if embedded != len(want) {
+		t.Errorf("the store runs %d scripts, go generate writes %d", embedded, len(want))
 	}
 }

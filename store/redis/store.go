@@ -175,7 +175,7 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 		}
 		p = p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
 	}
-	if req.Reserve > 0 {
+	if req.Kind() == sluice.KindTakeReserved {
 		return s.newReserveCall(ctx, req, p)
 	}
 	sc, p := scriptArgs(p, req)

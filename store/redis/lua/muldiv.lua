@@ -1,9 +1,9 @@
 -- muldiv returns floor(a*b/c) and a*b mod c, exactly, for integers a, b >= 0 and c > 0
 -- whose quotient is below 2^53 (the mulDiv of package algorithm); below 2^52 a product is
--- exact and one division does (Dekker's two-product corrects the rest). scripts.go puts the
--- function among the helpers of the scripts calling it (the bucket and the sliding window),
--- defined once per script call, and splices the snippet below inline where a line holds
--- "--@muldiv(q, r, a, b, c)" (GCRA, whose path defines no function).
+-- exact and one division does (Dekker's two-product corrects the rest). The generator (see
+-- prelude.lua) puts the function among the helpers of the scripts calling it (the bucket and
+-- the sliding window), defined once per script call, and splices the snippet below inline
+-- where a line holds "--@muldiv(q, r, a, b, c)" (GCRA, whose path defines no function).
 local function muldiv(a, b, c)
   local q, r
   --@muldiv(q, r, a, b, c)

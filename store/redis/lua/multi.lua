@@ -1,4 +1,4 @@
--- Batched variant of a script (scripts.go assembles it: the prelude's constants, the
+-- Batched variant of a script (go generate assembles it: the prelude's constants, the
 -- algorithm's helpers, this file with the algorithm's body in place of the "--@body" line).
 -- KEYS are K keys of one Cluster slot; ARGV[i] is key i's packed parameters (see prelude.lua)
 -- and, for an algorithm with an extra argument, ARGV[K + i] is key i's. The server clock is

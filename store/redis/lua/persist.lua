@@ -1,7 +1,7 @@
--- Snippets that write a decision's state, spliced by scripts.go into the scripts' text where a
--- line holds "--@persist(...)" or "--@persist_ms(...)": the code runs inline, with no function
--- defined per call. A snippet's parameters stand for the arguments of its line; it also uses
--- the script's own key, now_ms and ttl_floor (see prelude.lua).
+-- Snippets that write a decision's state, spliced by the generator (see prelude.lua) into the
+-- scripts' text where a line holds "--@persist(...)" or "--@persist_ms(...)": the code runs
+-- inline, with no function defined per call. A snippet's parameters stand for the arguments
+-- of its line; it also uses the script's own key, now_ms and ttl_floor (see prelude.lua).
 --
 -- persist(ns, exp, state) writes the state, which matters for ns more nanoseconds (0: it is
 -- back to full, and kept GRACE ms so that a clock stepping back still sees it): exp is the

@@ -1,11 +1,12 @@
--- Prelude of every Sluice script. The Go package assembles each script (scripts.go): this
--- file's constants, then the algorithm file's helpers (the part above its "--@decide" line, if
--- any: functions of their arguments only, defined once per script), then this file's part
--- below "--@single" (the arguments of one decision) and the algorithm's body, which decides
--- for `key` and returns the reply. The batched variant (multi.lua) puts the body in a function
--- instead, called once per key. Code that several scripts share is written once, as a snippet
--- that scripts.go splices inline where a line calls it, "--@name(arguments)": persist.lua
--- writes a state with its TTL, muldiv.lua divides an exact product.
+-- Prelude of every Sluice script. `go generate` assembles each script into store/redis/lua/gen
+-- (package store/redis/internal/luagen): this file's constants, then the algorithm file's
+-- helpers (the part above its "--@decide" line, if any: functions of their arguments only,
+-- defined once per script), then this file's part below "--@single" (the arguments of one
+-- decision) and the algorithm's body, which decides for `key` and returns the reply. The
+-- batched variant (multi.lua) puts the body in a function instead, called once per key. Code
+-- that several scripts share is written once, as a snippet that the generator splices inline
+-- where a line calls it, "--@name(arguments)": persist.lua writes a state with its TTL,
+-- muldiv.lua divides an exact product.
 --
 -- Conventions: KEYS[1] is the only key (one hash tag per decision). ARGV[1] holds every
 -- parameter as ten little-endian doubles (one struct.unpack instead of a tonumber per

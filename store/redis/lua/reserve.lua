@@ -1,4 +1,4 @@
--- Criticality variant of a script (scripts.go assembles it like multi.lua: the prelude's
+-- Criticality variant of a script (go generate assembles it like multi.lua: the prelude's
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
 -- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take

@@ -9,9 +9,9 @@ import (
 	"github.com/sluicehq/sluice/quota/alloc"
 )
 
-// State holds the allocation state of every bucket. Implementations are safe for
-// concurrent use.
-type State interface {
+// Ledger holds the allocation state of every bucket: the clients that report for it, their
+// demands and the shares they hold. Implementations are safe for concurrent use.
+type Ledger interface {
 	// Report records client's usage of the bucket named key under settings s at now (Unix
 	// ns), its demand of criticality class, and returns the client's new assignment (see
 	// alloc.Bucket.ReportClass).
@@ -21,14 +21,14 @@ type State interface {
 	Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error
 }
 
-// observedState is a State that reports to the service's Observer (New hands it over).
-type observedState interface{ observe(Observer) }
+// observedLedger is a Ledger that reports to the service's Observer (New hands it over).
+type observedLedger interface{ observe(Observer) }
 
 // sweepEvery is how often the memory state drops the buckets nobody holds a share of.
 const sweepEvery = 10 * time.Second
 
-// memoryState is the State of one replica.
-type memoryState struct {
+// memoryLedger is the Ledger of one replica.
+type memoryLedger struct {
 	mu        sync.Mutex
 	buckets   map[string]*memBucket
 	lastSweep int64
@@ -39,10 +39,10 @@ type memBucket struct {
 	s alloc.Settings // the settings of the last call, for the sweep
 }
 
-// NewMemoryState returns a State held in this process: one replica owns the whole limit.
-func NewMemoryState() State { return &memoryState{buckets: make(map[string]*memBucket)} }
+// NewMemoryLedger returns a Ledger held in this process: one replica owns the whole limit.
+func NewMemoryLedger() Ledger { return &memoryLedger{buckets: make(map[string]*memBucket)} }
 
-func (m *memoryState) Report(_ context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (m *memoryLedger) Report(_ context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
@@ -55,7 +55,7 @@ func (m *memoryState) Report(_ context.Context, key string, s *alloc.Settings, c
 	return mb.b.ReportClass(s, client, class, now, count, elapsed), nil
 }
 
-func (m *memoryState) Leave(_ context.Context, key string, s *alloc.Settings, client string, now int64) error {
+func (m *memoryLedger) Leave(_ context.Context, key string, s *alloc.Settings, client string, now int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mb := m.buckets[key]; mb != nil {
@@ -70,7 +70,7 @@ func (m *memoryState) Leave(_ context.Context, key string, s *alloc.Settings, cl
 }
 
 // sweep drops, every sweepEvery, the clients and buckets that are gone and hold nothing.
-func (m *memoryState) sweep(now int64) {
+func (m *memoryLedger) sweep(now int64) {
 	if now-m.lastSweep < int64(sweepEvery) {
 		return
 	}
@@ -84,7 +84,7 @@ func (m *memoryState) sweep(now int64) {
 }
 
 // buckets returns the number of buckets held (tests check memory stays bounded).
-func (m *memoryState) size() int {
+func (m *memoryLedger) size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.buckets)

@@ -1,0 +1,73 @@
+package sluice
+
+// RequestKind is what a Request asks of a store, as Request.Kind derives it from the
+// request's fields. Every store decides each kind the same way: the stores that run package
+// algorithm's states call algorithm.Apply, which dispatches on the kind once; the Redis
+// scripts mirror it (store/redis/lua), held to it by the conformance suite (store/storetest).
+type RequestKind uint8
+
+// The kinds of request. Each names the fields that select it; Request.Validate says which
+// other fields it may carry.
+const (
+	// KindTake (N > 0) consumes N units if they fit now, and otherwise is denied and
+	// consumes nothing.
+	KindTake RequestKind = iota
+	// KindPeek (N = 0) reports the key's state and consumes nothing. With MaxDelay, a leaky
+	// bucket's peek also reports when a request would start (Decision.Delay).
+	KindPeek
+	// KindRefund (N < 0) gives back -N units, never beyond full capacity.
+	KindRefund
+	// KindWait (N > 0 and MaxDelay > 0) is a take that a bucket algorithm may admit up to
+	// MaxDelay ahead (Decision.Delay, Limiter.WaitN); window algorithms decide it as a take.
+	KindWait
+	// KindTakeReserved (N > 0 and Reserve > 0) is a take admitted only if Reserve units
+	// remain after it (a criticality class's reserve, Limiter.AllowClass).
+	KindTakeReserved
+	// KindSettle (Settle) applies N whatever the limit (Limiter.Settle): a charge, a refund,
+	// or a report when N = 0.
+	KindSettle
+)
+
+var kindNames = [...]string{
+	KindTake:         "take",
+	KindPeek:         "peek",
+	KindRefund:       "refund",
+	KindWait:         "wait",
+	KindTakeReserved: "take_reserved",
+	KindSettle:       "settle",
+}
+
+// String returns the kind's name: "take", "peek", "refund", "wait", "take_reserved" or
+// "settle".
+func (k RequestKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Takes reports whether k takes N > 0 units against the limit: a take, a wait or a take with
+// a reserve. The other kinds are admitted whatever the key holds (a refund, a settle) or
+// consume nothing (a peek).
+func (k RequestKind) Takes() bool {
+	return k == KindTake || k == KindWait || k == KindTakeReserved
+}
+
+// Kind classifies the request: a settle first (whatever N), then by N (a refund, a peek),
+// then a take by what it carries (a reserve, a MaxDelay). It is meaningful for a valid
+// request (Validate), which rejects the combinations no kind allows.
+func (req *Request) Kind() RequestKind {
+	switch {
+	case req.Settle:
+		return KindSettle
+	case req.N < 0:
+		return KindRefund
+	case req.N == 0:
+		return KindPeek
+	case req.Reserve > 0:
+		return KindTakeReserved
+	case req.MaxDelay > 0:
+		return KindWait
+	}
+	return KindTake
+}
