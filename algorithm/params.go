@@ -49,8 +49,7 @@ func Compile(r sluice.Rule) Params {
 	if r.Limit <= 0 || p.period <= 0 {
 		return p
 	}
-	p.windows = r.Windows()
-	p.sub = p.period / p.windows
+	p.windows, p.sub = r.Windows(), WindowShape(r).Length
 	p.fillPS = r.Limit * Scale
 	p.full = p.capacity * Scale
 	p.fill = newRatio(p.fillPS, p.period)

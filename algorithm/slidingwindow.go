@@ -35,13 +35,7 @@ func (s *SlidingWindow) slot(w int64) *int64 { return &s.Counts[s.index(w)] }
 
 // index is the position of sub-window w's counter in the ring. It divides, so the loops over
 // the ring take one index and step with next and prev instead.
-func (s *SlidingWindow) index(w int64) int {
-	i := w % int64(len(s.Counts))
-	if i < 0 {
-		i += int64(len(s.Counts))
-	}
-	return int(i)
-}
+func (s *SlidingWindow) index(w int64) int { return RingIndex(w, int64(len(s.Counts))) }
 
 // next and prev are the ring positions after and before i.
 func (s *SlidingWindow) next(i int) int {

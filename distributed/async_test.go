@@ -143,14 +143,14 @@ func TestAsyncCloseFlushes(t *testing.T) {
 func TestAsyncSyncFailureKeepsDeltas(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	shared := newMemory(t, clock)
-	flaky := &flakyStore{Store: shared}
+	flaky := sluicetest.NewFlakyStore(shared)
 	rule := sluice.SlidingWindow(100, time.Minute, 6)
 	a := newAsync(t, flaky, WithClock(clock), WithManualSync())
 	ctx := context.Background()
 	for range 10 {
 		a.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
 	}
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	if err := a.Sync(ctx); !errors.Is(err, sluice.ErrStoreUnavailable) {
 		t.Fatalf("sync against a failing store: %v", err)
 	}
@@ -158,7 +158,7 @@ func TestAsyncSyncFailureKeepsDeltas(t *testing.T) {
 	for range 5 {
 		a.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
 	}
-	flaky.fail.Store(false)
+	flaky.SetFailing(false)
 	if err := a.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

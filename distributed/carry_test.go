@@ -12,10 +12,10 @@ import (
 
 // manualFallback returns a Fallback over a flaky memory store, on a manual clock, probed by
 // hand, with opts.
-func manualFallback(t *testing.T, opts ...Option) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+func manualFallback(t *testing.T, opts ...Option) (*sluicetest.ManualClock, *sluicetest.FlakyStore, *Fallback) {
 	t.Helper()
 	clock := sluicetest.NewManualClock(t0)
-	flaky := &flakyStore{Store: newMemory(t, clock)}
+	flaky := sluicetest.NewFlakyStore(newMemory(t, clock))
 	f, err := NewFallback(flaky, append([]Option{WithClock(clock), WithManualProbe()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func manualFallback(t *testing.T, opts ...Option) (*sluicetest.ManualClock, *fla
 
 // halfShareFallback is a manualFallback opening at the first failure, with half of each
 // rule's limit while open.
-func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *flakyStore, *Fallback) {
+func halfShareFallback(t *testing.T) (*sluicetest.ManualClock, *sluicetest.FlakyStore, *Fallback) {
 	t.Helper()
 	return manualFallback(t, WithFailures(1), WithSafeCapacity(0.5))
 }
@@ -50,7 +50,7 @@ func backOnStore(t *testing.T, f *Fallback) {
 			t.Fatal(err)
 		}
 	}
-	if f.State() != StateStore {
+	if f.State() != CircuitClosed {
 		t.Fatalf("state %v after two Probes of a store that answers", f.State())
 	}
 }
@@ -68,7 +68,7 @@ func TestFallbackCarriesState(t *testing.T) {
 			if err != nil || !d.Allowed || d.Remaining != 10 {
 				t.Fatalf("take 90 on the store: %+v, %v", d, err)
 			}
-			flaky.fail.Store(true)
+			flaky.SetFailing(true)
 			admitted := 0
 			for range 100 {
 				d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1})
@@ -79,7 +79,7 @@ func TestFallbackCarriesState(t *testing.T) {
 					admitted++
 				}
 			}
-			if f.State() != StateFallback {
+			if f.State() != CircuitOpen {
 				t.Fatal("the circuit did not open")
 			}
 			// The store had 10 left; this instance's share is half: 5, not half of a full budget.
@@ -117,22 +117,22 @@ func TestFallbackWritesBack(t *testing.T) {
 				if d, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 80}); err != nil || !d.Allowed {
 					t.Fatalf("take 80 on the store: %+v, %v", d, err)
 				}
-				flaky.fail.Store(true)
+				flaky.SetFailing(true)
 				for range 20 { // the local limiter admits half of the 20 left: 10
 					if _, err := f.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil {
 						t.Fatal(err)
 					}
 				}
 				if forget {
-					flaky.Store = newMemory(t, clock)
+					flaky.Replace(newMemory(t, clock))
 				}
-				flaky.fail.Store(false)
+				flaky.SetFailing(false)
 				// The first Probe that finds the store back writes the outage back; the next one
 				// (a probe interval later) goes back to the store.
-				if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+				if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
 					t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
 				}
-				if err := f.Probe(ctx); err != nil || f.State() != StateStore {
+				if err := f.Probe(ctx); err != nil || f.State() != CircuitClosed {
 					t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
 				}
 				d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
@@ -171,7 +171,7 @@ func TestFallbackFleetSwitches(t *testing.T) {
 
 func fleetSwitches(t *testing.T, a sluice.Algorithm, restart bool, up int) {
 	clock := sluicetest.NewManualClock(t0) // the start of a second
-	flaky := &flakyStore{Store: newMemory(t, clock)}
+	flaky := sluicetest.NewFlakyStore(newMemory(t, clock))
 	var fleet [3]*Fallback
 	for i := range fleet {
 		f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1), WithSafeCapacity(1.0/3))
@@ -188,12 +188,12 @@ func fleetSwitches(t *testing.T, a sluice.Algorithm, restart bool, up int) {
 	for ms := range end {
 		switch ms {
 		case down:
-			flaky.fail.Store(true)
+			flaky.SetFailing(true)
 		case up:
 			if restart {
-				flaky.Store = newMemory(t, clock)
+				flaky.Replace(newMemory(t, clock))
 			}
-			flaky.fail.Store(false)
+			flaky.SetFailing(false)
 		}
 		for _, f := range fleet {
 			if ms%100 == 0 { // each instance probes every 100 ms, at the same instants (untilNextProbe)
@@ -253,20 +253,20 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 			}
 		}
 	}
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	take(40)                               // 40 in the first window
 	clock.Advance(1500 * time.Millisecond) // half of them still inside the period: 20
-	flaky.Store = newMemory(t, clock)      // restarted empty
-	flaky.fail.Store(false)
-	if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+	flaky.Replace(newMemory(t, clock))     // restarted empty
+	flaky.SetFailing(false)
+	if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
 		t.Fatalf("first Probe: %v, %v", err, f.State()) // writes back 20
 	}
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	if err := f.Probe(ctx); err == nil {
 		t.Fatal("a Probe of a failing store succeeded")
 	}
 	take(10)
-	flaky.fail.Store(false)
+	flaky.SetFailing(false)
 	backOnStore(t, f)
 	d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
 	if err != nil {
@@ -285,17 +285,17 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 func TestFallbackStartsFromTheLastDecision(t *testing.T) {
 	clock, flaky, f := manualFallback(t, WithFailures(3), WithSafeCapacity(0.5))
 	rule := sluice.FixedWindow(100, time.Minute)
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	for range 10 { // the third failure opens the circuit; all 10 admitted locally
 		takeOne(t, f, rule)
 	}
 	clock.Advance(time.Minute) // a new window: nothing of the outage is owed to it
-	flaky.fail.Store(false)
+	flaky.SetFailing(false)
 	backOnStore(t, f)
 	for range 100 {
 		takeOne(t, f, rule) // the store's window: spent
 	}
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	if d := takeOne(t, f, rule); d.Allowed { // the circuit is still closed: decided by policy
 		t.Errorf("the first failure after the store spent the key: %+v, want denied (the store had 0 left)", d)
 	}

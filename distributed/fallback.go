@@ -6,14 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/shardmap"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // Defaults of Fallback.
@@ -55,35 +53,18 @@ var errTimeout = errors.New("distributed: store did not answer within the timeou
 //
 // Fallback is safe for concurrent use.
 type Fallback struct {
-	next      sluice.Store
-	registry  sluice.Heartbeater
-	local     *memory.Store
-	outageUse *memory.Store // the outage's own consumption per key (decideLocal)
-	seen      *shardmap.Map[*seen]
-	clock     sluice.Clock
-	timeout   time.Duration
-	failures  int64
-	probe     time.Duration
-	heartbeat time.Duration
-	policy    func(sluice.Rule) FailurePolicy
-	safe      float64
-	group, id string
-	onChange  func(from, to State)
-	onError   func(err error)
-	manual    bool
+	next    sluice.Store
+	breaker breaker    // the circuit: closed, open, probed
+	ledger  *ledger    // what FailLocal decides while open, and what that owes the store
+	members membership // the count of live instances, for the local share
+	policy  func(sluice.Rule) FailurePolicy
+	timeout time.Duration
+	onError func(err error)
 
-	state       atomic.Uint32
-	outage      atomic.Uint64 // 1 + the number of times the circuit opened
-	recovering  atomic.Bool   // a probe of the open circuit succeeded and wrote back
-	share       atomic.Uint64 // while open, the local share of each rule (float64 bits)
-	lastBeat    atomic.Int64  // clock instant (Unix ns) of the last successful heartbeat
-	consecutive atomic.Int64
-	instances   atomic.Int64
-	stateMu     sync.Mutex
-	closed      atomic.Bool
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	once        sync.Once
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup // the heartbeat loop
+	once   sync.Once
 }
 
 type fallbackConfig struct {
@@ -98,7 +79,7 @@ type fallbackConfig struct {
 	maxKeys   int
 	safe      float64
 	group, id string
-	onChange  func(from, to State)
+	onChange  func(from, to Circuit)
 	onError   func(err error)
 	manual    bool
 }
@@ -122,24 +103,22 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 		_, _ = rand.Read(b[:])
 		cfg.id = hex.EncodeToString(b[:])
 	}
-	localOpts := []memory.Option{}
-	if cfg.clock != nil {
-		localOpts = append(localOpts, memory.WithClock(cfg.clock))
-	}
-	local, err := memory.New(localOpts...)
-	if err != nil {
-		return nil, err
-	}
-	outageUse, err := memory.New(localOpts...)
-	if err != nil {
-		return nil, err
-	}
+	localClock := cfg.clock // nil: the local limiters read the memory store's own clock
 	if cfg.clock == nil {
 		cfg.clock = sluice.SystemClock{}
 	}
-	f := &Fallback{next: store, local: local, outageUse: outageUse, seen: shardmap.New(cfg.maxKeys, seenRemaining), clock: cfg.clock, timeout: cfg.timeout,
-		failures: int64(cfg.failures), probe: cfg.probe, heartbeat: cfg.heartbeat, safe: cfg.safe,
-		group: cfg.group, id: cfg.id, onChange: cfg.onChange, onError: cfg.onError, manual: cfg.manual, stop: make(chan struct{})}
+	f := &Fallback{next: store, timeout: cfg.timeout, onError: cfg.onError, stop: make(chan struct{})}
+	f.members = membership{clock: cfg.clock, group: cfg.group, id: cfg.id, interval: cfg.heartbeat,
+		timeout: cfg.timeout, safe: cfg.safe, stop: f.stop}
+	f.members.instances.Store(int64(cfg.instances))
+	f.ledger = &ledger{next: store, clock: cfg.clock, timeout: cfg.timeout, stop: f.stop, breaker: &f.breaker,
+		members: &f.members, seen: shardmap.New(cfg.maxKeys, seenRemaining)}
+	if err := f.ledger.open(localClock); err != nil {
+		return nil, err
+	}
+	f.breaker = breaker{clock: cfg.clock, failures: int64(cfg.failures), interval: cfg.probe, manual: cfg.manual,
+		check: f.probeStore, opening: f.ledger.freeze, closing: f.ledger.thaw, onChange: cfg.onChange, stop: f.stop}
+	f.breaker.init()
 	f.policy = func(sluice.Rule) FailurePolicy { return cfg.policy }
 	if fn := cfg.policyFn; fn != nil {
 		f.policy = func(r sluice.Rule) FailurePolicy {
@@ -149,13 +128,10 @@ func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 			return FailLocal
 		}
 	}
-	f.state.Store(uint32(StateStore))
-	f.outage.Store(1) // decisions by policy before the circuit first opens belong to outage 1
-	f.instances.Store(int64(cfg.instances))
 	if reg, ok := store.(sluice.Heartbeater); ok {
-		f.registry = reg
+		f.members.registry = reg
 		_ = f.sendHeartbeat(context.Background()) // a first count before any decision
-		if !f.manual {
+		if !cfg.manual {
 			f.wg.Add(1)
 			go f.heartbeatLoop()
 		}
@@ -188,36 +164,36 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 }
 
 // State reports the circuit's current state.
-func (f *Fallback) State() State { return State(f.state.Load()) }
+func (f *Fallback) State() Circuit { return f.breaker.circuit() }
 
 // Instances reports the last known number of live instances.
-func (f *Fallback) Instances() int { return int(f.instances.Load()) }
+func (f *Fallback) Instances() int { return int(f.members.instances.Load()) }
 
 // Take implements sluice.Store.
 func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	if f.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() == StateFallback {
+	if f.State() == CircuitOpen {
 		return f.decideLocally(ctx, req)
 	}
 	d, late, err := f.call(ctx, req)
 	switch {
 	case err == nil:
-		f.consecutive.Store(0)
-		f.remember(&req, &d)
+		f.breaker.succeeded()
+		f.ledger.remember(&req, &d)
 		if late {
 			f.storeFailed(fmt.Errorf("distributed: the store answered after the timeout (%v): %w", f.timeout, sluice.ErrStoreUnavailable))
-			f.open() // the store answered, but too slowly: stop asking it
+			f.breaker.open() // the store answered, but too slowly: stop asking it
 		}
 		return d, nil
 	case late:
 		f.storeFailed(fmt.Errorf("%w (%v): %w", errTimeout, f.timeout, err))
-		f.open()
+		f.breaker.open()
 	case sluice.IsUnavailable(err):
 		f.storeFailed(err)
-		if f.consecutive.Add(1) >= f.failures {
-			f.open()
+		if f.breaker.failed() {
+			f.breaker.open()
 		}
 	default:
 		return d, err // bad input, or the caller's context ended: not the store's fault
@@ -263,119 +239,40 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 			return sluice.Decision{}, err
 		}
 		// A settle is not a request to admit: it is answered as applied (and lost).
-		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.probe}, nil
+		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.breaker.interval}, nil
 	}
-	return f.decideLocal(ctx, req, f.fraction())
-}
-
-// fraction is this instance's share of each rule while the store is down: fixed when the
-// circuit opens for the whole outage (a probe's heartbeat, answered before the other
-// instances are back, would count this one alone).
-func (f *Fallback) fraction() float64 {
-	if fr := f.share.Load(); fr != 0 {
-		return math.Float64frombits(fr)
-	}
-	if f.safe > 0 {
-		return f.safe
-	}
-	return 1 / float64(max(1, f.instances.Load()))
-}
-
-// open stops calling the store and starts probing it.
-func (f *Fallback) open() {
-	f.stateMu.Lock()
-	defer f.stateMu.Unlock()
-	if f.State() != StateStore || f.closed.Load() {
-		return
-	}
-	f.outage.Add(1)
-	f.recovering.Store(false)
-	f.share.Store(math.Float64bits(f.fraction()))
-	f.state.Store(uint32(StateFallback))
-	if f.onChange != nil {
-		f.onChange(StateStore, StateFallback)
-	}
-	if !f.manual {
-		f.wg.Add(1)
-		go f.probeLoop()
-	}
-}
-
-// reclose goes back to the store after a successful probe.
-func (f *Fallback) reclose() {
-	f.stateMu.Lock()
-	defer f.stateMu.Unlock()
-	if f.State() != StateFallback {
-		return
-	}
-	f.consecutive.Store(0)
-	f.share.Store(0)
-	f.recovering.Store(false)
-	f.state.Store(uint32(StateStore))
-	if f.onChange != nil {
-		f.onChange(StateFallback, StateStore)
-	}
+	return f.ledger.decideLocal(ctx, req, f.ledger.fraction())
 }
 
 // Probe runs the background work of a Fallback built WithManualProbe, at the instant of its
 // clock: in the fallback state it probes the store, writes back the outage when the store
-// answers within the timeout, and switches back to it at the next Probe that succeeds too; in the store state it sends a heartbeat when one is due (a heartbeat interval
-// after the last). It returns the probe's or heartbeat's error. A simulation calls it every
-// probe interval of virtual time; on a Fallback with background probing it is a way to probe
-// at once.
+// answers within the timeout, and switches back to it at the next Probe that succeeds too
+// (breaker.probe); in the store state it sends a heartbeat when one is due (a heartbeat
+// interval after the last). It returns the probe's or heartbeat's error. A simulation calls
+// it every probe interval of virtual time; on a Fallback with background probing it is a
+// way to probe at once.
 func (f *Fallback) Probe(ctx context.Context) error {
 	if f.closed.Load() {
 		return fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() == StateFallback {
-		_, err := f.probeOnce(ctx)
+	if f.State() == CircuitOpen {
+		_, err := f.breaker.probe(ctx)
 		return err
 	}
-	if f.registry != nil && f.clock.Now().UnixNano()-f.lastBeat.Load() >= int64(f.heartbeat) {
+	if f.members.due() {
 		return f.sendHeartbeat(ctx)
 	}
 	return nil
 }
 
-// probeLoop probes an open circuit at every multiple of the probe interval on the Fallback's
-// clock (untilNextProbe) until the store answers (or Close).
-func (f *Fallback) probeLoop() {
-	defer f.wg.Done()
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-f.clock.After(f.untilNextProbe()):
-		}
-		back, err := f.probeOnce(context.Background())
-		if back || (errors.Is(err, sluice.ErrClosed) && f.closed.Load()) {
-			return
-		}
-	}
-}
-
-// untilNextProbe is the time from now to the next multiple of the probe interval of the
-// clock's Unix time. Instances of a fleet whose clocks agree (NTP) therefore probe at the same
-// instants: they find the store back at the same probe, write back together and switch back
-// together one interval later. Probing at intervals counted from each one's own outage, they
-// would switch back one after another, and the first back would spend the store's refill
-// while the others still spent their local shares (a bucket's key: up to the rate x the probe
-// interval over the limit).
-func (f *Fallback) untilNextProbe() time.Duration {
-	p := int64(f.probe)
-	return time.Duration(p - (f.clock.Now().UnixNano()%p+p)%p)
-}
-
-// probeOnce asks the store once, bounded by the timeout in real time: a heartbeat when the
-// store counts instances (which also refreshes the count), else a peek. When it answers in
-// time, what the local limiter admitted is written back (writeBack); the circuit closes, and
-// back is true, at the next probe that succeeds too. So an instance decides on the store
-// again one probe interval after it wrote back, by when every instance of the fleet (probing
-// at the same instants: untilNextProbe) has written back its own outage: none spends on the store a budget
-// the others already spent locally. A failed probe or write-back starts that over.
-func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
-	if f.registry != nil {
-		err = f.beat(ctx)
+// probeStore is the breaker's check of an open circuit: it asks the store once, bounded by the
+// timeout in real time (a heartbeat when the store counts instances, which also refreshes the
+// count, else a peek), and when it answers in time writes the outage back to it
+// (ledger.writeBack). A failure is reported to the OnStoreError hook.
+func (f *Fallback) probeStore(ctx context.Context) error {
+	var err error
+	if f.members.counts() {
+		err = f.members.beat(ctx)
 	} else {
 		req := sluice.Request{Key: "sluice:probe", Rule: sluice.FixedWindow(1, time.Second), N: 0}
 		_, err = within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
@@ -383,18 +280,10 @@ func (f *Fallback) probeOnce(ctx context.Context) (back bool, err error) {
 		})
 	}
 	if err == nil {
-		err = f.writeBack(ctx)
+		err = f.ledger.writeBack(ctx)
 	}
-	if err != nil {
-		f.recovering.Store(false)
-		f.reportFailed(ctx, "probe", err)
-		return false, err
-	}
-	if !f.recovering.Swap(true) {
-		return false, nil // written back; back on the store after one more probe interval
-	}
-	f.reclose()
-	return true, nil
+	f.reportFailed(ctx, "probe", err)
+	return err
 }
 
 // heartbeatLoop sends a heartbeat every heartbeat interval of the Fallback's clock while the
@@ -405,34 +294,18 @@ func (f *Fallback) heartbeatLoop() {
 		select {
 		case <-f.stop:
 			return
-		case <-f.clock.After(f.heartbeat):
+		case <-f.members.clock.After(f.members.interval):
 		}
-		if f.State() == StateStore {
+		if f.State() == CircuitClosed {
 			_ = f.sendHeartbeat(context.Background())
 		}
 	}
 }
 
-// beat announces the instance and updates the count, bounded by the timeout in real time
-// (in its own goroutine, so a store that ignores its context cannot hold it); on failure the
-// last count stays.
-func (f *Fallback) beat(ctx context.Context) error {
-	_, err := within(ctx, f.timeout, f.stop, func(ctx context.Context) (sluice.Decision, error) {
-		n, err := f.registry.Heartbeat(ctx, f.group, f.id, 3*f.heartbeat)
-		if err == nil && n > 0 {
-			f.instances.Store(int64(n))
-		}
-		return sluice.Decision{}, err
-	})
-	if err == nil {
-		f.lastBeat.Store(f.clock.Now().UnixNano())
-	}
-	return err
-}
-
-// sendHeartbeat sends a heartbeat (beat) and reports its failure to the OnStoreError hook.
+// sendHeartbeat sends a heartbeat (membership.beat) and reports its failure to the
+// OnStoreError hook.
 func (f *Fallback) sendHeartbeat(ctx context.Context) error {
-	err := f.beat(ctx)
+	err := f.members.beat(ctx)
 	f.reportFailed(ctx, "heartbeat", err)
 	return err
 }
@@ -485,17 +358,17 @@ func (f *Fallback) Flush(ctx context.Context) error { return flushNext(ctx, f.ne
 func (f *Fallback) Close() error {
 	var err error
 	f.once.Do(func() {
-		f.stateMu.Lock()
 		f.closed.Store(true)
+		f.breaker.halt()
 		close(f.stop)
-		f.stateMu.Unlock()
+		f.breaker.wg.Wait()
 		f.wg.Wait()
-		if f.State() == StateStore {
+		if f.State() == CircuitClosed {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			err = f.Flush(ctx)
 		}
-		err = errors.Join(err, f.local.Close(), f.outageUse.Close())
+		err = errors.Join(err, f.ledger.close())
 	})
 	return err
 }

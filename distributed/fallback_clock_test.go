@@ -15,7 +15,7 @@ import (
 // back, and heartbeats are sent when due on the clock.
 func TestFallbackManualProbe(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
-	flaky := &flakyStore{Store: newMemory(t, clock)}
+	flaky := sluicetest.NewFlakyStore(newMemory(t, clock))
 	log := &stateLog{}
 	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1),
 		WithHeartbeat(time.Second), OnStateChange(log.record))
@@ -33,44 +33,44 @@ func TestFallbackManualProbe(t *testing.T) {
 		}
 		return d
 	}
-	if got := flaky.calls.Load(); got != 1 {
+	if got := flaky.Calls(); got != 1 {
 		t.Fatalf("%d store calls after NewFallback, want 1 (the first heartbeat)", got)
 	}
 	// Heartbeats: not due before a heartbeat interval of the clock, due after.
 	clock.Advance(999 * time.Millisecond)
-	if err := f.Probe(ctx); err != nil || flaky.calls.Load() != 1 {
-		t.Fatalf("Probe before the heartbeat is due: %v, %d calls", err, flaky.calls.Load())
+	if err := f.Probe(ctx); err != nil || flaky.Calls() != 1 {
+		t.Fatalf("Probe before the heartbeat is due: %v, %d calls", err, flaky.Calls())
 	}
 	clock.Advance(time.Millisecond)
-	if err := f.Probe(ctx); err != nil || flaky.calls.Load() != 2 {
-		t.Fatalf("Probe when the heartbeat is due: %v, %d calls", err, flaky.calls.Load())
+	if err := f.Probe(ctx); err != nil || flaky.Calls() != 2 {
+		t.Fatalf("Probe when the heartbeat is due: %v, %d calls", err, flaky.Calls())
 	}
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	take()
-	if f.State() != StateFallback {
+	if f.State() != CircuitOpen {
 		t.Fatal("a failure did not open the circuit")
 	}
-	calls := flaky.calls.Load()
+	calls := flaky.Calls()
 	for range 5 {
 		take()
 	}
 	time.Sleep(20 * time.Millisecond) // real time passes: nothing may probe in the background
-	if got := flaky.calls.Load(); got != calls {
+	if got := flaky.Calls(); got != calls {
 		t.Fatalf("%d store calls while open without Probe, want 0", got-calls)
 	}
-	if err := f.Probe(ctx); err == nil || f.State() != StateFallback {
+	if err := f.Probe(ctx); err == nil || f.State() != CircuitOpen {
 		t.Fatalf("Probe with the store down: %v, state %v", err, f.State())
 	}
-	flaky.fail.Store(false)
+	flaky.SetFailing(false)
 	// The first Probe that finds the store back writes the outage back; the next one
 	// (a probe interval later) goes back to the store.
-	if err := f.Probe(ctx); err != nil || f.State() != StateFallback {
+	if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
 		t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
 	}
-	if err := f.Probe(ctx); err != nil || f.State() != StateStore {
+	if err := f.Probe(ctx); err != nil || f.State() != CircuitClosed {
 		t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
 	}
-	if got := log.get(); len(got) != 2 || got[0] != StateFallback || got[1] != StateStore {
+	if got := log.get(); len(got) != 2 || got[0] != CircuitOpen || got[1] != CircuitClosed {
 		t.Fatalf("state changes %v, want fallback then store", got)
 	}
 	f.Close()
@@ -83,52 +83,52 @@ func TestFallbackManualProbe(t *testing.T) {
 // does not move means no probe, however much real time passes.
 func TestFallbackProbesOnItsClock(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
-	flaky := &flakyStore{Store: newMemory(t, clock)}
+	flaky := sluicetest.NewFlakyStore(newMemory(t, clock))
 	f, err := NewFallback(flaky, WithClock(clock), WithFailures(1),
 		WithProbeInterval(100*time.Millisecond), WithHeartbeat(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	flaky.fail.Store(true)
+	flaky.SetFailing(true)
 	if _, err := f.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.FixedWindow(5, time.Minute), N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	flaky.fail.Store(false)
-	calls := flaky.calls.Load()
+	flaky.SetFailing(false)
+	calls := flaky.Calls()
 	time.Sleep(300 * time.Millisecond) // three probe intervals of real time
-	if got := flaky.calls.Load(); got != calls || f.State() != StateFallback {
+	if got := flaky.Calls(); got != calls || f.State() != CircuitOpen {
 		t.Fatalf("%d probes while the clock stood still (state %v), want none", got-calls, f.State())
 	}
 	waitFor(t, time.Second, "the probe and heartbeat loops waiting on the clock", func() bool { return clock.Waiters() >= 2 })
 	// The first probe on the clock's interval writes back; the next goes back to the store.
 	clock.Advance(100 * time.Millisecond)
-	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return flaky.calls.Load() > calls })
-	if f.State() != StateFallback {
+	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return flaky.Calls() > calls })
+	if f.State() != CircuitOpen {
 		t.Fatalf("state %v after the first probe that found the store back, want fallback for one more interval", f.State())
 	}
 	waitFor(t, time.Second, "the probe loop waiting on the clock again", func() bool { return clock.Waiters() >= 2 })
 	clock.Advance(100 * time.Millisecond)
-	waitFor(t, 2*time.Second, "the second probe on the clock's interval", func() bool { return f.State() == StateStore })
+	waitFor(t, 2*time.Second, "the second probe on the clock's interval", func() bool { return f.State() == CircuitClosed })
 }
 
 // The healthy path makes the store call in the caller's goroutine under a deadline: a store
 // that blocks until its context ends is cut off at the timeout, and opens the circuit.
 func TestFallbackTimeoutIsRealTime(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0) // virtual time does not bound the call; the deadline does
-	flaky := &flakyStore{Store: newMemory(t, clock)}
+	flaky := sluicetest.NewFlakyStore(newMemory(t, clock))
 	f, err := NewFallback(flaky, WithClock(clock), WithTimeout(20*time.Millisecond), WithManualProbe())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	flaky.hang.Store(true)
+	flaky.SetHanging(true)
 	start := time.Now()
 	d, err := f.Take(context.Background(), sluice.Request{Key: "k", Rule: sluice.FixedWindow(5, time.Minute), N: 1})
 	if el := time.Since(start); err != nil || !d.Allowed || el > time.Second {
 		t.Fatalf("hanging store: %+v %v after %v", d, err, el)
 	}
-	if f.State() != StateFallback {
+	if f.State() != CircuitOpen {
 		t.Fatal("a timeout did not open the circuit")
 	}
 }
@@ -145,12 +145,12 @@ func TestFallbackProbesAligned(t *testing.T) {
 	var mu sync.Mutex
 	back := map[int]time.Time{}
 	var fbs [2]*Fallback
-	var flakies [2]*flakyStore
+	var flakies [2]*sluicetest.FlakyStore
 	for i := range fbs {
-		flakies[i] = &flakyStore{Store: newMemory(t, clock)}
+		flakies[i] = sluicetest.NewFlakyStore(newMemory(t, clock))
 		f, err := NewFallback(flakies[i], WithClock(clock), WithFailures(1), WithProbeInterval(probe),
-			OnStateChange(func(_, to State) {
-				if to == StateStore {
+			OnStateChange(func(_, to Circuit) {
+				if to == CircuitClosed {
 					mu.Lock()
 					back[i] = clock.Now()
 					mu.Unlock()
@@ -173,11 +173,11 @@ func TestFallbackProbesAligned(t *testing.T) {
 	rule := sluice.FixedWindow(10, time.Minute)
 	openAt := func(i int, at time.Duration) {
 		clock.Set(t0.Add(at))
-		flakies[i].fail.Store(true)
+		flakies[i].SetFailing(true)
 		if _, err := fbs[i].Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if fbs[i].State() != StateFallback {
+		if fbs[i].State() != CircuitOpen {
 			t.Fatalf("instance %d: a failure did not open the circuit", i)
 		}
 	}
@@ -200,7 +200,7 @@ func TestFallbackProbesAligned(t *testing.T) {
 	openAt(1, 70*time.Millisecond)
 	settled()
 	for i := range flakies {
-		flakies[i].fail.Store(false)
+		flakies[i].SetFailing(false)
 	}
 	for step := 0; step < 40; step++ {
 		mu.Lock()

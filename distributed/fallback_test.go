@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 func TestFallbackBadOptions(t *testing.T) {
@@ -46,15 +47,19 @@ func TestFallbackBadOptions(t *testing.T) {
 // stateLog records state changes.
 type stateLog struct {
 	mu      sync.Mutex
-	changes []State
+	changes []Circuit
 }
 
-func (l *stateLog) record(_, to State) { l.mu.Lock(); l.changes = append(l.changes, to); l.mu.Unlock() }
+func (l *stateLog) record(_, to Circuit) {
+	l.mu.Lock()
+	l.changes = append(l.changes, to)
+	l.mu.Unlock()
+}
 
-func (l *stateLog) get() []State {
+func (l *stateLog) get() []Circuit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]State(nil), l.changes...)
+	return append([]Circuit(nil), l.changes...)
 }
 
 // outage runs the shared fallback scenario against a store that can be broken and repaired:
@@ -143,7 +148,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	phase.Store(1)
 	waitFor(t, 2*time.Second, "the fallback state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.State() != StateFallback {
+			if f.State() != CircuitOpen {
 				return false
 			}
 		}
@@ -155,7 +160,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	repaired := time.Now()
 	waitFor(t, 3*time.Second, "the store state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.State() != StateStore {
+			if f.State() != CircuitClosed {
 				return false
 			}
 		}
@@ -187,7 +192,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 		t.Errorf("store path resumed %v after the store came back, want within 1s", resumed)
 	}
 	for i, l := range logs {
-		if got := l.get(); len(got) < 2 || got[0] != StateFallback || got[len(got)-1] != StateStore {
+		if got := l.get(); len(got) < 2 || got[0] != CircuitOpen || got[len(got)-1] != CircuitClosed {
 			t.Errorf("instance %d: state changes %v, want fallback then store", i, got)
 		}
 	}
@@ -236,17 +241,17 @@ func TestFallbackOutageMemory(t *testing.T) {
 	for _, hang := range []bool{false, true} {
 		name := map[bool]string{false: "refused", true: "black_hole"}[hang]
 		t.Run(name, func(t *testing.T) {
-			flaky := &flakyStore{Store: newMemory(t, nil)}
+			flaky := sluicetest.NewFlakyStore(newMemory(t, nil))
 			env := outageEnv{
 				store: func(int) sluice.Store { return flaky },
 				breakIt: func(*testing.T) {
 					if hang {
-						flaky.hang.Store(true)
+						flaky.SetHanging(true)
 					} else {
-						flaky.fail.Store(true)
+						flaky.SetFailing(true)
 					}
 				},
-				repair: func(*testing.T) { flaky.hang.Store(false); flaky.fail.Store(false) },
+				repair: func(*testing.T) { flaky.SetHanging(false); flaky.SetFailing(false) },
 			}
 			runOutage(t, env, 30*time.Millisecond)
 		})
@@ -254,8 +259,8 @@ func TestFallbackOutageMemory(t *testing.T) {
 }
 
 func TestFallbackPolicies(t *testing.T) {
-	flaky := &flakyStore{Store: newMemory(t, nil)}
-	flaky.fail.Store(true)
+	flaky := sluicetest.NewFlakyStore(newMemory(t, nil))
+	flaky.SetFailing(true)
 	rule := sluice.FixedWindow(10, time.Hour)
 	f, err := NewFallback(flaky, WithFailures(1), WithFailurePolicyFunc(func(r sluice.Rule) FailurePolicy {
 		if r.Limit == 10 {
@@ -293,7 +298,7 @@ func TestFallbackBadInputKeepsCircuitClosed(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	}
-	if f.State() != StateStore {
+	if f.State() != CircuitClosed {
 		t.Fatal("bad input opened the circuit")
 	}
 }

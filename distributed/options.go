@@ -176,7 +176,7 @@ func WithManualProbe() Option {
 // OnStateChange registers f, called on every change of a Fallback's state (for metrics and
 // logs). It runs synchronously in the goroutine that changes the state and must not block.
 // It applies to NewFallback.
-func OnStateChange(f func(from, to State)) Option {
+func OnStateChange(f func(from, to Circuit)) Option {
 	return Option{name: "OnStateChange", fallback: func(c *fallbackConfig) { c.onChange = f }}
 }
 

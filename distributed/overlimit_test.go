@@ -10,17 +10,6 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// countingStore is a hand-written wrapper that counts Take calls.
-type countingStore struct {
-	sluice.Store
-	calls int
-}
-
-func (c *countingStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	c.calls++
-	return c.Store.Take(ctx, req)
-}
-
 // checkOverLimitFlood floods a denied key and checks that no call reaches the store until the
 // RetryAfter instant, and that the request is allowed exactly then. calls reports the store
 // calls so far (a counting wrapper, or Redis INFO commandstats).
@@ -68,21 +57,21 @@ func TestOverLimitFloodMemory(t *testing.T) {
 		sluice.SlidingWindow(5, time.Second, 4), sluice.GCRA(5, time.Second, 0)} {
 		t.Run(rule.String(), func(t *testing.T) {
 			clock := sluicetest.NewManualClock(t0)
-			cs := &countingStore{Store: newMemory(t, clock)}
+			cs := &sluicetest.CountingStore{Store: newMemory(t, clock)}
 			o, err := NewOverLimit(cs, WithClock(clock))
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkOverLimitFlood(t, o, clock, rule, func() int64 { return int64(cs.calls) })
+			checkOverLimitFlood(t, o, clock, rule, cs.Calls)
 		})
 	}
 }
 
 // cachedDenial returns an over-limit cache on a memory store that holds a denial of key "k"
 // under rule, 2 a minute (2 taken, the third denied), and the store's call counter.
-func cachedDenial(t *testing.T) (o *OverLimit, cs *countingStore, rule sluice.Rule) {
+func cachedDenial(t *testing.T) (o *OverLimit, cs *sluicetest.CountingStore, rule sluice.Rule) {
 	clock := sluicetest.NewManualClock(t0)
-	cs = &countingStore{Store: newMemory(t, clock)}
+	cs = &sluicetest.CountingStore{Store: newMemory(t, clock)}
 	o, _ = NewOverLimit(cs, WithClock(clock))
 	rule = sluice.FixedWindow(2, time.Minute)
 	for range 3 {
@@ -104,9 +93,9 @@ func TestOverLimitRuleChange(t *testing.T) {
 		o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1})
 	}
 	o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 5})
-	calls := cs.calls
-	if d, _ := o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1}); !d.Allowed || cs.calls != calls+1 {
-		t.Fatalf("n=1 after n=5 was denied: %+v, %d calls", d, cs.calls-calls)
+	calls := cs.Calls()
+	if d, _ := o.Take(ctx, sluice.Request{Key: "k", Rule: raised, N: 1}); !d.Allowed || cs.Calls() != calls+1 {
+		t.Fatalf("n=1 after n=5 was denied: %+v, %d calls", d, cs.Calls()-calls)
 	}
 }
 
@@ -149,10 +138,10 @@ func TestOverLimitDeniedAllocatesNothing(t *testing.T) {
 func TestOverLimitSettle(t *testing.T) {
 	o, cs, rule := cachedDenial(t)
 	ctx := context.Background()
-	calls := cs.calls
+	calls := cs.Calls()
 	d, err := o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 3, Settle: true})
-	if err != nil || !d.Allowed || cs.calls != calls+1 {
-		t.Fatalf("settle 3 with a cached denial: %+v %v, %d store calls; want allowed, from the store", d, err, cs.calls-calls)
+	if err != nil || !d.Allowed || cs.Calls() != calls+1 {
+		t.Fatalf("settle 3 with a cached denial: %+v %v, %d store calls; want allowed, from the store", d, err, cs.Calls()-calls)
 	}
 	if d, _ := o.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: -4, Settle: true}); !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("settle -4 (5 counted): %+v, want allowed, 1 remaining", d)

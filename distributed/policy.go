@@ -46,29 +46,6 @@ func ParseFailurePolicy(name string) (FailurePolicy, error) {
 	return 0, fmt.Errorf("distributed: policy: unknown %q (want local, fail_open or fail_closed)", name)
 }
 
-// State is the state of a Fallback's circuit.
-type State uint8
-
-// The states.
-const (
-	// StateStore decides with the wrapped store (the circuit is closed).
-	StateStore State = iota + 1
-	// StateFallback decides by policy without calling the store, which is probed in the
-	// background (the circuit is open).
-	StateFallback
-)
-
-// String returns "store" or "fallback".
-func (s State) String() string {
-	switch s {
-	case StateStore:
-		return "store"
-	case StateFallback:
-		return "fallback"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
 // share returns the rule scaled to one instance's share: limit x fraction, at least 1 (and the
 // burst likewise).
 func share(r sluice.Rule, fraction float64) sluice.Rule {

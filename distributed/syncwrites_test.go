@@ -14,7 +14,7 @@ import (
 // instance sees the admissions at its next read.
 func TestAsyncSyncWrites(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
-	shared := &flakyStore{Store: newMemory(t, clock)}
+	shared := sluicetest.NewFlakyStore(newMemory(t, clock))
 	a := newAsync(t, shared, WithClock(clock), WithManualSync(), WithSyncWrites())
 	b := newAsync(t, shared, WithClock(clock), WithManualSync(), WithSyncWrites())
 	ctx := context.Background()
@@ -25,7 +25,7 @@ func TestAsyncSyncWrites(t *testing.T) {
 			t.Fatalf("take %d: %+v %v", i, d, err)
 		}
 	}
-	if got := shared.calls.Load(); got != 10 {
+	if got := shared.Calls(); got != 10 {
 		t.Fatalf("10 admissions made %d store calls, want 10", got)
 	}
 	for range 100 {
@@ -33,7 +33,7 @@ func TestAsyncSyncWrites(t *testing.T) {
 			t.Fatal("admitted over the limit")
 		}
 	}
-	if got := shared.calls.Load(); got != 10 {
+	if got := shared.Calls(); got != 10 {
 		t.Fatalf("denials made %d store calls", got-10)
 	}
 	b.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
@@ -43,12 +43,12 @@ func TestAsyncSyncWrites(t *testing.T) {
 	if d, _ := b.Take(ctx, req); d.Allowed {
 		t.Fatalf("b admitted after reading a's 10: %+v", d)
 	}
-	shared.fail.Store(true)
+	shared.SetFailing(true)
 	clock.Advance(2 * time.Minute)
 	if _, err := a.Take(ctx, req); !errors.Is(err, sluice.ErrStoreUnavailable) {
 		t.Fatalf("write-through against a failing store: %v", err)
 	}
-	shared.fail.Store(false)
+	shared.SetFailing(false)
 	if d, err := a.Take(ctx, req); err != nil || d.Remaining != 9 {
 		t.Fatalf("after a failed write (not counted): %+v %v, want remaining 9", d, err)
 	}

@@ -59,7 +59,7 @@ func newKeyState(key string, r sluice.Rule) *keyState {
 // current window's count until that window's end (algorithm.FixedWindow keeps counting in the
 // current window until it ends). Unsynced deltas are kept as orphans.
 func (ks *keyState) reshape(r sluice.Rule, now int64) {
-	if ks.cur != math.MinInt64 && ks.length == shapeLength(r) {
+	if ks.cur != math.MinInt64 && ks.length == algorithm.WindowShape(r).Length {
 		ks.rering(r)
 		return
 	}
@@ -81,14 +81,6 @@ func (ks *keyState) reshape(r sluice.Rule, now int64) {
 	} else {
 		ks.carried = carried
 	}
-}
-
-// shapeLength is the length of the windows rule r counts in.
-func shapeLength(r sluice.Rule) int64 {
-	if r.Algorithm == sluice.AlgorithmSlidingWindow {
-		return int64(r.Period) / r.Windows()
-	}
-	return int64(r.Period)
 }
 
 // rering reshapes the state for a rule whose windows have the same length (only the number
@@ -134,14 +126,12 @@ func (ks *keyState) reset(r sluice.Rule) {
 	}
 	ks.params = algorithm.Compile(r)
 	ks.sliding = r.Algorithm == sluice.AlgorithmSlidingWindow
-	ks.length = shapeLength(r)
+	shape := algorithm.WindowShape(r)
+	ks.length = shape.Length
+	ks.slots = make([]slot, shape.Count)
 	ks.window = algorithm.SlidingWindow{}
 	if ks.sliding {
-		n := r.Windows() + 1
-		ks.slots = make([]slot, n)
-		ks.window = algorithm.SlidingWindow{Counts: make([]int64, n), Sub: ks.length}
-	} else {
-		ks.slots = make([]slot, 1)
+		ks.window = algorithm.SlidingWindow{Counts: make([]int64, shape.Count), Sub: ks.length}
 	}
 	ks.cur = math.MinInt64
 	for i := range ks.slots {
@@ -158,14 +148,7 @@ func (ks *keyState) sameShape(r sluice.Rule) bool {
 }
 
 // index is the position of window j's slot in the ring.
-func (ks *keyState) index(j int64) int {
-	n := int64(len(ks.slots))
-	i := j % n
-	if i < 0 {
-		i += n
-	}
-	return int(i)
-}
+func (ks *keyState) index(j int64) int { return algorithm.RingIndex(j, int64(len(ks.slots))) }
 
 func (ks *keyState) at(j int64) *slot { return &ks.slots[ks.index(j)] }
 

@@ -22,7 +22,7 @@ type fallbackWatch struct {
 	now    func() time.Time
 
 	mu    sync.Mutex
-	state distributed.State
+	state distributed.Circuit
 	since time.Time     // of the last change, or of the start
 	spent time.Duration // in the fallback state before since
 	cause string        // the last store error: the cause of a switch to the fallback
@@ -34,7 +34,7 @@ type fallbackWatch struct {
 // sluice_store_state, sluice_store_state_changes_total and sluice_fallback_seconds_total.
 // storeErr is called with each failure the fallback absorbs.
 func watchFallback(c *stores.Config, policy string, log *slog.Logger, reg prometheus.Registerer, storeErr func(error)) (*fallbackWatch, error) {
-	w := &fallbackWatch{policy: policy, log: log, now: time.Now, state: distributed.StateStore, since: time.Now(),
+	w := &fallbackWatch{policy: policy, log: log, now: time.Now, state: distributed.CircuitClosed, since: time.Now(),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_store_state_changes_total",
 			Help: "Changes of the fallback's state, by the state entered (fallback: the store failed; store: it answered a probe)."},
 			[]string{"to"})}
@@ -42,7 +42,7 @@ func watchFallback(c *stores.Config, policy string, log *slog.Logger, reg promet
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sluice_fallback_seconds_total",
 			Help: "Time spent deciding by the fallback policy because the store was unavailable."},
 			func() float64 { return w.fallbackTime().Seconds() })}
-	for _, st := range []distributed.State{distributed.StateStore, distributed.StateFallback} {
+	for _, st := range []distributed.Circuit{distributed.CircuitClosed, distributed.CircuitOpen} {
 		cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_state",
 			Help:        "1 for the state decisions are in: store (the store decides) or fallback (the fallback policy decides; the store is unavailable).",
 			ConstLabels: prometheus.Labels{"state": st.String(), "policy": policy}},
@@ -53,10 +53,10 @@ func watchFallback(c *stores.Config, policy string, log *slog.Logger, reg promet
 			return nil, err
 		}
 	}
-	w.changes.WithLabelValues(distributed.StateFallback.String())
-	w.changes.WithLabelValues(distributed.StateStore.String())
+	w.changes.WithLabelValues(distributed.CircuitOpen.String())
+	w.changes.WithLabelValues(distributed.CircuitClosed.String())
 	userChange, userErr := c.OnStateChange, c.OnStoreError
-	c.OnStateChange = func(from, to distributed.State) {
+	c.OnStateChange = func(from, to distributed.Circuit) {
 		w.change(to)
 		if userChange != nil {
 			userChange(from, to)
@@ -80,7 +80,7 @@ func b2f(b bool) float64 {
 }
 
 // State returns the fallback's state.
-func (w *fallbackWatch) State() distributed.State {
+func (w *fallbackWatch) State() distributed.Circuit {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.state
@@ -93,7 +93,7 @@ func (w *fallbackWatch) setCause(err error) {
 }
 
 // change records and logs a change of state.
-func (w *fallbackWatch) change(to distributed.State) {
+func (w *fallbackWatch) change(to distributed.Circuit) {
 	now := w.now()
 	w.mu.Lock()
 	if to == w.state {
@@ -101,14 +101,14 @@ func (w *fallbackWatch) change(to distributed.State) {
 		return
 	}
 	was := now.Sub(w.since)
-	if w.state == distributed.StateFallback {
+	if w.state == distributed.CircuitOpen {
 		w.spent += was
 	}
 	w.state, w.since = to, now
 	cause := w.cause
 	w.mu.Unlock()
 	w.changes.WithLabelValues(to.String()).Inc()
-	if to == distributed.StateFallback {
+	if to == distributed.CircuitOpen {
 		w.log.Error("store unavailable: deciding by the fallback policy until it answers a probe",
 			"policy", w.policy, "cause", cause)
 		return
@@ -122,7 +122,7 @@ func (w *fallbackWatch) fallbackTime() time.Duration {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state == distributed.StateFallback {
+	if w.state == distributed.CircuitOpen {
 		return w.spent + now.Sub(w.since)
 	}
 	return w.spent
@@ -133,7 +133,7 @@ func (w *fallbackWatch) degraded() string {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.state != distributed.StateFallback {
+	if w.state != distributed.CircuitOpen {
 		return ""
 	}
 	return fmt.Sprintf("store unavailable for %v, deciding by the fallback policy %s (cause: %s)",

@@ -1,6 +1,8 @@
 // Package sluicetest holds test doubles for code that uses Sluice, as net/http/httptest does
 // for net/http: a ManualClock to pass wherever a sluice.Clock is taken (stores, decorators,
-// Limiter) so tests move time instead of sleeping.
+// Limiter) so tests move time instead of sleeping, and stores that stand in for a real one:
+// Recorder and CountingStore watch what reaches it, FlakyStore, TimingOutStore and GateStore
+// fail, time out or hold decisions on demand. Every double is safe for concurrent use.
 package sluicetest
 
 import (

@@ -52,10 +52,10 @@ type Config struct {
 	// service can start while its store is down, and fall back.
 	Ping bool
 	// OnStateChange, when set with a Fallback, is called on every change of the fallback's
-	// state (distributed.OnStateChange): StateStore to StateFallback when the store fails,
+	// state (distributed.OnStateChange): CircuitClosed to CircuitOpen when the store fails,
 	// back when a probe answers. It runs in the goroutine that changes the state and must not
 	// block. Without a Fallback it is never called.
-	OnStateChange func(from, to distributed.State)
+	OnStateChange func(from, to distributed.Circuit)
 	// OnStoreError, when set with a Fallback, is called with every store failure the
 	// fallback absorbs (distributed.OnStoreError): decisions it answered by policy because
 	// the store failed or was too slow, and failed probes and heartbeats. Failures without a

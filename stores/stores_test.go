@@ -245,7 +245,7 @@ func TestOpenFallbackHooks(t *testing.T) {
 	)
 	st, closer, err := stores.Open(context.Background(), stores.Config{
 		URL: "redis://127.0.0.1:1?dial_timeout=50ms", Fallback: "fail_closed", Timeout: time.Second,
-		OnStateChange: func(from, to distributed.State) {
+		OnStateChange: func(from, to distributed.Circuit) {
 			mu.Lock()
 			defer mu.Unlock()
 			changes = append(changes, from.String()+">"+to.String())

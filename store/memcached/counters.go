@@ -22,15 +22,6 @@ func counted(a sluice.Algorithm) bool {
 // instead.
 func increments(c *call) bool { return c.req.Kind().Takes() && c.req.N <= c.req.Rule.Limit }
 
-// windows is the shape of a counter rule: the length of its windows (ns) and how many of them
-// a decision reads, the current one last (a fixed window: 1; a sliding window: N+1).
-func windows(r sluice.Rule) (length int64, n int64) {
-	if r.Algorithm == sluice.AlgorithmSlidingWindow {
-		return int64(r.Period) / r.Windows(), r.Windows() + 1
-	}
-	return int64(r.Period), 1
-}
-
 // view is a counter rule's state as package algorithm holds it, built from the counters of
 // the windows a decision reads, so the decision is algorithm's own.
 type view struct {
@@ -42,7 +33,8 @@ type view struct {
 }
 
 func newView(r sluice.Rule, cur int64) view {
-	length, n := windows(r)
+	shape := algorithm.WindowShape(r)
+	length, n := shape.Length, shape.Count
 	v := view{slide: r.Algorithm == sluice.AlgorithmSlidingWindow, first: cur - n + 1, n: n}
 	if v.slide {
 		v.sliding = algorithm.SlidingWindow{Counts: make([]int64, n), Newest: cur, Sub: length}
@@ -58,11 +50,7 @@ func (v *view) at(j int64) *int64 {
 	if !v.slide {
 		return &v.fixed.Count
 	}
-	i := j % v.n
-	if i < 0 {
-		i += v.n
-	}
-	return &v.sliding.Counts[i]
+	return &v.sliding.Counts[algorithm.RingIndex(j, v.n)]
 }
 
 // apply decides req on the view (algorithm.Apply).
@@ -81,7 +69,8 @@ func (v *view) apply(now int64, p *algorithm.Params, req *sluice.Request) sluice
 // (a settle's charge increments the one it counts in).
 func (s *Store) countRound(sh *laneShard, key string, b base, calls []*call, now, latest int64) {
 	rule, p := calls[0].req.Rule, calls[0].p
-	length, n := windows(rule)
+	shape := algorithm.WindowShape(rule)
+	length, n := shape.Length, shape.Count
 	cur := algorithm.WindowIndex(latest, length)
 	vv := newView(rule, cur)
 	v := &vv
