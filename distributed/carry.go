@@ -142,7 +142,7 @@ func (l *ledger) decideLocal(ctx context.Context, req sluice.Request, fraction f
 			v.held = l.startLocal(ctx, local, int64(float64(v.remaining)*fraction))
 		}
 	}
-	if ok && v.written == outage && req.N > 0 && !req.Settle && !algorithm.Drains(req.Rule) && l.breaker.recovering.Load() {
+	if ok && v.written == outage && req.Kind().Takes() && !algorithm.Drains(req.Rule) && l.breaker.recovering.Load() {
 		// Written back, and back on the store at the next probe: an admission now would be
 		// written in a second write-back (see writeBack), and a window algorithm's store would
 		// count it with the first in one window, while the first's oldest units should have

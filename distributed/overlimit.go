@@ -68,7 +68,7 @@ func NewOverLimit(next sluice.Store, opts ...Option) (*OverLimit, error) {
 // Take implements sluice.Store.
 func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	sh := o.denials.Shard(req.Key)
-	if req.N > 0 && req.MaxDelay == 0 && !req.Settle {
+	if decidesNow(&req) {
 		t := now(o.clock)
 		sh.Lock()
 		if e, ok := sh.Get(req.Key); ok {
@@ -88,7 +88,7 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 		return d, err
 	}
 	switch {
-	case !d.Allowed && d.RetryAfter > 0 && req.N > 0 && req.MaxDelay == 0 && !req.Settle:
+	case !d.Allowed && d.RetryAfter > 0 && decidesNow(&req):
 		t := now(o.clock)
 		sh.Lock()
 		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),
@@ -129,4 +129,12 @@ func (o *OverLimit) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	return o.Flush(ctx)
+}
+
+// decidesNow reports whether req is a take decided now (with or without a criticality
+// reserve): the kinds a cached denial answers. A wait may be admitted ahead, a settle
+// whatever the key holds, and a peek or a refund consumes nothing.
+func decidesNow(req *sluice.Request) bool {
+	k := req.Kind()
+	return k == sluice.KindTake || k == sluice.KindTakeReserved
 }
