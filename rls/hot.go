@@ -1,0 +1,63 @@
+package rls
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/hotkey"
+)
+
+// hotParam returns the sketch of limit l: the one of the rules in force when l's descriptor
+// and configuration did not change (so a reload keeps what was learned), else a new one.
+func (e *Engine) hotParam(l *config.Limit) *hotkey.Param {
+	if l.Hot == nil {
+		return nil
+	}
+	if prev := e.previous(l); prev != nil && prev.hot != nil {
+		return prev.hot
+	}
+	p, _ := hotkey.New(l.Rules[0], l.Hot.Config()) // validated by config
+	return p
+}
+
+// hotItem is the sketch deciding the item, or nil: a hot parameter's descriptor taking units.
+func hotItem(st *rules, it *item) *hotkey.Param {
+	if it.overridden() || it.limit == nil || it.limit.Hot == nil || it.hits <= 0 || it.desc.IsNegativeHits {
+		return nil
+	}
+	return st.limits[it.limit.Index].hot
+}
+
+// decideHot admits the cold values of hot parameters without a store call, and charges the
+// store with the cold admissions of the values that turn hot before the group decides them.
+func (e *Engine) decideHot(ctx context.Context, st *rules, sc *scratch) error {
+	for i := range sc.items {
+		it := &sc.items[i]
+		p := hotItem(st, it)
+		if p == nil {
+			continue
+		}
+		v := p.Observe(it.key, it.hits)
+		if v.Cold {
+			it.decision, it.decided = p.ColdDecision(v, it.hits), true
+			continue
+		}
+		if v.Charge > 0 {
+			if _, err := e.limiter.Settle(ctx, it.key, p.Rule(), v.Charge); err != nil {
+				return e.storeError(ctx, err)
+			}
+		}
+	}
+	return nil
+}
+
+// recordHot tells the sketches which hot values the store denied.
+func recordHot(st *rules, sc *scratch) {
+	for i := range sc.items {
+		if it := &sc.items[i]; it.over {
+			if p := hotItem(st, it); p != nil {
+				p.Tracker().Denied(it.key)
+			}
+		}
+	}
+}

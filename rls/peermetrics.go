@@ -1,0 +1,159 @@
+package rls
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// peerMetrics are envoyproxy/ratelimit's Prometheus series, with the names and labels its
+// default statsd mapping gives them (src/stats/prom/default_mapper.yaml), so that dashboards
+// and alerts written for it keep working. The descriptor series are labelled domain, key1
+// and key2: the first three dot-separated parts of the peer's stats key
+// ("domain.key_value.subkey"); key2 is "" for a one-level key (PromQL reads a missing label
+// as ""). The labels come from the rules, so cardinality is bounded, except for limits with
+// detailed_metric or value_to_metric, whose keys carry the request's values as in the peer.
+type peerMetrics struct {
+	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
+	configLoadSuccess, configLoadError                       prometheus.Counter
+	redisError, serviceError                                 prometheus.Counter
+	grpcRequests                                             prometheus.Counter
+	grpcTime                                                 prometheus.Observer
+	globalShadow                                             prometheus.Counter
+	unknownDomains                                           prometheus.Counter
+}
+
+// peerCounters are the counters of one stats key.
+type peerCounters struct {
+	total, over, near, within, shadow prometheus.Counter
+}
+
+func newPeerMetrics(reg prometheus.Registerer) (*peerMetrics, error) {
+	labels := []string{"domain", "key1", "key2"}
+	vec := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	m := &peerMetrics{
+		totalHits:   vec("ratelimit_service_rate_limit_total_hits", "envoyproxy/ratelimit: hits (units) asked of the descriptor's limit."),
+		overLimit:   vec("ratelimit_service_rate_limit_over_limit", "envoyproxy/ratelimit: hits over the descriptor's limit."),
+		nearLimit:   vec("ratelimit_service_rate_limit_near_limit", "envoyproxy/ratelimit: hits past NEAR_LIMIT_RATIO of the descriptor's limit."),
+		withinLimit: vec("ratelimit_service_rate_limit_within_limit", "envoyproxy/ratelimit: hits within the descriptor's limit."),
+		shadowMode:  vec("ratelimit_service_rate_limit_shadow_mode", "envoyproxy/ratelimit: hits over a shadow_mode limit, answered OK."),
+	}
+	load := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_service_config_load_success",
+		Help: "envoyproxy/ratelimit: rules loads that succeeded."}, nil)
+	loadErr := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_service_config_load_error",
+		Help: "envoyproxy/ratelimit: rules loads that failed (the previous rules stay)."}, nil)
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_service_should_rate_limit_error",
+		Help: "envoyproxy/ratelimit: ShouldRateLimit calls that failed, by err_type: redis_error (store unavailable) or service_error (bad request)."},
+		[]string{"err_type"})
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_service_total_requests",
+		Help: "envoyproxy/ratelimit: gRPC requests by method."}, []string{"grpc_method"})
+	times := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ratelimit_service_response_time_seconds",
+		Help: "envoyproxy/ratelimit: gRPC response time by method.", Buckets: prometheus.DefBuckets}, []string{"grpc_method"})
+	shadow := prometheus.NewCounter(prometheus.CounterOpts{Name: "ratelimit_service_global_shadow_mode",
+		Help: "envoyproxy/ratelimit: requests over the limit answered OK by the global SHADOW_MODE."})
+	unknown := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_unknown_domain_requests_total",
+		Help: "RLS requests naming a domain that no rules define, answered OK with no limit (each domain is logged once)."})
+	for _, c := range []prometheus.Collector{m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
+		load, loadErr, errs, reqs, times, shadow, unknown} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.configLoadSuccess, m.configLoadError = load.WithLabelValues(), loadErr.WithLabelValues()
+	m.redisError, m.serviceError = errs.WithLabelValues("redis_error"), errs.WithLabelValues("service_error")
+	m.grpcRequests, m.grpcTime = reqs.WithLabelValues("ShouldRateLimit"), times.WithLabelValues("ShouldRateLimit")
+	m.globalShadow, m.unknownDomains = shadow, unknown
+	return m, nil
+}
+
+// ipv4 finds the IPv4 addresses whose dots the peer's stats names replace.
+var ipv4 = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+
+// peerLabels are the domain, key1 and key2 labels of a peer stats key: the key sanitized as
+// the peer sanitizes stat names (':' and '|' to '_', the dots of IPv4 addresses to '_'),
+// then split at its dots as the peer's statsd mapping does.
+func peerLabels(key string) (domain, key1, key2 string) {
+	key = strings.NewReplacer(":", "_", "|", "_").Replace(key)
+	key = ipv4.ReplaceAllStringFunc(key, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
+	domain, rest, _ := strings.Cut(key, ".")
+	key1, rest, _ = strings.Cut(rest, ".")
+	key2, _, _ = strings.Cut(rest, ".")
+	return domain, key1, key2
+}
+
+// counters returns the counters of a peer stats key ("domain.key_value.subkey").
+func (m *peerMetrics) counters(key string) peerCounters {
+	d, k1, k2 := peerLabels(key)
+	return peerCounters{
+		total:  m.totalHits.WithLabelValues(d, k1, k2),
+		over:   m.overLimit.WithLabelValues(d, k1, k2),
+		near:   m.nearLimit.WithLabelValues(d, k1, k2),
+		within: m.withinLimit.WithLabelValues(d, k1, k2),
+		shadow: m.shadowMode.WithLabelValues(d, k1, k2),
+	}
+}
+
+// record counts a decided item as the peer counts it: the hits in total_hits, and then, from
+// the counts before and after the hits, how many were over the limit, past the near-limit
+// threshold (floor(limit x ratio)) or within it; hits over a shadow_mode limit also count in
+// shadow_mode. The counts are the item's binding rule's: limit - remaining after the hits when
+// admitted, before them when denied (Sluice does not count denied hits).
+func (m *peerMetrics) record(c peerCounters, it *item, ratio float64) {
+	hits := it.hits
+	if hits <= 0 || it.desc.IsNegativeHits {
+		c.total.Add(0)
+		return
+	}
+	c.total.Add(float64(hits))
+	limit := int64(0)
+	if !it.block {
+		limit = it.decision.Limit
+	}
+	var before, after int64
+	if it.over {
+		before = max(0, limit-it.decision.Remaining)
+		after = before + hits
+	} else {
+		after = max(0, limit-it.decision.Remaining)
+		before = max(0, after-hits)
+	}
+	near := int64(math.Floor(float64(limit) * ratio))
+	if after > limit {
+		over := after - limit
+		if before >= limit {
+			over = hits
+		} else {
+			c.near.Add(float64(limit - max(near, before)))
+		}
+		c.over.Add(float64(over))
+		if it.shadow() {
+			c.shadow.Add(float64(over))
+		}
+		return
+	}
+	if after > near {
+		if before >= near {
+			c.near.Add(float64(hits))
+		} else {
+			c.near.Add(float64(after - near))
+		}
+	}
+	c.within.Add(float64(hits))
+}
+
+// ObserveShouldRateLimit counts one RLS ShouldRateLimit call of a gRPC transport in
+// envoyproxy/ratelimit's series: its time in ratelimit_service_response_time_seconds and
+// ratelimit_service_total_requests and, when invalid, a service_error in
+// ratelimit_service_should_rate_limit_error (next to the store's redis_error).
+func (e *Engine) ObserveShouldRateLimit(took time.Duration, invalid bool) {
+	e.peer.grpcRequests.Inc()
+	e.peer.grpcTime.Observe(took.Seconds())
+	if invalid {
+		e.peer.serviceError.Inc()
+	}
+}
