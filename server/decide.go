@@ -114,8 +114,15 @@ var grpcCodes = [...]codes.Code{
 
 // statusError is the gRPC status error of an rls.Error (nil for nil; other errors as they are).
 func statusError(err error) error {
+	if err == nil {
+		return nil // before errors.As, whose target escapes: no allocation per decision
+	}
+	return kindStatus(err)
+}
+
+func kindStatus(err error) error {
 	var e *rls.Error
-	if err == nil || !errors.As(err, &e) {
+	if !errors.As(err, &e) {
 		return err
 	}
 	code := codes.Unknown
