@@ -36,10 +36,10 @@ var callPool = sync.Pool{New: func() any { return new(call) }}
 
 func getCall() *call { return callPool.Get().(*call) }
 
+// release puts c back in the pool. The slices keep what they point to (the request's strings,
+// the rules' limits) until the next call overwrites them or the pool drops c at a GC: clearing
+// them here cost 5% of a decision in write barriers (BenchmarkDecide).
 func (c *call) release() {
-	clear(c.entries)
-	clear(c.descs)
-	clear(c.ans.Verdicts)
 	c.entries, c.descs, c.overrides, c.ans.Verdicts = c.entries[:0], c.descs[:0], c.overrides[:0], c.ans.Verdicts[:0]
 	c.req, c.ans.Rules = rls.Request{}, nil
 	callPool.Put(c)
