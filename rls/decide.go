@@ -431,7 +431,10 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, items []it
 		}
 		d := it.decision
 		v.Limited, v.Over, v.Shadow, v.Quota, v.Block = true, it.over, it.shadow(), it.quota, it.block
-		v.Binding, v.Rule, v.Decision, v.Never = it.binding, it.rule(it.binding), d, it.never()
+		v.Binding, v.Decision, v.Never = it.binding, d, it.never()
+		if it.binding < it.numRules() { // a configured block has no rule
+			v.Rule = it.rule(it.binding)
+		}
 		if it.overridden() {
 			v.Limit, v.Override = nil, it.desc.Limit
 		}

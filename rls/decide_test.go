@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -114,5 +115,26 @@ func TestDecideInProcess(t *testing.T) {
 		if v.Limited || v.Denied() {
 			t.Errorf("unknown domain: verdict %d %+v, want no limit applied", i, v)
 		}
+	}
+}
+
+// TestDecideBlock: a limit of requests_per_unit 0 blocks without a store call; its verdict is
+// over the limit and can never be allowed.
+func TestDecideBlock(t *testing.T) {
+	e := newEngine(t, `
+domain: edge
+descriptors:
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+`)
+	var ans rls.Answer
+	req := &rls.Request{Domain: "edge", Descriptors: []rls.Descriptor{desc("remote_address", "50.0.0.5")}}
+	if err := e.Decide(context.Background(), req, &ans); err != nil {
+		t.Fatal(err)
+	}
+	v := ans.Verdicts[0]
+	if ans.Code != rls.CodeOverLimit || !v.Limited || !v.Block || !v.Denied() || !v.Never || v.Remaining != 0 || v.Reset != time.Second {
+		t.Errorf("answer %v, verdict %+v; want a block over its limit, reset in 1s", ans.Code, v)
 	}
 }

@@ -108,7 +108,8 @@ type Verdict struct {
 	// that the same request can never be allowed.
 	Never bool
 	// Binding is the index of the binding rule (the one with the least remaining) in
-	// Limit.Rules; Rule is that rule (the override's rule for an Override).
+	// Limit.Rules; Rule is that rule (the override's rule for an Override; zero for a
+	// configured block, which has no rule).
 	Binding int
 	Rule    sluice.Rule
 	// Decision is the descriptor's decision under its rules (Allowed false when it is over
