@@ -414,7 +414,7 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, items []it
 	ans.Code, ans.Verdicts, ans.Tightest, ans.Rules = CodeOK, ans.Verdicts[:0], -1, st.cfg
 	dc := st.domains[req.Domain]
 	quotas, quotasOver := 0, 0
-	now := time.Now()
+	var now time.Time // read once, for blocks only: time.Now is 5% of a decision
 	for i := range items {
 		it := &items[i]
 		ans.Verdicts = append(ans.Verdicts, Verdict{Code: CodeOK, Limit: it.limit})
@@ -458,6 +458,9 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, items []it
 			wait = d.RetryAfter
 		}
 		if it.block {
+			if now.IsZero() {
+				now = time.Now()
+			}
 			p := it.period()
 			wait = p - time.Duration(now.UnixNano()%int64(p))
 		}
