@@ -44,20 +44,26 @@ func newCurrentLimits(cfg *config.Config) *currentLimits {
 	return c
 }
 
-// currentLimit is the current_limit of a limited verdict decided under cfg: its binding
-// rule's, or the descriptor's own limit (built per response, as the peer's).
-func (s *Server) currentLimit(cfg *config.Config, v *rls.Verdict) *rlsv3.RateLimitResponse_RateLimit {
+// currentLimits returns the current_limit messages of cfg, building them for the first
+// request under new rules.
+func (s *Server) currentLimits(cfg *config.Config) *currentLimits {
+	c := s.current.Load()
+	if c == nil || c.cfg != cfg {
+		c = newCurrentLimits(cfg)
+		s.current.Store(c)
+	}
+	return c
+}
+
+// of is the current_limit of a limited verdict decided under c's rules: its binding rule's,
+// or the descriptor's own limit (built per response, as the peer's; c may then be nil).
+func (c *currentLimits) of(v *rls.Verdict) *rlsv3.RateLimitResponse_RateLimit {
 	if o := v.Override; o != nil {
 		rl := &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: o.RequestsPerUnit, Unit: rlsv3.RateLimitResponse_RateLimit_Unit(o.Unit)}
 		if o.UnitMultiplier > 1 {
 			rl.UnitMultiplier = wrapperspb.UInt32(o.UnitMultiplier)
 		}
 		return rl
-	}
-	c := s.current.Load()
-	if c == nil || c.cfg != cfg { // the first request under new rules
-		c = newCurrentLimits(cfg)
-		s.current.Store(c)
 	}
 	return c.limits[v.Limit.Index][v.Binding]
 }

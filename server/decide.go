@@ -141,6 +141,7 @@ func invalid(format string, args ...any) error {
 func (s *Server) response(ans *rls.Answer) *rlsv3.RateLimitResponse {
 	resp, block := newResponse(len(ans.Verdicts))
 	resp.OverallCode = rlsv3.RateLimitResponse_Code(ans.Code)
+	var current *currentLimits // of ans.Rules, loaded at the first limited verdict
 	for i := range ans.Verdicts {
 		v := &ans.Verdicts[i]
 		ds := &block[i].status
@@ -152,7 +153,10 @@ func (s *Server) response(ans *rls.Answer) *rlsv3.RateLimitResponse {
 		dur := &block[i].duration
 		dur.Seconds = int64(v.Reset / time.Second)
 		ds.DurationUntilReset = dur
-		ds.CurrentLimit = s.currentLimit(ans.Rules, v)
+		if current == nil && v.Override == nil {
+			current = s.currentLimits(ans.Rules)
+		}
+		ds.CurrentLimit = current.of(v)
 	}
 	if s.cfg.ResponseHeaders && ans.Tightest >= 0 {
 		resp.ResponseHeadersToAdd = s.rateLimitHeaders(resp.Statuses[ans.Tightest])
