@@ -7,13 +7,10 @@ import (
 	"strings"
 	"sync"
 
-	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/rls"
 )
 
 // plan is what the proxy does under one rules config: the domains that have a proxy
@@ -25,7 +22,7 @@ type plan struct {
 
 // currentPlan returns the plan of the rules in force, building it after a reload.
 func (p *Proxy) currentPlan() *plan {
-	cfg := p.srv.Rules()
+	cfg := p.eng.Rules()
 	if pl := p.plan.Load(); pl != nil && pl.cfg == cfg {
 		return pl
 	}
@@ -52,15 +49,13 @@ func (pl *plan) domainNames() []string {
 	return names
 }
 
-// scratch is the per-request state of a decision, pooled: the RLS request built from the
-// HTTP request, and the verdicts and results of the decision.
+// scratch is the per-request state of a decision, pooled: the engine's request built from
+// the HTTP request, and the answer and results of the decision.
 type scratch struct {
-	req      rlsv3.RateLimitRequest
-	descs    []*rlcommon.RateLimitDescriptor
-	entries  []*rlcommon.RateLimitDescriptor_Entry
-	used     int // entries in use
-	verdicts []server.Verdict
-	results  []httplimit.Result
+	req     rls.Request
+	descs   []rls.Descriptor // each keeps its Entries' capacity
+	ans     rls.Answer
+	results []httplimit.Result
 
 	client     netip.Addr
 	clientDone bool
@@ -72,29 +67,17 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func (sc *scratch) release() {
-	for _, e := range sc.entries[:sc.used] {
-		e.Key, e.Value = "", ""
-	}
-	for _, d := range sc.descs {
+	for i := range sc.descs {
+		d := &sc.descs[i]
+		clear(d.Entries)
 		d.Entries = d.Entries[:0]
 	}
-	clear(sc.verdicts)
+	clear(sc.ans.Verdicts)
 	clear(sc.results)
-	sc.req.Domain, sc.req.Descriptors = "", nil
-	sc.used, sc.verdicts, sc.results = 0, sc.verdicts[:0], sc.results[:0]
+	sc.req, sc.ans.Verdicts, sc.ans.Rules = rls.Request{}, sc.ans.Verdicts[:0], nil
+	sc.results = sc.results[:0]
 	sc.client, sc.clientDone = netip.Addr{}, false
 	scratchPool.Put(sc)
-}
-
-// entry returns an unused entry set to key and value.
-func (sc *scratch) entry(key, value string) *rlcommon.RateLimitDescriptor_Entry {
-	if sc.used == len(sc.entries) {
-		sc.entries = append(sc.entries, &rlcommon.RateLimitDescriptor_Entry{})
-	}
-	e := sc.entries[sc.used]
-	sc.used++
-	e.Key, e.Value = key, value
-	return e
 }
 
 // descriptors sets sc.req to the descriptors of r under the domain's rate limits, and
@@ -104,9 +87,9 @@ func (p *Proxy) descriptors(sc *scratch, r *http.Request, d *config.Domain) bool
 	n := 0
 	for i := range d.Proxy {
 		if n == len(sc.descs) {
-			sc.descs = append(sc.descs, &rlcommon.RateLimitDescriptor{})
+			sc.descs = append(sc.descs, rls.Descriptor{})
 		}
-		desc := sc.descs[n]
+		desc := &sc.descs[n]
 		desc.Entries = desc.Entries[:0]
 		if p.appendEntries(sc, desc, r, d.Proxy[i].Actions) && len(desc.Entries) > 0 {
 			n++
@@ -117,7 +100,7 @@ func (p *Proxy) descriptors(sc *scratch, r *http.Request, d *config.Domain) bool
 }
 
 // appendEntries appends the entry of each action to desc; false when an action cannot.
-func (p *Proxy) appendEntries(sc *scratch, desc *rlcommon.RateLimitDescriptor, r *http.Request, actions []config.Action) bool {
+func (p *Proxy) appendEntries(sc *scratch, desc *rls.Descriptor, r *http.Request, actions []config.Action) bool {
 	for i := range actions {
 		a := &actions[i]
 		v, ok := p.actionValue(sc, r, a)
@@ -127,7 +110,7 @@ func (p *Proxy) appendEntries(sc *scratch, desc *rlcommon.RateLimitDescriptor, r
 			}
 			return false
 		}
-		desc.Entries = append(desc.Entries, sc.entry(a.Key(), v))
+		desc.Entries = append(desc.Entries, rls.Entry{Key: a.Key(), Value: v})
 	}
 	return true
 }

@@ -2,13 +2,12 @@ package proxy
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/rls"
 )
 
 // ServeHTTP decides the request against the rules and forwards it, or answers 429 (with the
@@ -47,17 +46,16 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 		if !p.descriptors(sc, r, d) {
 			continue
 		}
-		var err error
-		sc.verdicts, err = p.srv.Decide(r.Context(), &sc.req, sc.verdicts[:0])
-		if err != nil {
+		if err := p.eng.Decide(r.Context(), &sc.req, &sc.ans); err != nil {
 			return false, err
 		}
-		for _, v := range sc.verdicts {
+		for i := range sc.ans.Verdicts {
+			v := &sc.ans.Verdicts[i]
 			if !v.Limited || v.Limit == nil || v.Limit.ShadowMode { // nil: an override, never built here
 				continue
 			}
 			sc.results = append(sc.results, httplimit.Result{Name: v.Limit.Name, Rule: v.Rule, Decision: v.Decision})
-			denied = denied || v.Denied
+			denied = denied || v.Denied()
 		}
 		if denied { // later domains are not charged for a request that does not pass
 			break
@@ -71,17 +69,16 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 // temporary-reduced-capacity with Retry-After: 1 (the store failed without a fallback, or the
 // request ended before its decision).
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if status.Code(err) == codes.InvalidArgument {
+	if rls.KindOf(err) == rls.KindInvalid {
 		p.metrics.invalid.Inc()
-		msg := status.Convert(err).Message()
-		if p.errLog.allow() {
-			p.log.Warn("request refused: a rate-limit descriptor built from it is invalid", "err", msg)
-		}
+		msg := err.Error()
+		p.invalidLog.Log(r.Context(), p.log, time.Now(), slog.LevelWarn, "request refused: a rate-limit descriptor built from it is invalid",
+			slog.String("err", msg))
 		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
 			Status: http.StatusBadRequest, Detail: "A rate-limit descriptor built from the request is invalid: " + msg})
 		return
 	}
-	p.metrics.unavailable.Inc() // the server counted and logged a store error
+	p.metrics.unavailable.Inc() // the engine counted and logged a store error
 	httplimit.WriteUnavailable(w, r, "The rate-limit store is unavailable.", nil)
 }
 
@@ -91,9 +88,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() == nil || !errors.Is(err, r.Context().Err()) {
 		p.metrics.upstreamErrors.Inc()
-		if p.errLog.allow() {
-			p.log.Error("upstream error", "upstream", p.upstream.String(), "method", r.Method, "path", r.URL.Path, "err", err)
-		}
+		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstream.String()),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 	}
 	w.WriteHeader(http.StatusBadGateway)
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/internal/logthrottle"
+	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/stores"
 )
 
@@ -52,7 +54,7 @@ type Config struct {
 	// Rules are static rules, used when RulesPath is empty.
 	Rules *config.Config
 	// Store decides; when nil, the store StoreConfig describes is opened, and closed on
-	// shutdown (see server.Config).
+	// shutdown (see rls.Config).
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, mode, fallback, timeout.
 	StoreConfig stores.Config
@@ -85,13 +87,15 @@ type Config struct {
 type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
-	srv      *server.Server // decides, owns the rules, their watcher and the store
+	eng      *rls.Engine // decides, owns the rules, their watcher and the store
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	plan     atomic.Pointer[plan]
 	resolver *clientip.Resolver
 	metrics  *metrics
-	errLog   logEvery
+	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
+	invalidLog, upstreamLog logthrottle.Throttle
+	serving                 atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -123,19 +127,18 @@ func New(cfg Config) (*Proxy, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	srv, err := server.New(server.Config{GRPCAddr: "-", HTTPAddr: "-", RulesPath: cfg.RulesPath,
-		ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules, Store: cfg.Store, StoreConfig: cfg.StoreConfig,
-		Logger: p.log, Registry: reg, RequestRules: server.RequestRulesOff})
+	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
+		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Registry: reg, RequestRules: rls.RequestRulesOff})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p.srv = srv
+	p.eng = eng
 	if p.currentPlan().empty() {
-		_ = srv.Close()
+		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
 	}
 	if p.metrics, err = newMetrics(reg); err != nil {
-		_ = srv.Close()
+		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	p.rp = p.reverseProxy()
@@ -223,18 +226,18 @@ func (p *Proxy) listen() error {
 	return nil
 }
 
-// adminHandler is the server's admin endpoints, with /readyz failing as soon as the drain
-// starts, so that load balancers stop sending before the listener closes.
+// adminHandler is the engine's admin endpoints (package server/admin), with /readyz failing
+// as soon as the drain starts, so that load balancers stop sending before the listener closes.
 func (p *Proxy) adminHandler() http.Handler {
-	admin := p.srv.AdminHandler()
+	endpoints := admin.Handler(admin.Config{Engine: p.eng, Serving: p.serving.Load})
 	mux := http.NewServeMux()
-	mux.Handle("/", admin)
+	mux.Handle("/", endpoints)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if p.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		admin.ServeHTTP(w, r)
+		endpoints.ServeHTTP(w, r)
 	})
 	return mux
 }
@@ -251,19 +254,20 @@ func (p *Proxy) AdminAddr() string {
 }
 
 // Registry returns the registry of the metrics.
-func (p *Proxy) Registry() *prometheus.Registry { return p.srv.Registry() }
+func (p *Proxy) Registry() *prometheus.Registry { return p.eng.Registry() }
 
-// Reload checks the rules files now (as the periodic poll does); see server.Server.Reload.
-func (p *Proxy) Reload() (bool, error) { return p.srv.Reload() }
+// Reload checks the rules files now (as the periodic poll does); see rls.Engine.Reload.
+func (p *Proxy) Reload() (bool, error) { return p.eng.Reload() }
 
 // Serve proxies until ctx is done, then shuts down gracefully: /readyz fails, the listener
 // closes, in-flight requests (WebSockets and streams included) finish for up to
 // ShutdownTimeout and are then cut, and the store is closed. It returns the first serving
 // error.
 func (p *Proxy) Serve(ctx context.Context) error {
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- p.srv.Serve(srvCtx) }() // rules watcher, readiness, store
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan struct{})
+	go func() { p.eng.Run(watchCtx); close(watchDone) }() // the rules watcher
+	p.serving.Store(true)
 	errc := make(chan error, 2)
 	serve := func(s *http.Server, l net.Listener) {
 		if err := s.Serve(l); !errors.Is(err, http.ErrServerClosed) {
@@ -283,10 +287,10 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		p.log.Error("proxy failed", "err", err)
 	}
 	p.drain()
-	stopSrv()
-	if serr := <-srvDone; err == nil {
-		err = serr
-	}
+	p.serving.Store(false)
+	stopWatch()
+	<-watchDone
+	_ = p.eng.Close() // flushes the store's decorators
 	if p.admin != nil {
 		_ = p.admin.Close()
 	}
@@ -332,15 +336,5 @@ func (p *Proxy) Close() error {
 			_ = l.Close()
 		}
 	}
-	return p.srv.Close()
-}
-
-// logEvery logs at most one line a second, so that a flood of bad requests or an upstream
-// outage does not flood the logs.
-type logEvery struct{ last atomic.Int64 }
-
-func (l *logEvery) allow() bool {
-	now := time.Now().UnixNano()
-	last := l.last.Load()
-	return now-last >= int64(time.Second) && l.last.CompareAndSwap(last, now)
+	return p.eng.Close()
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -39,7 +40,7 @@ func benchServer(b *testing.B) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", Rules: rules, Store: mem, ReloadInterval: -1})
+	s, err := New(Config{Config: rls.Config{Rules: rules, Store: mem, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "-"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
@@ -35,7 +36,7 @@ func FuzzHTTPAPI(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer mem.Close()
-	srv, err := server.New(server.Config{GRPCAddr: "-", HTTPAddr: "-", Store: mem, ReloadInterval: -1, Rules: compile(f, goldenRules)})
+	srv, err := server.New(server.Config{Config: rls.Config{Store: mem, ReloadInterval: -1, Rules: compile(f, goldenRules)}, GRPCAddr: "-", HTTPAddr: "-"})
 	if err != nil {
 		f.Fatal(err)
 	}

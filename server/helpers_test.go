@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
@@ -59,7 +60,7 @@ func start(t *testing.T, rules string, mutate ...func(*server.Config)) *harness 
 	}
 	t.Cleanup(func() { mem.Close() })
 	h := &harness{store: &countingStore{Store: mem}, clock: clock}
-	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Store: h.store, ReloadInterval: -1}
+	cfg := server.Config{Config: rls.Config{Store: h.store, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 	if rules != "" {
 		cfg.Rules = compile(t, rules)
 	}
@@ -173,14 +174,12 @@ type serverConfig = server.Config
 func startReal(t *testing.T, rules, storeURL string) *server.Server {
 	t.Helper()
 	h := &harness{}
-	cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, rules),
-		StoreConfig: stores.Config{URL: storeURL}, ReloadInterval: -1}
+	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: stores.Config{URL: storeURL}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 	return h.run(t, cfg).srv
 }
 
 func redisConfig(t *testing.T, url string) server.Config {
-	return server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Rules: compile(t, sharedRules),
-		StoreConfig: stores.Config{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}
+	return server.Config{Config: rls.Config{Rules: compile(t, sharedRules), StoreConfig: stores.Config{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 }
 
 func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }

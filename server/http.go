@@ -7,17 +7,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/server/admin"
 )
 
 // Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, /json, GET /metrics,
@@ -33,40 +33,20 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// AdminHandler returns the endpoints of operators only: GET /metrics, /healthz and /readyz,
-// without the rate-limit API (sluice proxy serves it on its admin address).
+// AdminHandler returns the endpoints of operators only: GET /metrics, /healthz, /readyz,
+// /v1/top and /ui (package admin), without the rate-limit API.
 func (s *Server) AdminHandler() http.Handler { return s.adminMux() }
 
 func (s *Server) adminMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
-	mux.HandleFunc("GET /readyz", s.handleReady)
-	mux.HandleFunc("GET /v1/top", s.handleTop)
-	mux.HandleFunc("GET /ui", s.handleUI)
-	return mux
+	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Invalid: s.metrics.httpInvalid.Inc})
 }
 
-func writeText(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(code)
-	_, _ = io.WriteString(w, msg+"\n")
-}
+var writeJSON = admin.WriteJSON
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
-// writeError answers a gRPC status error with the matching HTTP status and a JSON body.
+// writeError answers an error (an rls.Error or a gRPC status error) with the matching HTTP
+// status and a JSON body.
 func (s *Server) writeError(w http.ResponseWriter, err error) {
-	st := status.Convert(err)
+	st := status.Convert(statusError(err))
 	code := http.StatusInternalServerError
 	switch st.Code() {
 	case codes.InvalidArgument:
@@ -77,7 +57,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) {
 	case codes.Canceled, codes.DeadlineExceeded:
 		code = http.StatusGatewayTimeout
 	}
-	writeJSON(w, code, errorBody{Error: st.Message(), Code: st.Code().String()})
+	writeJSON(w, code, admin.ErrorBody{Error: st.Message(), Code: st.Code().String()})
 }
 
 func isInvalid(err error) bool { return status.Code(err) == codes.InvalidArgument }
@@ -239,53 +219,31 @@ func (s *Server) handleKeyOrDescriptors(w http.ResponseWriter, r *http.Request, 
 		s.writeError(w, err)
 		return
 	}
-	if len(lim.Rules) == 0 { // a named limit that is unlimited
-		s.metrics.keyDecisions[1].Inc()
-		writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Limit: -1, Remaining: -1}})
-		return
-	}
 	var d sluice.Decision
 	if settle {
-		d, err = s.settleKey(r.Context(), key, lim, n)
+		d, err = s.eng.SettleKey(r.Context(), key, lim, n)
 	} else {
-		d, err = s.decideKey(r.Context(), key, s.classLimit(lim, req.Criticality), n, s.classOf(req.Criticality))
+		d, err = s.eng.DecideKey(r.Context(), key, lim, n, req.Criticality)
 	}
 	if err != nil {
-		s.writeError(w, s.storeError(r.Context(), err))
+		s.writeError(w, err)
 		return
 	}
-	if !settle {
-		s.metrics.keyDecisions[b2i(d.Allowed)].Inc()
-	}
 	writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: decisionJSON(d)})
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // checkAllow checks a key-form request (of /v1/settle when settle) and returns its key, its
 // limit (no rules for an unlimited named limit) and its cost.
 func (s *Server) checkAllow(req *allowRequest, settle bool) (string, *config.Limit, int64, error) {
-	if req.Key == "" {
-		return "", nil, 0, invalid("key: empty")
-	}
-	if len(req.Key) > s.maxKeyLen {
-		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d", len(req.Key), s.maxKeyLen)
-	}
-	if err := config.CheckKey(req.Key); err != nil {
-		return "", nil, 0, invalid("key %s: %v", quote(req.Key), err)
+	if err := s.eng.CheckKey(req.Key); err != nil {
+		return "", nil, 0, err
 	}
 	lim, err := s.keyRules(req.Rule)
 	if err != nil {
 		return "", nil, 0, err
 	}
-	rules := lim.Rules
-	if len(rules) > 1 && len(req.Key)+4 > s.maxKeyLen { // ruleKey's "|#N"
-		return "", nil, 0, invalid("key: %d bytes, more than the maximum of %d for a limit of %d rules", len(req.Key), s.maxKeyLen-4, len(rules))
+	if err := s.eng.CheckKeyRules(req.Key, lim); err != nil {
+		return "", nil, 0, err
 	}
 	n, err := checkCost(req, settle)
 	if err != nil {
@@ -293,6 +251,10 @@ func (s *Server) checkAllow(req *allowRequest, settle bool) (string, *config.Lim
 	}
 	return req.Key, lim, n, nil
 }
+
+// maxCost bounds the n of /v1/allow, as the engine bounds a descriptor's cost: anything
+// above every rule's capacity is simply denied.
+const maxCost = sluice.MaxLimit + 1
 
 // checkCost returns a key-form request's cost: n for /v1/allow (default 1), delta for
 // /v1/settle (required).
@@ -305,8 +267,8 @@ func checkCost(req *allowRequest, settle bool) (int64, error) {
 		if req.N != nil {
 			n = *req.N
 		}
-		if n < 0 || n > maxHits {
-			return 0, invalid("n: must be between 0 and %d, got %d", int64(maxHits), n)
+		if n < 0 || n > maxCost {
+			return 0, invalid("n: must be between 0 and %d, got %d", int64(maxCost), n)
 		}
 		return n, nil
 	}
@@ -333,28 +295,21 @@ func (s *Server) keyRules(raw json.RawMessage) (*config.Limit, error) {
 		if err := json.Unmarshal(raw, &name); err != nil {
 			return nil, invalid("rule: %v", err)
 		}
-		if s.requestRules.mode == RequestRulesOff {
-			return nil, s.requestRules.supplied("rule")
-		}
-		l, err := s.rules.Load().namedLimit("rule", name)
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
+		return s.eng.NamedLimit("rule", name)
 	case raw[0] == '{':
-		if err := s.requestRules.supplied("rule"); err != nil {
+		if err := s.eng.AllowSuppliedRule("rule"); err != nil {
 			return nil, err
 		}
 		rule, err := parseRule(raw)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.requestRules.check("rule", "rule.period", rule); err != nil {
+		if err := s.eng.CheckSuppliedRule("rule", "rule.period", rule); err != nil {
 			return nil, err
 		}
 		return &config.Limit{Rules: []sluice.Rule{rule}}, nil
 	}
-	return nil, invalid("rule: want a rule {\"limit\", \"period\", ...} or the name of a configured limit, got %s", quote(string(raw)))
+	return nil, invalid("rule: want a rule {\"limit\", \"period\", ...} or the name of a configured limit, got %s", rls.Quote(string(raw)))
 }
 
 // parseRule decodes and validates a rule supplied by a request.
@@ -375,80 +330,13 @@ func parseRule(raw json.RawMessage) (sluice.Rule, error) {
 	}
 	p, err := time.ParseDuration(rj.Period)
 	if err != nil {
-		return sluice.Rule{}, invalid("rule.period: want a duration like 1s, 30s or 1m, got %s", quote(rj.Period))
+		return sluice.Rule{}, invalid("rule.period: want a duration like 1s, 30s or 1m, got %s", rls.Quote(rj.Period))
 	}
 	rule.Period = p
 	if err := rule.Validate(); err != nil {
 		return sluice.Rule{}, invalidRule(err)
 	}
 	return rule, nil
-}
-
-// decideKey decides n units of key under every rule of lim (the second and later rules of a
-// named limit count under ruleKey(key, i), as descriptors do; per-instance rules on the
-// instance's memory): all must admit.
-func (s *Server) decideKey(ctx context.Context, key string, lim *config.Limit, n int64, class sluice.Criticality) (sluice.Decision, error) {
-	checks := make([]sluice.Check, len(lim.Rules))
-	for i, r := range lim.Rules {
-		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: n}
-		if sh := lim.SharesOf(i); sh != nil && n > 0 {
-			checks[i].Reserve = sh.Reserve(class, r.Capacity())
-		}
-	}
-	l := s.limiterFor(checks)
-	if len(checks) == 1 && checks[0].Reserve == 0 {
-		return l.AllowN(ctx, checks[0].Key, checks[0].Rule, n)
-	}
-	if n > 0 {
-		return l.AllowAll(ctx, checks)
-	}
-	allowed := true // a peek: each rule on its own (AllowAll takes at least one unit)
-	for i := range checks {
-		d, err := l.AllowN(ctx, checks[i].Key, checks[i].Rule, 0)
-		if err != nil {
-			return sluice.Decision{}, err
-		}
-		checks[i].Decision, allowed = d, allowed && d.Allowed
-	}
-	d, _ := sluice.Combine(checks, allowed)
-	return d, nil
-}
-
-// settleKey settles delta units of key under every rule, keyed as decideKey keys them.
-func (s *Server) settleKey(ctx context.Context, key string, lim *config.Limit, delta int64) (sluice.Decision, error) {
-	checks := make([]sluice.Check, len(lim.Rules))
-	for i, r := range lim.Rules {
-		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: delta}
-	}
-	if err := s.settleChecks(ctx, checks); err != nil {
-		return sluice.Decision{}, err
-	}
-	return settled(checks), nil
-}
-
-// settleChecks settles each check's N on its own, filling in its Decision (a per-instance
-// limit's on this instance's memory).
-func (s *Server) settleChecks(ctx context.Context, checks []sluice.Check) error {
-	l := s.limiterFor(checks)
-	for i := range checks {
-		c := &checks[i]
-		d, err := l.Settle(ctx, c.Key, c.Rule, c.N)
-		if err != nil {
-			return err
-		}
-		c.Decision = d
-	}
-	return nil
-}
-
-// settled combines the decisions of settled checks: allowed, the binding check's Limit and
-// Remaining, the longest ResetAfter and the longest RetryAfter (until every debt is paid).
-func settled(checks []sluice.Check) sluice.Decision {
-	d, _ := sluice.Combine(checks, true)
-	for _, c := range checks {
-		d.RetryAfter = max(d.RetryAfter, c.Decision.RetryAfter)
-	}
-	return d
 }
 
 // invalidRule answers a rule that sluice refuses, naming its field in the request ("rule.limit").
@@ -467,17 +355,13 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 		s.writeError(w, invalid("body: want {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits_addend\"}: %v", err))
 		return
 	}
-	var never []bool
-	resp, err := s.decideInto(ctx, &req, func(items []item) {
-		never = make([]bool, len(items))
-		for i := range items {
-			never[i] = items[i].never()
-		}
-	})
-	if err != nil {
+	c := getCall()
+	defer c.release()
+	if err := s.decideCall(ctx, c, &req); err != nil {
 		s.writeError(w, err)
 		return
 	}
+	resp := s.response(&c.ans)
 	out := AllowResponse{Descriptors: make([]DecisionJSON, len(resp.Statuses))}
 	out.Allowed = resp.OverallCode == rlsv3.RateLimitResponse_OK
 	out.Code = resp.OverallCode.String()
@@ -490,7 +374,7 @@ func (s *Server) allowDescriptors(w http.ResponseWriter, ctx context.Context, bo
 			d.ResetAfterMs = st.DurationUntilReset.AsDuration().Milliseconds()
 			if !d.Allowed {
 				d.RetryAfterMs = d.ResetAfterMs
-				if never[i] {
+				if c.ans.Verdicts[i].Never {
 					d.RetryAfterMs = -1
 				}
 			}
@@ -523,7 +407,12 @@ func (s *Server) settleDescriptors(w http.ResponseWriter, ctx context.Context, b
 		s.writeError(w, invalid("body: want {\"domain\", \"descriptors\": [{\"entries\": [{\"key\", \"value\"}]}], \"hits_addend\"}: %v", err))
 		return
 	}
-	items, err := s.settleInto(ctx, &req)
+	var c call // not pooled: settles are not the hot path
+	if err := c.read(&req); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	items, err := s.eng.Settle(ctx, &c.req, nil)
 	if err != nil {
 		s.writeError(w, err)
 		return
@@ -531,79 +420,22 @@ func (s *Server) settleDescriptors(w http.ResponseWriter, ctx context.Context, b
 	out := AllowResponse{DecisionJSON: DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: -1, Remaining: -1},
 		Descriptors: make([]DecisionJSON, len(items))}
 	var limited []sluice.Check
-	for i := range items {
-		it := &items[i]
-		if !it.settles() {
+	for i, it := range items {
+		if !it.Settles {
 			limit := int64(-1) // unlimited
-			if it.block {
+			if it.Block {
 				limit = 0
 			}
 			out.Descriptors[i] = DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: limit, Remaining: limit}
 			continue
 		}
-		out.Descriptors[i] = decisionJSON(it.decision)
+		out.Descriptors[i] = decisionJSON(it.Decision)
 		out.Descriptors[i].Code = codeOK.String()
-		limited = append(limited, sluice.Check{Decision: it.decision})
+		limited = append(limited, sluice.Check{Decision: it.Decision})
 	}
 	if len(limited) > 0 {
-		out.DecisionJSON = decisionJSON(settled(limited))
+		out.DecisionJSON = decisionJSON(rls.CombineSettled(limited))
 		out.Code = codeOK.String()
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// readiness probes the store at most once a second.
-type readiness struct {
-	store   sluice.Store
-	checked atomic.Int64
-	ok      atomic.Bool
-}
-
-// handleReady answers 200 "ready" once serving while the store takes a write; 200
-// "degraded: ..." while a fallback decides because the store is unavailable (503 with
-// ?strict); 503 while starting, shutting down, or when the store fails without a fallback.
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if !s.ready.Load() {
-		writeText(w, http.StatusServiceUnavailable, "not ready: starting or shutting down")
-		return
-	}
-	if s.fallback == nil || s.fallback.degraded() == "" { // the fallback's probe runs already
-		if err := s.readyCheck.check(r.Context()); err != nil {
-			writeText(w, http.StatusServiceUnavailable, "not ready: store: "+err.Error())
-			return
-		}
-	}
-	if s.fallback != nil {
-		if why := s.fallback.degraded(); why != "" {
-			code := http.StatusOK
-			if r.URL.Query().Has("strict") {
-				code = http.StatusServiceUnavailable
-			}
-			writeText(w, code, "degraded: "+why)
-			return
-		}
-	}
-	writeText(w, http.StatusOK, "ready")
-}
-
-// readyRule is the rule of the readiness probe: a write that always admits, on a key that
-// lives a second.
-var readyRule = sluice.FixedWindow(sluice.MaxLimit, time.Second)
-
-// check takes one unit of the readiness key, so a store that answers reads but refuses
-// writes (Redis out of memory, a read-only replica) is not ready; a success is trusted for a
-// second.
-func (rc *readiness) check(ctx context.Context) error {
-	now := time.Now().UnixNano()
-	if now-rc.checked.Load() < int64(time.Second) {
-		if rc.ok.Load() {
-			return nil
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
-	rc.ok.Store(err == nil)
-	rc.checked.Store(now)
-	return err
 }

@@ -1,94 +1,26 @@
 package server
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+import "github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/config"
-)
-
-// metrics are the service's Prometheus collectors, registered on the server's own registry.
+// metrics are the transports' Prometheus collectors, on the engine's registry next to its
+// own (decisions, store errors, reloads: package rls).
 type metrics struct {
-	decisions    *prometheus.CounterVec // domain, rule, result
-	shadow       *prometheus.CounterVec // domain, rule
-	storeErrors  prometheus.Counter
-	invalid      *prometheus.CounterVec // transport
-	latency      *prometheus.HistogramVec
-	reloads      *prometheus.CounterVec // result
-	reloadTime   prometheus.Gauge
-	rulesLoaded  prometheus.Gauge
-	grpcLatency  prometheus.Observer
-	httpLatency  prometheus.Observer
-	grpcInvalid  prometheus.Counter
-	httpInvalid  prometheus.Counter
-	keyDecisions [2]prometheus.Counter // /v1/allow key form: over_limit, ok
+	grpcLatency, httpLatency prometheus.Observer
+	grpcInvalid, httpInvalid prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_decisions_total",
-			Help: "Descriptor decisions by domain, rule (the descriptor's full key, 'override' for request-supplied limits, 'none' when no rule matched) and result (ok, over_limit, unlimited, no_rule)."},
-			[]string{"domain", "rule", "result"}),
-		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_shadow_would_deny_total",
-			Help: "Shadow-mode descriptors that were over their limit and answered OK."}, []string{"domain", "rule"}),
-		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_store_errors_total",
-			Help: "Store calls that failed (unavailable, erroring or too slow): decisions answered UNAVAILABLE, and with a fallback the decisions it answered by policy and its failed probes and heartbeats."}),
-		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_invalid_requests_total",
-			Help: "Requests rejected as malformed (INVALID_ARGUMENT / HTTP 400) by transport."}, []string{"transport"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_request_duration_seconds",
-			Help:    "Time to answer a rate-limit request, by transport.",
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}},
-			[]string{"transport"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_config_reloads_total",
-			Help: "Rules reloads by result (success, failure); a failed reload keeps the previous rules."}, []string{"result"}),
-		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_config_last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last successful rules load."}),
-		rulesLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_config_limits",
-			Help: "Number of descriptor limits in the current rules."}),
-	}
-	for _, c := range []prometheus.Collector{m.decisions, m.shadow, m.storeErrors, m.invalid, m.latency,
-		m.reloads, m.reloadTime, m.rulesLoaded,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+	invalid := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_invalid_requests_total",
+		Help: "Requests rejected as malformed (INVALID_ARGUMENT / HTTP 400) by transport."}, []string{"transport"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_request_duration_seconds",
+		Help:    "Time to answer a rate-limit request, by transport.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}},
+		[]string{"transport"})
+	for _, c := range []prometheus.Collector{invalid, latency} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	m.grpcLatency = m.latency.WithLabelValues("grpc")
-	m.httpLatency = m.latency.WithLabelValues("http")
-	m.grpcInvalid = m.invalid.WithLabelValues("grpc")
-	m.httpInvalid = m.invalid.WithLabelValues("http")
-	m.keyDecisions = [2]prometheus.Counter{m.decisions.WithLabelValues("", "key", "over_limit"), m.decisions.WithLabelValues("", "key", "ok")}
-	m.reloads.WithLabelValues("success")
-	m.reloads.WithLabelValues("failure")
-	return m, nil
-}
-
-// limitCounters are the precomputed counters of one limit, so the hot path does no label
-// lookups.
-type limitCounters struct {
-	ok, over, unlimited, shadow prometheus.Counter
-}
-
-// domainCounters are the counters of requests in a domain that match no configured limit.
-type domainCounters struct {
-	noRule                 prometheus.Counter
-	overrideOK, overrideNo prometheus.Counter
-	peerOverride           peerCounters // envoyproxy/ratelimit's series of limit overrides
-}
-
-func (m *metrics) limitCounters(l *config.Limit) limitCounters {
-	return limitCounters{
-		ok:        m.decisions.WithLabelValues(l.Domain, l.FullKey, "ok"),
-		over:      m.decisions.WithLabelValues(l.Domain, l.FullKey, "over_limit"),
-		unlimited: m.decisions.WithLabelValues(l.Domain, l.FullKey, "unlimited"),
-		shadow:    m.shadow.WithLabelValues(l.Domain, l.FullKey),
-	}
-}
-
-func (m *metrics) domainCounters(domain string) *domainCounters {
-	return &domainCounters{
-		noRule:     m.decisions.WithLabelValues(domain, "none", "no_rule"),
-		overrideOK: m.decisions.WithLabelValues(domain, "override", "ok"),
-		overrideNo: m.decisions.WithLabelValues(domain, "override", "over_limit"),
-	}
+	return &metrics{grpcLatency: latency.WithLabelValues("grpc"), httpLatency: latency.WithLabelValues("http"),
+		grpcInvalid: invalid.WithLabelValues("grpc"), httpInvalid: invalid.WithLabelValues("http")}, nil
 }

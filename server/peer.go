@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,41 +22,8 @@ import (
 // reports it next to "" and the RLS service's full name.
 const PeerHealthService = "ratelimit"
 
-// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
-const DefaultNearLimitRatio = 0.8
-
 // DefaultResponseHeaderNames are the names of the ResponseHeaders: limit, remaining, reset.
 var DefaultResponseHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
-
-// maxUnknownDomains bounds the unknown domains remembered so that each is logged once.
-const maxUnknownDomains = 1024
-
-// unknownDomains remembers the unknown domains already logged.
-type unknownDomains struct {
-	mu   sync.Mutex
-	seen map[string]struct{}
-}
-
-// unknownDomain counts a request in a domain the rules do not define and logs the domain the
-// first time (the first maxUnknownDomains domains; then nothing more is logged).
-func (s *Server) unknownDomain(domain string) {
-	s.peer.unknownDomains.Inc()
-	u := &s.unknown
-	u.mu.Lock()
-	_, seen := u.seen[domain]
-	full := len(u.seen) >= maxUnknownDomains
-	if !seen && !full {
-		if u.seen == nil {
-			u.seen = make(map[string]struct{})
-		}
-		u.seen[domain] = struct{}{}
-	}
-	u.mu.Unlock()
-	if !seen && !full {
-		s.log.Warn("request for a domain no rules define: answered OK with no limits (logged once per domain)",
-			"domain", quote(domain), "configured", s.Rules().Domains())
-	}
-}
 
 // handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving, 500
 // while starting or shutting down.
@@ -106,7 +72,7 @@ func (s *Server) listenSide() error {
 			path = "/metrics"
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET "+path, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		mux.Handle("GET "+path, promhttp.HandlerFor(s.eng.Registry(), promhttp.HandlerOpts{Registry: s.eng.Registry()}))
 		if err := s.addSide("metrics-addr", a, mux); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/redis"
@@ -123,7 +124,7 @@ func TestRequestRulesConfig(t *testing.T) {
 		"MaxRequestPeriod":     func(c *server.Config) { c.MaxRequestPeriod = -time.Second },
 		"MaxRequestStateBytes": func(c *server.Config) { c.MaxRequestStateBytes = -1 },
 	} {
-		cfg := server.Config{GRPCAddr: "-", HTTPAddr: "-", Rules: compile(t, goldenRules)}
+		cfg := server.Config{Config: rls.Config{Rules: compile(t, goldenRules)}, GRPCAddr: "-", HTTPAddr: "-"}
 		mutate(&cfg)
 		if s, err := server.New(cfg); err == nil || !strings.Contains(err.Error(), want) {
 			if s != nil {
@@ -230,8 +231,7 @@ func TestRequestRuleRedisScriptTime(t *testing.T) {
 	stats := goredis.NewClient(&goredis.Options{Addr: addr})
 	t.Cleanup(func() { stats.Close() })
 	h := &harness{store: &countingStore{Store: st}, clock: clock}
-	h.run(t, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Store: h.store, ReloadInterval: -1,
-		Rules: compile(t, goldenRules)})
+	h.run(t, server.Config{Config: rls.Config{Store: h.store, ReloadInterval: -1, Rules: compile(t, goldenRules)}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	body := `{"key":"log","rule":{"algorithm":"sliding_log","limit":1000,"period":"1s"},"n":1000}`
 	var aged []time.Duration // script calls that aged out 1,000 entries and added 1,000
 	for i := range 12 {

@@ -13,6 +13,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -44,8 +45,7 @@ func TestInFlightRequestSurvivesShutdown(t *testing.T) {
 	}
 	defer mem.Close()
 	gate := &gateStore{Store: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	srv, err := server.New(server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Store: gate,
-		Rules: compile(t, goldenRules), ReloadInterval: -1, ShutdownTimeout: 30 * time.Second})
+	srv, err := server.New(server.Config{Config: rls.Config{Store: gate, Rules: compile(t, goldenRules), ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -30,8 +31,7 @@ func (timingOutStore) Take(ctx context.Context, req sluice.Request) (sluice.Deci
 // failure (UNAVAILABLE, counted), not the caller's DEADLINE_EXCEEDED; the caller's own
 // deadline stays DEADLINE_EXCEEDED.
 func TestStoreTimeoutIsUnavailable(t *testing.T) {
-	h := (&harness{}).run(t, server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Store: timingOutStore{}, Rules: compile(t, goldenRules), ReloadInterval: -1})
+	h := (&harness{}).run(t, server.Config{Config: rls.Config{Store: timingOutStore{}, Rules: compile(t, goldenRules), ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	_, err := h.client.ShouldRateLimit(context.Background(), req(desc("remote_address", "x")))
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("store timeout: %v, want UNAVAILABLE", err)

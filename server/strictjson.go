@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/rls"
 )
 
 // checkStrictJSON refuses what encoding/json lets through silently in a body that is valid
@@ -49,7 +51,7 @@ func (sc *strictScanner) pathString() string {
 			if plainName(e.name) && len(e.name) <= 64 {
 				b.WriteString(e.name)
 			} else {
-				b.WriteString(quote(e.name))
+				b.WriteString(rls.Quote(e.name))
 			}
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/rls"
 )
 
 const viewRules = `
@@ -45,7 +45,7 @@ func TestLiveViewShowsDeniedKeysEscaped(t *testing.T) {
 		h.ask(t, "web", desc("product", "p1"))
 	}
 	h.ask(t, "web", desc("user", "bob"))
-	var top server.TopResponse
+	var top rls.TopResponse
 	if err := json.Unmarshal([]byte(get(t, h.base+"/v1/top")), &top); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
+	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -181,18 +182,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	f.logPeer(logger)
 	cfg := server.Config{
+		Config: rls.Config{
+			RulesPath:      f.config,
+			ReloadInterval: f.reload,
+			StoreConfig:    f.storeConfig(f.storePrefix),
+			Logger:         logger,
+
+			RequestRules:         f.requestRules,
+			MaxRequestLogLimit:   f.maxRequestLogLimit,
+			MaxRequestPeriod:     f.maxRequestPeriod,
+			MaxRequestStateBytes: f.maxRequestStateBytes,
+		},
 		GRPCAddr:        f.grpcAddr,
 		HTTPAddr:        f.httpAddr,
-		RulesPath:       f.config,
-		ReloadInterval:  f.reload,
-		StoreConfig:     f.storeConfig(f.storePrefix),
-		Logger:          logger,
 		ResponseHeaders: f.headers,
-
-		RequestRules:         f.requestRules,
-		MaxRequestLogLimit:   f.maxRequestLogLimit,
-		MaxRequestPeriod:     f.maxRequestPeriod,
-		MaxRequestStateBytes: f.maxRequestStateBytes,
 
 		ReadHeaderTimeout: f.readHeaderTimeout,
 		IdleTimeout:       f.idleTimeout,

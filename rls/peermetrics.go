@@ -1,9 +1,10 @@
-package server
+package rls
 
 import (
 	"math"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -143,4 +144,16 @@ func (m *peerMetrics) record(c peerCounters, it *item, ratio float64) {
 		}
 	}
 	c.within.Add(float64(hits))
+}
+
+// ObserveShouldRateLimit counts one RLS ShouldRateLimit call of a gRPC transport in
+// envoyproxy/ratelimit's series: its time in ratelimit_service_response_time_seconds and
+// ratelimit_service_total_requests and, when invalid, a service_error in
+// ratelimit_service_should_rate_limit_error (next to the store's redis_error).
+func (e *Engine) ObserveShouldRateLimit(took time.Duration, invalid bool) {
+	e.peer.grpcRequests.Inc()
+	e.peer.grpcTime.Observe(took.Seconds())
+	if invalid {
+		e.peer.serviceError.Inc()
+	}
 }

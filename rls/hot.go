@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 
 // hotParam returns the sketch of limit l: the one of the rules in force when l's descriptor
 // and configuration did not change (so a reload keeps what was learned), else a new one.
-func (s *Server) hotParam(l *config.Limit) *hotkey.Param {
+func (e *Engine) hotParam(l *config.Limit) *hotkey.Param {
 	if l.Hot == nil {
 		return nil
 	}
-	if prev := s.previous(l); prev != nil && prev.hot != nil {
+	if prev := e.previous(l); prev != nil && prev.hot != nil {
 		return prev.hot
 	}
 	p, _ := hotkey.New(l.Rules[0], l.Hot.Config()) // validated by config
@@ -30,7 +30,7 @@ func hotItem(st *rules, it *item) *hotkey.Param {
 
 // decideHot admits the cold values of hot parameters without a store call, and charges the
 // store with the cold admissions of the values that turn hot before the group decides them.
-func (s *Server) decideHot(ctx context.Context, st *rules, sc *scratch) error {
+func (e *Engine) decideHot(ctx context.Context, st *rules, sc *scratch) error {
 	for i := range sc.items {
 		it := &sc.items[i]
 		p := hotItem(st, it)
@@ -43,8 +43,8 @@ func (s *Server) decideHot(ctx context.Context, st *rules, sc *scratch) error {
 			continue
 		}
 		if v.Charge > 0 {
-			if _, err := s.limiter.Settle(ctx, it.key, p.Rule(), v.Charge); err != nil {
-				return s.storeError(ctx, err)
+			if _, err := e.limiter.Settle(ctx, it.key, p.Rule(), v.Charge); err != nil {
+				return e.storeError(ctx, err)
 			}
 		}
 	}

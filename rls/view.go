@@ -1,7 +1,6 @@
-package server
+package rls
 
 import (
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -13,18 +12,18 @@ import (
 )
 
 // The live view (GET /v1/top, /ui and the sluice_top_key_rate gauges) tracks, per limit, the
-// keys of highest rate over the last viewPeriod in a Space-Saving sketch of viewTopK keys:
+// keys of highest rate over the last viewPeriod in a Space-Saving sketch of ViewTopK keys:
 // bounded memory whatever the number of keys. A hot parameter's own sketch serves instead.
 const (
-	viewTopK      = 64
+	ViewTopK      = 64
 	viewPeriod    = 10 * time.Second
 	metricTopKeys = 10 // keys per limit in sluice_top_key_rate: bounded cardinality
 )
 
 // previous returns the limit of the rules in force that l replaces unchanged (same domain,
 // descriptor, rules and hot parameter), so a reload keeps what its sketches learned.
-func (s *Server) previous(l *config.Limit) *limitInfo {
-	old := s.rules.Load()
+func (e *Engine) previous(l *config.Limit) *limitInfo {
+	old := e.rules.Load()
 	if old == nil {
 		return nil
 	}
@@ -49,17 +48,17 @@ func sameRules(a, b *config.Limit) bool {
 }
 
 // viewTracker returns the tracker of limit l: its hot parameter's, or one of its own.
-func (s *Server) viewTracker(l *config.Limit, hot *hotkey.Param) *hotkey.Tracker {
+func (e *Engine) viewTracker(l *config.Limit, hot *hotkey.Param) *hotkey.Tracker {
 	if hot != nil {
 		return hot.Tracker()
 	}
-	if prev := s.previous(l); prev != nil && prev.view != nil {
+	if prev := e.previous(l); prev != nil && prev.view != nil {
 		return prev.view
 	}
-	return hotkey.NewTracker(viewTopK, viewPeriod, nil)
+	return hotkey.NewTracker(ViewTopK, viewPeriod, nil)
 }
 
-// TopResponse is the answer of GET /v1/top.
+// TopResponse is the live view: the answer of GET /v1/top.
 type TopResponse struct {
 	// Store says which store decides and the fallback's state.
 	Store StoreView `json:"store"`
@@ -69,7 +68,7 @@ type TopResponse struct {
 
 // StoreView is the store and its fallback.
 type StoreView struct {
-	// URL names the store (without its password); "custom" for a Store passed to New.
+	// URL names the store (without its password); "custom" for a Store passed in Config.
 	URL string `json:"url"`
 	// Mode is the distribution mode.
 	Mode string `json:"mode"`
@@ -115,25 +114,11 @@ type HotView struct {
 	Values     []hotkey.Value `json:"values"`
 }
 
-// handleTop is GET /v1/top[?n=10]: per domain and limit, the n keys of highest rate (at most
-// viewTopK) and the hot parameters' sketches.
-func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
-	n := 10
-	if q := r.URL.Query().Get("n"); q != "" {
-		v, err := strconv.Atoi(q)
-		if err != nil || v < 1 {
-			s.writeError(w, invalid("n: want a positive number, got %s", quote(q)))
-			return
-		}
-		n = v
-	}
-	writeJSON(w, http.StatusOK, s.top(n))
-}
-
-// top builds the live view with n keys per limit.
-func (s *Server) top(n int) TopResponse {
-	st := s.rules.Load()
-	resp := TopResponse{Store: s.storeView(), Domains: []TopDomain{}}
+// Top builds the live view with the n keys of highest rate per limit (at most ViewTopK),
+// and the hot parameters' sketches.
+func (e *Engine) Top(n int) TopResponse {
+	st := e.rules.Load()
+	resp := TopResponse{Store: e.storeView(), Domains: []TopDomain{}}
 	for _, name := range st.cfg.Domains() {
 		resp.Domains = append(resp.Domains, TopDomain{Domain: name, Limits: []TopLimit{}})
 	}
@@ -171,14 +156,14 @@ func (s *Server) top(n int) TopResponse {
 	return resp
 }
 
-func (s *Server) storeView() StoreView {
-	sc := s.cfg.StoreConfig
+func (e *Engine) storeView() StoreView {
+	sc := e.cfg.StoreConfig
 	v := StoreView{URL: "memory", Mode: sc.Mode, Fallback: sc.Fallback, State: "store"}
 	if v.Mode == "" {
 		v.Mode = "sync"
 	}
 	switch {
-	case s.cfg.Store != nil:
+	case e.cfg.Store != nil:
 		v.URL = "custom"
 	case sc.URL != "":
 		v.URL = sc.URL
@@ -186,9 +171,9 @@ func (s *Server) storeView() StoreView {
 			v.URL = u.Redacted()
 		}
 	}
-	if s.fallback != nil {
-		v.State = s.fallback.State().String()
-		v.Degraded = s.fallback.degraded()
+	if e.fallback != nil {
+		v.State = e.fallback.State().String()
+		v.Degraded = e.fallback.degraded()
 	}
 	return v
 }
@@ -196,7 +181,7 @@ func (s *Server) storeView() StoreView {
 // topCollector exports the metricTopKeys keys of highest rate of each limit as gauges:
 // sluice_top_key_rate{domain, limit, rank, key, result}. The cardinality at any time is
 // bounded by limits x metricTopKeys x 2.
-type topCollector struct{ s *Server }
+type topCollector struct{ e *Engine }
 
 var topKeyDesc = prometheus.NewDesc("sluice_top_key_rate",
 	"Requests per second of the keys of highest rate of each limit (over the last 10 s, or the hot parameter's period), by result (admitted, denied); rank 1 is the highest.",
@@ -205,7 +190,7 @@ var topKeyDesc = prometheus.NewDesc("sluice_top_key_rate",
 func (c topCollector) Describe(ch chan<- *prometheus.Desc) { ch <- topKeyDesc }
 
 func (c topCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.s.rules.Load()
+	st := c.e.rules.Load()
 	if st == nil {
 		return
 	}

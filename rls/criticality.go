@@ -1,9 +1,8 @@
-package server
+package rls
 
 import (
 	"sync"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
@@ -23,11 +22,11 @@ type policyMetrics struct {
 }
 
 // registerPolicyMetrics registers the live view's gauges and the criticality counter.
-func (s *Server) registerPolicyMetrics() error {
-	s.policy.unknownClass = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_criticality_unknown_total",
+func (e *Engine) registerPolicyMetrics() error {
+	e.policy.unknownClass = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_criticality_unknown_total",
 		Help: "Requests whose criticality class was not one of CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE, decided as CRITICAL."})
-	for _, c := range []prometheus.Collector{topCollector{s}, s.policy.unknownClass} {
-		if err := s.registry.Register(c); err != nil {
+	for _, c := range []prometheus.Collector{topCollector{e}, e.policy.unknownClass} {
+		if err := e.registry.Register(c); err != nil {
 			return err
 		}
 	}
@@ -36,23 +35,24 @@ func (s *Server) registerPolicyMetrics() error {
 
 // requestClass returns the class a request carries (CriticalityEntry), CRITICAL by default.
 // An unknown class is CRITICAL too: counted, and logged the first time.
-func (s *Server) requestClass(req *rlsv3.RateLimitRequest) sluice.Criticality {
-	for _, d := range req.Descriptors {
-		if len(d.Entries) != 1 || d.Entries[0].GetKey() != CriticalityEntry {
+func (e *Engine) requestClass(req *Request) sluice.Criticality {
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
+		if len(d.Entries) != 1 || d.Entries[0].Key != CriticalityEntry {
 			continue
 		}
-		return s.parseClass(d.Entries[0].GetValue())
+		return e.parseClass(d.Entries[0].Value)
 	}
 	return sluice.Critical
 }
 
 // parseClass reads a class name; unknown: CRITICAL, counted, logged once.
-func (s *Server) parseClass(v string) sluice.Criticality {
+func (e *Engine) parseClass(v string) sluice.Criticality {
 	c, ok := sluice.ParseCriticality(v)
 	if !ok {
-		s.policy.unknownClass.Inc()
-		s.policy.unknownOnce.Do(func() {
-			s.log.Warn("unknown criticality class, decided as CRITICAL (logged once; counted in sluice_criticality_unknown_total)", "value", quote(v))
+		e.policy.unknownClass.Inc()
+		e.policy.unknownOnce.Do(func() {
+			e.log.Warn("unknown criticality class, decided as CRITICAL (logged once; counted in sluice_criticality_unknown_total)", "value", quote(v))
 		})
 	}
 	return c
@@ -70,16 +70,16 @@ func (it *item) reserve(j int, n int64) int64 {
 }
 
 // classOf is the class of a /v1/allow key-form request ("" is CRITICAL).
-func (s *Server) classOf(v string) sluice.Criticality {
+func (e *Engine) classOf(v string) sluice.Criticality {
 	if v == "" {
 		return sluice.Critical
 	}
-	return s.parseClass(v)
+	return e.parseClass(v)
 }
 
 // classLimit gives a rule supplied by a request with a criticality the default shares, so
 // its class applies; a named limit keeps its configured shares.
-func (s *Server) classLimit(lim *config.Limit, class string) *config.Limit {
+func (e *Engine) classLimit(lim *config.Limit, class string) *config.Limit {
 	if class == "" || lim.Shares != nil || len(lim.Rules) != 1 || lim.Name != "" {
 		return lim
 	}

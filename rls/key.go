@@ -1,10 +1,8 @@
-package server
+package rls
 
 import (
 	"strconv"
 	"strings"
-
-	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 )
 
 // Store keys of descriptors are "domain|k1=v1|k2=v2", the request's own values (so a
@@ -23,12 +21,10 @@ func escapedLen(s string) int {
 }
 
 // keyLen is the length of the store key of a descriptor, with room for a rule suffix.
-func keyLen(domainLen int, entries []*rlcommon.RateLimitDescriptor_Entry) int {
+func keyLen(domainLen int, entries []Entry) int {
 	n := domainLen + 4 // "|#NN"
 	for _, e := range entries {
-		if e != nil {
-			n += 2 + escapedLen(e.Key) + escapedLen(e.Value)
-		}
+		n += 2 + escapedLen(e.Key) + escapedLen(e.Value)
 	}
 	return n
 }
@@ -47,7 +43,7 @@ func writeEscaped(b *strings.Builder, s string) {
 // nil, an entry i with shared[i] != "" (matched by a share_threshold wildcard) is keyed by
 // that pattern instead of its value, so every matching value shares one counter (as in
 // envoyproxy/ratelimit, a value spelled like the pattern shares it too).
-func descriptorKey(domain string, entries []*rlcommon.RateLimitDescriptor_Entry, shared []string) string {
+func descriptorKey(domain string, entries []Entry, shared []string) string {
 	var b strings.Builder
 	b.Grow(keyLen(escapedLen(domain), entries) + sharedLen(shared))
 	writeEscaped(&b, domain)

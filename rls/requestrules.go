@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"fmt"
@@ -49,7 +49,7 @@ func newRequestRules(cfg Config) (requestRules, error) {
 		problems = append(problems, fmt.Sprintf("MaxRequestStateBytes: must be positive, got %d", rr.state))
 	}
 	if len(problems) > 0 {
-		return rr, fmt.Errorf("server: %s", strings.Join(problems, "; "))
+		return rr, fmt.Errorf("rls: %s", strings.Join(problems, "; "))
 	}
 	return rr, nil
 }

@@ -1,4 +1,4 @@
-package server
+package rls
 
 import (
 	"context"
@@ -32,17 +32,17 @@ func (s *layeredStore) Take(ctx context.Context, req sluice.Request) (sluice.Dec
 }
 
 // openLocal builds the per-instance store and the limiter deciding layered checks.
-func (s *Server) openLocal() error {
-	opts := []memory.Option{memory.WithMaxKeyLength(s.maxKeyLen + len(localMark))}
-	if c := s.cfg.StoreConfig.Clock; c != nil {
+func (e *Engine) openLocal() error {
+	opts := []memory.Option{memory.WithMaxKeyLength(e.maxKeyLen + len(localMark))}
+	if c := e.cfg.StoreConfig.Clock; c != nil {
 		opts = append(opts, memory.WithClock(c))
 	}
 	local, err := memory.New(opts...)
 	if err != nil {
 		return err
 	}
-	s.localStore = local
-	s.layered = sluice.New(&layeredStore{cluster: s.store, local: local})
+	e.localStore = local
+	e.layered = sluice.New(&layeredStore{cluster: e.store, local: local})
 	return nil
 }
 
@@ -58,11 +58,11 @@ func checkKey(l *config.Limit, key string, i int) string {
 
 // limiterFor is the limiter of a group of checks: the layered one when a check is a
 // per-instance limit, else the store's own (which keeps the memory store's fast path).
-func (s *Server) limiterFor(checks []sluice.Check) *sluice.Limiter {
+func (e *Engine) limiterFor(checks []sluice.Check) *sluice.Limiter {
 	for i := range checks {
 		if strings.HasPrefix(checks[i].Key, localMark) {
-			return s.layered
+			return e.layered
 		}
 	}
-	return s.limiter
+	return e.limiter
 }

@@ -1,10 +1,12 @@
-package server
+package admin
 
 import (
 	_ "embed"
 	"html/template"
 	"net/http"
 	"sort"
+
+	"github.com/sluicehq/sluice/rls"
 )
 
 // uiPage is the live view's page: one HTML file with inline CSS and script, no external
@@ -18,19 +20,19 @@ var uiTemplate = template.Must(template.New("ui").Parse(uiPage))
 
 // uiData is what the page shows.
 type uiData struct {
-	TopResponse
+	rls.TopResponse
 	// Denied are the keys being denied now, highest denied rate first.
 	Denied []deniedKey
 }
 
 type deniedKey struct {
 	Domain, Limit string
-	TopKey
+	rls.TopKey
 }
 
-// handleUI is GET /ui, the live view.
-func (s *Server) handleUI(w http.ResponseWriter, _ *http.Request) {
-	top := s.top(viewTopK)
+// ui is GET /ui, the live view.
+func (h handler) ui(w http.ResponseWriter, _ *http.Request) {
+	top := h.Engine.Top(rls.ViewTopK)
 	data := uiData{TopResponse: top}
 	for _, d := range top.Domains {
 		for i := range d.Limits {
@@ -48,6 +50,6 @@ func (s *Server) handleUI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if err := uiTemplate.Execute(w, data); err != nil {
-		s.log.Error("ui: render", "err", err)
+		h.Engine.Logger().Error("ui: render", "err", err)
 	}
 }

@@ -1,0 +1,288 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/logthrottle"
+	"github.com/sluicehq/sluice/stores"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultMaxDescriptors       = 64
+	DefaultMaxDescriptorEntries = 16
+	// DefaultMaxRequestLogLimit keeps one call of the Redis sliding-log script to a few
+	// milliseconds (1.4 to 1.7 ms median; docs/OPERATIONS.md has the measurement).
+	DefaultMaxRequestLogLimit = 1000
+	DefaultMaxRequestPeriod   = sluice.MaxPeriod
+	DefaultMaxRequestState    = 16 << 10
+	// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
+	DefaultNearLimitRatio = 0.8
+)
+
+// The values of Config.RequestRules.
+const (
+	// RequestRulesAny accepts rules supplied by requests, within the ceilings (the default).
+	RequestRulesAny = "any"
+	// RequestRulesNamed accepts only rules named by the request and defined in the rules
+	// config: "rule": "<domain>.<descriptor path>" or "<rate_limit name>" in /v1/allow.
+	RequestRulesNamed = "named"
+	// RequestRulesOff refuses /v1/allow's key form and descriptors' limit overrides.
+	RequestRulesOff = "off"
+)
+
+// Config configures an Engine: the rules, the store and the bounds of requests. The zero
+// value of every field is a documented default; an Engine needs rules (RulesPath or Rules).
+type Config struct {
+	// RulesPath is a rules file or directory, watched for changes (see config.Watcher).
+	RulesPath string
+	// ReloadInterval is how often RulesPath is polled by Run (default
+	// config.DefaultWatchInterval); negative disables polling (Reload still works).
+	ReloadInterval time.Duration
+	// Rules are static rules, used when RulesPath is empty (e.g. embedded defaults).
+	Rules *config.Config
+	// RulesOptions say how the rules at RulesPath are read and compiled: the default
+	// algorithm, merged domains, envoyproxy/ratelimit's runtime directory tree. The default
+	// algorithm is also that of limit overrides (Descriptor.Limit).
+	RulesOptions config.Options
+	// Store decides; when nil, the store StoreConfig describes is opened (stores.Open) and
+	// closed by Close. A Store passed here is not closed by the engine.
+	Store sluice.Store
+	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
+	// fallback and per-call timeout (default: memory, sync mode, no fallback). With a
+	// fallback, the engine hooks its OnStateChange and OnStoreError (calling any set here
+	// too) to log each change, count the failures and report the state in the metrics and
+	// Ready; a fallback inside a Store passed above is not observed.
+	StoreConfig stores.Config
+	// Logger receives reload, (rate-limited) store error lines, and each change of the
+	// fallback's state; nothing is logged per request. Default: discard.
+	Logger *slog.Logger
+	// Registry receives the metrics; default a new registry of the engine's own.
+	Registry *prometheus.Registry
+	// MaxDescriptors bounds the descriptors of a request (default DefaultMaxDescriptors),
+	// MaxDescriptorEntries the entries of one descriptor (default
+	// DefaultMaxDescriptorEntries); MaxKeyLength bounds a descriptor's store key (default
+	// sluice.DefaultMaxKeyLength).
+	MaxDescriptors, MaxDescriptorEntries, MaxKeyLength int
+	// RequestRules says which rules a request may bring: RequestRulesAny (default, also
+	// ""), RequestRulesNamed or RequestRulesOff. It covers the rule of the key form
+	// (DecideKey) and the limit override of a descriptor.
+	RequestRules string
+	// MaxRequestLogLimit bounds the limit of a sliding_log rule supplied by a request (default
+	// DefaultMaxRequestLogLimit, at most sluice.MaxSlidingLogLimit): one call of the sliding
+	// log's Redis script inserts or removes up to that many entries, and no other decision on
+	// that Redis runs meanwhile. MaxRequestPeriod bounds the period of a rule supplied by a
+	// request (default DefaultMaxRequestPeriod, at most sluice.MaxPeriod): how long its state
+	// is kept. MaxRequestStateBytes bounds algorithm.StateBytes of a rule supplied by a
+	// request (default DefaultMaxRequestState). Each is checked before any store call; rules
+	// of the rules config are not bounded by them.
+	MaxRequestLogLimit   int64
+	MaxRequestPeriod     time.Duration
+	MaxRequestStateBytes int64
+	// GlobalShadowMode answers OK to every request that would be over its limit, counting it
+	// in ratelimit_service_global_shadow_mode (envoyproxy/ratelimit's SHADOW_MODE).
+	GlobalShadowMode bool
+	// CountDenied decides as envoyproxy/ratelimit does: each descriptor on its own, and the
+	// hits of a request over a limit are counted all the same (with the fixed_window default
+	// algorithm, the peer's answers exactly). By default a request over one limit consumes
+	// nothing (envoyproxy/ratelimit issue #427).
+	CountDenied bool
+	// GlobalQuotaMode puts every configured limit in quota mode (QUOTA_MODE): a request is
+	// over its limit only when every one of its limited descriptors is.
+	GlobalQuotaMode bool
+	// NearLimitRatio is the share of a limit past which hits count as near_limit in the
+	// envoyproxy/ratelimit metrics (default DefaultNearLimitRatio).
+	NearLimitRatio float64
+}
+
+// Engine is the descriptor engine: it decides requests against the rules in force, on the
+// store, and counts the decisions in its metrics. It has no listener: a transport (package
+// server, package proxy) turns its requests into Requests. Build it with New, release it
+// with Close. An Engine is safe for concurrent use.
+type Engine struct {
+	cfg         Config
+	log         *slog.Logger
+	store       sluice.Store
+	storeCloser io.Closer // the store it opened; nil for Config.Store
+	limiter     *sluice.Limiter
+	layered     *sluice.Limiter // limiter and per-instance limits (layered.go)
+	localStore  io.Closer
+	rules       atomic.Pointer[rules]
+	watcher     *config.Watcher
+	metrics     *metrics
+	peer        *peerMetrics
+	registry    *prometheus.Registry
+	storeLog    logthrottle.Throttle
+	policy      policyMetrics // criticality.go
+	fallback    *fallbackWatch
+	readyCheck  readiness
+	unknown     unknownDomains
+	closeOnce   sync.Once
+
+	maxDescriptors   int
+	maxDescEntries   int
+	maxKeyLen        int
+	requestRules     requestRules
+	globalShadow     bool
+	globalQuota      bool
+	nearLimitRatio   float64
+	defaultAlgorithm sluice.Algorithm
+}
+
+// New validates cfg, registers the metrics, loads the rules and opens the store. Call Close
+// to release what New acquired, and Run to follow the rules files.
+func New(cfg Config) (*Engine, error) {
+	e := &Engine{cfg: cfg, log: cfg.Logger, registry: cfg.Registry,
+		maxDescriptors: orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
+		maxDescEntries: orDefault(cfg.MaxDescriptorEntries, DefaultMaxDescriptorEntries),
+		maxKeyLen:      orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
+		globalShadow:   cfg.GlobalShadowMode, globalQuota: cfg.GlobalQuotaMode,
+		nearLimitRatio: cfg.NearLimitRatio, defaultAlgorithm: cfg.RulesOptions.DefaultAlgorithm}
+	if e.nearLimitRatio <= 0 {
+		e.nearLimitRatio = DefaultNearLimitRatio
+	}
+	if !e.defaultAlgorithm.Valid() {
+		e.defaultAlgorithm = sluice.AlgorithmSlidingWindow
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if e.registry == nil {
+		e.registry = prometheus.NewRegistry()
+	}
+	rr, err := newRequestRules(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.requestRules = rr
+	if err := e.registerMetrics(); err != nil {
+		return nil, fmt.Errorf("rls: metrics: %w", err)
+	}
+	if err := e.loadRules(); err != nil {
+		return nil, err
+	}
+	if err := e.openStore(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) registerMetrics() error {
+	m, err := newMetrics(e.registry)
+	if err != nil {
+		return err
+	}
+	e.metrics = m
+	if e.peer, err = newPeerMetrics(e.registry); err != nil {
+		return err
+	}
+	return e.registerPolicyMetrics()
+}
+
+func orDefault(v, d int) int {
+	if v <= 0 {
+		return d
+	}
+	return v
+}
+
+func (e *Engine) loadRules() error {
+	switch {
+	case e.cfg.RulesPath != "":
+		w, err := config.NewWatcherWith(e.cfg.RulesPath, e.cfg.RulesOptions, func(c *config.Config) {
+			e.setRules(c)
+			e.metrics.reloads.WithLabelValues("success").Inc()
+			e.log.Info("rules reloaded", "path", e.cfg.RulesPath, "domains", c.Domains(), "limits", len(c.Limits()))
+		}, func(err error) {
+			e.metrics.reloads.WithLabelValues("failure").Inc()
+			e.peer.configLoadError.Inc()
+			e.log.Error("rules reload rejected; the previous rules keep serving", "path", e.cfg.RulesPath, "err", err)
+		})
+		if err != nil {
+			e.peer.configLoadError.Inc()
+			return fmt.Errorf("rls: rules: %w", err)
+		}
+		e.watcher = w
+		e.setRules(w.Config())
+	case e.cfg.Rules != nil:
+		e.setRules(e.cfg.Rules)
+	default:
+		return errors.New("rls: rules: set Config.RulesPath or Config.Rules")
+	}
+	return nil
+}
+
+func (e *Engine) openStore() error {
+	e.store = e.cfg.Store
+	if e.store == nil {
+		sc := e.cfg.StoreConfig
+		if sc.Fallback != "" {
+			w, err := watchFallback(&sc, sc.Fallback, e.log, e.registry, e.fallbackError)
+			if err != nil {
+				return fmt.Errorf("rls: metrics: %w", err)
+			}
+			e.fallback = w
+		}
+		st, closer, err := stores.Open(context.Background(), sc)
+		if err != nil {
+			return err
+		}
+		e.store, e.storeCloser = st, closer
+	}
+	e.limiter = sluice.New(e.store)
+	e.readyCheck.store = e.store
+	return e.openLocal()
+}
+
+// Registry returns the registry the engine's metrics are on.
+func (e *Engine) Registry() *prometheus.Registry { return e.registry }
+
+// Logger returns the engine's logger (Config.Logger, or one that discards).
+func (e *Engine) Logger() *slog.Logger { return e.log }
+
+// Rules returns the rules in force.
+func (e *Engine) Rules() *config.Config { return e.rules.Load().cfg }
+
+// Reload checks the rules files now (as the periodic poll does) and reports whether new
+// rules were applied; an invalid change is an error and the previous rules stay.
+func (e *Engine) Reload() (bool, error) {
+	if e.watcher == nil {
+		return false, errors.New("rls: reload: the rules are static (no RulesPath)")
+	}
+	return e.watcher.Reload()
+}
+
+// Run follows the rules files (polling every Config.ReloadInterval) until ctx is done; it
+// returns at once for static rules or a negative ReloadInterval.
+func (e *Engine) Run(ctx context.Context) {
+	if e.watcher != nil && e.cfg.ReloadInterval >= 0 {
+		e.watcher.Run(ctx, e.cfg.ReloadInterval)
+	}
+}
+
+// Close releases what New acquired: the store it opened (flushing its decorators) and the
+// per-instance store. It is safe to call more than once.
+func (e *Engine) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		if e.storeCloser != nil {
+			err = e.storeCloser.Close()
+		}
+		if e.localStore != nil {
+			_ = e.localStore.Close()
+		}
+	})
+	return err
+}

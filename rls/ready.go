@@ -1,0 +1,54 @@
+package rls
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Ready probes the store (at most once a second; a write, so a store that answers reads but
+// refuses writes is not ready) and returns why decisions are the fallback's while a fallback
+// decides because the store is unavailable ("" otherwise; its own probes run then, so the
+// store is not probed). An error means the store fails without a fallback answering.
+func (e *Engine) Ready(ctx context.Context) (degraded string, err error) {
+	if e.fallback == nil || e.fallback.degraded() == "" {
+		if err := e.readyCheck.check(ctx); err != nil {
+			return "", err
+		}
+	}
+	if e.fallback != nil {
+		return e.fallback.degraded(), nil
+	}
+	return "", nil
+}
+
+// readiness probes the store at most once a second.
+type readiness struct {
+	store   sluice.Store
+	checked atomic.Int64
+	ok      atomic.Bool
+}
+
+// readyRule is the rule of the readiness probe: a write that always admits, on a key that
+// lives a second.
+var readyRule = sluice.FixedWindow(sluice.MaxLimit, time.Second)
+
+// check takes one unit of the readiness key, so a store that answers reads but refuses
+// writes (Redis out of memory, a read-only replica) is not ready; a success is trusted for a
+// second.
+func (rc *readiness) check(ctx context.Context) error {
+	now := time.Now().UnixNano()
+	if now-rc.checked.Load() < int64(time.Second) {
+		if rc.ok.Load() {
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
+	rc.ok.Store(err == nil)
+	rc.checked.Store(now)
+	return err
+}
