@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 // The overhead of `sluice proxy` (issue 12): the same GET through a bare
@@ -58,10 +58,10 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	defer up.Close()
 	sides := []*proxied{
 		newProxied(b, "bare", bareProxy(b, up.URL)),
-		newProxied(b, "sluice_memory", sluiceProxy(b, up.URL, stores.Config{})),
+		newProxied(b, "sluice_memory", sluiceProxy(b, up.URL, store.Config{})),
 	}
 	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {
-		sides = append(sides, newProxied(b, "sluice_redis", sluiceProxy(b, up.URL, stores.Config{URL: "redis://" + addr, Prefix: "bench:proxy:"})))
+		sides = append(sides, newProxied(b, "sluice_redis", sluiceProxy(b, up.URL, store.Config{URL: "redis://" + addr, Prefix: "bench:proxy:"})))
 	}
 	const block = 100
 	for _, s := range sides { // warm the connections and the keys
@@ -148,7 +148,7 @@ func bareProxy(b *testing.B, upstream string) string {
 	return "http://" + lis.Addr().String()
 }
 
-func sluiceProxy(b *testing.B, upstream string, sc stores.Config) string {
+func sluiceProxy(b *testing.B, upstream string, sc store.Config) string {
 	rules, err := config.LoadFS(fstest.MapFS{"bench.yaml": {Data: []byte(proxyBenchRules)}}, "bench.yaml")
 	if err != nil {
 		b.Fatal(err)

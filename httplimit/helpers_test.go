@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
-	"github.com/sluicehq/sluice/stores"
 )
 
 // backend is a store the middleware tests run on, deciding on clock.
@@ -42,7 +42,7 @@ var backends = []backend{
 // client's clock.
 func openRedis(t *testing.T, url string, clock sluice.Clock) *sluice.Limiter {
 	prefix := "httplimit-test:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	s, closer, err := stores.Open(context.Background(), stores.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: 200 * time.Millisecond})
+	s, closer, err := store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/sluicetest"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -70,7 +70,7 @@ func startProxy(t *testing.T, up *upstream, rules string, mutate ...func(*proxy.
 	}
 	clock := sluicetest.NewManualClock(t0)
 	cfg := proxy.Config{Upstream: up.URL, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", RulesPath: path,
-		ReloadInterval: -1, StoreConfig: stores.Config{Clock: clock}, ShutdownTimeout: 5 * time.Second}
+		ReloadInterval: -1, StoreConfig: store.Config{Clock: clock}, ShutdownTimeout: 5 * time.Second}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 // TestAdminEndpointsOnlyOnAdminAddress: /metrics, /healthz and /readyz answer on the admin
@@ -81,7 +81,7 @@ func TestStoreErrorsFollowTheFallback(t *testing.T) {
 		t.Run("fallback="+tc.fallback, func(t *testing.T) {
 			up := newUpstream(t)
 			p := startProxy(t, up, everyone, func(c *proxy.Config) {
-				c.StoreConfig = stores.Config{URL: deadRedis, Fallback: tc.fallback, Timeout: 50 * time.Millisecond}
+				c.StoreConfig = store.Config{URL: deadRedis, Fallback: tc.fallback, Timeout: 50 * time.Millisecond}
 			})
 			for range 3 {
 				resp, body := get(t, p.base+"/")

@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Defaults of Config's zero values.
@@ -57,7 +57,7 @@ type Config struct {
 	// shutdown (see rls.Config).
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, mode, fallback, timeout.
-	StoreConfig stores.Config
+	StoreConfig store.Config
 	// TrustedProxies are the addresses (CIDRs or bare IPs) of the proxies in front of this
 	// one: X-Forwarded-For and Forwarded are believed only from them (package clientip).
 	// Empty: the client address is the peer's.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 // perClient allows 5 requests a minute per client address (fixed window, so that the whole
@@ -27,11 +27,11 @@ proxy:
 func TestExactlyTheLimitPasses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		store func(t *testing.T) stores.Config
+		store func(t *testing.T) store.Config
 	}{
-		{"memory", func(*testing.T) stores.Config { return stores.Config{} }},
-		{"redis", func(t *testing.T) stores.Config {
-			return stores.Config{URL: "redis://" + testenv.RedisAddr(t), Prefix: "proxytest:" + t.Name() + time.Now().Format(time.RFC3339Nano) + ":"}
+		{"memory", func(*testing.T) store.Config { return store.Config{} }},
+		{"redis", func(t *testing.T) store.Config {
+			return store.Config{URL: "redis://" + testenv.RedisAddr(t), Prefix: "proxytest:" + t.Name() + time.Now().Format(time.RFC3339Nano) + ":"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/logthrottle"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Defaults of Config's zero values.
@@ -56,7 +56,7 @@ type Config struct {
 	// algorithm, merged domains, envoyproxy/ratelimit's runtime directory tree. The default
 	// algorithm is also that of limit overrides (Descriptor.Limit).
 	RulesOptions config.Options
-	// Store decides; when nil, the store StoreConfig describes is opened (stores.Open) and
+	// Store decides; when nil, the store StoreConfig describes is opened (store.Open) and
 	// closed by Close. A Store passed here is not closed by the engine.
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
@@ -64,7 +64,7 @@ type Config struct {
 	// fallback, the engine hooks its OnStateChange and OnStoreError (calling any set here
 	// too) to log each change, count the failures and report the state in the metrics and
 	// Ready; a fallback inside a Store passed above is not observed.
-	StoreConfig stores.Config
+	StoreConfig store.Config
 	// Logger receives reload, (rate-limited) store error lines, and each change of the
 	// fallback's state; nothing is logged per request. Default: discard.
 	Logger *slog.Logger
@@ -235,7 +235,7 @@ func (e *Engine) openStore() error {
 			}
 			e.fallback = w
 		}
-		st, closer, err := stores.Open(context.Background(), sc)
+		st, closer, err := store.Open(context.Background(), sc)
 		if err != nil {
 			return err
 		}

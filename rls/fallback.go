@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/distributed"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 // fallbackWatch follows the fallback of the store the server opened (StoreConfig.Fallback):
@@ -33,7 +33,7 @@ type fallbackWatch struct {
 // watchFallback hooks w into c (keeping hooks the caller set) and registers its metrics:
 // sluice_store_state, sluice_store_state_changes_total and sluice_fallback_seconds_total.
 // storeErr is called with each failure the fallback absorbs.
-func watchFallback(c *stores.Config, policy string, log *slog.Logger, reg prometheus.Registerer, storeErr func(error)) (*fallbackWatch, error) {
+func watchFallback(c *store.Config, policy string, log *slog.Logger, reg prometheus.Registerer, storeErr func(error)) (*fallbackWatch, error) {
 	w := &fallbackWatch{policy: policy, log: log, now: time.Now, state: distributed.CircuitClosed, since: time.Now(),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_store_state_changes_total",
 			Help: "Changes of the fallback's state, by the state entered (fallback: the store failed; store: it answered a probe)."},

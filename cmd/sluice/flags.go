@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redis"
-	"github.com/sluicehq/sluice/stores"
 )
 
 // sharedFlags are the flags serve and proxy share: the rules, the store and the logs, each
@@ -51,21 +51,21 @@ func (f *sharedFlags) register(fs *flag.FlagSet, configUsage string, env envFunc
 
 // check reports the first invalid store flag, naming it.
 func (f *sharedFlags) check() error {
-	if err := stores.CheckMode(f.mode); err != nil {
+	if err := store.CheckMode(f.mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
 	if f.storeTimeout < 0 {
 		return fmt.Errorf("--store-timeout: must not be negative, got %v", f.storeTimeout)
 	}
-	if err := stores.CheckFallback(f.fallback); err != nil {
+	if err := store.CheckFallback(f.fallback); err != nil {
 		return fmt.Errorf("--fallback: %w", err)
 	}
 	return nil
 }
 
 // storeConfig is the store the flags name, its keys under prefix ("": the store's default).
-func (f *sharedFlags) storeConfig(prefix string) stores.Config {
-	return stores.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: prefix}
+func (f *sharedFlags) storeConfig(prefix string) store.Config {
+	return store.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: prefix}
 }
 
 // logger builds the logger of --log-level and --log-format on w, and sends go-redis's own

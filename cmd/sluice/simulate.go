@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/simulate"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 func init() {
@@ -150,17 +150,17 @@ func progressPrinter(w io.Writer) func(done, total int64) {
 }
 
 // simulateStore sets cfg.Store from the --store flag: memory (the default: the simulator's
-// own store) or a store URL stores.Open reads, checked to answer before the run. There every
+// own store) or a store URL store.Open reads, checked to answer before the run. There every
 // algorithm and mode gets a fresh store under a fresh key prefix, taking the simulation's
 // virtual clock as client time, so the run stays deterministic in what it decides.
 func simulateStore(cfg *simulate.Config, url string) error {
-	scheme, err := stores.Scheme(url)
+	scheme, err := store.Scheme(url)
 	if err != nil || scheme == "memory" {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, closer, err := stores.Open(ctx, stores.Config{URL: url, Ping: true})
+	_, closer, err := store.Open(ctx, store.Config{URL: url, Ping: true})
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func simulateStore(cfg *simulate.Config, url string) error {
 	var n atomic.Int64
 	cfg.Store = func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
 		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
-		return stores.Open(context.Background(), stores.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second})
+		return store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second})
 	}
 	return nil
 }

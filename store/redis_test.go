@@ -1,4 +1,4 @@
-package stores_test
+package store_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redis"
-	"github.com/sluicehq/sluice/stores"
 )
 
 // These tests use the Redis servers scripts/test.sh starts (testenv): standalone, Sentinel
 // and Cluster.
 
 func freshPrefix() string {
-	return "sluice-stores-test:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	return "sluice-store-test:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 }
 
 // redisURLs returns the URL of every Redis topology of the test environment.
@@ -47,7 +47,7 @@ func TestOpenRedis(t *testing.T) {
 				for _, fb := range []string{"", "local"} {
 					name := fmt.Sprintf("mode %q fallback %q", mode, fb)
 					prefix := freshPrefix()
-					st, closer, err := stores.Open(ctx, stores.Config{URL: u, Mode: mode, Fallback: fb,
+					st, closer, err := store.Open(ctx, store.Config{URL: u, Mode: mode, Fallback: fb,
 						Prefix: prefix, Timeout: 5 * time.Second, Ping: true})
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -121,7 +121,7 @@ func keysUnder(t *testing.T, url, prefix string) int64 {
 func TestOpenRedisClock(t *testing.T) {
 	ctx := context.Background()
 	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, closer, err := stores.Open(ctx, stores.Config{URL: "redis://" + testenv.RedisAddr(t), Clock: clock,
+	st, closer, err := store.Open(ctx, store.Config{URL: "redis://" + testenv.RedisAddr(t), Clock: clock,
 		Prefix: freshPrefix(), Mode: "overlimit"})
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +148,8 @@ func TestCloseFlushesAsyncBeforeTheClient(t *testing.T) {
 	rule := sluice.FixedWindow(10, time.Hour)
 	for _, fb := range []string{"", "local", "fail_closed"} {
 		clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		cfg := stores.Config{URL: url, Clock: clock, Prefix: freshPrefix(), Mode: "async", Fallback: fb}
-		st, closer, err := stores.Open(ctx, cfg)
+		cfg := store.Config{URL: url, Clock: clock, Prefix: freshPrefix(), Mode: "async", Fallback: fb}
+		st, closer, err := store.Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package stores_test
+package store_test
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
-	"github.com/sluicehq/sluice/stores"
 )
 
 var (
@@ -41,10 +41,10 @@ func TestOpenEveryScheme(t *testing.T) {
 		{"redis-sentinel://127.0.0.1:1/mymaster", "redis-sentinel", true},
 		{"redis-sentinel://u:p@127.0.0.1:1,127.0.0.1:2/mymaster?password=data&db=2", "redis-sentinel", true},
 	} {
-		if scheme, err := stores.Scheme(tc.url); err != nil || scheme != tc.scheme {
+		if scheme, err := store.Scheme(tc.url); err != nil || scheme != tc.scheme {
 			t.Errorf("Scheme(%q) = %q, %v; want %q", tc.url, scheme, err, tc.scheme)
 		}
-		st, closer, err := stores.Open(context.Background(), stores.Config{URL: tc.url})
+		st, closer, err := store.Open(context.Background(), store.Config{URL: tc.url})
 		if err != nil {
 			t.Errorf("%q: %v", tc.url, err)
 			continue
@@ -90,7 +90,7 @@ func TestOpenBadURL(t *testing.T) {
 		{"memcached://127.0.0.1:11211?timeout=1s", "memcached: url"},
 		{"memcached://127.0.0.1", "not host:port"},
 	} {
-		st, closer, err := stores.Open(context.Background(), stores.Config{URL: tc.url})
+		st, closer, err := store.Open(context.Background(), store.Config{URL: tc.url})
 		if err == nil {
 			closer.Close()
 			t.Errorf("%q: opened %T, want an error", tc.url, st)
@@ -99,7 +99,7 @@ func TestOpenBadURL(t *testing.T) {
 		if st != nil || closer != nil {
 			t.Errorf("%q: an error with a store %v or closer %v", tc.url, st, closer)
 		}
-		if !strings.HasPrefix(err.Error(), "stores: ") || !strings.Contains(err.Error(), tc.names) {
+		if !strings.HasPrefix(err.Error(), "store: ") || !strings.Contains(err.Error(), tc.names) {
 			t.Errorf("%q: %v does not name %s", tc.url, err, tc.names)
 		}
 	}
@@ -110,20 +110,20 @@ func TestOpenBadURL(t *testing.T) {
 func TestOpenValidatesFirst(t *testing.T) {
 	down := "redis://127.0.0.1:1?dial_timeout=50ms"
 	for _, tc := range []struct {
-		cfg   stores.Config
+		cfg   store.Config
 		names string
 	}{
-		{stores.Config{Mode: "psychic"}, `stores: mode: unknown distribution mode "psychic" (want sync, overlimit or async)`},
-		{stores.Config{URL: down, Mode: "Sync"}, "stores: mode: "},
-		{stores.Config{URL: down, Mode: "over_limit"}, "stores: mode: "},
-		{stores.Config{Fallback: "pray"}, `stores: fallback: unknown fallback policy "pray"`},
-		{stores.Config{URL: down, Fallback: "open"}, "stores: fallback: "},
-		{stores.Config{URL: down, Fallback: "none"}, "stores: fallback: "},
-		{stores.Config{URL: down, Timeout: -time.Second}, "stores: timeout: must not be negative, got -1s"},
-		{stores.Config{URL: "memcache://127.0.0.1:1"}, "stores: url: scheme: "},
+		{store.Config{Mode: "psychic"}, `store: mode: unknown distribution mode "psychic" (want sync, overlimit or async)`},
+		{store.Config{URL: down, Mode: "Sync"}, "store: mode: "},
+		{store.Config{URL: down, Mode: "over_limit"}, "store: mode: "},
+		{store.Config{Fallback: "pray"}, `store: fallback: unknown fallback policy "pray"`},
+		{store.Config{URL: down, Fallback: "open"}, "store: fallback: "},
+		{store.Config{URL: down, Fallback: "none"}, "store: fallback: "},
+		{store.Config{URL: down, Timeout: -time.Second}, "store: timeout: must not be negative, got -1s"},
+		{store.Config{URL: "memcache://127.0.0.1:1"}, "store: url: scheme: "},
 	} {
 		tc.cfg.Ping = true
-		_, _, err := stores.Open(context.Background(), tc.cfg)
+		_, _, err := store.Open(context.Background(), tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.names) || strings.Contains(err.Error(), "ping") {
 			t.Errorf("%+v: %v, want an error naming %s", tc.cfg, err, tc.names)
 		}
@@ -131,15 +131,15 @@ func TestOpenValidatesFirst(t *testing.T) {
 			t.Errorf("%+v: Validate: %v, want %v", tc.cfg, verr, err)
 		}
 	}
-	err := stores.Config{URL: "x://", Mode: "m", Fallback: "f", Timeout: -1}.Validate()
+	err := store.Config{URL: "x://", Mode: "m", Fallback: "f", Timeout: -1}.Validate()
 	for _, field := range []string{"url: scheme", "mode", "fallback", "timeout"} {
-		if err == nil || !strings.Contains(err.Error(), "stores: "+field+": ") {
+		if err == nil || !strings.Contains(err.Error(), "store: "+field+": ") {
 			t.Errorf("Validate: %v does not name %s", err, field)
 		}
 	}
 	for _, mode := range modes {
 		for _, fb := range fallbacks {
-			if err := (stores.Config{URL: down, Mode: mode, Fallback: fb}).Validate(); err != nil {
+			if err := (store.Config{URL: down, Mode: mode, Fallback: fb}).Validate(); err != nil {
 				t.Errorf("mode %q fallback %q: %v", mode, fb, err)
 			}
 		}
@@ -150,16 +150,16 @@ func TestOpenValidatesFirst(t *testing.T) {
 // accepts and do not name a field themselves.
 func TestCheckModeAndFallback(t *testing.T) {
 	for _, m := range modes {
-		if err := stores.CheckMode(m); err != nil {
+		if err := store.CheckMode(m); err != nil {
 			t.Errorf("CheckMode(%q): %v", m, err)
 		}
 	}
 	for _, p := range fallbacks {
-		if err := stores.CheckFallback(p); err != nil {
+		if err := store.CheckFallback(p); err != nil {
 			t.Errorf("CheckFallback(%q): %v", p, err)
 		}
 	}
-	for _, err := range []error{stores.CheckMode("SYNC"), stores.CheckFallback("local ")} {
+	for _, err := range []error{store.CheckMode("SYNC"), store.CheckFallback("local ")} {
 		if err == nil || !strings.HasPrefix(err.Error(), "unknown ") {
 			t.Errorf("%v, want an error starting with unknown", err)
 		}
@@ -175,7 +175,7 @@ func TestOpenModesAndFallbacks(t *testing.T) {
 		for _, fb := range fallbacks {
 			name := fmt.Sprintf("mode %q fallback %q", mode, fb)
 			clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			st, closer, err := stores.Open(ctx, stores.Config{Mode: mode, Fallback: fb, Clock: clock})
+			st, closer, err := store.Open(ctx, store.Config{Mode: mode, Fallback: fb, Clock: clock})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -215,8 +215,8 @@ func outermost(mode, fallback string) string {
 // TestOpenPing: Ping makes a store that does not answer an error wrapping
 // sluice.ErrStoreUnavailable; without it the client connects on first use.
 func TestOpenPing(t *testing.T) {
-	down := stores.Config{URL: "redis://127.0.0.1:1?dial_timeout=50ms"}
-	_, closer, err := stores.Open(context.Background(), down)
+	down := store.Config{URL: "redis://127.0.0.1:1?dial_timeout=50ms"}
+	_, closer, err := store.Open(context.Background(), down)
 	if err != nil {
 		t.Fatalf("without Ping: %v", err)
 	}
@@ -224,10 +224,10 @@ func TestOpenPing(t *testing.T) {
 	down.Ping, down.Mode, down.Fallback = true, "async", "local"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, _, err := stores.Open(ctx, down); !errors.Is(err, sluice.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "stores: ping: ") {
+	if _, _, err := store.Open(ctx, down); !errors.Is(err, sluice.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "store: ping: ") {
 		t.Errorf("Ping on a closed port: %v", err)
 	}
-	if _, closer, err := stores.Open(ctx, stores.Config{Ping: true}); err != nil {
+	if _, closer, err := store.Open(ctx, store.Config{Ping: true}); err != nil {
 		t.Errorf("Ping on memory: %v", err)
 	} else {
 		closer.Close()
@@ -243,7 +243,7 @@ func TestOpenFallbackHooks(t *testing.T) {
 		errs    []error
 		changes []string
 	)
-	st, closer, err := stores.Open(context.Background(), stores.Config{
+	st, closer, err := store.Open(context.Background(), store.Config{
 		URL: "redis://127.0.0.1:1?dial_timeout=50ms", Fallback: "fail_closed", Timeout: time.Second,
 		OnStateChange: func(from, to distributed.Circuit) {
 			mu.Lock()
@@ -289,7 +289,7 @@ func TestOpenFallbackTimeout(t *testing.T) {
 	}
 	defer l.Close()
 	const timeout = 150 * time.Millisecond
-	st, closer, err := stores.Open(context.Background(), stores.Config{
+	st, closer, err := store.Open(context.Background(), store.Config{
 		URL: "redis://" + l.Addr().String(), Fallback: "fail_open", Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)

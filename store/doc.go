@@ -2,7 +2,7 @@
 // policy: the one call the server (sluice serve), the simulator (sluice simulate) and library
 // users make to get a store without composing decorators and ordering their Close by hand.
 //
-//	st, closer, err := stores.Open(ctx, stores.Config{
+//	st, closer, err := store.Open(ctx, store.Config{
 //		URL:      "redis://127.0.0.1:6379/0",
 //		Mode:     "async",
 //		Fallback: "local",
@@ -24,4 +24,4 @@
 //
 // Package stores imports the Redis and memcached clients; importing package sluice alone does
 // not.
-package stores
+package store

@@ -1,4 +1,4 @@
-package stores_test
+package store_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/memcached"
-	"github.com/sluicehq/sluice/stores"
 )
 
 // TestOpenMemcached: memcached:// answers the Ping and holds one limit, under Config.Prefix
@@ -20,7 +20,7 @@ func TestOpenMemcached(t *testing.T) {
 	url := "memcached://" + testenv.MemcachedAddr(t)
 	for _, fallback := range []string{"", "local"} {
 		clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		st, closer, err := stores.Open(context.Background(), stores.Config{URL: url, Ping: true,
+		st, closer, err := store.Open(context.Background(), store.Config{URL: url, Ping: true,
 			Prefix: freshPrefix(), Clock: clock, Fallback: fallback, Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +42,7 @@ func TestOpenMemcached(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	_, _, err := stores.Open(context.Background(), stores.Config{URL: "memcached://127.0.0.1:1", Ping: true})
+	_, _, err := store.Open(context.Background(), store.Config{URL: "memcached://127.0.0.1:1", Ping: true})
 	if !errors.Is(err, sluice.ErrStoreUnavailable) {
 		t.Errorf("ping of a closed port: %v, want ErrStoreUnavailable", err)
 	}

@@ -1,4 +1,4 @@
-package stores_test
+package store_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/stores"
+	"github.com/sluicehq/sluice/store"
 )
 
 func ExampleOpen() {
 	ctx := context.Background()
 	// "redis://127.0.0.1:6379/0", "redis-cluster://...", "redis-sentinel://..." share the
 	// limits across instances; Mode and Fallback add package distributed's decorators.
-	st, closer, err := stores.Open(ctx, stores.Config{URL: "memory", Mode: "overlimit", Fallback: "local"})
+	st, closer, err := store.Open(ctx, store.Config{URL: "memory", Mode: "overlimit", Fallback: "local"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -24,11 +24,11 @@ func ExampleOpen() {
 		d, err := limiter.Allow(ctx, "client:42", sluice.FixedWindow(2, time.Minute))
 		fmt.Println(d.Allowed, err)
 	}
-	_, _, err = stores.Open(ctx, stores.Config{URL: "memory", Mode: "eventually"})
+	_, _, err = store.Open(ctx, store.Config{URL: "memory", Mode: "eventually"})
 	fmt.Println(err)
 	// Output:
 	// true <nil>
 	// true <nil>
 	// false <nil>
-	// stores: mode: unknown distribution mode "eventually" (want sync, overlimit or async)
+	// store: mode: unknown distribution mode "eventually" (want sync, overlimit or async)
 }

@@ -1,4 +1,4 @@
-package stores
+package store
 
 import (
 	"context"
@@ -57,11 +57,11 @@ func Scheme(rawURL string) (string, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	switch {
 	case !ok:
-		return "", fmt.Errorf("stores: url: scheme: missing (want memory, or scheme://... with scheme one of %s)", schemeList())
+		return "", fmt.Errorf("store: url: scheme: missing (want memory, or scheme://... with scheme one of %s)", schemeList())
 	case backendOf(scheme) == nil:
-		return "", fmt.Errorf("stores: url: scheme: unknown %q (want %s)", scheme, schemeList())
+		return "", fmt.Errorf("store: url: scheme: unknown %q (want %s)", scheme, schemeList())
 	case scheme == "memory" && rest != "":
-		return "", fmt.Errorf("stores: url: memory takes nothing after memory://, got %q", rest)
+		return "", fmt.Errorf("store: url: memory takes nothing after memory://, got %q", rest)
 	}
 	return scheme, nil
 }
@@ -82,7 +82,7 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 	}
 	st, err := memory.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("stores: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	return st, nil
 }
@@ -91,12 +91,12 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 	opts := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix)
 	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
-		return nil, fmt.Errorf("stores: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	if c.Ping {
 		if err := st.Client().Ping(ctx).Err(); err != nil {
 			_ = st.Close()
-			return nil, fmt.Errorf("stores: ping: %w: %w", sluice.ErrStoreUnavailable, err)
+			return nil, fmt.Errorf("store: ping: %w: %w", sluice.ErrStoreUnavailable, err)
 		}
 	}
 	return st, nil
@@ -106,12 +106,12 @@ func openMemcached(_ context.Context, c Config) (closingStore, error) {
 	opts := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix)
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
-		return nil, fmt.Errorf("stores: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	if c.Ping {
 		if err := st.Ping(); err != nil { // bounded by the client's timeout, not ctx
 			_ = st.Close()
-			return nil, fmt.Errorf("stores: ping: %w", err)
+			return nil, fmt.Errorf("store: ping: %w", err)
 		}
 	}
 	return st, nil

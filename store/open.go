@@ -1,4 +1,4 @@
-package stores
+package store
 
 import (
 	"context"
@@ -71,13 +71,13 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := CheckMode(c.Mode); err != nil {
-		errs = append(errs, fmt.Errorf("stores: mode: %w", err))
+		errs = append(errs, fmt.Errorf("store: mode: %w", err))
 	}
 	if err := CheckFallback(c.Fallback); err != nil {
-		errs = append(errs, fmt.Errorf("stores: fallback: %w", err))
+		errs = append(errs, fmt.Errorf("store: fallback: %w", err))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("stores: timeout: must not be negative, got %v", c.Timeout))
+		errs = append(errs, fmt.Errorf("store: timeout: must not be negative, got %v", c.Timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -143,7 +143,7 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 		d, err = distributed.NewAsync(st, withClock(c.Clock, distributed.WithClock)...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stores: mode %s: %w", c.Mode, err)
+		return nil, fmt.Errorf("store: mode %s: %w", c.Mode, err)
 	}
 	if d != nil {
 		st, *closers = d, append(chain{d}, *closers...)
@@ -164,7 +164,7 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 	}
 	fb, err := distributed.NewFallback(st, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("stores: fallback: %w", err)
+		return nil, fmt.Errorf("store: fallback: %w", err)
 	}
 	*closers = append(chain{fb}, *closers...)
 	return fb, nil
