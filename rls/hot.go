@@ -30,6 +30,9 @@ func hotItem(st *rules, it *item) *hotkey.Param {
 
 // decideHot admits the cold values of hot parameters without a store call, and charges the
 // store with the cold admissions of the values that turn hot before the group decides them.
+// These are hotkey's protocol steps (Observe, Charge, then Denied in recordHot) taken per
+// item: the engine answers a cold item itself (ColdDecision), so it does not use a
+// hotkey.Batch.
 func (e *Engine) decideHot(ctx context.Context, st *rules, sc *scratch) error {
 	for i := range sc.items {
 		it := &sc.items[i]
@@ -42,10 +45,8 @@ func (e *Engine) decideHot(ctx context.Context, st *rules, sc *scratch) error {
 			it.decision, it.decided = p.ColdDecision(v, it.hits), true
 			continue
 		}
-		if v.Charge > 0 {
-			if _, err := e.limiter.Settle(ctx, it.key, p.Rule(), v.Charge); err != nil {
-				return e.storeError(ctx, err)
-			}
+		if err := p.Charge(ctx, e.limiter, it.key, v); err != nil {
+			return e.storeError(ctx, err)
 		}
 	}
 	return nil
@@ -56,7 +57,7 @@ func recordHot(st *rules, sc *scratch) {
 	for i := range sc.items {
 		if it := &sc.items[i]; it.over {
 			if p := hotItem(st, it); p != nil {
-				p.Tracker().Denied(it.key)
+				p.Denied(it.key)
 			}
 		}
 	}
