@@ -64,7 +64,7 @@ func TestBadInputGRPC(t *testing.T) {
 		}
 		t.Logf("%-24s %8v  %s", name, took.Round(time.Microsecond), status.Convert(err).Message())
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for invalid requests", n)
 	}
 }
@@ -102,7 +102,7 @@ func TestMalformedProtobuf(t *testing.T) {
 		}
 		t.Logf("%x: %v: %s", garbage, time.Since(start).Round(time.Microsecond), status.Convert(err).Message())
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for malformed requests", n)
 	}
 	// An empty (but well-formed) request is still an ordinary invalid request.
@@ -170,7 +170,7 @@ func TestBadInputHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET /v1/allow: %d", resp.StatusCode)
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for invalid requests", n)
 	}
 	if line := h.metric(t, `sluice_invalid_requests_total{transport="http"}`); line == "" || strings.HasSuffix(line, " 0") {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
@@ -26,20 +24,9 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// countingStore counts the calls that reach the store: a hand-written wrapper, not a mock.
-type countingStore struct {
-	sluice.Store
-	calls atomic.Int64
-}
-
-func (c *countingStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	c.calls.Add(1)
-	return c.Store.Take(ctx, req)
-}
-
 type harness struct {
 	srv    *server.Server
-	store  *countingStore
+	store  *sluicetest.CountingStore
 	clock  *sluicetest.ManualClock
 	client rlsv3.RateLimitServiceClient
 	conn   *grpc.ClientConn
@@ -59,7 +46,7 @@ func start(t *testing.T, rules string, mutate ...func(*server.Config)) *harness 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mem.Close() })
-	h := &harness{store: &countingStore{Store: mem}, clock: clock}
+	h := &harness{store: &sluicetest.CountingStore{Store: mem}, clock: clock}
 	cfg := server.Config{Config: rls.Config{Store: h.store, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 	if rules != "" {
 		cfg.Rules = compile(t, rules)

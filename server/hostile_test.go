@@ -216,7 +216,7 @@ func TestHugeRequestsFlatMemory(t *testing.T) {
 	if after > before+4<<20 {
 		t.Errorf("live heap grew by %.1f MB over %d rounds of hostile requests", float64(after-before)/(1<<20), rounds)
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for hostile requests", n)
 	}
 }
@@ -247,11 +247,11 @@ func TestMaxHits(t *testing.T) {
 			t.Errorf("%s: %d %s", body, code, got)
 		}
 	}
-	calls := h.store.calls.Load()
+	calls := h.store.Calls()
 	if code, got := h.post(t, "/v1/allow", `{"key":"k","rule":{"limit":2,"period":"1s"},"n":9223372036854775807}`); code != http.StatusBadRequest || !strings.Contains(got, "n: must be between") {
 		t.Errorf("n = MaxInt64: %d %s", code, got)
 	}
-	if n := h.store.calls.Load(); n != calls {
+	if n := h.store.Calls(); n != calls {
 		t.Errorf("invalid cost reached the store (%d calls)", n-calls)
 	}
 	// Nothing was consumed: the victim still has its whole limit.

@@ -27,7 +27,7 @@ func TestHotParameterColdValuesCostNoStoreCall(t *testing.T) {
 			t.Fatalf("cold value %d: %v", i, c)
 		}
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Fatalf("%d store calls for 50 cold values, want 0", n)
 	}
 	var codes []string
@@ -39,7 +39,7 @@ func TestHotParameterColdValuesCostNoStoreCall(t *testing.T) {
 		t.Errorf("hot value: %s, want %s", got, want)
 	}
 	// 2 cold, then a settle of 2 and a take each for the next 5 requests.
-	if n := h.store.calls.Load(); n != 6 {
+	if n := h.store.Calls(); n != 6 {
 		t.Errorf("%d store calls for the hot value, want 6 (one charge, five decisions)", n)
 	}
 	if c := h.ask(t, "shop", desc("product", "flash-sale")).OverallCode; c != codeOK {

@@ -82,7 +82,7 @@ func TestMemoryFlatUnderBadInput(t *testing.T) {
 	if growth > margin {
 		t.Errorf("heap in use grew by %.1f MB over %d rounds of bad input (margin %d MB)", float64(growth)/(1<<20), rounds, margin>>20)
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for invalid requests", n)
 	}
 }

@@ -31,7 +31,7 @@ func TestUnknownDomainLoggedOnce(t *testing.T) {
 	if v := h.metricValue(t, "sluice_unknown_domain_requests_total"); v != 4 {
 		t.Errorf("sluice_unknown_domain_requests_total %v, want 4", v)
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls", n)
 	}
 }

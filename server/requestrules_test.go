@@ -67,7 +67,7 @@ func TestRequestRuleCeilings(t *testing.T) {
 		}
 	}
 	h.wantRefused(t, overrideReq(typev3.RateLimitUnit_YEAR), "descriptors[0].limit.unit: a period of 8760h0m0s is longer than the maximum of 24h0m0s")
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Fatalf("%d store calls for refused rules", n)
 	}
 	// At the ceilings: served.
@@ -111,7 +111,7 @@ func TestRequestRuleStateCeiling(t *testing.T) {
 	if code, got := h.post(t, "/v1/allow", `{"key":"k","rule":{"algorithm":"sliding_log","limit":1000,"period":"1m"}}`); code != http.StatusOK {
 		t.Errorf("sliding_log of 1000 (16000 bytes: 2 x 1000 timestamps in debt): %d %s", code, got)
 	}
-	if n := h.store.calls.Load(); n != 1 {
+	if n := h.store.Calls(); n != 1 {
 		t.Errorf("%d store calls, want 1", n)
 	}
 }
@@ -177,7 +177,7 @@ func TestRequestRulesOff(t *testing.T) {
 		}
 	}
 	h.wantRefused(t, overrideReq(typev3.RateLimitUnit_SECOND), "descriptors[0].limit: rules chosen by requests are off")
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for refused requests", n)
 	}
 	if got := summary(h.ask(t, "golden", desc("remote_address", "z"))); !strings.HasPrefix(got, "OK: OK 1/2") {
@@ -230,7 +230,7 @@ func TestRequestRuleRedisScriptTime(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	stats := goredis.NewClient(&goredis.Options{Addr: addr})
 	t.Cleanup(func() { stats.Close() })
-	h := &harness{store: &countingStore{Store: st}, clock: clock}
+	h := &harness{store: &sluicetest.CountingStore{Store: st}, clock: clock}
 	h.run(t, server.Config{Config: rls.Config{Store: h.store, ReloadInterval: -1, Rules: compile(t, goldenRules)}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	body := `{"key":"log","rule":{"algorithm":"sliding_log","limit":1000,"period":"1s"},"n":1000}`
 	var aged []time.Duration // script calls that aged out 1,000 entries and added 1,000

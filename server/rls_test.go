@@ -122,7 +122,7 @@ func TestGoldenUnlimitedMakesNoStoreCall(t *testing.T) {
 			t.Fatalf("unlimited: %s", got)
 		}
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for unlimited and unmatched descriptors", n)
 	}
 	if line := h.metric(t, `sluice_decisions_total{domain="golden",result="unlimited",rule="golden.static"}`); !strings.HasSuffix(line, " 50") {

@@ -64,7 +64,7 @@ func TestHTTPSettleBadInput(t *testing.T) {
 	if code, msg := h.post(t, "/v1/allow", `{"key":"k","rule":{"limit":1,"period":"1s"},"delta":1}`); code != http.StatusBadRequest {
 		t.Errorf("/v1/allow with delta: %d %.200s", code, msg)
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Errorf("%d store calls for refused requests", n)
 	}
 	off := start(t, goldenRules, func(c *server.Config) { c.RequestRules = server.RequestRulesOff })

@@ -12,28 +12,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
-
-// gateStore holds every Take until release is closed, telling entered when one arrives.
-type gateStore struct {
-	sluice.Store
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (g *gateStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	g.entered <- struct{}{}
-	select {
-	case <-g.release:
-	case <-ctx.Done():
-		return sluice.Decision{}, ctx.Err()
-	}
-	return g.Store.Take(ctx, req)
-}
 
 // TestInFlightRequestSurvivesShutdown: a request the store is still deciding when the
 // server is told to stop completes with its answer; the listener closes meanwhile, and
@@ -44,7 +27,7 @@ func TestInFlightRequestSurvivesShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	gate := &gateStore{Store: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	gate := sluicetest.NewGateStore(mem)
 	srv, err := server.New(server.Config{Config: rls.Config{Store: gate, Rules: compile(t, goldenRules), ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +51,7 @@ func TestInFlightRequestSurvivesShutdown(t *testing.T) {
 		answered <- answer{resp, err}
 	}()
 	select {
-	case <-gate.entered:
+	case <-gate.Entered():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request never reached the store")
 	}
@@ -95,7 +78,7 @@ func TestInFlightRequestSurvivesShutdown(t *testing.T) {
 	default:
 	}
 
-	close(gate.release)
+	gate.Release()
 	select {
 	case a := <-answered:
 		if a.err != nil {

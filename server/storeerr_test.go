@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // timingOutStore fails every decision as a store does when its own timeout expires, except
@@ -27,11 +28,15 @@ func (timingOutStore) Take(ctx context.Context, req sluice.Request) (sluice.Deci
 	return sluice.Decision{}, fmt.Errorf("store: %w: %w", sluice.ErrStoreUnavailable, context.DeadlineExceeded)
 }
 
+// slowOrTimingOut fails every decision as a store does when its own timeout expires, except
+// keys with "slow", which wait for the caller's deadline.
+var slowOrTimingOut = sluicetest.TimingOutStore{Hang: func(req sluice.Request) bool { return strings.Contains(req.Key, "slow") }}
+
 // TestStoreTimeoutIsUnavailable: a store that gives up on its own deadline is a store
 // failure (UNAVAILABLE, counted), not the caller's DEADLINE_EXCEEDED; the caller's own
 // deadline stays DEADLINE_EXCEEDED.
 func TestStoreTimeoutIsUnavailable(t *testing.T) {
-	h := (&harness{}).run(t, server.Config{Config: rls.Config{Store: timingOutStore{}, Rules: compile(t, goldenRules), ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	h := (&harness{}).run(t, server.Config{Config: rls.Config{Store: slowOrTimingOut, Rules: compile(t, goldenRules), ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	_, err := h.client.ShouldRateLimit(context.Background(), req(desc("remote_address", "x")))
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("store timeout: %v, want UNAVAILABLE", err)

@@ -45,7 +45,7 @@ func TestHTTPAllowStrictJSON(t *testing.T) {
 	if code, got := h.post(t, "/v1/allow", deep); code != http.StatusBadRequest || !strings.Contains(got, `unknown field \"x\"`) {
 		t.Errorf("deep: %d %.300s", code, got)
 	}
-	if n := h.store.calls.Load(); n != 0 {
+	if n := h.store.Calls(); n != 0 {
 		t.Fatalf("%d store calls for refused requests", n)
 	}
 	// Valid UTF-8, escaped or not, surrogate pairs included, is accepted as before.
