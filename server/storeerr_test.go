@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,18 +14,6 @@ import (
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/sluicetest"
 )
-
-// timingOutStore fails every decision as a store does when its own timeout expires, except
-// keys with "slow", which wait for the caller's context to end.
-type timingOutStore struct{}
-
-func (timingOutStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	if strings.Contains(req.Key, "slow") { // waits for the caller's deadline
-		<-ctx.Done()
-		return sluice.Decision{}, ctx.Err()
-	}
-	return sluice.Decision{}, fmt.Errorf("store: %w: %w", sluice.ErrStoreUnavailable, context.DeadlineExceeded)
-}
 
 // slowOrTimingOut fails every decision as a store does when its own timeout expires, except
 // keys with "slow", which wait for the caller's deadline.
