@@ -27,7 +27,8 @@ import (
 
 // Defaults of Config's zero values.
 const (
-	DefaultAddr            = ":8000"
+	DefaultAddr = "127.0.0.1:8000" // loopback, as sluice serve's
+
 	DefaultAdminAddr       = "127.0.0.1:9000"
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxHeaderBytes bounds a request's header block, as Envoy's 60 KiB default.
@@ -40,7 +41,8 @@ type Config struct {
 	// Upstream is the URL requests are forwarded to: scheme, host and an optional base path
 	// that request paths are joined to. Required.
 	Upstream string
-	// Addr is the proxy's listen address (default DefaultAddr).
+	// Addr is the proxy's listen address (default DefaultAddr, loopback only: set e.g.
+	// ":8000" to take traffic from the network).
 	Addr string
 	// AdminAddr is the listen address of /metrics, /healthz and /readyz (default
 	// DefaultAdminAddr, loopback only); "-" disables it.
