@@ -55,6 +55,20 @@ func silentUpstream(t *testing.T) string {
 	return "http://" + lis.Addr().String()
 }
 
+// getWithin GETs url, giving up after 30 s (without the timeouts, the proxy never answers):
+// it returns the response, what arrived of its body, and the error that cut the body.
+func getWithin(t *testing.T, url string) (*http.Response, string, error) {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, string(body), err
+}
+
 // TestSilentUpstreamIs504: an upstream that accepts and never answers is a 504 problem
 // within the response-header timeout, counted; the client is not left hanging.
 func TestSilentUpstreamIs504(t *testing.T) {
@@ -64,15 +78,8 @@ func TestSilentUpstreamIs504(t *testing.T) {
 		c.Upstream = silent
 		c.ResponseHeaderTimeout = 200 * time.Millisecond
 	})
-	client := &http.Client{Timeout: 30 * time.Second} // without the fix, the proxy never answers
 	start := time.Now()
-	resp, err := client.Get(p.base + "/slow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	body := string(b)
+	resp, body, _ := getWithin(t, p.base+"/slow")
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("answered after %v, want about the 200 ms timeout", took)
 	}
@@ -103,15 +110,9 @@ func TestSilentResponseBodyIsCut(t *testing.T) {
 		}
 	})
 	p := startProxy(t, up, everyone, func(c *proxy.Config) { c.UpstreamIdleTimeout = 200 * time.Millisecond })
-	client := &http.Client{Timeout: 30 * time.Second}
 	start := time.Now()
-	resp, err := client.Get(p.base + "/stall")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if took := time.Since(start); err == nil || string(body) != "first" || took > 10*time.Second {
+	_, body, err := getWithin(t, p.base+"/stall")
+	if took := time.Since(start); err == nil || body != "first" || took > 10*time.Second {
 		t.Errorf("body %q, err %v after %v: want the first chunk, then an aborted response at about 200 ms", body, err, took)
 	}
 	waitFor(t, func() bool {
