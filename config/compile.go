@@ -102,12 +102,20 @@ func (d *Document) compile(p *problems, c *Config, dom *Domain, o Options) *Doma
 		}
 		dom.Proxy = proxy
 	}
-	d.compileLevel(p, c, o, &dom.root, d.Descriptors, "descriptors", d.Domain, false)
+	d.compileLevel(p, c, o, &dom.root, d.Descriptors, "descriptors", d.Domain, false, nil)
 	dom.quota = append(dom.quota, d.compileQuota(p)...) // merged domains: every file's
 	return dom
 }
 
-func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node, descs []Descriptor, path, fullKey string, valueToMetric bool) {
+// Telemetry values of a descriptor (see Descriptor.Telemetry).
+const (
+	TelemetryHashed = "hashed"
+	TelemetryRaw    = "raw"
+)
+
+// compileLevel compiles descs, the descriptors under parent; raw are the RawValues of the
+// levels above.
+func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node, descs []Descriptor, path, fullKey string, valueToMetric bool, raw []bool) {
 	for i := range descs {
 		desc := &descs[i]
 		field := fmt.Sprintf("%s[%d]", path, i)
@@ -135,17 +143,32 @@ func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node,
 			p.add(d.File, desc.line, field, "duplicate descriptor %q", full)
 		}
 		vtm := valueToMetric || desc.ValueToMetric
+		levels := append(raw[:len(raw):len(raw)], d.rawTelemetry(p, desc, field, n))
 		n.limit = d.compileLimit(p, o, desc, field, full)
 		if n.limit != nil {
 			n.limit.ValueToMetric = vtm
+			n.limit.RawValues = levels
 		}
 		d.compileHot(p, desc, n.limit, field)
 		if n.limit != nil && c != nil {
 			n.limit.Index = len(c.limits)
 			c.limits = append(c.limits, n.limit)
 		}
-		d.compileLevel(p, c, o, n, desc.Descriptors, field+".descriptors", full, vtm)
+		d.compileLevel(p, c, o, n, desc.Descriptors, field+".descriptors", full, vtm, levels)
 	}
+}
+
+// rawTelemetry checks desc's telemetry field and reports whether the request's value at its
+// level may be shown as sent (see Limit.RawValues).
+func (d *Document) rawTelemetry(p *problems, desc *Descriptor, field string, n *node) bool {
+	switch desc.Telemetry {
+	case "", TelemetryHashed:
+	case TelemetryRaw:
+		return true
+	default:
+		p.add(d.File, desc.line, field+".telemetry", "want %s or %s, got %q", TelemetryHashed, TelemetryRaw, desc.Telemetry)
+	}
+	return (desc.Value != "" && n.pattern == "") || n.share
 }
 
 // insert adds child under key/value, reporting false for a duplicate.

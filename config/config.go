@@ -77,6 +77,11 @@ type Limit struct {
 	RequestsPerUnit uint32
 	// Index is the limit's position in Config.Limits.
 	Index int
+	// RawValues[i] reports whether the value of a request's i-th entry may appear as sent
+	// in telemetry (the live view and its gauges): its descriptor names the value exactly, is
+	// a share_threshold wildcard (the key holds the pattern), or has telemetry: raw. Other
+	// values are hashed.
+	RawValues []bool
 	// File and Line locate the descriptor in the rules.
 	File string
 	Line int

@@ -159,6 +159,7 @@ func TestInvalidFixtures(t *testing.T) {
 		"share_threshold_without_wildcard.yaml": {"share_threshold_without_wildcard.yaml:3: descriptors[0].share_threshold: needs a wildcard value"},
 		"too_many_requests.yaml":                {"too_many_requests.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be at most 1000000000, got 2000000000"},
 		"uneven_sub_windows.yaml":               {"uneven_sub_windows.yaml:5: descriptors[0].rate_limits[0].sub_windows: period 1s does not divide into 7 whole-millisecond sub-windows"},
+		"bad_telemetry.yaml":                    {`bad_telemetry.yaml:3: descriptors[0].telemetry: want hashed or raw, got "plain"`},
 		"many_problems.yaml":                    {"many_problems.yaml:4: descriptors[0].rate_limit.unit:", "many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit:", "many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst:"},
 	}
 	for base, err := range loadFixtures(t, "testdata", want) {

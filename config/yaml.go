@@ -56,8 +56,13 @@ type Descriptor struct {
 	Metadata map[string]any `yaml:"metadata"`
 	// Hot (Sluice) limits each value of this value-less key separately in bounded memory:
 	// see HotParam.
-	Hot  *HotParam `yaml:"hot"`
-	line int
+	Hot *HotParam `yaml:"hot"`
+	// Telemetry says how the request's value at this level appears in the live view (GET
+	// /v1/top, /ui) and the sluice_top_key_rate gauges: "" or "hashed" (the default) as a
+	// keyed hash stable within the process, "raw" as sent. A value the descriptor names
+	// exactly (value without '*') is in the rules already and always shown.
+	Telemetry string `yaml:"telemetry"`
+	line      int
 }
 
 // RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,
@@ -156,7 +161,7 @@ func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	d.line = n.Line
 	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
 		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
-		"share_threshold", "metadata", "hot"))
+		"share_threshold", "metadata", "hot", "telemetry"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -35,7 +34,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sc.release()
 	p.metrics.forwarded.Inc()
-	p.rp.ServeHTTP(w, r)
+	p.forward(w, r)
 }
 
 // decide decides r in every domain that has a proxy section, collecting in sc.results the
@@ -80,16 +79,4 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p.metrics.unavailable.Inc() // the engine counted and logged a store error
 	httplimit.WriteUnavailable(w, r, "The rate-limit store is unavailable.", nil)
-}
-
-// upstreamError answers 502 when the upstream cannot be reached or fails mid-response, as
-// httputil.ReverseProxy does, counting and logging (once a second) the failures that are
-// not the client's own cancellation.
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() == nil || !errors.Is(err, r.Context().Err()) {
-		p.metrics.upstreamErrors.Inc()
-		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstream.String()),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
-	}
-	w.WriteHeader(http.StatusBadGateway)
 }

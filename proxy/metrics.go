@@ -7,8 +7,15 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	forwarded, denied, invalid, unavailable prometheus.Counter
 	upstreamErrors                          prometheus.Counter
+	upstreamTimeouts                        [2]prometheus.Counter // by timeoutResponseHeader, timeoutIdle
 	decision                                prometheus.Observer
 }
+
+// The phases of sluice_proxy_upstream_timeouts_total.
+const (
+	timeoutResponseHeader = iota
+	timeoutIdle
+)
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_proxy_requests_total",
@@ -16,15 +23,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		[]string{"result"})
 	upstream := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_upstream_errors_total",
 		Help: "Forwarded requests the upstream did not answer (502), not counting requests the client cancelled."})
+	timeouts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_proxy_upstream_timeouts_total",
+		Help: "Forwarded requests the upstream left waiting, by phase: response_header (no response headers within the response-header timeout, or no connection in time: answered 504), idle (a response body silent for the idle timeout: the response was aborted)."},
+		[]string{"phase"})
 	decision := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_proxy_decision_duration_seconds",
 		Help:    "Time to decide a request before forwarding it (building descriptors and the store call).",
 		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}})
-	for _, c := range []prometheus.Collector{requests, upstream, decision} {
+	for _, c := range []prometheus.Collector{requests, upstream, timeouts, decision} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return &metrics{forwarded: requests.WithLabelValues("forwarded"), denied: requests.WithLabelValues("denied"),
 		invalid: requests.WithLabelValues("invalid"), unavailable: requests.WithLabelValues("unavailable"),
-		upstreamErrors: upstream, decision: decision}, nil
+		upstreamErrors: upstream, decision: decision,
+		upstreamTimeouts: [2]prometheus.Counter{timeoutResponseHeader: timeouts.WithLabelValues("response_header"), timeoutIdle: timeouts.WithLabelValues("idle")}}, nil
 }

@@ -63,6 +63,9 @@ func TestUpstreamDown(t *testing.T) {
 	if !strings.Contains(metrics, "sluice_proxy_upstream_errors_total 1") {
 		t.Errorf("upstream error not counted")
 	}
+	if !strings.Contains(metrics, `sluice_proxy_upstream_timeouts_total{phase="response_header"} 0`) {
+		t.Errorf("a refused upstream counted as a timeout")
+	}
 }
 
 // TestStoreErrorsFollowTheFallback: with the store down, no fallback answers 503, fail_open

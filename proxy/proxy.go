@@ -27,7 +27,8 @@ import (
 
 // Defaults of Config's zero values.
 const (
-	DefaultAddr            = ":8000"
+	DefaultAddr = "127.0.0.1:8000" // loopback, as sluice serve's
+
 	DefaultAdminAddr       = "127.0.0.1:9000"
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultMaxHeaderBytes bounds a request's header block, as Envoy's 60 KiB default.
@@ -40,7 +41,8 @@ type Config struct {
 	// Upstream is the URL requests are forwarded to: scheme, host and an optional base path
 	// that request paths are joined to. Required.
 	Upstream string
-	// Addr is the proxy's listen address (default DefaultAddr).
+	// Addr is the proxy's listen address (default DefaultAddr, loopback only: set e.g.
+	// ":8000" to take traffic from the network).
 	Addr string
 	// AdminAddr is the listen address of /metrics, /healthz and /readyz (default
 	// DefaultAdminAddr, loopback only); "-" disables it.
@@ -75,8 +77,18 @@ type Config struct {
 	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 	// Transport carries requests to the upstream (default: a clone of
-	// http.DefaultTransport keeping up to 256 idle connections to the upstream).
+	// http.DefaultTransport keeping up to 256 idle connections to the upstream, with
+	// ResponseHeaderTimeout). A Transport set here brings its own timeouts.
 	Transport http.RoundTripper
+	// ResponseHeaderTimeout bounds the wait for the upstream's response headers once the
+	// request is written, answered 504 (default DefaultResponseHeaderTimeout; negative: no
+	// bound). It applies to the default Transport.
+	ResponseHeaderTimeout time.Duration
+	// UpstreamIdleTimeout bounds the silence between two reads of an upstream's response
+	// body: past it, the upstream request is cancelled and the client's response aborted
+	// (default DefaultUpstreamIdleTimeout; negative: no bound). Protocol upgrades
+	// (WebSocket) are not bounded.
+	UpstreamIdleTimeout time.Duration
 	// FlushInterval is httputil.ReverseProxy's: 0 flushes streaming responses (unknown
 	// length, text/event-stream) at once and others when done; negative flushes after
 	// every write.
@@ -165,31 +177,6 @@ func parseUpstream(raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("proxy: upstream: %q has no host", raw)
 	}
 	return u, nil
-}
-
-func (p *Proxy) reverseProxy() *httputil.ReverseProxy {
-	transport := p.cfg.Transport
-	if transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 256
-		transport = t
-	}
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(p.upstream) // Host: the upstream's; X-Forwarded-Host keeps the client's
-			// Append the peer to the chain it sent, rather than replacing the chain.
-			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-			pr.SetXForwarded()
-			// Request trailers: Clone gave Out a copy of In's trailer map, taken before the
-			// body was read and so without values; the server fills In's once the body is
-			// read, which is when the transport writes the outgoing trailers.
-			pr.Out.Trailer = pr.In.Trailer
-		},
-		Transport:     transport,
-		FlushInterval: p.cfg.FlushInterval,
-		ErrorHandler:  p.upstreamError,
-		ErrorLog:      slog.NewLogLogger(p.log.Handler(), slog.LevelError),
-	}
 }
 
 func (p *Proxy) listen() error {

@@ -101,6 +101,8 @@ type TopLimit struct {
 
 // TopKey is one key's rates, per second.
 type TopKey struct {
+	// Key is the descriptor's store key, each request value hashed (HashPrefix) unless the
+	// rules name it or allow it raw (config.Limit.RawValues).
 	Key          string  `json:"key"`
 	AdmittedRate float64 `json:"admitted_rate"`
 	DeniedRate   float64 `json:"denied_rate"`
@@ -139,11 +141,14 @@ func (e *Engine) Top(n int) TopResponse {
 			keys, total := info.view.Top(n)
 			tl.DecisionsPerSecond = total
 			for _, k := range keys {
-				tl.Keys = append(tl.Keys, TopKey{Key: k.Value, AdmittedRate: max(0, k.Rate-k.DeniedRate), DeniedRate: k.DeniedRate})
+				tl.Keys = append(tl.Keys, TopKey{Key: redactKey(k.Value, l.RawValues), AdmittedRate: max(0, k.Rate-k.DeniedRate), DeniedRate: k.DeniedRate})
 			}
 		}
 		if info.hot != nil {
 			values, _ := info.hot.Tracker().Top(0)
+			for i := range values {
+				values[i].Value = redactKey(values[i].Value, l.RawValues)
+			}
 			stats := info.hot.Stats()
 			tl.Hot = &HotView{ColdLimit: info.hot.ColdLimit(), ColdAdmits: stats.ColdAdmits, StoreCalls: stats.StoreCalls, Values: values}
 		}
@@ -201,9 +206,9 @@ func (c topCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		keys, _ := view.Top(metricTopKeys)
 		for i, k := range keys {
-			rank := strconv.Itoa(i + 1)
-			ch <- prometheus.MustNewConstMetric(topKeyDesc, prometheus.GaugeValue, max(0, k.Rate-k.DeniedRate), l.Domain, l.FullKey, rank, k.Value, "admitted")
-			ch <- prometheus.MustNewConstMetric(topKeyDesc, prometheus.GaugeValue, k.DeniedRate, l.Domain, l.FullKey, rank, k.Value, "denied")
+			rank, key := strconv.Itoa(i+1), redactKey(k.Value, l.RawValues)
+			ch <- prometheus.MustNewConstMetric(topKeyDesc, prometheus.GaugeValue, max(0, k.Rate-k.DeniedRate), l.Domain, l.FullKey, rank, key, "admitted")
+			ch <- prometheus.MustNewConstMetric(topKeyDesc, prometheus.GaugeValue, k.DeniedRate, l.Domain, l.FullKey, rank, key, "denied")
 		}
 	}
 }

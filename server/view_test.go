@@ -10,12 +10,15 @@ import (
 	"github.com/sluicehq/sluice/rls"
 )
 
+// viewRules show their values raw (telemetry: raw), so that the view's escaping is tested.
 const viewRules = `
 domain: web
 descriptors:
   - key: user
+    telemetry: raw
     rate_limit: {unit: minute, requests_per_unit: 2}
   - key: product
+    telemetry: raw
     hot: {top_k: 10, cold_limit: 1}
     rate_limit: {unit: minute, requests_per_unit: 3}
 `
@@ -87,4 +90,52 @@ func getCode(url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// TestLiveViewHashesValues: by default, a request's descriptor values never appear in the
+// live view, the gauges or /ui: each is a keyed hash, the same for one value across pages;
+// values the rules name exactly are shown.
+func TestLiveViewHashesValues(t *testing.T) {
+	h := start(t, `
+domain: web
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: route
+    value: /login
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 2}
+`)
+	for range 3 {
+		h.ask(t, "web", desc("user", "sk-live-secret"))
+		h.ask(t, "web", desc("route", "/login", "user", "sk-live-other"))
+	}
+	top, metrics, page := get(t, h.base+"/v1/top"), h.metrics(t), get(t, h.base+"/ui")
+	for name, body := range map[string]string{"/v1/top": top, "/metrics": metrics, "/ui": page} {
+		if strings.Contains(body, "sk-live") {
+			t.Errorf("%s shows a raw value:\n%s", name, body)
+		}
+	}
+	var view rls.TopResponse
+	if err := json.Unmarshal([]byte(top), &view); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, l := range view.Domains[0].Limits {
+		for _, k := range l.Keys {
+			keys[k.Key] = true
+			if !strings.Contains(metrics, `key="`+k.Key+`"`) || !strings.Contains(page, k.Key) {
+				t.Errorf("key %q of /v1/top is not the one of /metrics and /ui", k.Key)
+			}
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("keys %v, want 2", keys)
+	}
+	for k := range keys {
+		if !strings.HasPrefix(k, "web|user="+rls.HashPrefix) && !strings.HasPrefix(k, "web|route=/login|user="+rls.HashPrefix) {
+			t.Errorf("key %q: want the value hashed and the configured /login shown", k)
+		}
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +27,8 @@ func init() {
 type proxyFlags struct {
 	sharedFlags
 	upstream, addr, adminAddr, trustedProxies, headers string
-	shutdownTimeout                                    time.Duration
+	adminPublic                                        bool
+	shutdownTimeout, headerTimeout, idleTimeout        time.Duration
 	style                                              httplimit.HeaderStyle // of headers, once checked
 }
 
@@ -33,7 +36,13 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	f.sharedFlags.register(fs, "rules file or directory with a proxy section (how requests become descriptors), watched for changes; required", plainEnv)
 	fs.StringVar(&f.upstream, "upstream", plainEnv("", "SLUICE_UPSTREAM", ""), "URL requests are forwarded to, e.g. http://127.0.0.1:3000; required [SLUICE_UPSTREAM]")
 	fs.StringVar(&f.addr, "addr", plainEnv("", "SLUICE_PROXY_ADDR", proxy.DefaultAddr), "listen address of the proxy [SLUICE_PROXY_ADDR]")
-	fs.StringVar(&f.adminAddr, "admin-addr", plainEnv("", "SLUICE_ADMIN_ADDR", proxy.DefaultAdminAddr), "listen address of /metrics, /healthz and /readyz, - to disable [SLUICE_ADMIN_ADDR]")
+	fs.StringVar(&f.adminAddr, "admin-addr", plainEnv("", "SLUICE_ADMIN_ADDR", proxy.DefaultAdminAddr), "listen address of /metrics, /healthz, /readyz, /v1/top and /ui (loopback unless --admin-public), - to disable [SLUICE_ADMIN_ADDR]")
+	public, _ := strconv.ParseBool(plainEnv("", "SLUICE_ADMIN_PUBLIC", "false"))
+	fs.BoolVar(&f.adminPublic, "admin-public", public, "allow --admin-addr on a non-loopback address: the metrics and the live view become reachable from the network [SLUICE_ADMIN_PUBLIC]")
+	header, _ := time.ParseDuration(plainEnv("", "SLUICE_UPSTREAM_RESPONSE_HEADER_TIMEOUT", proxy.DefaultResponseHeaderTimeout.String()))
+	fs.DurationVar(&f.headerTimeout, "upstream-response-header-timeout", header, "longest wait for the upstream's response headers once the request is sent, answered 504; 0: no bound [SLUICE_UPSTREAM_RESPONSE_HEADER_TIMEOUT]")
+	idle, _ := time.ParseDuration(plainEnv("", "SLUICE_UPSTREAM_IDLE_TIMEOUT", proxy.DefaultUpstreamIdleTimeout.String()))
+	fs.DurationVar(&f.idleTimeout, "upstream-idle-timeout", idle, "longest silence of an upstream's response body before the response is aborted (not WebSockets); 0: no bound [SLUICE_UPSTREAM_IDLE_TIMEOUT]")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", plainEnv("", "SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs or addresses of the proxies in front of this one, whose X-Forwarded-For and Forwarded are believed; empty: the client is the peer [SLUICE_TRUSTED_PROXIES]")
 	fs.StringVar(&f.headers, "headers", plainEnv("", "SLUICE_RATELIMIT_HEADERS", httplimit.HeadersBoth.String()), "rate-limit headers of responses: both (the IETF draft's RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x or none; Retry-After comes with every 429 [SLUICE_RATELIMIT_HEADERS]")
 	timeout, _ := time.ParseDuration(plainEnv("", "SLUICE_SHUTDOWN_TIMEOUT", proxy.DefaultShutdownTimeout.String()))
@@ -49,6 +58,19 @@ func (f *proxyFlags) check() error {
 		return errors.New("--config: required (a rules file or directory with a proxy section)")
 	case f.shutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %v", f.shutdownTimeout)
+	case f.headerTimeout < 0:
+		return fmt.Errorf("--upstream-response-header-timeout: must not be negative (0: no bound), got %v", f.headerTimeout)
+	case f.idleTimeout < 0:
+		return fmt.Errorf("--upstream-idle-timeout: must not be negative (0: no bound), got %v", f.idleTimeout)
+	}
+	if f.adminAddr != "-" {
+		loopback, err := isLoopback(f.adminAddr)
+		if err != nil {
+			return fmt.Errorf("--admin-addr: %w", err)
+		}
+		if !loopback && !f.adminPublic {
+			return fmt.Errorf("--admin-addr: %q is not a loopback address: the metrics and the live view would be reachable from the network; add --admin-public to allow it", f.adminAddr)
+		}
 	}
 	style, err := httplimit.ParseHeaderStyle(f.headers)
 	if err != nil {
@@ -59,6 +81,25 @@ func (f *proxyFlags) check() error {
 		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	return f.sharedFlags.check()
+}
+
+// isLoopback reports whether the listen address addr (host:port) is on a loopback
+// interface only: "localhost" or a loopback IP; an empty host (all interfaces) is not.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback()), nil
+}
+
+// orDisabled maps a flag's 0 ("no bound") to the negative duration of the Config fields.
+func orDisabled(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // list splits a comma-separated flag value, dropping empty items.
@@ -89,6 +130,10 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice proxy:", err)
 		return 2
 	}
+	if loopback, _ := isLoopback(f.adminAddr); f.adminAddr != "-" && !loopback {
+		logger.Warn("admin listener on a non-loopback address (--admin-public): /metrics, /v1/top and /ui are reachable from the network",
+			"admin", f.adminAddr)
+	}
 	p, err := proxy.New(proxy.Config{
 		Upstream:        f.upstream,
 		Addr:            f.addr,
@@ -100,11 +145,15 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		HeaderStyle:     f.style,
 		Logger:          logger,
 		ShutdownTimeout: f.shutdownTimeout,
+
+		ResponseHeaderTimeout: orDisabled(f.headerTimeout),
+		UpstreamIdleTimeout:   orDisabled(f.idleTimeout),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice proxy:", err)
 		return 1
 	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := p.Serve(ctx); err != nil {

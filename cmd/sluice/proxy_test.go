@@ -31,6 +31,11 @@ func TestProxyValidatesFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--shutdown-timeout", "0s"}, "--shutdown-timeout"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--headers", "draft"}, "--headers"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--trusted-proxies", "10.0.0.0/8,lb.internal"}, "--trusted-proxies"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--admin-addr", "0.0.0.0:9000"}, "--admin-addr"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--admin-addr", ":9000"}, "--admin-addr"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--admin-addr", "nonsense"}, "--admin-addr"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--upstream-response-header-timeout", "-1s"}, "--upstream-response-header-timeout"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--upstream-idle-timeout", "-1s"}, "--upstream-idle-timeout"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"proxy"}, tc.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag+":") {
@@ -40,6 +45,23 @@ func TestProxyValidatesFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"proxy", "--upstream", "ftp://x", "--config", "../../examples/config", "--addr", "127.0.0.1:0", "--admin-addr", "-"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "upstream") {
 		t.Errorf("ftp upstream: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestProxyAdminPublic: a non-loopback --admin-addr is refused without --admin-public (see
+// TestProxyValidatesFlags) and warned about with it. The address here is one no interface
+// has, so nothing is exposed: the proxy then fails to listen, after the warning.
+func TestProxyAdminPublic(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--config", "../../examples/proxy/rules.yaml",
+		"--addr", "127.0.0.1:0", "--admin-addr", "192.0.2.1:9", "--admin-public"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "admin listener on a non-loopback address") || !strings.Contains(errOut.String(), "admin-addr") {
+		t.Errorf("exit %d, %q: want the warning, then a failure to listen on 192.0.2.1:9", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--config", "../../examples/proxy/rules.yaml",
+		"--addr", "127.0.0.1:0", "--admin-addr", "localhost:99999"}, &out, &errOut); code != 1 || strings.Contains(errOut.String(), "non-loopback") {
+		t.Errorf("loopback admin address: exit %d, %q: want no warning", code, errOut.String())
 	}
 }
 

@@ -239,11 +239,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 // servePprof serves /debug/pprof/ on addr, which must be a loopback address: profiles
 // reveal internals and cost CPU, so they are never exposed beyond the host.
 func servePprof(addr string) (stop func(), err error) {
-	host, _, err := net.SplitHostPort(addr)
+	loopback, err := isLoopback(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof: %w", err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback {
 		return nil, fmt.Errorf("--pprof: %q is not a loopback address (want e.g. 127.0.0.1:6060)", addr)
 	}
 	lis, err := net.Listen("tcp", addr)
