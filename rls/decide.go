@@ -350,9 +350,13 @@ func (sc *scratch) settle(it *item, checks []sluice.Check, denied int) {
 		}
 	}
 	sc.combine(it, checks)
-	for j := range checks { // a rule peeked after the denial is over when it could not take N
+	for j := range checks {
 		if overAt(checks, j, denied) {
-			sc.rules[it.rulesAt+j].Allowed = false
+			d := &sc.rules[it.rulesAt+j]
+			d.Allowed = false
+			if d.RetryAfter == 0 { // peeked after the denial: the wait is at most until full
+				d.RetryAfter = d.ResetAfter
+			}
 		}
 	}
 }

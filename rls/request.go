@@ -118,7 +118,8 @@ type Verdict struct {
 	// its limit, in shadow mode too).
 	Decision sluice.Decision
 	// Decisions[j] is the decision of rule j alone (Limit.Rules[j], or the override's rule):
-	// Allowed false when that rule is over its limit, its own Limit, Remaining and resets. Nil
+	// Allowed false when that rule is over its limit, its own Limit, Remaining and resets (a
+	// rule only peeked after another denied has RetryAfter ResetAfter, a bound). Nil
 	// when no rule was asked (a block, a hot parameter's cold value, no limit). It shares the
 	// Answer's memory: valid until the Answer is reused.
 	Decisions []sluice.Decision
