@@ -26,13 +26,12 @@ type genRule struct {
 
 // genDesc is one generated descriptor: generic_key=d<i>, of one rule form.
 type genDesc struct {
-	rules                      []genRule
-	block, unlimited           bool
-	shadow, quota              bool
-	replaces                   string // a name of another descriptor's limit
-	fullKey, limitName         string
-	blockName                  string
-	policyItems, rateLimitKeys []string
+	rules              []genRule
+	block, unlimited   bool
+	shadow, quota      bool
+	replaces           string // a name of another descriptor's limit
+	fullKey, limitName string
+	blockName          string
 }
 
 var (
