@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -268,8 +269,21 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			l.RequestsPerUnit = uint32(min(rule.Limit, math.MaxUint32))
 		}
 		l.Rules = append(l.Rules, rule)
+		l.RuleNames = append(l.RuleNames, ruleName(rl.Name, full, i))
 	}
 	return l
+}
+
+// ruleName is the name of the i-th rate_limit of the descriptor of full key full (see
+// Limit.RuleNames).
+func ruleName(name, full string, i int) string {
+	switch {
+	case name != "":
+		return name
+	case i == 0:
+		return full
+	}
+	return full + "[" + strconv.Itoa(i) + "]"
 }
 
 func (d *Document) compileRule(p *problems, o Options, rl *RateLimit, f string) (sluice.Rule, Unit, uint32, bool) {

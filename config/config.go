@@ -41,6 +41,10 @@ type Limit struct {
 	Name string
 	// Rules are the limits; empty when Unlimited.
 	Rules []sluice.Rule
+	// RuleNames[i] names Rules[i] to clients (sluice proxy's RateLimit headers and 429 body):
+	// its rate_limit's name, else FullKey, suffixed "[n]" when the rate_limit is not the first
+	// (n is its index in rate_limits), so that the limits of one descriptor differ.
+	RuleNames []string
 	// Local[i] reports whether Rules[i] is a per-instance limit (scope: local), decided in
 	// the instance's own memory, rather than a cluster limit on the shared store. Nil when
 	// every rule is a cluster limit.

@@ -45,17 +45,14 @@ var (
 // Retry-After (the longest wait among the denying policies, in whole seconds rounded up, at
 // least 1; absent when a request's cost exceeds a policy's whole capacity, since waiting will
 // not help) and an application/problem+json body of type ProblemQuotaExceeded naming the
-// violated policies. Set the rate-limit headers first (SetHeaders): WriteDenial writes the
-// status line.
+// violated policies, each spelled exactly as in the RateLimit headers (Result.Name). Set the
+// rate-limit headers first (SetHeaders): WriteDenial writes the status line.
 func WriteDenial(w http.ResponseWriter, r *http.Request, results []Result) {
-	var names [8]string
-	violated := names[:0]
 	var wait time.Duration
 	for _, res := range results {
 		if res.Decision.Allowed {
 			continue
 		}
-		violated = append(violated, policyName(res.Name))
 		if res.Decision.RetryAfter < 0 || wait < 0 {
 			wait = -1
 		} else {
@@ -68,7 +65,23 @@ func WriteDenial(w http.ResponseWriter, r *http.Request, results []Result) {
 	} else {
 		w.Header()[headerRetryAfter] = retryValues.get(max(ceilSeconds(wait), 1))
 	}
-	writeProblem(w, http.StatusTooManyRequests, head, violated)
+	bp := bufPool.Get().(*[]byte)
+	b := append(append((*bp)[:0], head...), violatedHead...)
+	n := 0
+	for _, res := range results {
+		if !res.Decision.Allowed {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			// A header name is a quoted string of printable ASCII with '"' and '\' escaped:
+			// the same bytes are a JSON string of the same value.
+			b = appendName(b, res.Name)
+			n++
+		}
+	}
+	writeBody(w, http.StatusTooManyRequests, append(b, problemEnd...))
+	*bp = b
+	bufPool.Put(bp)
 }
 
 // denialHeads are the JSON of WriteDenial's problems up to their violated policies: the one
@@ -91,13 +104,18 @@ func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
 func writeProblem(w http.ResponseWriter, status int, head []byte, violated []string) {
 	bp := bufPool.Get().(*[]byte)
 	b := appendProblemTail(append((*bp)[:0], head...), violated)
+	writeBody(w, status, b)
+	*bp = b
+	bufPool.Put(bp)
+}
+
+// writeBody writes the status and b, a problem's JSON, with the problem's headers.
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h["Content-Type"] = problemContentType
 	h["X-Content-Type-Options"] = noSniff
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-	*bp = b
-	bufPool.Put(bp)
 }
 
 // appendProblem appends p as JSON and a newline.
@@ -124,16 +142,22 @@ func appendProblemHead(b []byte, p *Problem) []byte {
 	return b
 }
 
+// The JSON around the violated policies.
+const (
+	violatedHead = `,"violated-policies":[`
+	problemEnd   = "]}\n"
+)
+
 // appendProblemTail appends the violated policies and closes the object.
 func appendProblemTail(b []byte, violated []string) []byte {
-	b = append(b, `,"violated-policies":[`...)
+	b = append(b, violatedHead...)
 	for i, name := range violated {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendJSONString(b, name)
 	}
-	return append(b, "]}\n"...)
+	return append(b, problemEnd...)
 }
 
 // appendJSONString appends s as a JSON string: '"', '\' and control characters escaped,

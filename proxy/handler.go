@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rls"
 )
@@ -38,9 +40,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decide decides r in every domain that has a proxy section, collecting in sc.results the
-// limits that applied (shadow-mode ones left out), and reports whether one denies it.
+// limits that applied (shadow-mode ones left out), and reports whether the rules deny it.
 func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
-	denied := false
 	for _, d := range p.currentPlan().domains {
 		if !p.descriptors(sc, r, d) {
 			continue
@@ -48,19 +49,73 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 		if err := p.eng.Decide(r.Context(), &sc.req, &sc.ans); err != nil {
 			return false, err
 		}
+		denied := sc.ans.Code == rls.CodeOverLimit
+		quotaDenies := denied && quotaDenied(sc.ans.Verdicts)
 		for i := range sc.ans.Verdicts {
 			v := &sc.ans.Verdicts[i]
 			if !v.Limited || v.Limit == nil || v.Limit.ShadowMode { // nil: an override, never built here
 				continue
 			}
-			sc.results = append(sc.results, httplimit.Result{Name: v.Limit.Name, Rule: v.Rule, Decision: v.Decision})
-			denied = denied || v.Denied()
+			violates := denied && v.Denied() && (!v.Quota || quotaDenies)
+			sc.results = appendResults(sc.results, v, violates)
 		}
 		if denied { // later domains are not charged for a request that does not pass
-			break
+			return true, nil
 		}
 	}
-	return denied, nil
+	return false, nil
+}
+
+// quotaDenied reports whether the quota-mode verdicts deny the request: there are some, and
+// every one is over its limit (a quota-mode limit over its limit alone does not deny).
+func quotaDenied(vs []rls.Verdict) bool {
+	quotas := 0
+	for i := range vs {
+		if v := &vs[i]; v.Limited && v.Quota && !v.Shadow {
+			if !v.Denied() {
+				return false
+			}
+			quotas++
+		}
+	}
+	return quotas > 0
+}
+
+// appendResults appends one result per limit of v, each under its own name with its own
+// numbers; the limits over it are denied when violates (the request is denied because of
+// them), else shown as allowed with what remains. A block is one result of quota 0 that no
+// wait admits.
+func appendResults(results []httplimit.Result, v *rls.Verdict, violates bool) []httplimit.Result {
+	l := v.Limit
+	if v.Block {
+		period := l.Unit.Duration() * time.Duration(max(l.UnitMultiplier, 1))
+		d := sluice.Decision{Allowed: true, ResetAfter: v.Reset}
+		if violates {
+			d.Allowed, d.RetryAfter = false, sluice.Never
+		}
+		return append(results, httplimit.Result{Name: l.Name, Rule: sluice.Rule{Period: period}, Decision: d})
+	}
+	if len(v.Decisions) == 0 { // decided without asking each rule (a hot parameter's cold value)
+		d := v.Decision
+		d.Allowed = d.Allowed || !violates
+		return append(results, httplimit.Result{Name: ruleName(l, v.Binding), Rule: v.Rule, Decision: d})
+	}
+	for j, d := range v.Decisions {
+		d.Allowed = d.Allowed || !violates
+		if d.Allowed {
+			d.RetryAfter = 0
+		}
+		results = append(results, httplimit.Result{Name: ruleName(l, j), Rule: l.Rules[j], Decision: d})
+	}
+	return results
+}
+
+// ruleName is the name of rule j of l in the headers and the 429 body.
+func ruleName(l *config.Limit, j int) string {
+	if j < len(l.RuleNames) {
+		return l.RuleNames[j]
+	}
+	return l.Name
 }
 
 // refuse answers a request that could not be decided, with an RFC 9457 problem as the

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,15 @@ func TestExampleRules(t *testing.T) {
 	}
 	if passed, _ := countPassed(t, p.base+"/api/items", 1, "X-Api-Key: k2"); passed != 1 {
 		t.Error("API key k2 denied after k1 used its burst")
+	}
+	// Both limits of an API key are advertised, each with its own numbers (issue 23 item 3:
+	// the burst's 2 s window with the day's reset, and no daily limit).
+	resp, _ := get(t, p.base+"/api/items", "X-Api-Key: k3")
+	checkHeader(t, 0, resp, "RateLimit-Policy", `"edge.remote_address";q=100;w=60, "api_key_burst";q=20;w=2, "api_key_daily";q=10000;w=86400`)
+	checkHeader(t, 0, resp, "RateLimit", `"edge.remote_address";r=73;t=\d+, "api_key_burst";r=19;t=1, "api_key_daily";r=9999;t=\d+`)
+	resp, body := get(t, p.base+"/api/items", "X-Api-Key: k1")
+	checkHeader(t, 0, resp, "RateLimit", `"edge.remote_address";r=73;t=\d+, "api_key_burst";r=0;t=1, "api_key_daily";r=9980;t=\d+`)
+	if !strings.Contains(body, `"violated-policies":["api_key_burst"]`) {
+		t.Errorf("the 429 of k1's burst: %s", body)
 	}
 }

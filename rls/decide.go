@@ -28,7 +28,9 @@ type item struct {
 	over     bool
 	decided  bool
 	decision sluice.Decision
-	binding  int                // index of the rule with the least remaining
+	binding  int // index of the rule with the least remaining
+	rules    int // the item's rule decisions are scratch.rules[rulesAt:rulesAt+rules]
+	rulesAt  int
 	class    sluice.Criticality // the request's criticality class (criticality.go)
 }
 
@@ -94,7 +96,8 @@ type scratch struct {
 	items  []item
 	checks []sluice.Check
 	own    []sluice.Check
-	shared []string // config.LookupShared's buffer
+	shared []string          // config.LookupShared's buffer
+	rules  []sluice.Decision // each rule's own decision, per item (item.rulesAt)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -103,7 +106,7 @@ func (sc *scratch) release() {
 	clear(sc.items)
 	clear(sc.checks)
 	clear(sc.own)
-	sc.items, sc.checks, sc.own = sc.items[:0], sc.checks[:0], sc.own[:0]
+	sc.items, sc.checks, sc.own, sc.rules = sc.items[:0], sc.checks[:0], sc.own[:0], sc.rules[:0]
 	scratchPool.Put(sc)
 }
 
@@ -153,7 +156,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request, ans *Answer) error {
 		}
 	}
 	recordHot(st, sc)
-	e.respond(st, dom, req, sc.items, ans)
+	e.respond(st, dom, req, sc, ans)
 	return nil
 }
 
@@ -250,7 +253,7 @@ func (e *Engine) decideGroup(ctx context.Context, sc *scratch) error {
 	}
 	for i := range sc.items {
 		if it := &sc.items[i]; it.checks > 0 {
-			it.settle(sc.checks[it.first:it.first+it.checks], denied-it.first)
+			sc.settle(it, sc.checks[it.first:it.first+it.checks], denied-it.first)
 		}
 	}
 	return nil
@@ -282,7 +285,7 @@ func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 			}
 			c.Decision = d
 		}
-		it.combine(sc.own)
+		sc.combine(it, sc.own)
 	}
 	return nil
 }
@@ -297,7 +300,7 @@ func (e *Engine) decideAlone(ctx context.Context, sc *scratch, it *item) error {
 		if err != nil {
 			return err
 		}
-		it.settle(sc.own, denied)
+		sc.settle(it, sc.own, denied)
 		return nil
 	}
 	n := int64(0) // a peek
@@ -314,7 +317,7 @@ func (e *Engine) decideAlone(ctx context.Context, sc *scratch, it *item) error {
 		c.Decision = d
 		it.over = it.over || (n == 0 && !d.Allowed)
 	}
-	it.combine(sc.own)
+	sc.combine(it, sc.own)
 	return nil
 }
 
@@ -340,20 +343,39 @@ func (e *Engine) allowAll(ctx context.Context, checks []sluice.Check) (int, erro
 // index (relative to checks) of the check that denied the group: negative if it lies before
 // them, >= len(checks) if after them or nothing was denied. Checks after it were only
 // peeked, so they are over their limit when fewer units remain than the request needs.
-func (it *item) settle(checks []sluice.Check, denied int) {
+func (sc *scratch) settle(it *item, checks []sluice.Check, denied int) {
 	for j := range checks {
-		d := &checks[j].Decision
-		if j == denied || (j > denied && (!d.Allowed || d.Remaining < checks[j].N)) {
+		if overAt(checks, j, denied) {
 			it.over = true
 		}
 	}
-	it.combine(checks)
+	sc.combine(it, checks)
+	for j := range checks {
+		if overAt(checks, j, denied) {
+			d := &sc.rules[it.rulesAt+j]
+			d.Allowed = false
+			if d.RetryAfter == 0 { // peeked after the denial: the wait is at most until full
+				d.RetryAfter = d.ResetAfter
+			}
+		}
+	}
 }
 
-// combine sets the item's decision from its checks' decisions, once it.over is known.
-func (it *item) combine(checks []sluice.Check) {
+// overAt reports whether checks[j] of an all-or-nothing group is over its limit (see settle).
+func overAt(checks []sluice.Check, j, denied int) bool {
+	d := &checks[j].Decision
+	return j == denied || (j > denied && (!d.Allowed || d.Remaining < checks[j].N))
+}
+
+// combine sets the item's decision from its checks' decisions, once it.over is known, and
+// records each check's own decision in sc.rules.
+func (sc *scratch) combine(it *item, checks []sluice.Check) {
 	it.decision, it.binding = sluice.Combine(checks, !it.over)
 	it.decided = true
+	it.rulesAt, it.rules = len(sc.rules), len(checks)
+	for j := range checks {
+		sc.rules = append(sc.rules, checks[j].Decision)
+	}
 }
 
 // applyReplaces drops the limits that another limit of the request replaces.
@@ -410,8 +432,10 @@ func (e *Engine) logStoreError(err error, attrs ...slog.Attr) {
 // respond fills ans from the decided items and counts the decisions. The overall code is
 // envoyproxy/ratelimit's: OVER_LIMIT when a descriptor outside quota mode is over its limit,
 // or when every quota-mode descriptor is; OK in global shadow mode.
-func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, items []item, ans *Answer) {
+func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratch, ans *Answer) {
+	items := sc.items
 	ans.Code, ans.Verdicts, ans.Tightest, ans.Rules = CodeOK, ans.Verdicts[:0], -1, st.cfg
+	ans.rules = append(ans.rules[:0], sc.rules...) // the verdicts' Decisions, owned by ans
 	dc := st.domains[req.Domain]
 	quotas, quotasOver := 0, 0
 	var now time.Time // read once, for blocks only: time.Now is 5% of a decision
@@ -469,6 +493,11 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, items []it
 		// The headers describe the descriptor closest to its limit; the last one over it wins.
 		if t := ans.Tightest; t < 0 || (over && !it.quota) || v.Remaining < ans.Verdicts[t].Remaining {
 			ans.Tightest = i
+		}
+	}
+	for i := range items {
+		if it := &items[i]; it.rules > 0 {
+			ans.Verdicts[i].Decisions = ans.rules[it.rulesAt : it.rulesAt+it.rules : it.rulesAt+it.rules]
 		}
 	}
 	if quotas > 0 && quotas == quotasOver {

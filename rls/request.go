@@ -85,6 +85,8 @@ type Answer struct {
 	Tightest int
 	// Rules are the rules the request was decided under.
 	Rules *config.Config
+
+	rules []sluice.Decision // backs the verdicts' Decisions
 }
 
 // Verdict is the outcome of one descriptor.
@@ -115,6 +117,12 @@ type Verdict struct {
 	// Decision is the descriptor's decision under its rules (Allowed false when it is over
 	// its limit, in shadow mode too).
 	Decision sluice.Decision
+	// Decisions[j] is the decision of rule j alone (Limit.Rules[j], or the override's rule):
+	// Allowed false when that rule is over its limit, its own Limit, Remaining and resets (a
+	// rule only peeked after another denied has RetryAfter ResetAfter, a bound). Nil
+	// when no rule was asked (a block, a hot parameter's cold value, no limit). It shares the
+	// Answer's memory: valid until the Answer is reused.
+	Decisions []sluice.Decision
 	// Remaining is RLS's limit_remaining: 0 when over the limit.
 	Remaining uint32
 	// Reset is RLS's duration_until_reset, in whole seconds rounded up as the peer's.
