@@ -18,8 +18,8 @@ import (
 // leave nothing for the classes above them later in the window. The other algorithms return
 // capacity gradually and hold the reserve as it is.
 //
-// RetryAfter is when n + held fit (Never when n + reserve exceed the capacity; when the pace
-// alone refuses, the instant the paced share covers the request, in this window or the next);
+// RetryAfter is when n + held fit (Never when n + reserve exceed the capacity; in a fixed
+// window, the instant the paced share covers the request, in this window or the next);
 // Remaining is what is left above held; ResetAfter is the state's after the give-back. The
 // Redis scripts do the same in one call (store/redis/lua/reserve.lua).
 func TakeReserved(s State, now int64, p *Params, n, reserve int64) sluice.Decision {
@@ -35,7 +35,7 @@ func TakeReserved(s State, now int64, p *Params, n, reserve int64) sluice.Decisi
 	if d.Allowed {
 		back := s.Take(now, p, -held, 0)
 		d.Remaining, d.ResetAfter = back.Remaining, back.ResetAfter
-	} else if held > reserve && n <= share {
+	} else if n <= share { // share is 0 unless paced
 		d.RetryAfter = dur(paceRetry(now, p.period, share, p.capacity-d.Remaining, n))
 	}
 	d.Remaining = max(0, d.Remaining-held)

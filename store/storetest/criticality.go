@@ -71,8 +71,8 @@ func testCriticality(t *testing.T, newStore NewStore, run string) {
 // testCriticalityPace checks a fixed window's pace (algorithm.TakeReserved): a class below
 // CRITICAL_PLUS may use only its share of what the window has let through so far (the part
 // begun, in whole milliseconds, plus a lead of 1/16 of the window), so the lower classes
-// cannot spend their ceilings at a window's start; a request the pace alone refuses is told
-// the instant the pace will admit it. Capacity 10, period 1s (lead 62ms), shares SHEDDABLE 5,
+// cannot spend their ceilings at a window's start; a refused request is told the instant the
+// pace will admit it, in this window or the next. Capacity 10, period 1s (lead 62ms), shares SHEDDABLE 5,
 // CRITICAL 9.
 func testCriticalityPace(t *testing.T, newStore NewStore, run string) {
 	clock := sluicetest.NewManualClock(Base)
@@ -95,7 +95,7 @@ func testCriticalityPace(t *testing.T, newStore NewStore, run string) {
 		{271 * ms, 1, sluice.Sheddable, false, 0, 466 * ms}, // 4 units need 5 x 800/1000, at 737ms
 		{271 * ms, 3, sluice.CriticalPlus, true, 4, 0},      // 6 used
 		{271 * ms, 1, sluice.Sheddable, false, 0, 866 * ms}, // 7 > its share 5: the next window's 137ms
-		{937 * ms, 1, sluice.Sheddable, false, 0, 63 * ms},  // the whole share, used: the window's end
+		{937 * ms, 1, sluice.Sheddable, false, 0, 200 * ms}, // the whole share, used: the next window's 137ms
 		{937 * ms, 2, sluice.Critical, true, 1, 0},          // 8 used
 		{1137 * ms, 1, sluice.Sheddable, true, 0, 0},        // a new window, 137ms in
 	}

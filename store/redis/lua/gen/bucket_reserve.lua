@@ -111,8 +111,8 @@ end
 -- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
 -- the window (algorithm.TakeReserved). When the take is admitted `held` is given back at once
 -- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
--- consumes nothing; a request the pace alone refuses retries at the first ms whose paced share
--- covers it; the reply's remaining is what is left above `held`.
+-- consumes nothing; a refused request of a paced class retries at the first ms whose paced
+-- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
 local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
 local n, max_delay, limit, pms, capacity, queue, debt = P1, P2, P3, P4, P5, P6, P7
 local period = pms * MS
@@ -316,7 +316,7 @@ if allowed == 1 then
   local _, back_remaining, _, back_reset = struct.unpack('<ddddd',
     decide(key, now_ms, now_sub, ttl_floor, -held, P2, P3, P4, P5, P6, P7, X1))
   remaining, reset = back_remaining, back_reset
-elseif held > reserve and n <= share then
+elseif n <= share then -- share is 0 unless paced
   -- the first ms k of this window (or the next, whose count starts from 0) at which the
   -- paced share covers the count and n
   local base, need = 0, capacity - remaining + n
