@@ -27,9 +27,12 @@ func TestParseCriticality(t *testing.T) {
 }
 
 // Under a 2x overload with an even class mix, the classes are admitted in their order: the
-// lower classes stop at their share, and only CRITICAL_PLUS uses the last 10%.
+// lower classes stop at their share, and only CRITICAL_PLUS uses the last 10%. The burst comes
+// in the window's last millisecond, where the fixed window's pace has let every share through
+// (TestAllowClassPacesFixedWindow checks earlier instants).
 func TestAllowClassShedsLowestFirst(t *testing.T) {
-	mem, err := memory.New()
+	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 59, 59, 999e6, time.UTC))
+	mem, err := memory.New(memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

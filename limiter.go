@@ -87,8 +87,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 // AllowClass decides n units of key under rule for a request of criticality class c: it is
 // admitted only if, after it, at least the reserve of the classes above c remains (the
 // capacity minus c's share, WithShares), so when the key nears its limit the lowest classes
-// are refused first, on the one counter every class shares. A CRITICAL_PLUS request (share
-// 100%) is decided as AllowN. Remaining is what c may still use. n must be positive. The
+// are refused first, on the one counter every class shares. In a fixed window, whose capacity
+// returns all at once, a class may use only its share of what the window has let through so
+// far (algorithm.TakeReserved; docs/ALGORITHMS.md), so the lower classes cannot spend their
+// shares at each window's start. A CRITICAL_PLUS request (share 100%) is decided as AllowN. Remaining is what c may still use. n must be positive. The
 // store receives the class too (Request.Criticality).
 func (l *Limiter) AllowClass(ctx context.Context, key string, rule Rule, n int64, c Criticality) (Decision, error) {
 	reserve := l.shares.Reserve(c, rule.Capacity())

@@ -4,15 +4,19 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // The class travels in X-Criticality: SHEDDABLE requests stop at half the limit, CRITICAL
-// ones (and unknown classes) at 90%, CRITICAL_PLUS ones use it all, on every store.
+// ones (and unknown classes) at 90%, CRITICAL_PLUS ones use it all, on every store. The burst
+// comes in the window's last millisecond, where the fixed window's pace (algorithm.TakeReserved)
+// has let every class's whole share through.
 func TestCriticalityHeader(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {
+		clock.Set(clock.Now().Truncate(time.Minute).Add(time.Minute - time.Millisecond))
 		h := mustNew(t, l, WithClock(clock), WithLimits(Limit{Name: "api", Rule: sluice.FixedWindow(10, 60e9),
 			Key: KeyRoute(), Shares: &sluice.DefaultShares}))(okHandler)
 		class := func(c string) func(r *http.Request) {

@@ -6,12 +6,14 @@ import (
 )
 
 // perClientClasses limits each client to 10 a minute, with the default criticality shares,
-// and maps the X-Criticality header to the class descriptor (the Envoy way).
+// and maps the X-Criticality header to the class descriptor (the Envoy way). The window
+// slides: a fixed window paces the lower classes' shares over the window
+// (algorithm.TakeReserved), and the proxy decides on the wall clock.
 const perClientClasses = `
 domain: edge
 descriptors:
   - key: remote_address
-    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: fixed_window, criticality: {}}
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: sliding_window, criticality: {}}
 proxy:
   rate_limits:
     - actions: [{remote_address: {}}]

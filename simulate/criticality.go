@@ -15,6 +15,13 @@ import (
 // CriticalityScenario is the name of the criticality scenario (RunCriticality).
 const CriticalityScenario = "criticality"
 
+// CriticalitySummary and CriticalityDefinition describe the criticality scenario as
+// Scenario.Summary and Scenario.Definition do the others (`sluice simulate -list`).
+const (
+	CriticalitySummary    = "one key at 2x its limit, four criticality classes (admitted fraction per class)"
+	CriticalityDefinition = "1 key; limit 100 per 1s; arrivals evenly spaced at 200 per second (2 x limit), each of class CRITICAL_PLUS 10%, CRITICAL 30%, SHEDDABLE_PLUS 30%, SHEDDABLE 30% (seeded draw), decided by Limiter.AllowClass with the default shares; cost 1; 60s."
+)
+
 // CriticalityMix is the share of the traffic of each class in RunCriticality: CRITICAL_PLUS
 // 10%, CRITICAL 30%, SHEDDABLE_PLUS 30%, SHEDDABLE 30%.
 var CriticalityMix = map[sluice.Criticality]float64{sluice.CriticalPlus: 0.1, sluice.Critical: 0.3,
@@ -33,17 +40,26 @@ type ClassRow struct {
 // algorithm with the default shares (Limiter.AllowClass on the memory store), and returns the
 // admitted requests per algorithm and class.
 func RunCriticality(ctx context.Context, algorithms []sluice.Algorithm, overload float64, d time.Duration, seed uint64) ([]ClassRow, error) {
+	return RunCriticalityOn(ctx, nil, algorithms, overload, d, seed)
+}
+
+// RunCriticalityOn is RunCriticality on the stores open returns, one per algorithm, deciding
+// on the virtual clock it is given (as Config.Store); nil open is the memory store.
+func RunCriticalityOn(ctx context.Context, open func(clock sluice.Clock) (sluice.Store, io.Closer, error), algorithms []sluice.Algorithm, overload float64, d time.Duration, seed uint64) ([]ClassRow, error) {
 	const limit = 100
 	rate := overload * limit
 	n := int(rate * d.Seconds())
+	if open == nil {
+		open = openMemory
+	}
 	var rows []ClassRow
 	for _, a := range algorithms {
 		clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+		st, mem, err := open(clock)
 		if err != nil {
 			return nil, err
 		}
-		l := sluice.New(mem)
+		l := sluice.New(st)
 		rule := sluice.Rule{Algorithm: a, Limit: limit, Period: time.Second}
 		rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 		offered, admitted := map[sluice.Criticality]int64{}, map[sluice.Criticality]int64{}
@@ -71,6 +87,12 @@ func RunCriticality(ctx context.Context, algorithms []sluice.Algorithm, overload
 		}
 	}
 	return rows, nil
+}
+
+// openMemory is a memory store on clock, with no sweeper: RunCriticality's store.
+func openMemory(clock sluice.Clock) (sluice.Store, io.Closer, error) {
+	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+	return mem, mem, err
 }
 
 func drawClass(u float64) sluice.Criticality {

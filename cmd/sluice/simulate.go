@@ -39,7 +39,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "directory to write the PNG and SVG plots to (none when empty)")
 	list := fs.Bool("list", false, "list the scenarios with their exact definitions and exit")
 	quiet := fs.Bool("quiet", false, "no progress indicator on stderr")
-	storeURL := fs.String("store", "memory", "store the instances of distributed modes share: memory, or a store URL as serve's --store takes, e.g. redis://host:port/db (keys under a fresh sluice-simulate:* prefix per run, client clock)")
+	storeURL := fs.String("store", "memory", "store the instances of distributed modes (and the criticality scenario) share: memory, or a store URL as serve's --store takes, e.g. redis://host:port/db (keys under a fresh sluice-simulate:* prefix per run, client clock)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice simulate [flags]\n\nReplays seeded traffic in virtual time through each algorithm and mode and prints\none row of accuracy metrics per algorithm and mode (see docs/ACCURACY.md).\n\nflags:")
 		fs.PrintDefaults()
@@ -58,10 +58,16 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		for _, s := range simulate.Scenarios() {
 			fmt.Fprintf(stdout, "%s: %s\n  %s\n", s.Name, s.Summary, s.Definition)
 		}
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.CriticalityScenario, simulate.CriticalitySummary, simulate.CriticalityDefinition)
 		return 0
 	}
 	if *scenario == simulate.CriticalityScenario {
-		return simulateCriticality(stdout, stderr, *duration, *seed)
+		var cfg simulate.Config
+		if err := simulateStore(&cfg, *storeURL); err != nil {
+			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
+			return 2
+		}
+		return simulateCriticality(stdout, stderr, cfg.Store, *duration, *seed)
 	}
 	cfg, err := simulateConfig(*scenario, *algorithms, *modes, *routing, *format, *nodes, *duration, *seed)
 	if err != nil {

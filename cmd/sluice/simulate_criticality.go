@@ -11,12 +11,13 @@ import (
 )
 
 // simulateCriticality runs `sluice simulate -scenario criticality`: one key at 2x its limit
-// with a class mix, the admitted fraction per class and algorithm.
-func simulateCriticality(stdout, stderr io.Writer, d time.Duration, seed uint64) int {
+// with a class mix, the admitted fraction per class and algorithm, on the stores open returns
+// (nil: memory; see simulateStore).
+func simulateCriticality(stdout, stderr io.Writer, open func(sluice.Clock) (sluice.Store, io.Closer, error), d time.Duration, seed uint64) int {
 	if d <= 0 {
 		d = 60 * time.Second
 	}
-	rows, err := simulate.RunCriticality(context.Background(), sluice.Algorithms(), 2, d, seed)
+	rows, err := simulate.RunCriticalityOn(context.Background(), open, sluice.Algorithms(), 2, d, seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 		return 1

@@ -61,6 +61,10 @@ func TestSimulateList(t *testing.T) {
 	if code := run([]string{"simulate", "--list"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "cloudflare") {
 		t.Errorf("exit %d: %s", code, stdout.String())
 	}
+	// every scenario -scenario accepts is listed, the criticality one included (issue 23)
+	if !strings.Contains(stdout.String(), "\ncriticality: one key at 2x its limit") {
+		t.Errorf("--list omits the criticality scenario:\n%s", stdout.String())
+	}
 }
 
 // --store redis:// runs the distributed modes against Redis: a short run gives the same table

@@ -188,7 +188,8 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 }
 
 // newReserveCall is newCall for a request with a criticality reserve: the algorithm's
-// reserve variant, deciding a take of N + Reserve and giving Reserve back (lua/reserve.lua).
+// reserve variant, deciding a take of N + Reserve (or, in a fixed window, of N + the paced
+// hold) and giving it back (lua/reserve.lua).
 func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p params) *call {
 	take := *req
 	take.N += req.Reserve
@@ -198,7 +199,11 @@ func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p param
 	if sc == slidingWindowScript {
 		extra = windowFormats[req.Rule.Windows()]
 	}
-	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), extra, req.Reserve}
+	var pace int64 // the window a fixed window paces a class's share over (algorithm.TakeReserved)
+	if req.Rule.Algorithm == sluice.AlgorithmFixedWindow {
+		pace = req.Rule.Period.Milliseconds()
+	}
+	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), extra, req.Reserve, pace, req.Rule.Capacity()}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
 }
 

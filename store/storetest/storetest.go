@@ -67,6 +67,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("ConcurrentTakers", func(t *testing.T) { testConcurrent(t, newStore, run) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore, run) })
 	t.Run("Criticality", func(t *testing.T) { testCriticality(t, newStore, run) })
+	t.Run("CriticalityPace", func(t *testing.T) { testCriticalityPace(t, newStore, run) })
 }
 
 // RunCase plays one step table against a fresh store.

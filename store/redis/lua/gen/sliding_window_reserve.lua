@@ -92,10 +92,14 @@ end
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
 -- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take
 -- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] the
--- algorithm's extra argument (X1), ARGV[3] the reserve. When the take is
--- admitted the reserve is given back at once (the same body with P1 = -reserve), so the key
--- moves as a take of n would and a denied request consumes nothing; the reply's remaining is
--- what is left above the reserve.
+-- algorithm's extra argument (X1), ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
+-- window paces the class's share over (0: no pace) and ARGV[5] the capacity. The take holds
+-- back `held`: the reserve, or in a fixed window the capacity minus the class's share paced by
+-- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
+-- the window (algorithm.TakeReserved). When the take is admitted `held` is given back at once
+-- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
+-- consumes nothing; a refused request of a paced class retries at the first ms whose paced
+-- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
 local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
 local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
 local fmt = X1
@@ -323,14 +327,79 @@ if ttl_floor == 0 then
 end
 local X1 = ARGV[2]
 
-local reserve = tonumber(ARGV[3])
+local reserve, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = P1 - reserve
+local held, share, elapsed, lead = reserve, 0, 0, 0
+if pms > 0 and reserve < capacity then
+  share = capacity - reserve
+  elapsed = now_ms % pms
+  lead = floor(pms / 16)
+  local begun = elapsed + 1 + lead
+  if begun > pms then begun = pms end
+  local paced, paced_r
+  do
+    local p = share * begun
+    paced = floor(p / pms)
+    if p < EXACT then
+      paced_r = p - paced * pms
+    else
+      local qc = paced * pms
+      local x = 134217729 * share
+      local ah = x - (x - share)
+      x = 134217729 * begun
+      local bh = x - (x - begun)
+      local pe = ((ah * bh - p) + ah * (begun - bh) + (share - ah) * bh) + (share - ah) * (begun - bh)
+      x = 134217729 * paced
+      local qh = x - (x - paced)
+      x = 134217729 * pms
+      local ch = x - (x - pms)
+      local qe = ((qh * ch - qc) + qh * (pms - ch) + (paced - qh) * ch) + (paced - qh) * (pms - ch)
+      paced_r = (p - qc) + (pe - qe)
+    end
+    while paced_r < 0 do paced = paced - 1; paced_r = paced_r + pms end
+    while paced_r >= pms do paced = paced + 1; paced_r = paced_r - pms end
+  end
+  held = capacity - paced
+end
 local allowed, remaining, retry, reset, delay = struct.unpack('<ddddd',
-  decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1))
+  decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, X1))
 if allowed == 1 then
   local _, back_remaining, _, back_reset = struct.unpack('<ddddd',
-    decide(key, now_ms, now_sub, ttl_floor, -reserve, P2, P3, P4, P5, P6, P7, X1))
+    decide(key, now_ms, now_sub, ttl_floor, -held, P2, P3, P4, P5, P6, P7, X1))
   remaining, reset = back_remaining, back_reset
+elseif n <= share then -- share is 0 unless paced
+  -- the first ms k of this window (or the next, whose count starts from 0) at which the
+  -- paced share covers the count and n
+  local base, need = 0, capacity - remaining + n
+  if need > share then base, need = pms, n end
+  local k, k_r
+  do
+    local p = need * pms
+    k = floor(p / share)
+    if p < EXACT then
+      k_r = p - k * share
+    else
+      local qc = k * share
+      local x = 134217729 * need
+      local ah = x - (x - need)
+      x = 134217729 * pms
+      local bh = x - (x - pms)
+      local pe = ((ah * bh - p) + ah * (pms - bh) + (need - ah) * bh) + (need - ah) * (pms - bh)
+      x = 134217729 * k
+      local qh = x - (x - k)
+      x = 134217729 * share
+      local ch = x - (x - share)
+      local qe = ((qh * ch - qc) + qh * (share - ch) + (k - qh) * ch) + (k - qh) * (share - ch)
+      k_r = (p - qc) + (pe - qe)
+    end
+    while k_r < 0 do k = k - 1; k_r = k_r + share end
+    while k_r >= share do k = k + 1; k_r = k_r - share end
+  end
+  if k_r > 0 then k = k + 1 end
+  k = k - lead - 1
+  if k < 0 then k = 0 end
+  retry = (base + k - elapsed) * MS - now_sub
 end
-remaining = remaining - reserve
+remaining = remaining - held
 if remaining < 0 then remaining = 0 end
 return struct.pack('<ddddd', allowed, remaining, retry, reset, delay)
