@@ -118,16 +118,17 @@ func (sh *shard) rebuild(capacity int) *table {
 
 // kill removes e, held in sl of the current table; sh.mu and e.mu are held. It marks the entry
 // dead, so a lookup holding it starts again.
-func (sh *shard) kill(sl *slot, e *entry) {
+func (sh *shard) kill(sl *slot, e *entry, bytes *atomic.Int64) {
 	e.dead = true
 	sl.e.Store(nil)
 	sh.n--
+	bytes.Add(-int64(e.bytes))
 }
 
 // evict removes one entry to make room; sh.mu is held. It samples a few live entries from a
 // random place and removes an expired one if it finds it, else the one closest to full
 // capacity. It reports whether the victim still had live state.
-func (sh *shard) evict(now int64) (live bool) {
+func (sh *shard) evict(now int64, bytes *atomic.Int64) (live bool) {
 	t := sh.tab.Load()
 	var victim *slot
 	var victimExp int64
@@ -154,7 +155,7 @@ func (sh *shard) evict(now int64) (live bool) {
 	}
 	e := victim.e.Load()
 	e.mu.Lock()
-	sh.kill(victim, e)
+	sh.kill(victim, e, bytes)
 	e.mu.Unlock()
 	return victimExp > now
 }
@@ -167,6 +168,7 @@ func (sh *shard) evict(now int64) (live bool) {
 type entry struct {
 	mu      sync.Mutex
 	dead    bool              // removed from the index
+	bytes   uint32            // the entry's charge against WithMaxBytes (entryBytes)
 	expires int64             // Unix ns at which the state is back to full
 	params  *algorithm.Params // the rule of the last decision, compiled
 	state   algorithm.State   // points at small for the algorithms whose state fits in it
