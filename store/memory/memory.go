@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,30 +351,52 @@ const (
 	stateHeader = 64
 )
 
-// makeRoom evicts entries until the store's charges plus need fit in WithMaxBytes: from sh
-// first (sh.mu is held), then from the other shards whose lock is free (TryLock: two inserts
-// never wait on each other's shard). A key alone over the budget is kept.
+// makeRoom evicts entries until the store's charges plus need fit in WithMaxBytes; sh.mu is
+// held. Each victim is the one closest to full among the samples of sh and of a few random
+// other shards whose lock is free (TryLock: two inserts never wait on each other's shard), so a
+// key alone in its shard, such as a hot one, is not evicted for lack of other candidates. When
+// no shard offers one, the store stays over the budget until the next insert.
 func (s *Store) makeRoom(sh *shard, now int64, need int64) {
-	over := func() bool { return s.bytes.Load()+need > s.maxBytes }
-	for sh.n > 0 && over() {
-		if sh.evict(now, &s.bytes) {
-			s.evictions.Add(1)
+	for s.bytes.Load()+need > s.maxBytes {
+		v, exp := sh.victim(now)
+		from := sh
+		for probed, tried := 0, 0; probed < evictionSamples && tried < 4*evictionSamples && len(s.shards) > 1; tried++ {
+			o := &s.shards[rand.Uint64()&s.mask]
+			if o == sh || o == from || !o.mu.TryLock() {
+				continue
+			}
+			ov, oexp := o.victim(now)
+			if ov != nil {
+				probed++
+			}
+			if ov == nil || (v != nil && oexp >= exp) {
+				o.mu.Unlock()
+				continue
+			}
+			if from != sh {
+				from.mu.Unlock()
+			}
+			v, exp, from = ov, oexp, o
 		}
-	}
-	for i := range s.shards {
-		if !over() {
-			return
-		}
-		o := &s.shards[i]
-		if o == sh || !o.mu.TryLock() {
-			continue
-		}
-		for o.n > 0 && over() {
-			if o.evict(now, &s.bytes) {
-				s.evictions.Add(1)
+		for i := 0; v == nil && i < len(s.shards); i++ { // sparse shards: look at every one
+			if o := &s.shards[i]; o != sh && o.mu.TryLock() {
+				if v, exp = o.victim(now); v != nil {
+					from = o
+				} else {
+					o.mu.Unlock()
+				}
 			}
 		}
-		o.mu.Unlock()
+		if v == nil {
+			return
+		}
+		from.remove(v, &s.bytes)
+		if from != sh {
+			from.mu.Unlock()
+		}
+		if exp > now {
+			s.evictions.Add(1)
+		}
 	}
 }
 
