@@ -51,15 +51,7 @@ func byteBudgetFlood(t *testing.T, shards int) {
 			t.Fatalf("after %d keys: %d bytes charged, budget %d", i+1, s.Bytes(), budget)
 		}
 		if i%10 == 0 {
-			d, err := s.Take(ctx, sluice.Request{Key: "hot", Rule: hot, N: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			asked++
-			if d.Allowed {
-				admitted++
-			}
-			clock.Advance(time.Millisecond)
+			takeHot(t, s, clock, hot, &asked, &admitted)
 		}
 	}
 	after := testenv.LiveHeap()
