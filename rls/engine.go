@@ -22,11 +22,14 @@ import (
 const (
 	DefaultMaxDescriptors       = 64
 	DefaultMaxDescriptorEntries = 16
-	// DefaultMaxRequestLogLimit keeps one call of the Redis sliding-log script to a few
-	// milliseconds (1.4 to 1.7 ms median; docs/OPERATIONS.md has the measurement).
-	DefaultMaxRequestLogLimit = 1000
-	DefaultMaxRequestPeriod   = sluice.MaxPeriod
-	DefaultMaxRequestState    = 16 << 10
+	// The request-rule ceilings' defaults, set from what a rule costs Redis (measured by
+	// TestRequestRuleRedisBytes and TestRequestRuleRedisScriptTime; docs/OPERATIONS.md): one
+	// request at the defaults holds at most 32 KiB in Redis (a sliding log of 100 in debt,
+	// 200 entries: 25 KB) for at most a day, and its script runs 0.2 to 0.3 ms (1,000 entries:
+	// 1.3 to 1.7 ms). At 1,000 and 366 days, one 86-byte request held 236 KB for a year.
+	DefaultMaxRequestLogLimit = 100
+	DefaultMaxRequestPeriod   = 24 * time.Hour
+	DefaultMaxRequestState    = 32 << 10
 	// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
 	DefaultNearLimitRatio = 0.8
 )
@@ -84,9 +87,10 @@ type Config struct {
 	// log's Redis script inserts or removes up to that many entries, and no other decision on
 	// that Redis runs meanwhile. MaxRequestPeriod bounds the period of a rule supplied by a
 	// request (default DefaultMaxRequestPeriod, at most sluice.MaxPeriod): how long its state
-	// is kept. MaxRequestStateBytes bounds algorithm.StateBytes of a rule supplied by a
-	// request (default DefaultMaxRequestState). Each is checked before any store call; rules
-	// of the rules config are not bounded by them.
+	// is kept. MaxRequestStateBytes bounds the state of a rule supplied by a
+	// request as Redis holds it, 128 bytes per entry of a sliding log and 2 x limit entries in
+	// debt (default DefaultMaxRequestState). Each is checked before any store call; rules of
+	// the rules config are not bounded by them.
 	MaxRequestLogLimit   int64
 	MaxRequestPeriod     time.Duration
 	MaxRequestStateBytes int64

@@ -75,10 +75,29 @@ func (rr *requestRules) check(field, periodField string, r sluice.Rule) error {
 	if r.Algorithm == sluice.AlgorithmSlidingLog && r.Limit > rr.logLimit {
 		return invalid("%s.limit: %d is more than the maximum of %d for a sliding_log rule supplied by a request (max-request-log-limit)", field, r.Limit, rr.logLimit)
 	}
-	if b := algorithm.StateBytes(r); b > rr.state {
-		return invalid("%s: its state takes %d bytes per key, more than the maximum of %d for a rule supplied by a request (max-request-state-bytes)", field, b, rr.state)
+	if b := requestStateBytes(r); b > rr.state {
+		return invalid("%s: its state takes up to %d bytes per key in Redis, more than the maximum of %d for a rule supplied by a request (max-request-state-bytes)", field, b, rr.state)
 	}
 	return nil
+}
+
+// What a key costs in Redis (MEMORY USAGE, measured by TestRequestRuleRedisBytes on Redis
+// 7.0; docs/OPERATIONS.md): a key of the bucket, window and GCRA algorithms 104 to 120 bytes;
+// a sliding log, a sorted set, 118 to 125 bytes per entry once past 128 entries (about 40,
+// packed, below) and up to 2 x limit entries while a settle keeps the key in debt.
+const (
+	redisKeyBytes      = 128
+	redisLogEntryBytes = 128
+)
+
+// requestStateBytes is the most state a key under r can hold, as the max-request-state-bytes
+// ceiling counts it: Redis's cost, the largest of the stores (algorithm.StateBytes, the memory
+// store's, counts 16 bytes per entry of a sliding log where Redis takes up to 125).
+func requestStateBytes(r sluice.Rule) int64 {
+	if r.Algorithm == sluice.AlgorithmSlidingLog {
+		return redisKeyBytes + 2*r.Limit*redisLogEntryBytes
+	}
+	return max(redisKeyBytes, algorithm.StateBytes(r))
 }
 
 // namedLimits indexes the limits of a config by the names a request may use for them: the

@@ -47,6 +47,9 @@ type Config struct {
 	// Prefix, when set, is the prefix of every key in a shared store (Redis: default
 	// redis.DefaultPrefix). The memory store, private to its process, ignores it.
 	Prefix string
+	// MemoryMaxBytes bounds the bytes the memory store's keys hold (memory.WithMaxBytes; 0:
+	// memory.DefaultMaxBytes). The other stores ignore it.
+	MemoryMaxBytes int64
 	// Ping makes Open check that the store answers (one round trip, bounded by Open's
 	// context) and fail if it does not. Without it clients connect on first use, so a
 	// service can start while its store is down, and fall back.
@@ -75,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if err := CheckFallback(c.Fallback); err != nil {
 		errs = append(errs, fmt.Errorf("store: fallback: %w", err))
+	}
+	if c.MemoryMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("store: memory max bytes: must not be negative, got %d", c.MemoryMaxBytes))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("store: timeout: must not be negative, got %v", c.Timeout))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -303,5 +304,30 @@ func TestOpenFallbackTimeout(t *testing.T) {
 	}
 	if took < timeout-10*time.Millisecond {
 		t.Errorf("decided by the policy after %v, want no sooner than the configured %v", took, timeout)
+	}
+}
+
+// TestOpenMemoryMaxBytes: Config.MemoryMaxBytes reaches the memory store (sluice serve
+// --memory-max-bytes), and a negative one is refused.
+func TestOpenMemoryMaxBytes(t *testing.T) {
+	st, closer, err := store.Open(context.Background(), store.Config{MemoryMaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	mem, ok := st.(*memory.Store)
+	if !ok {
+		t.Fatalf("Open(memory) returned %T", st)
+	}
+	for i := range 200 {
+		if _, err := st.Take(context.Background(), sluice.Request{Key: "k" + strconv.Itoa(i), Rule: sluice.SlidingLog(1000, time.Minute), N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mem.Bytes() > 1<<20 {
+		t.Errorf("%d bytes charged, budget %d", mem.Bytes(), 1<<20)
+	}
+	if _, _, err := store.Open(context.Background(), store.Config{MemoryMaxBytes: -1}); err == nil || !strings.Contains(err.Error(), "memory max bytes") {
+		t.Errorf("MemoryMaxBytes -1: %v", err)
 	}
 }

@@ -80,6 +80,9 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 	if c.Clock != nil {
 		opts = append(opts, memory.WithClock(c.Clock))
 	}
+	if c.MemoryMaxBytes > 0 {
+		opts = append(opts, memory.WithMaxBytes(c.MemoryMaxBytes))
+	}
 	st, err := memory.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)

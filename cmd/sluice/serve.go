@@ -20,6 +20,8 @@ import (
 	"github.com/sluicehq/sluice/examples"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 func init() {
@@ -34,6 +36,7 @@ type serveFlags struct {
 	requestRules                             string
 	maxRequestLogLimit, maxRequestStateBytes int64
 	maxRequestPeriod                         time.Duration
+	memoryMaxBytes                           int64
 	readHeaderTimeout, idleTimeout           time.Duration
 	maxHeaderBytes, maxConns                 int64
 	envErrs                                  map[string]string // by flag: environment values that did not parse
@@ -61,7 +64,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
 	f.registerPeer(fs)
-	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request: 16 per entry of a sliding log [SLUICE_MAX_REQUEST_STATE_BYTES]")
+	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request, as Redis holds it: 128 per entry of a sliding log, 2 x limit entries in debt [SLUICE_MAX_REQUEST_STATE_BYTES]")
+	fs.Int64Var(&f.memoryMaxBytes, "memory-max-bytes", f.envInt64("memory-max-bytes", "SLUICE_MEMORY_MAX_BYTES", memory.DefaultMaxBytes), "most bytes the memory store's keys hold (each charged its entry and the most state its rule can hold); a new key past it evicts the keys closest to full [SLUICE_MEMORY_MAX_BYTES]")
 	fs.DurationVar(&f.readHeaderTimeout, "http-read-header-timeout", f.envDuration("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT", server.DefaultReadHeaderTimeout), "longest time an HTTP client may take to send its request headers (slowloris) [SLUICE_HTTP_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.idleTimeout, "http-idle-timeout", f.envDuration("http-idle-timeout", "SLUICE_HTTP_IDLE_TIMEOUT", server.DefaultIdleTimeout), "longest wait of a keep-alive HTTP connection for its next request [SLUICE_HTTP_IDLE_TIMEOUT]")
 	fs.Int64Var(&f.maxHeaderBytes, "http-max-header-bytes", f.envInt64("http-max-header-bytes", "SLUICE_HTTP_MAX_HEADER_BYTES", server.DefaultMaxHeaderBytes), "largest request headers (bytes) on the HTTP port [SLUICE_HTTP_MAX_HEADER_BYTES]")
@@ -124,11 +128,19 @@ func (f *serveFlags) envErr(flagName, msg string) {
 	f.envErrs[flagName] = msg
 }
 
+// serveStoreConfig is the store of serve: the shared flags' and the memory store's byte
+// budget.
+func (f *serveFlags) serveStoreConfig() store.Config {
+	c := f.storeConfig(f.storePrefix)
+	c.MemoryMaxBytes = f.memoryMaxBytes
+	return c
+}
+
 // checkRequestRules reports the first problem of the request-rule settings, naming the flag;
 // an environment value that did not parse is one unless the flag was given.
 func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 	fs.Visit(func(fl *flag.Flag) { delete(f.envErrs, fl.Name) })
-	for _, name := range []string{"max-request-log-limit", "max-request-period", "max-request-state-bytes"} {
+	for _, name := range []string{"max-request-log-limit", "max-request-period", "max-request-state-bytes", "memory-max-bytes"} {
 		if msg, ok := f.envErrs[name]; ok {
 			return errors.New(msg)
 		}
@@ -143,6 +155,9 @@ func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 	}
 	if f.maxRequestPeriod < sluice.MinPeriod || f.maxRequestPeriod > sluice.MaxPeriod {
 		return fmt.Errorf("--max-request-period: must be between %v and %v, got %v", sluice.MinPeriod, sluice.MaxPeriod, f.maxRequestPeriod)
+	}
+	if f.memoryMaxBytes < 1 {
+		return fmt.Errorf("--memory-max-bytes: must be positive, got %d", f.memoryMaxBytes)
 	}
 	if f.maxRequestStateBytes < 1 {
 		return fmt.Errorf("--max-request-state-bytes: must be positive, got %d", f.maxRequestStateBytes)
@@ -185,7 +200,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		Config: rls.Config{
 			RulesPath:      f.config,
 			ReloadInterval: f.reload,
-			StoreConfig:    f.storeConfig(f.storePrefix),
+			StoreConfig:    f.serveStoreConfig(),
 			Logger:         logger,
 
 			RequestRules:         f.requestRules,

@@ -59,6 +59,8 @@ func TestServeValidatesStoreFlags(t *testing.T) {
 		{env: map[string]string{"SLUICE_REQUEST_RULES": "all"}, flag: "--request-rules"},
 		{env: map[string]string{"SLUICE_MAX_REQUEST_LOG_LIMIT": "lots"}, flag: "--max-request-log-limit"},
 		{env: map[string]string{"SLUICE_MAX_REQUEST_PERIOD": "forever"}, flag: "--max-request-period"},
+		{args: []string{"--memory-max-bytes", "0"}, flag: "--memory-max-bytes"},
+		{env: map[string]string{"SLUICE_MEMORY_MAX_BYTES": "lots"}, flag: "--memory-max-bytes"},
 		{args: []string{"--http-read-header-timeout", "0s"}, flag: "--http-read-header-timeout"},
 		{args: []string{"--http-idle-timeout", "-1s"}, flag: "--http-idle-timeout"},
 		{args: []string{"--http-max-header-bytes", "10"}, flag: "--http-max-header-bytes"},

@@ -36,15 +36,7 @@ func TestKeyFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%50 == 0 {
-			d, err := s.Take(ctx, sluice.Request{Key: "hot", Rule: hot, N: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			asked++
-			if d.Allowed {
-				admitted++
-			}
-			clock.Advance(time.Millisecond)
+			takeHot(t, s, clock, hot, &asked, &admitted)
 		}
 	}
 	base := testenv.LiveHeap()
@@ -68,4 +60,19 @@ func TestKeyFlood(t *testing.T) {
 	if admitted != hot.Limit {
 		t.Errorf("hot key: %d admitted of %d asked, want its limit %d (evicted by the flood?)", admitted, asked, hot.Limit)
 	}
+}
+
+// takeHot takes one unit of the key "hot" under rule, counting it in asked and admitted, and
+// advances the clock a millisecond.
+func takeHot(t *testing.T, s *memory.Store, clock *sluicetest.ManualClock, rule sluice.Rule, asked, admitted *int64) {
+	t.Helper()
+	d, err := s.Take(context.Background(), sluice.Request{Key: "hot", Rule: rule, N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	*asked++
+	if d.Allowed {
+		*admitted++
+	}
+	clock.Advance(time.Millisecond)
 }

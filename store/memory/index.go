@@ -118,16 +118,28 @@ func (sh *shard) rebuild(capacity int) *table {
 
 // kill removes e, held in sl of the current table; sh.mu and e.mu are held. It marks the entry
 // dead, so a lookup holding it starts again.
-func (sh *shard) kill(sl *slot, e *entry) {
+func (sh *shard) kill(sl *slot, e *entry, bytes *atomic.Int64) {
 	e.dead = true
 	sl.e.Store(nil)
 	sh.n--
+	bytes.Add(-int64(e.bytes))
 }
 
-// evict removes one entry to make room; sh.mu is held. It samples a few live entries from a
-// random place and removes an expired one if it finds it, else the one closest to full
-// capacity. It reports whether the victim still had live state.
-func (sh *shard) evict(now int64) (live bool) {
+// evict removes one entry to make room; sh.mu is held. It removes sh.victim and reports
+// whether it still had live state.
+func (sh *shard) evict(now int64, bytes *atomic.Int64) (live bool) {
+	v, exp := sh.victim(now)
+	if v == nil {
+		return false
+	}
+	sh.remove(v, bytes)
+	return exp > now
+}
+
+// victim samples a few live entries from a random place and returns an expired one if it finds
+// it, else the one closest to full capacity, with its expiry; nil when sh is empty. sh.mu is
+// held.
+func (sh *shard) victim(now int64) (*slot, int64) {
 	t := sh.tab.Load()
 	var victim *slot
 	var victimExp int64
@@ -149,14 +161,15 @@ func (sh *shard) evict(now int64) (live bool) {
 			break
 		}
 	}
-	if victim == nil {
-		return false
-	}
-	e := victim.e.Load()
+	return victim, victimExp
+}
+
+// remove kills the entry of sl, a slot of sh's current table; sh.mu is held.
+func (sh *shard) remove(sl *slot, bytes *atomic.Int64) {
+	e := sl.e.Load()
 	e.mu.Lock()
-	sh.kill(victim, e)
+	sh.kill(sl, e, bytes)
 	e.mu.Unlock()
-	return victimExp > now
 }
 
 // entry is one key's state: 128 bytes, which Go allocates 128-byte aligned, so the fields a
@@ -167,6 +180,7 @@ func (sh *shard) evict(now int64) (live bool) {
 type entry struct {
 	mu      sync.Mutex
 	dead    bool              // removed from the index
+	bytes   uint32            // the entry's charge against WithMaxBytes (entryBytes)
 	expires int64             // Unix ns at which the state is back to full
 	params  *algorithm.Params // the rule of the last decision, compiled
 	state   algorithm.State   // points at small for the algorithms whose state fits in it

@@ -3,8 +3,8 @@
 // held to. Decisions on existing keys allocate nothing.
 //
 // Idle keys expire when their state is back to full capacity (nothing is lost by forgetting
-// them); a background sweep removes them, and a maximum key count bounds memory under a flood
-// of unique keys by evicting the entries closest to full.
+// them); a background sweep removes them, and a maximum key count and a byte budget bound
+// memory under a flood of unique keys by evicting the entries closest to full.
 package memory
 
 import (
@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,7 @@ import (
 // Defaults for the options.
 const (
 	DefaultMaxKeys       = 1 << 20
+	DefaultMaxBytes      = 1 << 30 // 1 GiB: DefaultMaxKeys small states take about 170 MB
 	DefaultShards        = 64
 	DefaultSweepInterval = time.Minute
 	evictionSamples      = 8
@@ -39,6 +42,8 @@ type Store struct {
 	clock     sluice.Clock // nil: the monotonic clock, or the coarse clock where allowed
 	coarse    bool         // WithCoarseClock: rules that tolerate it read the coarse clock
 	perShard  int
+	maxBytes  int64
+	bytes     atomic.Int64 // the charges (entryBytes) of the entries held
 	maxKeyLen int
 	evictions atomic.Int64
 	rules     algorithm.ParamsCache
@@ -55,6 +60,7 @@ type config struct {
 	clock         sluice.Clock
 	coarse        bool
 	maxKeys       int
+	maxBytes      int64
 	shards        int
 	sweepInterval time.Duration
 	maxKeyLen     int
@@ -88,6 +94,17 @@ func WithCoarseClock(on bool) Option { return optionFunc(func(c *config) { c.coa
 // new key evicts an expired entry or, failing that, the sampled entry closest to full capacity.
 func WithMaxKeys(n int) Option { return optionFunc(func(c *config) { c.maxKeys = n }) }
 
+// WithMaxBytes bounds the bytes the keys hold (default DefaultMaxBytes), as each key is
+// charged: its entry and index slot (160 bytes), its key when longer than 48 bytes, and the
+// most state its rule can hold (algorithm.StateBytes: 16 bytes per unit of a sliding log's
+// limit, its timestamps and as many again while a settle keeps the key in debt). A new key
+// that would take the store over the budget first evicts, from its own shard, expired entries
+// or else the sampled entries closest to full capacity, as WithMaxKeys does; a key is kept even
+// when it alone is over the budget. The charge is the most a key can hold, so the heap stays
+// under the budget whatever its keys later do, and a big sliding log held lightly is charged
+// for its limit.
+func WithMaxBytes(n int64) Option { return optionFunc(func(c *config) { c.maxBytes = n }) }
+
 // WithShards sets the number of shards, rounded up to a power of two (default DefaultShards).
 func WithShards(n int) Option { return optionFunc(func(c *config) { c.shards = n }) }
 
@@ -107,13 +124,15 @@ func WithMaxKeyLength(n int) Option { return optionFunc(func(c *config) { c.maxK
 // rules whose decisions it moves by at most 1% of their capacity; pass WithCoarseClock(false)
 // for the precise clock on every decision, or WithClock for a clock of your own.
 func New(opts ...Option) (*Store, error) {
-	cfg := config{coarse: true, maxKeys: DefaultMaxKeys, shards: DefaultShards, sweepInterval: DefaultSweepInterval}
+	cfg := config{coarse: true, maxKeys: DefaultMaxKeys, maxBytes: DefaultMaxBytes, shards: DefaultShards, sweepInterval: DefaultSweepInterval}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
 	switch {
 	case cfg.maxKeys <= 0:
 		return nil, fmt.Errorf("memory: WithMaxKeys: must be positive, got %d", cfg.maxKeys)
+	case cfg.maxBytes <= 0:
+		return nil, fmt.Errorf("memory: WithMaxBytes: must be positive, got %d", cfg.maxBytes)
 	case cfg.shards <= 0:
 		return nil, fmt.Errorf("memory: WithShards: must be positive, got %d", cfg.shards)
 	case cfg.sweepInterval == 0:
@@ -136,6 +155,7 @@ func New(opts ...Option) (*Store, error) {
 		clock:     cfg.clock,
 		coarse:    cfg.coarse,
 		perShard:  max(1, cfg.maxKeys/n),
+		maxBytes:  cfg.maxBytes,
 		maxKeyLen: cmp.Or(cfg.maxKeyLen, sluice.DefaultMaxKeyLength),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -272,12 +292,13 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 		return sluice.Decision{}, err
 	}
 	params := s.compiled(req.Rule)
+	charge := entryBytes(req.Key, req.Rule)
 	for {
 		e := sh.tab.Load().find(h, req.Key)
 		if e == nil {
 			sh.mu.Lock()
 			if e = sh.tab.Load().find(h, req.Key); e == nil {
-				d := s.takeNew(sh, h, req, params)
+				d := s.takeNew(sh, h, req, params, charge)
 				sh.mu.Unlock()
 				return d, nil
 			}
@@ -292,27 +313,109 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 			e.state = e.newState(req.Rule.Algorithm) // a new algorithm starts from full
 		}
 		e.params = params
+		grew := charge > e.bytes
+		if charge != e.bytes { // a new rule: its state may hold more (or less)
+			s.bytes.Add(int64(charge) - int64(e.bytes))
+			e.bytes = charge
+		}
 		now := s.nowFor(params)
 		d := algorithm.Apply(e.state, now, params, &req)
 		e.expires = now + int64(d.ResetAfter)
 		e.mu.Unlock()
+		if grew && s.bytes.Load() > s.maxBytes {
+			sh.mu.Lock()
+			s.makeRoom(sh, now, 0)
+			sh.mu.Unlock()
+		}
 		return d, nil
+	}
+}
+
+// entryBytes is what a key under rule r is charged against WithMaxBytes: the entry and its
+// index slot, the key when it does not fit in the entry, and the most state r can hold.
+func entryBytes(key string, r sluice.Rule) uint32 {
+	b := int64(entryCharge)
+	if len(key) > len(entry{}.buf) {
+		b += int64(len(key))
+	}
+	if !r.Algorithm.Bucket() && r.Algorithm != sluice.AlgorithmGCRA && r.Algorithm != sluice.AlgorithmFixedWindow {
+		b += algorithm.StateBytes(r) + stateHeader // held apart from the entry
+	}
+	return uint32(min(b, math.MaxUint32))
+}
+
+// entryCharge is an entry (128 bytes) and its index slot (16 bytes at a load of at most 3/4);
+// stateHeader, a state held apart: its struct and allocation rounding.
+const (
+	entryCharge = 160
+	stateHeader = 64
+)
+
+// makeRoom evicts entries until the store's charges plus need fit in WithMaxBytes; sh.mu is
+// held. Each victim is the one closest to full among the samples of sh and of a few random
+// other shards whose lock is free (TryLock: two inserts never wait on each other's shard), so a
+// key alone in its shard, such as a hot one, is not evicted for lack of other candidates. When
+// no shard offers one, the store stays over the budget until the next insert.
+func (s *Store) makeRoom(sh *shard, now int64, need int64) {
+	for s.bytes.Load()+need > s.maxBytes {
+		v, exp := sh.victim(now)
+		from := sh
+		for probed, tried := 0, 0; probed < evictionSamples && tried < 4*evictionSamples && len(s.shards) > 1; tried++ {
+			o := &s.shards[rand.Uint64()&s.mask]
+			if o == sh || o == from || !o.mu.TryLock() {
+				continue
+			}
+			ov, oexp := o.victim(now)
+			if ov != nil {
+				probed++
+			}
+			if ov == nil || (v != nil && oexp >= exp) {
+				o.mu.Unlock()
+				continue
+			}
+			if from != sh {
+				from.mu.Unlock()
+			}
+			v, exp, from = ov, oexp, o
+		}
+		for i := 0; v == nil && i < len(s.shards); i++ { // sparse shards: look at every one
+			if o := &s.shards[i]; o != sh && o.mu.TryLock() {
+				if v, exp = o.victim(now); v != nil {
+					from = o
+				} else {
+					o.mu.Unlock()
+				}
+			}
+		}
+		if v == nil {
+			return
+		}
+		from.remove(v, &s.bytes)
+		if from != sh {
+			from.mu.Unlock()
+		}
+		if exp > now {
+			s.evictions.Add(1)
+		}
 	}
 }
 
 // takeNew decides for an absent key, and keeps its entry when the decision left state behind
 // (a peek or refund on an absent key leaves nothing to keep); sh.mu is held.
-func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorithm.Params) sluice.Decision {
+func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorithm.Params, charge uint32) sluice.Decision {
 	now := s.nowFor(params)
 	e := newEntry(req.Rule.Algorithm, req.Key, params)
+	e.bytes = charge
 	d := algorithm.Apply(e.state, now, params, &req)
 	if d.ResetAfter <= 0 {
 		return d
 	}
 	e.expires = now + int64(d.ResetAfter)
-	if sh.n >= s.perShard && sh.evict(now) {
+	if sh.n >= s.perShard && sh.evict(now, &s.bytes) {
 		s.evictions.Add(1)
 	}
+	s.makeRoom(sh, now, int64(charge))
+	s.bytes.Add(int64(charge))
 	sh.insert(h, e)
 	return d
 }
@@ -336,7 +439,7 @@ func (s *Store) Sweep() {
 			}
 			e.mu.Lock()
 			if e.expires <= now {
-				sh.kill(sl, e)
+				sh.kill(sl, e, &s.bytes)
 			}
 			e.mu.Unlock()
 		}
@@ -373,8 +476,12 @@ func (s *Store) Len() int {
 	return n
 }
 
+// Bytes reports the bytes the keys held are charged against WithMaxBytes (see there),
+// including idle ones not yet swept.
+func (s *Store) Bytes() int64 { return s.bytes.Load() }
+
 // Evictions reports how many keys with live state were evicted to respect the maximum key
-// count. Each one may let its key admit up to its limit again.
+// count or the byte budget. Each one may let its key admit up to its limit again.
 func (s *Store) Evictions() int64 { return s.evictions.Load() }
 
 // Close stops the background sweep. Decisions still work after Close.
