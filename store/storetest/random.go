@@ -97,6 +97,10 @@ func RandomSettle(rng *rand.Rand, r sluice.Rule) int64 {
 		return c + rng.Int64N(10*c)
 	case 4:
 		return sluice.MaxLimit - rng.Int64N(3)
+	case 5:
+		// A refund far past what the key holds, up to the largest a settle takes: it must
+		// saturate at full, never wrap (a GCRA refund of 10,000 on a yearly rule once did).
+		return -[]int64{c + 1 + rng.Int64N(10*c), 10_000, sluice.MaxLimit}[rng.IntN(3)]
 	default:
 		return 1 + rng.Int64N(c)
 	}
