@@ -156,6 +156,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	announceStore(logger, f.storeConfig(f.storePrefix))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := p.Serve(ctx); err != nil {
