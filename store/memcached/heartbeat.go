@@ -33,20 +33,15 @@ func (s *Store) Heartbeat(ctx context.Context, group, instance string, ttl time.
 	}
 	name := "instances:" + group
 	key := s.cfg.prefix + body(s.cfg.prefix, name) + "|h"
-	deadline := time.Now().Add(s.cfg.timeout)
-	for attempt := 1; ; attempt++ {
-		now := s.clock.Now().UnixNano()
-		live, err := s.beat(key, instance, now, int64(ttl))
-		if !errors.Is(err, errConflict) {
-			return live, err
-		}
-		s.stats.conflicts.Add(1)
-		pause := s.backoff(attempt)
-		if attempt >= s.cfg.maxAttempts || time.Now().Add(pause).After(deadline) {
-			return 0, &ContentionError{Key: name, Attempts: attempt}
-		}
-		time.Sleep(pause)
+	var live int
+	err := s.casLoop(name, func() (err error) {
+		live, err = s.beat(key, instance, s.clock.Now().UnixNano(), int64(ttl))
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
+	return live, nil
 }
 
 // beat is one gets/cas attempt of Heartbeat.
