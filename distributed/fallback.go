@@ -61,6 +61,8 @@ type Fallback struct {
 	timeout time.Duration
 	onError func(err error)
 
+	leases fallbackLeases // the leases acquired through it (leases.go)
+
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup // the heartbeat loop
