@@ -18,7 +18,9 @@ import (
 func TestDecoratorLeases(t *testing.T) {
 	for name, wrap := range map[string]func(sluice.Store, sluice.Clock) (sluice.Store, error){
 		"OverLimit": func(s sluice.Store, c sluice.Clock) (sluice.Store, error) { return NewOverLimit(s, WithClock(c)) },
-		"Async":     func(s sluice.Store, c sluice.Clock) (sluice.Store, error) { return NewAsync(s, WithClock(c), WithManualSync()) },
+		"Async": func(s sluice.Store, c sluice.Clock) (sluice.Store, error) {
+			return NewAsync(s, WithClock(c), WithManualSync())
+		},
 		"Fallback": func(s sluice.Store, c sluice.Clock) (sluice.Store, error) {
 			return NewFallback(s, WithClock(c), WithManualProbe())
 		},
