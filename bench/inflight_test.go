@@ -35,20 +35,7 @@ func BenchmarkInFlight(b *testing.B) {
 			}
 			_ = slot.Release()
 		}
-		b.Run("serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				cycle()
-			}
-		})
-		b.Run("parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					cycle()
-				}
-			})
-		})
+		serialAndParallel(b, cycle)
 	})
 	b.Run("x-sync-semaphore", func(b *testing.B) {
 		sem := semaphore.NewWeighted(limit)
@@ -58,19 +45,24 @@ func BenchmarkInFlight(b *testing.B) {
 			}
 			sem.Release(1)
 		}
-		b.Run("serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
+		serialAndParallel(b, cycle)
+	})
+}
+
+// serialAndParallel runs cycle from one goroutine, then from GOMAXPROCS goroutines.
+func serialAndParallel(b *testing.B, cycle func()) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cycle()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
 				cycle()
 			}
-		})
-		b.Run("parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					cycle()
-				}
-			})
 		})
 	})
 }

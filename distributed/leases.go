@@ -153,8 +153,7 @@ func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (s
 		return sluice.LeaseDecision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
 	if f.State() != CircuitOpen {
-		d, err := f.storeLease(ctx, req)
-		if err == nil || !sluice.IsUnavailable(err) {
+		if d, failed, err := f.storeLease(ctx, req); !failed {
 			return d, err
 		}
 	}
@@ -162,39 +161,23 @@ func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (s
 }
 
 // storeLease asks the store under the Fallback's timeout and records the outcome on the
-// circuit; an admitted lease is remembered for the local count.
-func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+// circuit (observe), reporting whether the store failed it; an admitted lease is remembered
+// for the local count.
+func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (d sluice.LeaseDecision, failed bool, err error) {
 	next, err := leaserOf(f.next)
 	if err != nil {
-		return sluice.LeaseDecision{}, err
+		return sluice.LeaseDecision{}, false, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.timeout)
-	d, err := next.AcquireLease(cctx, req)
+	d, err = next.AcquireLease(cctx, req)
 	late := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 	cancel()
-	switch {
-	case err == nil && !late:
-		f.breaker.succeeded()
-		if d.Admitted {
-			f.leases.mu.Lock()
-			f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.Limit.LeaseTime())})
-			f.leases.mu.Unlock()
-		}
-		return d, nil
-	case err == nil: // admitted too late: keep the answer, stop asking the store
-		f.storeFailed(fmt.Errorf("distributed: the store answered a lease after the timeout (%v): %w", f.timeout, sluice.ErrStoreUnavailable))
-		f.breaker.open()
-		return d, nil
-	case late:
-		f.storeFailed(fmt.Errorf("%w (%v): %w", errTimeout, f.timeout, err))
-		f.breaker.open()
-	case sluice.IsUnavailable(err):
-		f.storeFailed(err)
-		if f.breaker.failed() {
-			f.breaker.open()
-		}
+	if err == nil && d.Admitted {
+		f.leases.mu.Lock()
+		f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.Limit.LeaseTime())})
+		f.leases.mu.Unlock()
 	}
-	return d, err
+	return d, f.observe(err, late), err
 }
 
 func (f *Fallback) now() int64 { return f.breaker.clock.Now().UnixNano() }

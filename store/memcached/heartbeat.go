@@ -79,20 +79,10 @@ func (s *Store) beat(key, instance string, now, ttl int64) (int, error) {
 		newest = max(newest, exp)
 	}
 	out = appendBeat(out, instance, now+ttl)
-	item := &memcache.Item{Key: key, Value: out, Expiration: s.expiration(newest - now)}
-	if it == nil {
-		err = s.client.Add(item)
-	} else {
-		item.CasID = it.CasID
-		err = s.client.CompareAndSwap(item)
+	if err := s.write(it, key, out, s.expiration(newest-now)); err != nil {
+		return 0, err
 	}
-	switch {
-	case err == nil:
-		return live, nil
-	case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
-		return 0, errConflict
-	}
-	return 0, unavailable(err)
+	return live, nil
 }
 
 func appendBeat(b []byte, id string, exp int64) []byte {

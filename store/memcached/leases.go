@@ -107,20 +107,7 @@ func (s *Store) updateLeases(ctx context.Context, key string, change func(l *lea
 			return nil
 		}
 		val, last := l.encode()
-		next := &memcache.Item{Key: item, Value: val, Expiration: s.expiration(last - now)}
-		if it == nil {
-			err = s.client.Add(next)
-		} else {
-			next.CasID = it.CasID
-			err = s.client.CompareAndSwap(next)
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
-			return errConflict
-		}
-		return unavailable(err)
+		return s.write(it, item, val, s.expiration(last-now))
 	})
 }
 
