@@ -162,7 +162,9 @@ func TestLeaseHolderKilled(t *testing.T) {
 		}
 		time.Sleep(min(slot.RetryAfter, 50*time.Millisecond))
 	}
-	if back := time.Since(killed); back > lease+100*time.Millisecond {
+	back := time.Since(killed)
+	t.Logf("the first slot came back %v after the kill (lease %v)", back, lease)
+	if back > lease+300*time.Millisecond { // the lease, and a few polls of slack
 		t.Errorf("the first slot came back %v after the kill, later than the lease %v", back, lease)
 	}
 }
