@@ -49,6 +49,9 @@ type Options struct {
 	// inside it. DotFiles then includes the names starting with '.' (the peer's default,
 	// RUNTIME_IGNOREDOTFILES=false); they are always skipped without Tree.
 	Tree, DotFiles bool
+	// RefuseInFlight refuses every max_in_flight, saying why: sluice serve sets it, as the RLS
+	// protocol has no request-finished signal to free a slot with.
+	RefuseInFlight bool
 }
 
 // Validate reports every problem of the document, joined; nil when it compiles.
@@ -145,7 +148,7 @@ func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node,
 		}
 		vtm := valueToMetric || desc.ValueToMetric
 		levels := append(raw[:len(raw):len(raw)], d.rawTelemetry(p, desc, field, n))
-		n.limit = d.compileLimit(p, o, desc, field, full)
+		n.limit = d.compileInFlight(p, o, desc, d.compileLimit(p, o, desc, field, full), field, full)
 		if n.limit != nil {
 			n.limit.ValueToMetric = vtm
 			n.limit.RawValues = levels

@@ -62,7 +62,10 @@ type Descriptor struct {
 	// keyed hash stable within the process, "raw" as sent. A value the descriptor names
 	// exactly (value without '*') is in the rules already and always shown.
 	Telemetry string `yaml:"telemetry"`
-	line      int
+	// MaxInFlight (Sluice) bounds the requests in flight at once beside the rate limits: see
+	// MaxInFlight.
+	MaxInFlight *MaxInFlight `yaml:"max_in_flight"`
+	line        int
 }
 
 // RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,
@@ -161,7 +164,7 @@ func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	d.line = n.Line
 	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
 		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
-		"share_threshold", "metadata", "hot", "telemetry"))
+		"share_threshold", "metadata", "hot", "telemetry", "max_in_flight"))
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.

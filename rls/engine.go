@@ -108,6 +108,11 @@ type Config struct {
 	// NearLimitRatio is the share of a limit past which hits count as near_limit in the
 	// envoyproxy/ratelimit metrics (default DefaultNearLimitRatio).
 	NearLimitRatio float64
+	// InFlight says that the transport enforces the descriptors' max_in_flight (it sees each
+	// request end: sluice proxy sets it). Otherwise rules with a max_in_flight are refused
+	// at load and reload (config.Options.RefuseInFlight): the RLS protocol has no
+	// request-finished signal, and a limit silently not enforced is worse than none.
+	InFlight bool
 }
 
 // Engine is the descriptor engine: it decides requests against the rules in force, on the
@@ -203,6 +208,12 @@ func orDefault(v, d int) int {
 }
 
 func (e *Engine) loadRules() error {
+	if !e.cfg.InFlight {
+		e.cfg.RulesOptions.RefuseInFlight = true
+		if err := refuseInFlight(e.cfg.Rules); err != nil {
+			return err
+		}
+	}
 	switch {
 	case e.cfg.RulesPath != "":
 		w, err := config.NewWatcherWith(e.cfg.RulesPath, e.cfg.RulesOptions, func(c *config.Config) {

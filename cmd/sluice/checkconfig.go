@@ -19,8 +19,9 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Tree, "config-tree", false, "read every file below a directory, recursively, as envoyproxy/ratelimit reads its runtime directory")
 	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
 	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&o.RefuseInFlight, "serve", false, "check as sluice serve loads the rules: max_in_flight refused (its RLS cannot see a request end)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice check-config [--config-tree] [--config-dotfiles] [--merge-domains] PATH...   (rules files or directories)")
+		fmt.Fprintln(stderr, "usage: sluice check-config [--config-tree] [--config-dotfiles] [--merge-domains] [--serve] PATH...   (rules files or directories)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -38,7 +39,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 			code = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s), %d quota bucket rule(s)\n", p, len(c.Domains()), c.Domains(), len(c.Limits()), countQuotaBuckets(c))
+		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d limit(s), %d quota bucket rule(s)%s\n", p, len(c.Domains()), c.Domains(), len(c.Limits()), countQuotaBuckets(c), inFlightNote(c))
 	}
 	return code
 }
