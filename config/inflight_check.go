@@ -2,21 +2,14 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
 )
 
-// checkInFlight checks a concurrency limit as the library does. (Until sluice.InFlight lands.)
+// checkInFlight checks a concurrency limit as the library does (sluice.InFlight.Validate).
 func checkInFlight(limit int64, lease time.Duration) error {
-	if limit <= 0 || limit > sluice.MaxLimit {
-		return &sluice.FieldError{Field: "max_in_flight", Reason: fmt.Sprintf("must be between 1 and %d, got %d", int64(sluice.MaxLimit), limit), Err: sluice.ErrInvalidRule}
-	}
-	if lease != 0 && (lease < 10*time.Millisecond || lease > 24*time.Hour) {
-		return &sluice.FieldError{Field: "lease", Reason: fmt.Sprintf("must be between 10ms and 24h0m0s, got %v", lease), Err: sluice.ErrInvalidRule}
-	}
-	return nil
+	return sluice.InFlight{Limit: limit, Lease: lease}.Validate()
 }
 
 // addInFlightError reports a concurrency limit the library refuses under max_in_flight's
