@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 )
 
@@ -74,10 +75,9 @@ func (a *AdaptiveLimit) UnmarshalYAML(n *yaml.Node) error {
 
 // InFlightLimit is a descriptor's compiled max_in_flight (Limit.InFlight).
 type InFlightLimit struct {
-	// Limit is the fixed limit; with Adaptive, its ceiling.
-	Limit int64
-	// Lease is the lease of each slot; 0 is the library's default.
-	Lease time.Duration
+	// InFlight is the limit and the lease of each slot (0: sluice.DefaultLease); with
+	// Adaptive, its Limit is the adaptive limit's ceiling.
+	sluice.InFlight
 	// Adaptive, when set, is the limit in force: transports pass Adaptive.Limit() as the
 	// limit of each acquire and tell it each request's round trip. It belongs to this
 	// compiled config: a reload starts a new one.
@@ -131,7 +131,7 @@ func (d *Document) compileInFlight(p *problems, o Options, desc *Descriptor, l *
 
 // compileMaxInFlight checks m (field f) and compiles it.
 func (d *Document) compileMaxInFlight(p *problems, m *MaxInFlight, f string) (*InFlightLimit, bool) {
-	in := &InFlightLimit{Limit: m.Limit}
+	in := &InFlightLimit{InFlight: sluice.InFlight{Limit: m.Limit}}
 	ok := true
 	if m.Lease != "" {
 		lease, err := time.ParseDuration(m.Lease)
@@ -158,7 +158,7 @@ func (d *Document) compileMaxInFlight(p *problems, m *MaxInFlight, f string) (*I
 		}
 		in.Adaptive, in.Limit = g, int64(g.Settings().Ceiling)
 	}
-	if err := checkInFlight(in.Limit, in.Lease); err != nil {
+	if err := in.InFlight.Validate(); err != nil {
 		p.addInFlightError(d.File, m.line, f, err)
 		return nil, false
 	}

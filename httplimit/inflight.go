@@ -14,21 +14,7 @@ import (
 func rated(p *Limit) bool { return p.InFlight == nil || p.Rule != (sluice.Rule{}) }
 
 // validateInFlight checks p's in-flight limit, if any.
-func validateInFlight(p *Limit) error {
-	switch {
-	case p.InFlight == nil && p.Adaptive != nil:
-		return &sluice.FieldError{Field: "adaptive", Reason: "set without InFlight (which gives its lease)", Err: sluice.ErrInvalidRule}
-	case p.InFlight == nil:
-		return nil
-	case p.Hot != nil:
-		return &sluice.FieldError{Field: "hot", Reason: "a hot parameter cannot have an in-flight limit", Err: sluice.ErrInvalidRule}
-	}
-	f := *p.InFlight
-	if p.Adaptive != nil {
-		f.Limit = 1 // the adaptive limit is in force; InFlight gives the lease
-	}
-	return f.Validate()
-}
+func validateInFlight(p *Limit) error { return inflight.Validate(p.InFlight, p.Adaptive, p.Hot != nil) }
 
 // checkLeaser leaves out the in-flight limits when the limiter's store keeps no leases,
 // returning the error that says so.
@@ -36,7 +22,7 @@ func (m *middleware) checkLeaser() error {
 	if m.l == nil {
 		return nil
 	}
-	if _, ok := m.l.Store().(sluice.Leaser); ok {
+	if inflight.Leases(m.l) {
 		return nil
 	}
 	kept := m.limits[:0:0]
@@ -96,15 +82,24 @@ func (h *handler) acquire(w http.ResponseWriter, r *http.Request, q *request) bo
 		m.stats.Denied.Add(1)
 	}
 	c := &q.claims[i]
-	if c.Overload() {
-		WriteUnavailable(w, r, "The service is at its concurrency limit, which follows its latency.", []string{c.Name})
+	if m.deny != nil && !c.Overload() {
+		m.deny(w, r, append(q.results, Result{Name: c.Name, Decision: c.Decision()}))
 		return false
 	}
-	q.results = append(q.results, Result{Name: c.Name, Decision: c.Decision()})
-	if m.deny != nil {
-		m.deny(w, r, q.results)
-	} else {
-		WriteDenial(w, r, q.results)
-	}
+	WriteRefused(w, r, q.results, Result{Name: c.Name, Decision: c.Decision()}, c.Overload())
 	return false
+}
+
+// WriteRefused answers a request refused a slot of the in-flight limit named refused.Name:
+// with overload (an adaptive limit: the service is overloaded), 503 with Retry-After 1 and a
+// temporary-reduced-capacity problem; otherwise (the client's key is at its limit) the 429 of
+// WriteDenial, for results (the request's rate-limit results, all allowed) and refused.
+// The rate-limit headers, if any, are set first. Transports that enforce in-flight limits
+// (httplimit, sluice proxy) answer with it.
+func WriteRefused(w http.ResponseWriter, r *http.Request, results []Result, refused Result, overload bool) {
+	if overload {
+		WriteUnavailable(w, r, "The service is at its concurrency limit, which follows its latency.", []string{refused.Name})
+		return
+	}
+	WriteDenial(w, r, append(results, refused))
 }

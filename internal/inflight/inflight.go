@@ -113,3 +113,30 @@ func (c *Claim) Decision() sluice.Decision {
 	}
 	return d
 }
+
+// Validate checks a transport's in-flight limit f with its adaptive limit a (nil: fixed) and
+// whether the limit is also a hot parameter, naming the field at fault in a
+// *sluice.FieldError: "adaptive" without f, "hot" with f, else f's own ("max_in_flight",
+// "lease"; with a, f.Limit is not used and may be 0). Nil f and a are valid: no in-flight
+// limit.
+func Validate(f *sluice.InFlight, a *adaptive.Gradient, hot bool) error {
+	switch {
+	case f == nil && a != nil:
+		return &sluice.FieldError{Field: "adaptive", Reason: "set without InFlight (which gives its lease)", Err: sluice.ErrInvalidRule}
+	case f == nil:
+		return nil
+	case hot:
+		return &sluice.FieldError{Field: "hot", Reason: "a hot parameter cannot have an in-flight limit", Err: sluice.ErrInvalidRule}
+	}
+	v := *f
+	if a != nil {
+		v.Limit = 1 // the adaptive limit is in force; f gives the lease
+	}
+	return v.Validate()
+}
+
+// Leases reports whether l's store keeps leases (sluice.Leaser), which in-flight limits need.
+func Leases(l *sluice.Limiter) bool {
+	_, ok := l.Store().(sluice.Leaser)
+	return ok
+}

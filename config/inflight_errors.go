@@ -2,15 +2,9 @@ package config
 
 import (
 	"errors"
-	"time"
 
 	"github.com/sluicehq/sluice"
 )
-
-// checkInFlight checks a concurrency limit as the library does (sluice.InFlight.Validate).
-func checkInFlight(limit int64, lease time.Duration) error {
-	return sluice.InFlight{Limit: limit, Lease: lease}.Validate()
-}
 
 // addInFlightError reports a concurrency limit the library refuses under max_in_flight's
 // own field names (limit, lease).
