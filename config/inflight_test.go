@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,29 @@ func TestRefuseInFlight(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not contain %q:\n%v", want, err)
 		}
+	}
+}
+
+// The YAML of docs/CONCURRENCY.md compiles, with the limits it describes.
+func TestConcurrencyDocYAML(t *testing.T) {
+	doc, err := os.ReadFile("../docs/CONCURRENCY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in docs/CONCURRENCY.md")
+	}
+	c, err := compileWith(t, config.Options{}, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Domain("edge")
+	export := config.Lookup(d, []entry{{"generic_key", "export"}})
+	llm := config.Lookup(d, []entry{{"generic_key", "llm"}})
+	if export == nil || export.InFlight == nil || export.InFlight.Limit != 4 || export.InFlight.Lease != 30*time.Second || len(export.Rules) != 1 ||
+		llm == nil || llm.InFlight == nil || llm.InFlight.Adaptive == nil || llm.InFlight.Limit != 64 {
+		t.Errorf("export %+v, llm %+v", export, llm)
 	}
 }

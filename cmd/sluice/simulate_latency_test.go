@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -25,5 +26,22 @@ func TestSimulateLatencySpike(t *testing.T) {
 	stdout.Reset()
 	if code := run([]string{"simulate", "--scenario", "latency_spike", "--duration", "-1s"}, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "duration") {
 		t.Errorf("negative duration: exit %d: %s", code, stderr.String())
+	}
+}
+
+// The table docs/CONCURRENCY.md shows is what `sluice simulate --scenario latency_spike`
+// prints.
+func TestSimulateLatencySpikeDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/CONCURRENCY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"simulate", "--scenario", "latency_spike"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	_, table, _ := strings.Cut(stdout.String(), "\n\n")
+	if !strings.Contains(string(doc), table) {
+		t.Errorf("docs/CONCURRENCY.md does not show the table the command prints:\n%s", table)
 	}
 }
