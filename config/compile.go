@@ -21,16 +21,22 @@ func (p *problems) add(file string, line int, field, format string, args ...any)
 // addRuleError reports a rule that sluice refuses under the rate limit's own field name: the
 // rule's limit is the rate limit's requests_per_unit.
 func (p *problems) addRuleError(file string, line int, rateLimit string, err error) {
+	p.addFieldError(file, line, rateLimit, err, "limit", "requests_per_unit")
+}
+
+// addFieldError reports err under path: a *sluice.FieldError as path.<its field>, the field
+// named from renamed to (the library's name of what the YAML names otherwise).
+func (p *problems) addFieldError(file string, line int, path string, err error, from, to string) {
 	var fe *sluice.FieldError
 	if !errors.As(err, &fe) {
-		p.add(file, line, rateLimit, "%v", err)
+		p.add(file, line, path, "%v", err)
 		return
 	}
 	field := fe.Field
-	if field == "limit" {
-		field = "requests_per_unit"
+	if field == from {
+		field = to
 	}
-	p.add(file, line, rateLimit+"."+field, "%s", fe.Reason)
+	p.add(file, line, path+"."+field, "%s", fe.Reason)
 }
 
 func (p *problems) err() error { return errors.Join(p.errs...) }

@@ -159,7 +159,7 @@ func (d *Document) compileMaxInFlight(p *problems, m *MaxInFlight, f string) (*I
 		in.Adaptive, in.Limit = g, int64(g.Settings().Ceiling)
 	}
 	if err := in.InFlight.Validate(); err != nil {
-		p.addInFlightError(d.File, m.line, f, err)
+		p.addFieldError(d.File, m.line, f, err, "max_in_flight", "limit")
 		return nil, false
 	}
 	return in, ok
