@@ -93,3 +93,29 @@ func TestProxyMaxInFlightNeedsLeases(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 }
+
+// An adaptive max_in_flight refuses with 503 temporary-reduced-capacity: the upstream is
+// overloaded, not the client over its quota.
+func TestProxyAdaptiveInFlight(t *testing.T) {
+	up := newUpstream(t)
+	finish := make(chan struct{})
+	up.mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		<-finish
+	})
+	rules := strings.Replace(inFlightProxyRules, "max_in_flight: 2", "max_in_flight: {adaptive: {floor: 1, ceiling: 1}}", 1)
+	p := startProxy(t, up, rules)
+	held, err := http.Get(p.base + "/slow")
+	if err != nil || held.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %v %v", held, err)
+	}
+	resp, body := get(t, p.base+"/slow")
+	var prob httplimit.Problem
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &prob) != nil ||
+		prob.Type != httplimit.ProblemTemporaryReducedCapacity || len(prob.ViolatedPolicies) != 1 || prob.ViolatedPolicies[0] != "edge.generic_key_slow" {
+		t.Errorf("over the adaptive limit: %d %s", resp.StatusCode, body)
+	}
+	close(finish)
+	_, _ = io.ReadAll(held.Body)
+	held.Body.Close()
+}
