@@ -15,6 +15,7 @@ type leases struct {
 	prefix  [8]byte
 	counter atomic.Uint64
 	lost    atomic.Int64
+	waiting atomic.Int64 // AcquireWait's waiters: a release with none skips the queues' lock
 
 	mu       sync.Mutex
 	held     map[LeaseID]heldLease
@@ -210,6 +211,7 @@ func (ls *leases) enqueue(key string, c Criticality) *waiter {
 		ls.queues[queueKey{key, c}] = q
 	}
 	q.waiters = append(q.waiters, w)
+	ls.waiting.Add(1)
 	return w
 }
 
@@ -232,6 +234,7 @@ func (ls *leases) dequeue(w *waiter) {
 	for i, x := range q.waiters {
 		if x == w {
 			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			ls.waiting.Add(-1)
 			break
 		}
 	}
@@ -244,6 +247,9 @@ func (ls *leases) dequeue(w *waiter) {
 
 // notify wakes the first waiter of every class of key after a slot of it was released.
 func (ls *leases) notify(key string) {
+	if ls.waiting.Load() == 0 {
+		return
+	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if len(ls.queues) == 0 {

@@ -63,6 +63,15 @@ func (ls *leaseSet) find(id sluice.LeaseID) int {
 	return -1
 }
 
+// leaseNow reads the clock for leases: the coarse clock when allowed (WithCoarseClock), as a
+// lease lasts at least sluice.MinLease, 20 of its 500 µs ticks; else the store's clock.
+func (s *Store) leaseNow() int64 {
+	if s.clock == nil && s.coarse {
+		return coarseNow()
+	}
+	return s.now()
+}
+
 func (s *Store) leaseShard(key string) *leaseShard {
 	return &s.leases.shards[s.hash(key)%leaseShards]
 }
@@ -73,7 +82,7 @@ func (s *Store) AcquireLease(_ context.Context, req sluice.LeaseRequest) (sluice
 	if err := req.Validate(s.maxKeyLen); err != nil {
 		return sluice.LeaseDecision{}, err
 	}
-	now := s.now()
+	now := s.leaseNow()
 	sh := s.leaseShard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -116,7 +125,7 @@ func (sh *leaseShard) dropIdle(now int64) {
 // RenewLeases implements sluice.Leaser: each live lease expires its Lease from now; an
 // expired or released one is reported not held.
 func (s *Store) RenewLeases(_ context.Context, batch []sluice.LeaseRenewal) error {
-	now := s.now()
+	now := s.leaseNow()
 	for i := range batch {
 		r := &batch[i]
 		r.Held, r.Err = false, nil
@@ -153,7 +162,7 @@ func (s *Store) ReleaseLease(_ context.Context, key string, id sluice.LeaseID) e
 
 // InFlight reports how many live leases key holds.
 func (s *Store) InFlight(key string) int {
-	now := s.now()
+	now := s.leaseNow()
 	sh := s.leaseShard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
