@@ -21,7 +21,7 @@ const LatencyScenario = "latency_spike"
 // and Scenario.Definition do the others (`sluice simulate -list`).
 const (
 	LatencySummary    = "a backend slows down 5x for the middle third: rate limit alone, fixed max_in_flight, adaptive limit (queueing, admitted, latency)"
-	LatencyDefinition = "1 key; Poisson arrivals at 400 per second (seeded); backend of 40 workers with a FIFO queue, 50 ms per request (800/s of room), 250 ms (160/s) for requests started in the middle third of the run; each arrival decided by a GCRA rate limit of 500 per 1s (Limiter.Allow on the memory store), then by its in-flight limit: none, 40 (max_in_flight), or adaptive.Gradient (floor 5, ceiling 200, other settings default) through adaptive.Local; latency from arrival to the end of the response; 60s."
+	LatencyDefinition = "1 key; Poisson arrivals at 400 per second (seeded); backend of 40 workers with a FIFO queue, 50 ms per request (800/s of room), 250 ms (160/s) for requests started in the middle third of the run; each arrival decided by a GCRA rate limit of 500 per 1s (Limiter.Allow on the memory store), then by its in-flight limit: none, 40 (max_in_flight: Limiter.Acquire on the memory store), or adaptive.Gradient (floor 5, ceiling 200, other settings default) through adaptive.Local; latency from arrival to the end of the response; 60s."
 )
 
 // Latency-spike constants (LatencyDefinition).
@@ -55,36 +55,43 @@ type LatencyRow struct {
 	LimitMin, LimitMax int
 }
 
-// inFlightGate is one of the compared in-flight limits.
+// inFlightGate is one of the compared in-flight limits. acquire admits p or not (filling in
+// what release needs); release ends an admitted p.
 type inFlightGate interface {
-	acquire() bool
-	release(admitted time.Time)
+	acquire(ctx context.Context, p *pending) (bool, error)
+	release(p *pending)
 	limit() int
 }
 
 type noGate struct{}
 
-func (noGate) acquire() bool     { return true }
-func (noGate) release(time.Time) {}
-func (noGate) limit() int        { return 0 }
+func (noGate) acquire(context.Context, *pending) (bool, error) { return true, nil }
+func (noGate) release(*pending)                                {}
+func (noGate) limit() int                                      { return 0 }
 
-type fixedGate struct{ max, n int }
-
-func (g *fixedGate) acquire() bool {
-	if g.n >= g.max {
-		return false
-	}
-	g.n++
-	return true
+// fixedGate is max_in_flight: the library's concurrency limit, Limiter.Acquire on the memory
+// store (on the run's virtual clock).
+type fixedGate struct {
+	l   *sluice.Limiter
+	max sluice.InFlight
 }
-func (g *fixedGate) release(time.Time) { g.n-- }
-func (g *fixedGate) limit() int        { return g.max }
+
+func (g *fixedGate) acquire(ctx context.Context, p *pending) (bool, error) {
+	s, err := g.l.Acquire(ctx, "k", g.max)
+	p.slot = s
+	return s.Admitted, err
+}
+func (g *fixedGate) release(p *pending) { _ = p.slot.Release() }
+func (g *fixedGate) limit() int         { return int(g.max.Limit) }
 
 type adaptiveGate struct{ l *adaptive.Local }
 
-func (g adaptiveGate) acquire() bool              { _, ok := g.l.Acquire(); return ok }
-func (g adaptiveGate) release(admitted time.Time) { g.l.Release(admitted) }
-func (g adaptiveGate) limit() int                 { return g.l.Limit() }
+func (g adaptiveGate) acquire(context.Context, *pending) (bool, error) {
+	_, ok := g.l.Acquire()
+	return ok, nil
+}
+func (g adaptiveGate) release(p *pending) { g.l.Release(p.arrived) } // admitted on arrival: the limits do not queue
+func (g adaptiveGate) limit() int         { return g.l.Limit() }
 
 // RunLatency replays, in virtual time, the latency-spike scenario (LatencyDefinition) for d
 // (0: 60 s) through each of LatencyLimits and returns a row per limit and phase.
@@ -125,6 +132,7 @@ type latencyRun struct {
 type pending struct {
 	arrived time.Time
 	phase   int
+	slot    sluice.Slot // its slot of max_in_flight
 }
 
 func runLatencyOne(ctx context.Context, name string, d time.Duration, seed uint64) ([]LatencyRow, error) {
@@ -134,9 +142,11 @@ func runLatencyOne(ctx context.Context, name string, d time.Duration, seed uint6
 		return nil, err
 	}
 	defer closer.Close()
+	l := sluice.New(st, sluice.WithClock(r.clock))
+	defer l.Close()
 	switch name {
 	case "max_in_flight_40":
-		r.gate = &fixedGate{max: latencyWorkers}
+		r.gate = &fixedGate{l: l, max: sluice.InFlight{Limit: latencyWorkers, Lease: time.Hour}}
 	case "adaptive":
 		g, err := adaptive.NewGradient(adaptive.Settings{Floor: 5, Ceiling: 200})
 		if err != nil {
@@ -149,7 +159,6 @@ func runLatencyOne(ctx context.Context, name string, d time.Duration, seed uint6
 	for i := range r.rows {
 		r.rows[i] = LatencyRow{Limit: name, Phase: LatencyPhases[i], LimitMin: r.gate.limit(), LimitMax: r.gate.limit()}
 	}
-	l := sluice.New(st)
 	rule := sluice.GCRA(latencyRateLimit, time.Second, 0)
 	rng := rand.New(rand.NewPCG(seed, seed^0x1a7e))
 	end := r.start.Add(d)
@@ -166,9 +175,16 @@ func runLatencyOne(ctx context.Context, name string, d time.Duration, seed uint6
 		if err != nil {
 			return nil, err
 		}
-		if dec.Allowed && r.gate.acquire() {
-			r.rows[phase].Admitted++
-			r.admit(pending{arrived: at, phase: phase})
+		if dec.Allowed {
+			p := pending{arrived: at, phase: phase}
+			ok, err := r.gate.acquire(ctx, &p)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				r.rows[phase].Admitted++
+				r.admit(p)
+			}
 		}
 		r.noteLimit(phase)
 		at = at.Add(time.Duration(rng.ExpFloat64() / latencyRate * float64(time.Second)))
@@ -217,7 +233,7 @@ func (r *latencyRun) completeUntil(t time.Time) {
 		c := heap.Pop(&r.done).(completion)
 		r.clock.Set(c.at)
 		r.inFlight--
-		r.gate.release(c.req.arrived) // admitted on arrival: the limits do not queue
+		r.gate.release(&c.req)
 		r.lat[c.req.phase] = append(r.lat[c.req.phase], c.at.Sub(c.req.arrived))
 		if len(r.queue) > 0 {
 			next := r.queue[0]

@@ -17,6 +17,9 @@ func simulateLatency(stdout, stderr io.Writer, d time.Duration, seed uint64) int
 		fmt.Fprintf(stderr, "sluice simulate: duration: must not be negative, got %v\n", d)
 		return 2
 	}
+	if d == 0 {
+		d = 60 * time.Second
+	}
 	rows, err := simulate.RunLatency(context.Background(), d, seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice simulate: %v\n", err)

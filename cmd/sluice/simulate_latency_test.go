@@ -40,7 +40,10 @@ func TestSimulateLatencySpikeDoc(t *testing.T) {
 	if code := run([]string{"simulate", "--scenario", "latency_spike"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	_, table, _ := strings.Cut(stdout.String(), "\n\n")
+	head, table, _ := strings.Cut(stdout.String(), "\n\n")
+	if !strings.Contains(head, "400 requests/s for 1m0s") {
+		t.Errorf("heading: %q", head)
+	}
 	if !strings.Contains(string(doc), table) {
 		t.Errorf("docs/CONCURRENCY.md does not show the table the command prints:\n%s", table)
 	}
