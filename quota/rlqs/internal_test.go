@@ -47,7 +47,7 @@ func reportOf(n int, allowed uint64) *rlqspb.RateLimitQuotaUsageReports {
 func streams(svc *Service, n int) []*stream {
 	out := make([]*stream, n)
 	for i := range out {
-		out[i] = &stream{svc: svc, id: fmt.Sprint("client-", i), subs: make(map[string]*sub)}
+		out[i] = newStream(svc, fmt.Sprint("client-", i))
 	}
 	return out
 }
