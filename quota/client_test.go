@@ -93,7 +93,7 @@ func flush(t *testing.T, c *quota.Client, key string) quota.Assignment {
 	// message received too).
 	for !quota.Answered(c) || !assigned(c, key) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no answer for %s", key)
+			t.Fatalf("no answer for %s (answered %v, assigned %v)", key, quota.Answered(c), assigned(c, key))
 		}
 		time.Sleep(time.Millisecond)
 	}

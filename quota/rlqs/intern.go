@@ -57,6 +57,9 @@ func (t *idTable) acquire(key string, pb *rlqspb.BucketId, extra int64) (*idEntr
 		e = &idEntry{key: key, pb: pb, cost: idCostFixed + idCostPerByte*int64(len(key))}
 		t.m[key] = e
 	}
+	if e.pb == nil { // held so far as a state key only
+		e.pb = pb
+	}
 	e.refs++
 	t.used += cost
 	return e, true
