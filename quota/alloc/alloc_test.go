@@ -345,3 +345,17 @@ func TestEncodeClient(t *testing.T) {
 		t.Fatal("trailing byte decoded")
 	}
 }
+
+// TestDefaultTTLWholeSeconds: the default TTL (twice the period, 1 s to 1 min) is sent in
+// whole seconds, which older Envoys read alone.
+func TestDefaultTTLWholeSeconds(t *testing.T) {
+	for period, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: time.Second, 750 * time.Millisecond: 2 * time.Second,
+		1250 * time.Millisecond: 3 * time.Second, time.Hour: time.Minute,
+	} {
+		s := &Settings{Limit: 1, Period: period}
+		if got := s.EffectiveTTL(); got != want {
+			t.Errorf("period %v: TTL %v, want %v", period, got, want)
+		}
+	}
+}
