@@ -338,7 +338,8 @@ func TestClientReportsClasses(t *testing.T) {
 		t.Fatalf("critical_plus admitted %d, want its 70", got)
 	}
 	if got := takeClass(t, lb, "api", sluice.Sheddable, 200); got != 30 {
-		sh2, _ := b.ClassAssignment("api", sluice.Sheddable); t.Fatalf("sheddable admitted %d, want its 30 (%+v, before %+v)", got, sh2, sh)
+		sh2, _ := b.ClassAssignment("api", sluice.Sheddable)
+		t.Fatalf("sheddable admitted %d, want its 30 (%+v, before %+v)", got, sh2, sh)
 	}
 	// Without the option the class is not reported: one bucket for every class.
 	c := e.client(t)

@@ -45,8 +45,8 @@ func newStream(svc *Service, id string) *stream {
 // sub is a bucket the stream subscribed to.
 type sub struct {
 	st        *stream
-	id        *idEntry // the bucket id, interned (id.pb)
-	key       string   // the canonical bucket id, a part of id.key
+	id        *idEntry          // the bucket id, interned (id.pb)
+	key       string            // the canonical bucket id, a part of id.key
 	rule      *config.QuotaRule // the rule that covered it at the last report; nil when none
 	strategy  *typev3.RateLimitStrategy
 	idleSince int64 // when the bucket started reporting no requests; 0 while it has some
