@@ -263,19 +263,18 @@ func TestBucketNewcomerPushes(t *testing.T) {
 	}
 }
 
-// TestBucketWaitersShareFreedCapacity: a client that left still holds its share until it
-// expires; the clients waiting for it all get their share at the first recomputation after
-// it has expired, whoever reports.
+// TestBucketWaitersShareFreedCapacity: a client idle (past IdleAfter) still holds its share
+// until it expires; the clients waiting for it all get their share at the first
+// recomputation after it has expired, whoever reports.
 func TestBucketWaitersShareFreedCapacity(t *testing.T) {
-	s := &Settings{Limit: 90, Period: time.Second, TTL: 2 * time.Second}
+	s := &Settings{Limit: 90, Period: time.Second, TTL: 2 * time.Second, IdleAfter: time.Second / 2}
 	var b Bucket
 	sec := int64(time.Second)
-	b.Report(s, "gone", 0, 500, time.Second)
-	b.Leave("gone")
-	w1, _ := b.ReportPush(s, "w1", sluice.Critical, sec, 500, time.Second, everyone, nil)
-	w2, _ := b.ReportPush(s, "w2", sluice.Critical, sec, 500, time.Second, everyone, nil)
+	b.Report(s, "silent", 0, 500, time.Second)
+	w1, _ := b.ReportPush(s, "w1", sluice.Critical, 19*sec/10, 500, time.Second, everyone, nil)
+	w2, _ := b.ReportPush(s, "w2", sluice.Critical, 19*sec/10, 500, time.Second, everyone, nil)
 	if w1.Share != 0 || w2.Share != 0 {
-		t.Fatalf("while the leaver's 90 is live: %d, %d", w1.Share, w2.Share)
+		t.Fatalf("while the idle client's 90 is live: %d, %d", w1.Share, w2.Share)
 	}
 	w3, pushes := b.ReportPush(s, "w3", sluice.Critical, 2*sec, 500, time.Second, everyone, nil)
 	got := map[string]int64{"w3": w3.Share}
@@ -283,7 +282,7 @@ func TestBucketWaitersShareFreedCapacity(t *testing.T) {
 		got[p.Client] = p.Share
 	}
 	if got["w1"] != 30 || got["w2"] != 30 || got["w3"] != 30 {
-		t.Fatalf("after the leaver's share expired: %v, want 30 each", got)
+		t.Fatalf("after the idle client's share expired: %v, want 30 each", got)
 	}
 }
 
@@ -308,6 +307,19 @@ func TestBucketSilentClientFreed(t *testing.T) {
 		if took := time.Duration(now - last); took > ttl+200*time.Millisecond {
 			t.Fatalf("TTL %v: the silent client's share freed %v after its last report, want at most TTL + interval", ttl, took)
 		}
+	}
+}
+
+// TestBucketLeaverFreedAtOnce: a client whose stream closed frees its share at the next
+// recomputation, whatever its TTL.
+func TestBucketLeaverFreedAtOnce(t *testing.T) {
+	s := &Settings{Limit: 100, Period: time.Second, TTL: 30 * time.Second}
+	var b Bucket
+	b.Report(s, "a", 0, 500, time.Second)
+	b.Report(s, "b", 0, 500, time.Second)
+	b.Leave("a")
+	if a, _ := b.ReportPush(s, "b", sluice.Critical, int64(time.Second)/5, 500, time.Second, everyone, nil); a.Share != 100 {
+		t.Fatalf("after a left: b got %d, want the whole limit", a.Share)
 	}
 }
 

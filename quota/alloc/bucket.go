@@ -179,11 +179,13 @@ func (b *Bucket) ReportClass(s *Settings, id string, class sluice.Criticality, n
 	return a
 }
 
-// Leave marks client id as gone (its stream closed): its demand no longer counts, what it
-// holds counts until it expires.
+// Leave marks client id as gone (its stream closed): its demand no longer counts, and its
+// share is free at the next recomputation. A client whose stream broke while it lives on
+// may spend its last share until it expires: the overcommit is that share for at most one
+// TTL.
 func (b *Bucket) Leave(id string) {
 	if c := b.Clients[id]; c != nil {
-		c.Left = true
+		c.Left, c.Held = true, c.Held[:0]
 	}
 }
 
