@@ -11,7 +11,7 @@ import (
 
 // Defaults of Settings' zero values.
 const (
-	DefaultHistory = 4
+	DefaultHistory = 2 // a demand change is known in full after two reports
 	// MaxHeld bounds the assignments a client record may carry in the shared encoding
 	// (older versions wrote several; only the last one counts).
 	MaxHeld = 8
