@@ -59,7 +59,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: %s\n  %s\n", s.Name, s.Summary, s.Definition)
 		}
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.CriticalityScenario, simulate.CriticalitySummary, simulate.CriticalityDefinition)
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.QuotaScaleUpScenario, simulate.QuotaScaleUpSummary, simulate.QuotaScaleUpDefinition)
 		return 0
+	}
+	if *scenario == simulate.QuotaScaleUpScenario {
+		return simulateScaleUp(stdout, stderr)
 	}
 	if *scenario == simulate.CriticalityScenario {
 		var cfg simulate.Config
