@@ -244,8 +244,9 @@ func runRLQSFleet(t *testing.T, ttl time.Duration, replicas int, args []string) 
 	}
 	var servers []*served
 	var conns []*grpc.ClientConn
+	bin := fleetBinary(t) // without the race detector: the bounds are real time
 	for i := 0; i < replicas; i++ {
-		s := startServe(t, nil, append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--config", dir}, args...)...)
+		s := fleetServe(t, bin, append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--config", dir}, args...)...)
 		servers = append(servers, s)
 		conns = append(conns, s.conn)
 	}
