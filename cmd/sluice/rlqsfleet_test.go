@@ -37,6 +37,7 @@ const (
 
 func TestRLQSFleet(t *testing.T) {
 	testenv.Timing(t)
+	bin := fleetBinary(t) // without the race detector: the bounds are real time
 	redisURL := ""
 	for _, ttl := range []time.Duration{time.Second, 30 * time.Second} {
 		for _, replicas := range []int{1, 2} {
@@ -48,7 +49,7 @@ func TestRLQSFleet(t *testing.T) {
 					}
 					args = []string{"--quota-store", redisURL}
 				}
-				runRLQSFleet(t, ttl, replicas, args)
+				runRLQSFleet(t, bin, ttl, replicas, args)
 			})
 			redisURL = "" // the Redis of a subtest stops with it
 		}
@@ -236,7 +237,7 @@ func overcommit(envoys []*rlqsEnvoy, from, to time.Duration) (most int64, over t
 	return most, over
 }
 
-func runRLQSFleet(t *testing.T, ttl time.Duration, replicas int, args []string) {
+func runRLQSFleet(t *testing.T, bin string, ttl time.Duration, replicas int, args []string) {
 	dir := t.TempDir()
 	rules := fmt.Sprintf("domain: fleet\nquota_buckets:\n  - bucket_id: {name: api}\n    requests_per_unit: %d\n    unit: second\n    assignment_ttl: %v\n", rlqsLimit, ttl)
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rules), 0o644); err != nil {
@@ -244,7 +245,6 @@ func runRLQSFleet(t *testing.T, ttl time.Duration, replicas int, args []string) 
 	}
 	var servers []*served
 	var conns []*grpc.ClientConn
-	bin := fleetBinary(t) // without the race detector: the bounds are real time
 	for i := 0; i < replicas; i++ {
 		s := fleetServe(t, bin, append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json", "--config", dir}, args...)...)
 		servers = append(servers, s)
