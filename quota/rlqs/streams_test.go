@@ -3,6 +3,7 @@ package rlqs_test
 import (
 	"context"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,29 @@ func TestIdleStreamClosed(t *testing.T) {
 	default:
 	}
 	waitFor(t, "the idle stream forgotten", func() bool { return svc.Streams() == 1 })
+}
+
+// TestStreamMemory measures what an open stream that reported one bucket costs: live heap
+// and goroutines per stream, the server's and the client's together (both in this process,
+// so an upper bound of the server's), for docs/BENCHMARKS.md; it fails above 64 KiB or 8
+// goroutines per stream.
+func TestStreamMemory(t *testing.T) {
+	const n = 500
+	rs := rules(t, fairRules)
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreamsPerClient: n + 1})
+	conn := serve(t, svc)
+	openStream(t, conn, "x") // the connection's own cost, before measuring
+	waitFor(t, "the first stream", func() bool { return svc.Streams() == 1 })
+	heap0, g0 := testenv.LiveHeap(), runtime.NumGoroutine()
+	for i := 0; i < n; i++ {
+		openStream(t, conn, "x")
+	}
+	waitFor(t, "every stream open", func() bool { return svc.Streams() == n+1 })
+	time.Sleep(100 * time.Millisecond) // the reports handled
+	per := float64(int64(testenv.LiveHeap())-int64(heap0)) / n
+	goroutines := float64(runtime.NumGoroutine()-g0) / n
+	t.Logf("per open stream (server and client): %.0f bytes of live heap, %.1f goroutines", per, goroutines)
+	if per > 64<<10 || goroutines > 8 {
+		t.Fatalf("per stream: %.0f bytes, %.1f goroutines", per, goroutines)
+	}
 }
