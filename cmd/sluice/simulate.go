@@ -64,10 +64,14 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.CriticalityScenario, simulate.CriticalitySummary, simulate.CriticalityDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.LatencyScenario, simulate.LatencySummary, simulate.LatencyDefinition)
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.QuotaScaleUpScenario, simulate.QuotaScaleUpSummary, simulate.QuotaScaleUpDefinition)
 		return 0
 	}
 	if *scenario == simulate.LatencyScenario {
 		return simulateLatency(stdout, stderr, *duration, *seed)
+	}
+	if *scenario == simulate.QuotaScaleUpScenario {
+		return simulateScaleUp(stdout, stderr)
 	}
 	if *scenario == simulate.CriticalityScenario {
 		var cfg simulate.Config
