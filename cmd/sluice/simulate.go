@@ -42,7 +42,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	for _, s := range simulate.Scenarios() {
 		scenarioNames = append(scenarioNames, s.Name)
 	}
-	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario)
+	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario)
 	scenario := fs.String("scenario", simulate.Scenarios()[0].Name, "traffic scenario: "+strings.Join(scenarioNames, ", "))
 	algorithms := fs.String("algorithms", "all", "comma-separated algorithms (sliding_window_N for N sub-windows), or all")
 	modes := fs.String("modes", "single", "comma-separated modes: "+strings.Join(simulate.ModeNames(), ", "))
