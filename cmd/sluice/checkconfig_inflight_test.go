@@ -17,7 +17,7 @@ func TestCheckConfigInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"check-config", path}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "1 limit(s), 0 quota bucket rule(s), 1 max_in_flight (enforced by sluice proxy") {
+	if code := run([]string{"check-config", path}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "1 rate limit(s) on 1 descriptor(s), 0 quota bucket rule(s), 1 max_in_flight (enforced by sluice proxy") {
 		t.Errorf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
 	out.Reset()
