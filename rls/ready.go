@@ -14,7 +14,7 @@ import (
 // store is not probed). An error means the store fails without a fallback answering, or
 // no rules are in force yet (ErrNoRules; see Config.ReadyWithoutRules).
 func (e *Engine) Ready(ctx context.Context) (degraded string, err error) {
-	if !e.cfg.ReadyWithoutRules && !e.HasRules() {
+	if !e.RulesReady() {
 		return "", ErrNoRules
 	}
 	if e.fallback == nil || e.fallback.degraded() == "" {

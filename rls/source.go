@@ -51,3 +51,7 @@ func (e *Engine) runSource(ctx context.Context) {
 // HasRules reports whether rules are in force: false only while a RulesSource has not yet
 // delivered its first rules.
 func (e *Engine) HasRules() bool { return !e.rules.Load().pending }
+
+// RulesReady reports whether the engine may be reported healthy as to its rules: rules are in
+// force, or Config.ReadyWithoutRules.
+func (e *Engine) RulesReady() bool { return e.cfg.ReadyWithoutRules || e.HasRules() }

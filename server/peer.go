@@ -26,9 +26,10 @@ const PeerHealthService = "ratelimit"
 var DefaultResponseHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 
 // handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving, 500
-// while starting or shutting down.
+// while starting or shutting down, or waiting for the first rules of a rules source (unless
+// rls.Config.ReadyWithoutRules, the peer's FORCE_START_WITHOUT_INITIAL_CONFIG).
 func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
-	if !s.ready.Load() {
+	if !s.ready.Load() || !s.eng.RulesReady() {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
