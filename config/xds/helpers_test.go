@@ -2,138 +2,16 @@ package xds_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	xdsserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
-
-// xdsServer is a go-control-plane State-of-the-World server (pkg/server/v3 over a snapshot
-// cache), recording what clients send it.
-type xdsServer struct {
-	addr   string
-	cache  cache.SnapshotCache
-	grpc   *grpc.Server
-	nodeID string
-
-	mu       sync.Mutex
-	requests []*discovery.DiscoveryRequest
-	opened   int
-	md       metadata.MD
-}
-
-// startXDS serves on addr ("127.0.0.1:0" for any port) with TLS creds (nil: plain text).
-func startXDS(t *testing.T, addr, nodeID string, tc *tls.Config) *xdsServer {
-	t.Helper()
-	s := &xdsServer{cache: cache.NewSnapshotCache(true, cache.IDHash{}, nil), nodeID: nodeID}
-	cb := xdsserver.CallbackFuncs{
-		StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
-			md, _ := metadata.FromIncomingContext(ctx)
-			s.mu.Lock()
-			s.opened++
-			s.md = md
-			s.mu.Unlock()
-			return nil
-		},
-		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
-			s.mu.Lock()
-			s.requests = append(s.requests, r)
-			s.mu.Unlock()
-			return nil
-		},
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := xdsserver.NewServer(ctx, s.cache, cb)
-	var opts []grpc.ServerOption
-	if tc != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
-	}
-	s.grpc = grpc.NewServer(opts...)
-	discovery.RegisterAggregatedDiscoveryServiceServer(s.grpc, srv)
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = lis.Addr().String()
-	go func() { _ = s.grpc.Serve(lis) }()
-	t.Cleanup(func() { cancel(); s.grpc.Stop() })
-	return s
-}
-
-// set makes res the snapshot of the node at version.
-func (s *xdsServer) set(t *testing.T, version string, res ...*rlsconf.RateLimitConfig) {
-	t.Helper()
-	rs := make([]types.Resource, len(res))
-	for i, r := range res {
-		rs[i] = r
-	}
-	snap, err := cache.NewSnapshot(version, map[resource.Type][]types.Resource{resource.RateLimitConfigType: rs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cache.SetSnapshot(context.Background(), s.nodeID, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// acked reports whether a client ACKed version (a request with that version, a response
-// nonce and no error).
-func (s *xdsServer) acked(version string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.requests {
-		if r.GetErrorDetail() == nil && r.GetVersionInfo() == version && r.GetResponseNonce() != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// nacks returns the error messages of the NACKs received.
-func (s *xdsServer) nacks() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, r := range s.requests {
-		if d := r.GetErrorDetail(); d != nil {
-			out = append(out, d.GetMessage())
-		}
-	}
-	return out
-}
-
-func (s *xdsServer) streams() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.opened
-}
-
-func (s *xdsServer) firstRequest() *discovery.DiscoveryRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.requests) == 0 {
-		return nil
-	}
-	return s.requests[0]
-}
 
 // eventually polls cond every 5 ms until it holds or within passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/config/xds"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func limit(unit rlsconf.RateLimitUnit, n uint32) *rlsconf.RateLimitPolicy {
@@ -74,14 +75,14 @@ func TestPeerXdsProviderCases(t *testing.T) {
 			"foo.k1_v2: unit=MINUTE requests_per_unit=100, shadow_mode: false, quota_mode: false",
 		}},
 	}
-	srv := startXDS(t, "127.0.0.1:0", "test-node", nil)
+	srv := testenv.StartXDS(t, "127.0.0.1:0", "test-node", nil)
 	applied := make(chan *config.Config, len(cases))
 	for i, c := range cases {
 		if c.merge { // the peer sets MERGE_DOMAIN_CONFIG for this case: a client of its own
-			srv = startXDS(t, "127.0.0.1:0", "test-node", nil)
+			srv = testenv.StartXDS(t, "127.0.0.1:0", "test-node", nil)
 		}
 		if i == 0 || c.merge {
-			client := newClient(t, xds.Options{Server: srv.addr, NodeID: "test-node", Rules: config.Options{MergeDomains: c.merge}})
+			client := newClient(t, xds.Options{Server: srv.Addr, NodeID: "test-node", Rules: config.Options{MergeDomains: c.merge}})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
@@ -91,14 +92,14 @@ func TestPeerXdsProviderCases(t *testing.T) {
 			t.Cleanup(func() { cancel(); <-done })
 		}
 		version := fmt.Sprint(i + 1)
-		srv.set(t, version, c.res...)
+		srv.Set(t, version, c.res...)
 		var rules *config.Config
 		select {
 		case rules = <-applied:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no rules applied within 10s", c.name)
 		}
-		eventually(t, 10*time.Second, c.name+": ACK", func() bool { return srv.acked(version) })
+		eventually(t, 10*time.Second, c.name+": ACK", func() bool { return srv.Acked(version) })
 		got := dump(rules)
 		slices.Sort(got)
 		if !slices.Equal(got, c.want) {

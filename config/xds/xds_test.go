@@ -122,22 +122,20 @@ func newClient(t *testing.T, o xds.Options) *xds.Client {
 // 2 s; an invalid one is NACKed and the rules in force keep serving.
 func TestXDSOverMTLS(t *testing.T) {
 	m := newMTLS(t)
-	srv := startXDS(t, "127.0.0.1:0", "gateway-node", m.server)
-	client := newClient(t, xds.Options{Server: srv.addr, NodeID: "gateway-node", TLS: m.client,
+	srv := testenv.StartXDS(t, "127.0.0.1:0", "gateway-node", m.server)
+	client := newClient(t, xds.Options{Server: srv.Addr, NodeID: "gateway-node", TLS: m.client,
 		NodeMetadata: map[string]string{"cluster": "eg"}, Headers: map[string]string{"x-tenant": "t1"}})
 	e := newEngine(t, rls.Config{RulesSource: client, ReadyWithoutRules: true})
 	if got := answer(e, "api", "user", "alice"); !strings.Contains(got, "no rules yet") {
 		t.Fatalf("before any snapshot: %s, want an error (no rules yet)", got)
 	}
 	runEngine(t, e)
-	eventually(t, 10*time.Second, "stream opened", func() bool { return srv.firstRequest() != nil })
-	first := srv.firstRequest()
+	eventually(t, 10*time.Second, "stream opened", func() bool { return srv.FirstRequest() != nil })
+	first := srv.FirstRequest()
 	if first.GetNode().GetId() != "gateway-node" || first.GetNode().GetMetadata().GetFields()["cluster"].GetStringValue() != "eg" || first.GetTypeUrl() != xds.TypeURL {
 		t.Fatalf("first request: node %v, type %q", first.GetNode(), first.GetTypeUrl())
 	}
-	srv.mu.Lock()
-	tenant := srv.md.Get("x-tenant")
-	srv.mu.Unlock()
+	tenant := srv.Metadata().Get("x-tenant")
 	if !slices.Equal(tenant, []string{"t1"}) {
 		t.Errorf("stream metadata x-tenant = %v, want [t1]", tenant)
 	}
@@ -145,9 +143,9 @@ func TestXDSOverMTLS(t *testing.T) {
 		t.Fatalf("stream open, no snapshot: %s, want an error", got)
 	}
 
-	srv.set(t, "1", apiDomain, llmDomain)
+	srv.Set(t, "1", apiDomain, llmDomain)
 	eventually(t, 10*time.Second, "first snapshot applied", e.HasRules)
-	eventually(t, 10*time.Second, "first snapshot ACKed", func() bool { return srv.acked("1") })
+	eventually(t, 10*time.Second, "first snapshot ACKed", func() bool { return srv.Acked("1") })
 	want := newEngine(t, rls.Config{Rules: fileRules(t)})
 	for _, r := range requests {
 		if got, exp := answer(e, r[0], r[1:]...), answer(want, r[0], r[1:]...); got != exp {
@@ -158,7 +156,7 @@ func TestXDSOverMTLS(t *testing.T) {
 	// A new snapshot: the user limit goes up from 3 to 5.
 	changed := &rlsconf.RateLimitConfig{Name: "api-routes", Domain: "api", Descriptors: []*rlsconf.RateLimitDescriptor{
 		{Key: "user", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: 5}}}}
-	srv.set(t, "2", changed, llmDomain)
+	srv.Set(t, "2", changed, llmDomain)
 	polls := 0
 	took := eventually(t, 2*time.Second, "new snapshot in force", func() bool {
 		polls++ // a new user each time: the polls must not spend one budget
@@ -166,20 +164,20 @@ func TestXDSOverMTLS(t *testing.T) {
 	})
 	t.Logf("new snapshot in force after %v", took)
 	_ = 0
-	eventually(t, 10*time.Second, "new snapshot ACKed", func() bool { return srv.acked("2") })
+	eventually(t, 10*time.Second, "new snapshot ACKed", func() bool { return srv.Acked("2") })
 
 	// An invalid snapshot (a limit without a unit): NACKed, the rules stay.
 	bad := &rlsconf.RateLimitConfig{Name: "bad", Domain: "other", Descriptors: []*rlsconf.RateLimitDescriptor{
 		{Key: "k", RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 5}}}}
-	srv.set(t, "3", changed, llmDomain, bad)
-	eventually(t, 10*time.Second, "invalid snapshot NACKed", func() bool { return len(srv.nacks()) > 0 })
-	nack := srv.nacks()[0]
+	srv.Set(t, "3", changed, llmDomain, bad)
+	eventually(t, 10*time.Second, "invalid snapshot NACKed", func() bool { return len(srv.Nacks()) > 0 })
+	nack := srv.Nacks()[0]
 	for _, w := range []string{"xds:bad: descriptors[0].rate_limit.unit"} {
 		if !strings.Contains(nack, w) {
 			t.Errorf("NACK %q does not name %q", nack, w)
 		}
 	}
-	if srv.acked("3") {
+	if srv.Acked("3") {
 		t.Error("the invalid snapshot was ACKed")
 	}
 	if got := answer(e, "api", "user", "dave"); !strings.HasPrefix(got, "OK [api.user OK remaining=4") {
@@ -192,16 +190,16 @@ func TestXDSOverMTLS(t *testing.T) {
 func TestXDSUntrustedServer(t *testing.T) {
 	m := newMTLS(t)
 	impostor := testenv.NewCA(t, "impostor", "").Issue(t, "xds-server", "xds.gateway.test")
-	srv := startXDS(t, "127.0.0.1:0", "gateway-node", &tls.Config{Certificates: []tls.Certificate{impostor.TLSCertificate(t)}})
-	srv.set(t, "1", apiDomain)
+	srv := testenv.StartXDS(t, "127.0.0.1:0", "gateway-node", &tls.Config{Certificates: []tls.Certificate{impostor.TLSCertificate(t)}})
+	srv.Set(t, "1", apiDomain)
 	var logs testenv.LogBuffer
-	client := newClient(t, xds.Options{Server: srv.addr, NodeID: "gateway-node", TLS: m.client, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	client := newClient(t, xds.Options{Server: srv.Addr, NodeID: "gateway-node", TLS: m.client, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	e := newEngine(t, rls.Config{RulesSource: client})
 	runEngine(t, e)
 	// The engine runs the client; wait for three failed attempts.
 	eventually(t, 20*time.Second, "three refused connections", func() bool { return len(logs.Records(t, "xds: stream")) >= 3 })
-	if e.HasRules() || srv.streams() != 0 {
-		t.Fatalf("configured by an untrusted server (rules %v, streams %d)", e.HasRules(), srv.streams())
+	if e.HasRules() || srv.Streams() != 0 {
+		t.Fatalf("configured by an untrusted server (rules %v, streams %d)", e.HasRules(), srv.Streams())
 	}
 	if _, err := e.Ready(t.Context()); !errors.Is(err, rls.ErrNoRules) {
 		t.Errorf("Ready without rules and without ReadyWithoutRules: %v, want ErrNoRules", err)
@@ -214,20 +212,20 @@ func TestXDSUntrustedServer(t *testing.T) {
 // TestXDSReconnects: when the server goes away, the client reconnects (with its backoff) to
 // the server started again on the same address and takes its snapshot.
 func TestXDSReconnects(t *testing.T) {
-	first := startXDS(t, "127.0.0.1:0", "n", nil)
-	first.set(t, "1", apiDomain)
-	client := newClient(t, xds.Options{Server: first.addr, NodeID: "n"})
+	first := testenv.StartXDS(t, "127.0.0.1:0", "n", nil)
+	first.Set(t, "1", apiDomain)
+	client := newClient(t, xds.Options{Server: first.Addr, NodeID: "n"})
 	e := newEngine(t, rls.Config{RulesSource: client})
 	runEngine(t, e)
 	eventually(t, 10*time.Second, "first snapshot", e.HasRules)
-	first.grpc.Stop()
-	second := startXDS(t, first.addr, "n", nil)
-	second.set(t, "7", llmDomain)
+	first.GRPC.Stop()
+	second := testenv.StartXDS(t, first.Addr, "n", nil)
+	second.Set(t, "7", llmDomain)
 	eventually(t, 20*time.Second, "snapshot of the restarted server", func() bool {
 		return slices.Equal(e.Rules().Domains(), []string{"llm"})
 	})
-	if !second.acked("7") {
-		eventually(t, 10*time.Second, "ACK to the restarted server", func() bool { return second.acked("7") })
+	if !second.Acked("7") {
+		eventually(t, 10*time.Second, "ACK to the restarted server", func() bool { return second.Acked("7") })
 	}
 }
 
