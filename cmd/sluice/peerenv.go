@@ -190,7 +190,7 @@ var peerNoEffect = []struct{ env, why string }{
 // peerSubordinate are the peer's variables that only tune a feature another variable turns
 // on (the second name), which is mapped, warned about or refused itself.
 var peerSubordinate = map[string]string{
-	"USE_DOG_STATSD_MOGRIFIERS":        "USE_DOG_STATSD", "STATSD_HOST": "USE_STATSD", "STATSD_PORT": "USE_STATSD",
+	"USE_DOG_STATSD_MOGRIFIERS": "USE_DOG_STATSD", "STATSD_HOST": "USE_STATSD", "STATSD_PORT": "USE_STATSD",
 	"STATS_FLUSH_INTERVAL":        "USE_STATSD",
 	"REDIS_TLS_CLIENT_KEY":        "REDIS_TLS_CLIENT_CERT",
 	"REDIS_PERSECOND_SOCKET_TYPE": "REDIS_PERSECOND", "REDIS_PERSECOND_TYPE": "REDIS_PERSECOND",
