@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice/config/xds"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -253,5 +257,44 @@ func TestServeSourceFlagErrors(t *testing.T) {
 		for k := range c.env {
 			t.Setenv(k, "") // restored when the test ends; empty for the next case
 		}
+	}
+}
+
+// TestCheckConfigXDSDump: check-config --xds accepts a dumped snapshot (here the peer's
+// initial xDS config as a DiscoveryResponse in JSON, and as YAML) and refuses an invalid
+// one, naming the file and the resource.
+func TestCheckConfigXDSDump(t *testing.T) {
+	dir := t.TempDir()
+	var anys []string
+	for _, r := range peerXdsBasicConfig() {
+		b, err := protojson.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anys = append(anys, `{"@type": "`+xds.TypeURL+`", `+strings.TrimPrefix(string(b), "{"))
+	}
+	good := filepath.Join(dir, "snapshot.json")
+	writeTestFile(t, good, `{"versionInfo": "1", "resources": [`+strings.Join(anys, ",")+`]}`)
+	goodYAML := filepath.Join(dir, "snapshot.yaml")
+	writeTestFile(t, goodYAML, "- name: basic\n  domain: basic\n  descriptors:\n    - {key: key1, rate_limit: {unit: SECOND, requests_per_unit: 50}}\n")
+	bad := filepath.Join(dir, "bad.yaml")
+	writeTestFile(t, bad, "- name: basic\n  domain: basic\n  descriptors:\n    - {key: key1, rate_limit: {requests_per_unit: 50}}\n")
+	var out, errOut strings.Builder
+	if code := run([]string{"check-config", "--xds", good, goodYAML}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "snapshot.json: ok: 2 domain(s) [another basic], 9 limit(s)") || !strings.Contains(out.String(), "snapshot.yaml: ok: 1 domain(s)") {
+		t.Errorf("good dumps: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"check-config", "--xds", bad}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "bad.yaml: xds: invalid snapshot") ||
+		!strings.Contains(errOut.String(), "xds:basic: descriptors[0].rate_limit.unit") {
+		t.Errorf("bad dump: exit %d, %q", code, errOut.String())
+	}
+}
+
+func writeTestFile(t *testing.T, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
