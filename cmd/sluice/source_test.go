@@ -128,6 +128,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 // testXdsProviderBasicConfigReload), an invalid snapshot NACKed with the rules kept, and a
 // client without a certificate (or of another CA) refused.
 func TestServeEnvoyGatewayXDS(t *testing.T) {
+	testenv.Timing(t) // a new snapshot within 2 s
 	peerEnvStores(t, func(t *testing.T, storeEnv []string) {
 		p := newGatewayPKI(t)
 		xdsSrv := testenv.StartXDS(t, "127.0.0.1:0", "envoy-ratelimit", &tls.Config{

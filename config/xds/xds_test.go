@@ -121,6 +121,7 @@ func newClient(t *testing.T, o xds.Options) *xds.Client {
 // answers the same rules give from files, and is ACKed; a new snapshot takes effect within
 // 2 s; an invalid one is NACKed and the rules in force keep serving.
 func TestXDSOverMTLS(t *testing.T) {
+	testenv.Timing(t) // a new snapshot within 2 s
 	m := newMTLS(t)
 	srv := testenv.StartXDS(t, "127.0.0.1:0", "gateway-node", m.server)
 	client := newClient(t, xds.Options{Server: srv.Addr, NodeID: "gateway-node", TLS: m.client,
