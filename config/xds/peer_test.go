@@ -99,7 +99,7 @@ func TestPeerXdsProviderCases(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no rules applied within 10s", c.name)
 		}
-		eventually(t, 10*time.Second, c.name+": ACK", func() bool { return srv.Acked(version) })
+		testenv.Eventually(t, 10*time.Second, c.name+": ACK", func() bool { return srv.Acked(version) })
 		got := dump(rules)
 		slices.Sort(got)
 		if !slices.Equal(got, c.want) {

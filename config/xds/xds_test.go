@@ -131,7 +131,7 @@ func TestXDSOverMTLS(t *testing.T) {
 		t.Fatalf("before any snapshot: %s, want an error (no rules yet)", got)
 	}
 	runEngine(t, e)
-	eventually(t, 10*time.Second, "stream opened", func() bool { return srv.FirstRequest() != nil })
+	testenv.Eventually(t, 10*time.Second, "stream opened", func() bool { return srv.FirstRequest() != nil })
 	first := srv.FirstRequest()
 	if first.GetNode().GetId() != "gateway-node" || first.GetNode().GetMetadata().GetFields()["cluster"].GetStringValue() != "eg" || first.GetTypeUrl() != xds.TypeURL {
 		t.Fatalf("first request: node %v, type %q", first.GetNode(), first.GetTypeUrl())
@@ -145,8 +145,8 @@ func TestXDSOverMTLS(t *testing.T) {
 	}
 
 	srv.Set(t, "1", apiDomain, llmDomain)
-	eventually(t, 10*time.Second, "first snapshot applied", e.HasRules)
-	eventually(t, 10*time.Second, "first snapshot ACKed", func() bool { return srv.Acked("1") })
+	testenv.Eventually(t, 10*time.Second, "first snapshot applied", e.HasRules)
+	testenv.Eventually(t, 10*time.Second, "first snapshot ACKed", func() bool { return srv.Acked("1") })
 	want := newEngine(t, rls.Config{Rules: fileRules(t)})
 	for _, r := range requests {
 		if got, exp := answer(e, r[0], r[1:]...), answer(want, r[0], r[1:]...); got != exp {
@@ -159,19 +159,19 @@ func TestXDSOverMTLS(t *testing.T) {
 		{Key: "user", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: 5}}}}
 	srv.Set(t, "2", changed, llmDomain)
 	polls := 0
-	took := eventually(t, 2*time.Second, "new snapshot in force", func() bool {
+	took := testenv.Eventually(t, 2*time.Second, "new snapshot in force", func() bool {
 		polls++ // a new user each time: the polls must not spend one budget
 		return strings.HasPrefix(answer(e, "api", "user", fmt.Sprint("carol", polls)), "OK [api.user OK remaining=4")
 	})
 	t.Logf("new snapshot in force after %v", took)
 	_ = 0
-	eventually(t, 10*time.Second, "new snapshot ACKed", func() bool { return srv.Acked("2") })
+	testenv.Eventually(t, 10*time.Second, "new snapshot ACKed", func() bool { return srv.Acked("2") })
 
 	// An invalid snapshot (a limit without a unit): NACKed, the rules stay.
 	bad := &rlsconf.RateLimitConfig{Name: "bad", Domain: "other", Descriptors: []*rlsconf.RateLimitDescriptor{
 		{Key: "k", RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 5}}}}
 	srv.Set(t, "3", changed, llmDomain, bad)
-	eventually(t, 10*time.Second, "invalid snapshot NACKed", func() bool { return len(srv.Nacks()) > 0 })
+	testenv.Eventually(t, 10*time.Second, "invalid snapshot NACKed", func() bool { return len(srv.Nacks()) > 0 })
 	nack := srv.Nacks()[0]
 	for _, w := range []string{"xds:bad: descriptors[0].rate_limit.unit"} {
 		if !strings.Contains(nack, w) {
@@ -198,7 +198,7 @@ func TestXDSUntrustedServer(t *testing.T) {
 	e := newEngine(t, rls.Config{RulesSource: client})
 	runEngine(t, e)
 	// The engine runs the client; wait for three failed attempts.
-	eventually(t, 20*time.Second, "three refused connections", func() bool { return len(logs.Records(t, "xds: stream")) >= 3 })
+	testenv.Eventually(t, 20*time.Second, "three refused connections", func() bool { return len(logs.Records(t, "xds: stream")) >= 3 })
 	if e.HasRules() || srv.Streams() != 0 {
 		t.Fatalf("configured by an untrusted server (rules %v, streams %d)", e.HasRules(), srv.Streams())
 	}
@@ -218,15 +218,15 @@ func TestXDSReconnects(t *testing.T) {
 	client := newClient(t, xds.Options{Server: first.Addr, NodeID: "n"})
 	e := newEngine(t, rls.Config{RulesSource: client})
 	runEngine(t, e)
-	eventually(t, 10*time.Second, "first snapshot", e.HasRules)
+	testenv.Eventually(t, 10*time.Second, "first snapshot", e.HasRules)
 	first.GRPC.Stop()
 	second := testenv.StartXDS(t, first.Addr, "n", nil)
 	second.Set(t, "7", llmDomain)
-	eventually(t, 20*time.Second, "snapshot of the restarted server", func() bool {
+	testenv.Eventually(t, 20*time.Second, "snapshot of the restarted server", func() bool {
 		return slices.Equal(e.Rules().Domains(), []string{"llm"})
 	})
 	if !second.Acked("7") {
-		eventually(t, 10*time.Second, "ACK to the restarted server", func() bool { return second.Acked("7") })
+		testenv.Eventually(t, 10*time.Second, "ACK to the restarted server", func() bool { return second.Acked("7") })
 	}
 }
 
