@@ -266,7 +266,7 @@ func (e *Engine) Rules() *config.Config { return e.rules.Load().cfg }
 // rules were applied; an invalid change is an error and the previous rules stay.
 func (e *Engine) Reload() (bool, error) {
 	if e.watcher == nil {
-		return false, errors.New("rls: reload: the rules are static (no RulesPath)")
+		return false, errors.New("rls: reload: no rules files to reload (static rules, or rules pushed by a RulesSource)")
 	}
 	return e.watcher.Reload()
 }
