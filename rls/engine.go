@@ -130,6 +130,8 @@ type Engine struct {
 	layered     *sluice.Limiter // limiter and per-instance limits (layered.go)
 	localStore  io.Closer
 	rules       atomic.Pointer[rules]
+	rulesIn     chan struct{} // closed when rules are first in force (source.go)
+	rulesOnce   sync.Once
 	watcher     *config.Watcher
 	metrics     *metrics
 	peer        *peerMetrics
@@ -154,7 +156,7 @@ type Engine struct {
 // New validates cfg, registers the metrics, loads the rules and opens the store. Call Close
 // to release what New acquired, and Run to follow the rules files.
 func New(cfg Config) (*Engine, error) {
-	e := &Engine{cfg: cfg, log: cfg.Logger, registry: cfg.Registry,
+	e := &Engine{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, rulesIn: make(chan struct{}),
 		maxDescriptors: orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
 		maxDescEntries: orDefault(cfg.MaxDescriptorEntries, DefaultMaxDescriptorEntries),
 		maxKeyLen:      orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
