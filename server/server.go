@@ -102,6 +102,9 @@ type Config struct {
 	// beyond it is closed at once, so slow clients cannot exhaust the file descriptors.
 	ReadHeaderTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes, MaxConns       int
+	// GRPCTLS, when set, serves the gRPC port over TLS, or mutual TLS with a client CA
+	// (tls.go); nil is plain text.
+	GRPCTLS *TLS
 }
 
 // Server is a running rate-limit service: the descriptor engine (package rls) mounted on
@@ -116,6 +119,7 @@ type Server struct {
 
 	grpcLis, httpLis net.Listener
 	grpc             *grpc.Server
+	grpcCreds        grpc.ServerOption // TLS (tls.go); nil for plain text
 	health           *health.Server
 	http             *http.Server
 	ready            atomic.Bool
@@ -148,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.eng, s.log = eng, eng.Logger()
+	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log); err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
 	if s.metrics, err = newMetrics(eng.Registry()); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -251,10 +259,7 @@ func (s *Server) Reload() (bool, error) { return s.eng.Reload() }
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
 	if s.grpc != nil {
-		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		s.health.SetServingStatus(rlqs.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		s.health.SetServingStatus(PeerHealthService, healthpb.HealthCheckResponse_SERVING)
+		s.serveHealth(ctx) // health.go
 		go func() { errc <- s.grpc.Serve(s.grpcLis) }()
 	}
 	if s.http != nil {

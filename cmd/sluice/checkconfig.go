@@ -21,11 +21,12 @@ Loads each rules file or directory as serve and proxy would, without serving, an
 what it holds, or every problem of every file, each with its file, line and YAML path
 (descriptors[0].rate_limit.unit). Exits 0 when every PATH is valid, 1 when one is not.`,
 	groups: []flagGroup{
-		{"Reading", []string{"config-tree", "config-dotfiles", "merge-domains", "serve"}},
+		{"Reading", []string{"config-tree", "config-dotfiles", "merge-domains", "serve", "xds"}},
 	},
 	examples: []string{
 		"sluice check-config examples/config/rules.yaml",
 		"sluice check-config --config-tree --merge-domains /srv/runtime_data/current/config",
+		"sluice check-config --xds snapshot.json",
 	},
 	args: "PATH...",
 }
@@ -37,6 +38,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
 	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.RefuseInFlight, "serve", false, "check as sluice serve loads the rules: max_in_flight refused (its RLS cannot see a request end)")
+	xdsDump := fs.Bool("xds", false, "each PATH is a dumped xDS snapshot: RateLimitConfig resources in JSON or YAML, one, a list, or a DiscoveryResponse's resources")
 	if code, done := parseFlags("check-config", fs, &checkConfigHelp, args, stdout, stderr); done {
 		return code
 	}
@@ -46,6 +48,10 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, p := range fs.Args() {
+		if *xdsDump {
+			code = max(code, checkXDSDump(p, o, stdout, stderr))
+			continue
+		}
 		c, err := config.LoadWith(p, o)
 		if err != nil {
 			n := printProblems(stderr, err)

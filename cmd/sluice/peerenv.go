@@ -63,7 +63,7 @@ var peerFlags = []peerFlag{
 	// RUNTIME_WATCH_ROOT chooses what the peer watches for changes; either way it reads
 	// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, which serve polls.
 	{"config", []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_WATCH_ROOT"}, func(e *peerEnv) (string, bool, error) {
-		if !e.detected {
+		if !e.detected || strings.EqualFold(e.or("CONFIG_TYPE", ""), "GRPC_XDS_SOTW") { // xDS: source.go
 			return "", false, nil
 		}
 		return runtimeDir(e), true, nil
@@ -152,8 +152,6 @@ var peerUnhonoured = []struct {
 	why   string
 	fatal bool
 }{
-	{"CONFIG_TYPE", func(v string) bool { return !strings.EqualFold(v, "FILE") }, "rules from xDS are not supported; serve reads rules files (RUNTIME_* or --config)", true},
-	{"GRPC_SERVER_USE_TLS", isTrue, "gRPC over TLS is not supported; terminate TLS in front of sluice (e.g. a sidecar)", true},
 	{"GRPC_UDS", nonEmpty, "a Unix socket is not supported; gRPC listens on GRPC_HOST:GRPC_PORT (--grpc-addr)", false},
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
 	{"REDIS_PERSECOND", isTrue, "a second Redis for per-second limits is not supported: every limit uses REDIS_URL", false},
@@ -169,7 +167,6 @@ var peerUnhonoured = []struct {
 	{"EXTRA_TAGS", nonEmpty, "extra metric tags are not added", false},
 	{"RESPONSE_DYNAMIC_METADATA", isTrue, "dynamic metadata in responses is not supported", false},
 	{"TRACING_ENABLED", isTrue, "OpenTelemetry tracing is not supported", false},
-	{"FORCE_START_WITHOUT_INITIAL_CONFIG", isTrue, "serve does not start without valid rules", false},
 	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", isTrue, "/healthcheck does not follow the Redis connection: probe /readyz for that", false},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
@@ -187,24 +184,13 @@ var peerNoEffect = []struct{ env, why string }{
 	{"REDIS_STARTUP_MAX_INTERVAL", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"MEMCACHE_MAX_IDLE_CONNS", "the memcached client keeps its own pool"},
-	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "serve never runs without valid rules"},
 	{"DISABLE_STATS", "the metrics stay on /metrics"},
 }
 
 // peerSubordinate are the peer's variables that only tune a feature another variable turns
 // on (the second name), which is mapped, warned about or refused itself.
 var peerSubordinate = map[string]string{
-	"GRPC_SERVER_TLS_CERT": "GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_KEY": "GRPC_SERVER_USE_TLS",
-	"GRPC_CLIENT_TLS_CACERT": "GRPC_SERVER_USE_TLS", "GRPC_CLIENT_TLS_SAN": "GRPC_SERVER_USE_TLS",
-	"CONFIG_GRPC_XDS_NODE_ID": "CONFIG_TYPE", "CONFIG_GRPC_XDS_NODE_METADATA": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_SERVER_URL": "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "CONFIG_TYPE", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "CONFIG_TYPE",
-	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "CONFIG_TYPE", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "CONFIG_TYPE",
-	"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "CONFIG_TYPE", "XDS_CLIENT_BACKOFF_JITTER": "CONFIG_TYPE",
-	"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "CONFIG_TYPE",
-	"USE_DOG_STATSD_MOGRIFIERS":        "USE_DOG_STATSD", "STATSD_HOST": "USE_STATSD", "STATSD_PORT": "USE_STATSD",
+	"USE_DOG_STATSD_MOGRIFIERS": "USE_DOG_STATSD", "STATSD_HOST": "USE_STATSD", "STATSD_PORT": "USE_STATSD",
 	"STATS_FLUSH_INTERVAL":        "USE_STATSD",
 	"REDIS_TLS_CLIENT_KEY":        "REDIS_TLS_CLIENT_CERT",
 	"REDIS_PERSECOND_SOCKET_TYPE": "REDIS_PERSECOND", "REDIS_PERSECOND_TYPE": "REDIS_PERSECOND",
