@@ -92,6 +92,13 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 
 func openRedis(ctx context.Context, c Config) (closingStore, error) {
 	opts := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix)
+	tc, err := c.TLS.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, redis.WithTLS(tc))
+	}
 	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -107,6 +114,13 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 
 func openMemcached(_ context.Context, c Config) (closingStore, error) {
 	opts := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix)
+	tc, err := c.TLS.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, memcached.WithTLS(tc))
+	}
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
