@@ -50,6 +50,8 @@ type serveFlags struct {
 	grpcMaxAge, grpcMaxAgeGrace                                     time.Duration
 
 	quotaStore string // the RLQS quota state (quota.go)
+
+	tracing tracingFlags // tracing.go
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -64,6 +66,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
 	f.registerPeer(fs)
+	f.tracing.register(fs, f.env)
 	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request, as Redis holds it: 128 per entry of a sliding log, 2 x limit entries in debt [SLUICE_MAX_REQUEST_STATE_BYTES]")
 	fs.Int64Var(&f.memoryMaxBytes, "memory-max-bytes", f.envInt64("memory-max-bytes", "SLUICE_MEMORY_MAX_BYTES", memory.DefaultMaxBytes), "most bytes the memory store's keys hold (each charged its entry and the most state its rule can hold); a new key past it evicts the keys closest to full [SLUICE_MEMORY_MAX_BYTES]")
 	fs.DurationVar(&f.readHeaderTimeout, "http-read-header-timeout", f.envDuration("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT", server.DefaultReadHeaderTimeout), "longest time an HTTP client may take to send its request headers (slowloris) [SLUICE_HTTP_READ_HEADER_TIMEOUT]")
@@ -236,6 +239,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		defer stopPprof()
 		logger.Info("pprof debug listener", "addr", f.pprofAddr)
 	}
+	stopTracing, err := f.tracing.start(&cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	defer stopTracing()
 	closeQuota, err := quotaState(&cfg, f.quotaStore)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
