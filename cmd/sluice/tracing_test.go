@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -74,41 +72,5 @@ func TestServeStoreTLS(t *testing.T) {
 	}
 	if code, body := s.get(t, s.httpAddr, "/readyz"); code != 200 {
 		t.Fatalf("/readyz %d %s: the store over TLS is not ready", code, body)
-	}
-}
-
-// TestServeTLSAndTracingFlagErrors: bad TLS and tracing settings stop serve with exit 2 and
-// a message naming the flag.
-func TestServeTLSAndTracingFlagErrors(t *testing.T) {
-	files := testenv.NewTLSFiles(t)
-	for _, tc := range []struct {
-		args []string
-		env  map[string]string
-		flag string
-	}{
-		{args: []string{"--store-tls-ca", files.CA + ".missing"}, flag: "--store-tls-ca"},
-		{args: []string{"--store-tls-cert", files.ClientCert}, flag: "--store-tls-cert, --store-tls-key"},
-		{args: []string{"--store-tls-cert", files.ClientCert, "--store-tls-key", files.ServerKey}, flag: "--store-tls-cert, --store-tls-key"},
-		{env: map[string]string{"SLUICE_STORE_TLS": "sure"}, flag: "--store-tls"},
-		{env: map[string]string{"SLUICE_STORE_TLS_SKIP_HOSTNAME_VERIFICATION": "perhaps"}, flag: "--store-tls-skip-hostname-verification"},
-		{args: []string{"--tracing", "--tracing-sampling-rate", "2"}, flag: "--tracing-sampling-rate"},
-		{args: []string{"--tracing", "--tracing-exporter-protocol", "udp"}, flag: "--tracing-exporter-protocol"},
-		{env: map[string]string{"SLUICE_TRACING": "yes please"}, flag: "--tracing"},
-		{env: map[string]string{"SLUICE_TRACING": "true", "SLUICE_TRACING_SAMPLING_RATE": "half"}, flag: "--tracing-sampling-rate"},
-	} {
-		for k, v := range tc.env {
-			t.Setenv(k, v)
-		}
-		var out, errOut bytes.Buffer
-		args := append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)
-		if code := run(args, &out, &errOut); code != 2 {
-			t.Errorf("%v %v: exit %d, want 2 (%s)", tc.args, tc.env, code, errOut.String())
-		}
-		if msg := errOut.String(); !strings.Contains(msg, tc.flag+":") {
-			t.Errorf("%v %v: %q does not name %s", tc.args, tc.env, msg, tc.flag)
-		}
-		for k := range tc.env {
-			os.Unsetenv(k) // t.Setenv restores it after the test
-		}
 	}
 }
