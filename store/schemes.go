@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strings"
@@ -91,13 +92,9 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 }
 
 func openRedis(ctx context.Context, c Config) (closingStore, error) {
-	opts := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix)
-	tc, err := c.TLS.ClientConfig()
+	opts, err := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix, redis.WithTLS)
 	if err != nil {
 		return nil, err
-	}
-	if tc != nil {
-		opts = append(opts, redis.WithTLS(tc))
 	}
 	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
@@ -113,13 +110,9 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 }
 
 func openMemcached(_ context.Context, c Config) (closingStore, error) {
-	opts := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix)
-	tc, err := c.TLS.ClientConfig()
+	opts, err := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix, memcached.WithTLS)
 	if err != nil {
 		return nil, err
-	}
-	if tc != nil {
-		opts = append(opts, memcached.WithTLS(tc))
 	}
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
@@ -134,10 +127,15 @@ func openMemcached(_ context.Context, c Config) (closingStore, error) {
 	return st, nil
 }
 
-// sharedOptions returns a shared store's options for the fields of c set: its timeout, clock
-// and prefix options.
-func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sluice.Clock) O, prefix func(string) O) []O {
-	var opts []O
+// sharedOptions returns a shared store's options for the fields of c set: its timeout, clock,
+// prefix and TLS options (an error when the TLS files cannot be read).
+func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sluice.Clock) O, prefix func(string) O,
+	withTLS func(*tls.Config) O) ([]O, error) {
+	tc, err := c.TLS.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts := []O{withTLS(tc)}
 	if c.Timeout > 0 {
 		opts = append(opts, timeout(c.Timeout))
 	}
@@ -147,5 +145,5 @@ func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sl
 	if c.Prefix != "" {
 		opts = append(opts, prefix(c.Prefix))
 	}
-	return opts
+	return opts, nil
 }

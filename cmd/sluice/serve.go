@@ -245,7 +245,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer stopTracing()
-	closeQuota, err := quotaState(&cfg, f.quotaStore)
+	closeQuota, err := quotaState(&cfg, f.quotaStore, f.storeTLS.tls)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
 		return 2

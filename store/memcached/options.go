@@ -72,6 +72,7 @@ func WithMaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAt
 func WithBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.backoff = d }) }
 
 // WithTLS makes the client NewFromServers (and NewFromURL) builds connect to every server over
-// TLS with c (memcached -Z); an empty c.ServerName is the host of each server. New, given its
+// TLS with c (memcached -Z); an empty c.ServerName is the host of each server, a nil c
+// is plain text. New, given its
 // client, ignores it: set the client's DialContext instead.
 func WithTLS(c *tls.Config) Option { return optionFunc(func(cfg *config) { cfg.tls = c }) }

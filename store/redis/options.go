@@ -71,5 +71,6 @@ func WithMaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxIn
 // WithTLS makes the clients NewFromURL builds connect over TLS with c, whatever the URL's
 // scheme: to one Redis, to each Sentinel and the primary it names, to each Cluster node. An
 // empty c.ServerName is the host of each address dialed. Without it only rediss:// uses TLS
-// (verifying the server with the system roots). New, given its client, ignores it.
+// (verifying the server with the system roots); so does a nil c. New, given its client,
+// ignores it.
 func WithTLS(c *tls.Config) Option { return optionFunc(func(cfg *config) { cfg.tls = c }) }
