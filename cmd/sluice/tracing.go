@@ -34,7 +34,7 @@ func (f *tracingFlags) register(fs *flag.FlagSet, env envFunc) {
 		f.enabledErr = fmt.Errorf("--tracing: want true or false, got %q", on)
 	}
 	fs.BoolVar(&f.enabled, "tracing", enabled, "export OpenTelemetry traces of RLS calls, RLQS reports and store calls over OTLP (collector: --tracing-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT) [SLUICE_TRACING]")
-	fs.StringVar(&f.cfg.ServiceName, "tracing-service-name", env("tracing-service-name", "SLUICE_TRACING_SERVICE_NAME", tracing.DefaultServiceName), "service.name of the spans [SLUICE_TRACING_SERVICE_NAME]")
+	fs.StringVar(&f.cfg.ServiceName, "tracing-service-name", env("tracing-service-name", "SLUICE_TRACING_SERVICE_NAME", ""), "service.name of the spans (default: OTEL_SERVICE_NAME, else "+tracing.DefaultServiceName+") [SLUICE_TRACING_SERVICE_NAME]")
 	fs.StringVar(&f.cfg.ServiceNamespace, "tracing-service-namespace", env("tracing-service-namespace", "SLUICE_TRACING_SERVICE_NAMESPACE", ""), "service.namespace of the spans [SLUICE_TRACING_SERVICE_NAMESPACE]")
 	fs.StringVar(&f.cfg.ServiceInstanceID, "tracing-service-instance-id", env("tracing-service-instance-id", "SLUICE_TRACING_SERVICE_INSTANCE_ID", ""), "service.instance.id of the spans [SLUICE_TRACING_SERVICE_INSTANCE_ID]")
 	rate := env("tracing-sampling-rate", "SLUICE_TRACING_SAMPLING_RATE", "1")

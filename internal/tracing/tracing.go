@@ -29,7 +29,8 @@ const (
 // attributes.
 type Config struct {
 	// ServiceName, ServiceNamespace and ServiceInstanceID are the resource's service.name
-	// (default DefaultServiceName), service.namespace and service.instance.id (empty: not set).
+	// (default OTEL_SERVICE_NAME, else DefaultServiceName), service.namespace and
+	// service.instance.id (empty: not set, unless OTEL_RESOURCE_ATTRIBUTES sets them).
 	ServiceName, ServiceNamespace, ServiceInstanceID string
 	// SamplingRate is the share of the traces started here (calls without a sampled parent)
 	// that are recorded, in [0, 1]. A call whose parent was sampled (Envoy's traceparent or
@@ -122,6 +123,9 @@ func Start(ctx context.Context, c Config) (*Provider, error) {
 // serviceAttributes are the resource attributes of c's service fields that are set.
 func serviceAttributes(c Config) []attribute.KeyValue {
 	name := c.ServiceName
+	if name == "" {
+		name = os.Getenv("OTEL_SERVICE_NAME")
+	}
 	if name == "" {
 		name = DefaultServiceName
 	}

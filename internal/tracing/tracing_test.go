@@ -64,9 +64,25 @@ func TestExportHTTPAndGRPC(t *testing.T) {
 		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
 		export(t, base, "http-from-env")
+		t.Setenv("OTEL_SERVICE_NAME", "from-env")
+		named := base
+		named.ServiceName = ""
+		export(t, named, "named-from-env")
 	})
 
 	spans := rcv.Spans()
+	named := 0
+	for _, s := range spans {
+		if s.Name == "named-from-env" {
+			named++
+			if s.Resource["service.name"] != "from-env" {
+				t.Errorf("OTEL_SERVICE_NAME: resource %v", s.Resource)
+			}
+		}
+	}
+	if named != 1 {
+		t.Errorf("%d spans named-from-env, want 1", named)
+	}
 	for _, name := range []string{"over-http", "over-grpc", "grpc-from-env", "http-from-env"} {
 		var root *otlptest.Span
 		for i := range spans {
