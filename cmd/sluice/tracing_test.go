@@ -70,7 +70,8 @@ func TestServeStoreTLS(t *testing.T) {
 	env := append(os.Environ(), "SLUICE_STORE_TLS=true", "SLUICE_STORE_TLS_CA="+files.CA,
 		"SLUICE_STORE_TLS_CERT="+files.ClientCert, "SLUICE_STORE_TLS_KEY="+files.ClientKey)
 	s := startServe(t, env, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-format", "json",
-		"--store", "redis://"+srv.Addr(), "--quota-store", "redis://"+srv.Addr(), "--config", rulesDir(t))
+		"--store", "redis://"+srv.Addr(), "--store-timeout", "5s", // a TLS handshake on a loaded machine
+		"--quota-store", "redis://"+srv.Addr(), "--config", rulesDir(t))
 	req := &rlsv3.RateLimitRequest{Domain: "example", Descriptors: []*rlcommon.RateLimitDescriptor{
 		{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "198.51.100.7"}}}}}
 	resp := s.ask(t, "grpc", req)
