@@ -13,6 +13,16 @@
 //		// 429, Retry-After: d.RetryAfter
 //	}
 //
+// Rates bound how often; a concurrency limit bounds how much is in progress at once, fleet-wide:
+// Acquire holds one of at most InFlight.Limit slots of a key as a lease the Limiter renews, so
+// a holder that dies frees its slot within the lease.
+//
+//	slot, err := lim.Acquire(ctx, "reports:tenant-7", sluice.InFlight{Limit: 4})
+//	if err == nil && slot.Admitted {
+//		defer slot.Release()
+//		// ... the slow work
+//	}
+//
 // A denial is a Decision with Allowed false; errors mean bad input (ErrInvalidRule,
 // ErrInvalidKey, ErrInvalidN) or an unavailable store (ErrStoreUnavailable).
 //

@@ -17,6 +17,8 @@ type Limiter struct {
 	clock   Clock
 	maxWait time.Duration
 	shares  Shares
+	leaser  Leaser // store, when it keeps leases (Acquire)
+	leases  leases // the slots held: renewal and waiters (leases.go)
 }
 
 // Option configures a Limiter.
@@ -51,6 +53,7 @@ func New(store Store, opts ...Option) *Limiter {
 		o.apply(l)
 	}
 	l.local, _ = store.(localStore)
+	l.leaser, _ = store.(Leaser)
 	return l
 }
 

@@ -15,7 +15,7 @@ import (
 type problems struct{ errs []error }
 
 func (p *problems) add(file string, line int, field, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("%w: %s:%d: %s: %s", ErrInvalid, file, line, field, fmt.Sprintf(format, args...)))
+	p.errs = append(p.errs, &Problem{File: file, Line: line, Path: field, Reason: fmt.Sprintf(format, args...)})
 }
 
 // addRuleError reports a rule that sluice refuses under the rate limit's own field name: the
@@ -154,6 +154,12 @@ func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node,
 		if n.limit != nil && c != nil {
 			n.limit.Index = len(c.limits)
 			c.limits = append(c.limits, n.limit)
+		}
+		if c != nil {
+			c.rateLimits += len(desc.RateLimits)
+			if desc.RateLimit != nil {
+				c.rateLimits++
+			}
 		}
 		d.compileLevel(p, c, o, n, desc.Descriptors, field+".descriptors", full, vtm, levels)
 	}

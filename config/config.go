@@ -14,10 +14,15 @@ var ErrInvalid = errors.New("config: invalid rules")
 // Config is a compiled, validated set of rules: one Domain per name. It is immutable and safe
 // for concurrent use.
 type Config struct {
-	domains map[string]*Domain
-	limits  []*Limit
-	files   []string
+	domains    map[string]*Domain
+	limits     []*Limit
+	files      []string
+	rateLimits int
 }
+
+// RateLimits counts the rate limits of the rules: every rate_limit, and every entry of a
+// rate_limits list (a descriptor with 4 rate_limits counts 4), unlimited ones included.
+func (c *Config) RateLimits() int { return c.rateLimits }
 
 // Domain is the compiled descriptor tree of one domain.
 type Domain struct {

@@ -18,11 +18,11 @@ type CriticalityShares struct {
 	line          int
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (c *CriticalityShares) UnmarshalYAML(n *yaml.Node) error {
 	type plain CriticalityShares
 	c.line = n.Line
-	return decodeStrict(n, "criticality", (*plain)(c), unknownKeys(n, "criticality", "critical_plus", "critical", "sheddable_plus", "sheddable"))
+	return decodeFields(n, (*plain)(c))
 }
 
 // Shares returns the shares, the defaults in place of those left out.

@@ -14,8 +14,9 @@
 //	      - {period: 1s, requests_per_unit: 5, algorithm: token_bucket, burst: 10}
 //	      - {unit: hour, requests_per_unit: 100}
 //
-// Decoding is strict (unknown fields are errors) and validation reports every problem at once,
-// each with its file, line and field. Load reads a file or a directory of *.yaml / *.yml files;
+// Decoding is strict (unknown fields and values of the wrong kind are errors) and Load reports
+// every problem of every file at once, decoding and validation alike, each a *Problem with its
+// file, line and YAML path (descriptors[0].rate_limit.unit). Load reads a file or a directory of *.yaml / *.yml files;
 // Watcher polls them and swaps in a new Config only when it is valid. Options (LoadWith,
 // NewWatcherWith, CompileWith) give envoyproxy/ratelimit's ways: its runtime directory read
 // recursively, domains merged across files, another default algorithm.

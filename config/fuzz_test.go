@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -23,6 +24,12 @@ func FuzzRules(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// Load validates what decoded even when decoding found problems (every problem in
+		// one run): that must not panic either, and says the same.
+		if _, err := config.LoadFS(fstest.MapFS{"fuzz.yaml": {Data: data}}, "fuzz.yaml"); err != nil &&
+			(!errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "fuzz.yaml")) {
+			t.Fatalf("Load: refusal does not wrap ErrInvalid or name the file: %v", err)
+		}
 		doc, err := config.Decode("fuzz.yaml", data)
 		if err == nil {
 			_, err = config.Compile(doc)

@@ -23,11 +23,11 @@ type HotParam struct {
 // Config is the hotkey.Config of the parameter.
 func (h *HotParam) Config() hotkey.Config { return hotkey.Config{TopK: h.TopK, ColdLimit: h.ColdLimit} }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (h *HotParam) UnmarshalYAML(n *yaml.Node) error {
 	type plain HotParam
 	h.line = n.Line
-	return decodeStrict(n, "hot", (*plain)(h), unknownKeys(n, "hot", "top_k", "cold_limit"))
+	return decodeFields(n, (*plain)(h))
 }
 
 // compileHot checks a descriptor's hot parameter and sets it on its limit.

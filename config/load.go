@@ -9,8 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -19,33 +21,64 @@ import (
 // MaxFileSize bounds one rules file: 16 MiB.
 const MaxFileSize = 16 << 20
 
-// Decode decodes one rules file strictly: unknown fields and type errors are all reported,
-// each as "name:line: message". The document is not validated; see Document.Validate.
+// Decode decodes one rules file strictly: unknown fields and values of the wrong kind are all
+// reported, each a *Problem naming the line and the YAML path. The document is not validated;
+// see Document.Validate.
 func Decode(name string, data []byte) (*Document, error) {
+	doc, _, err := decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// decode is Decode that also returns, with the problems of a file that parsed as YAML, the
+// document as far as it decoded and its shape (to validate the rest and report every problem
+// in one run).
+func decode(name string, data []byte) (*Document, *shape, error) {
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%w: %s: %d bytes, more than the maximum of %d", ErrInvalid, name, len(data), MaxFileSize)
+		return nil, nil, &Problem{File: name, Reason: fmt.Sprintf("%d bytes, more than the maximum of %d", len(data), MaxFileSize)}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	doc := &Document{}
-	err := dec.Decode(doc)
+	var root yaml.Node
+	err := dec.Decode(&root)
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %s: empty file (want a domain and descriptors)", ErrInvalid, name)
+		return nil, nil, &Problem{File: name, Reason: "empty file (want a domain and descriptors)"}
 	}
 	if err != nil {
-		return nil, decodeError(name, err)
+		return nil, nil, decodeError(name, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %s:%d: more than one YAML document (want one domain per file)", ErrInvalid, name, extra.Line)
+		return nil, nil, &Problem{File: name, Line: extra.Line, Reason: "more than one YAML document (want one domain per file)"}
 	}
+	sh := &shape{file: name}
+	sh.check(&root, reflect.TypeOf(Document{}), "", 0)
+	doc := &Document{}
+	err = root.Decode(doc)
 	doc.File = name
-	return doc, nil
+	if len(sh.problems) > 0 {
+		errs := make([]error, len(sh.problems))
+		for i, p := range sh.problems {
+			errs[i] = p
+		}
+		if err != nil {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				return nil, nil, decodeError(name, err)
+			}
+		}
+		return doc, sh, errors.Join(errs...)
+	}
+	if err != nil { // what the shape check did not foresee
+		return nil, nil, decodeError(name, err)
+	}
+	return doc, nil, nil
 }
 
 var linePrefix = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 
-// decodeError turns yaml.v3 errors into "name:line: message" problems wrapping ErrInvalid.
+// decodeError turns yaml.v3 errors into Problems.
 func decodeError(name string, err error) error {
 	var msgs []string
 	if te, ok := err.(*yaml.TypeError); ok {
@@ -55,11 +88,12 @@ func decodeError(name string, err error) error {
 	}
 	errs := make([]error, 0, len(msgs))
 	for _, m := range msgs {
+		p := &Problem{File: name, Reason: strings.TrimPrefix(m, "yaml: ")}
 		if sm := linePrefix.FindStringSubmatch(m); sm != nil {
-			errs = append(errs, fmt.Errorf("%w: %s:%s: %s", ErrInvalid, name, sm[1], m[len(sm[0]):]))
-		} else {
-			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, name, strings.TrimPrefix(m, "yaml: ")))
+			p.Line, _ = strconv.Atoi(sm[1])
+			p.Reason = m[len(sm[0]):]
 		}
+		errs = append(errs, p)
 	}
 	return errors.Join(errs...)
 }
@@ -185,27 +219,61 @@ func treeFiles(dir string, dotFiles bool) ([]string, error) {
 func compileFiles(files []string, read func(string) ([]byte, error), o Options) (*Config, error) {
 	var docs []*Document
 	var errs []error
+	shapes := make(map[string]*shape)
 	for _, f := range files {
 		data, err := read(f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("config: %w", err))
 			continue
 		}
-		doc, err := Decode(f, data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		doc, sh, err := decode(f, data)
+		errs = append(errs, unjoin(err)...)
+		if doc != nil {
+			docs = append(docs, doc)
+			shapes[f] = sh
 		}
-		docs = append(docs, doc)
 	}
-	if len(errs) > 0 {
-		// Validate what did decode, so one run reports every problem.
-		for _, d := range docs {
-			if err := d.Validate(); err != nil {
-				errs = append(errs, err)
+	if len(errs) == 0 {
+		return CompileWith(o, docs...)
+	}
+	// Validate what did decode, so one run reports every problem, leaving out what only
+	// repeats a value that did not decode.
+	if len(docs) > 0 {
+		_, err := CompileWith(o, docs...)
+		for _, e := range unjoin(err) {
+			var p *Problem
+			if errors.As(e, &p) && shapes[p.File] != nil && shapes[p.File].shadows(p.Path) {
+				continue
 			}
+			errs = append(errs, e)
 		}
-		return nil, errors.Join(errs...)
 	}
-	return CompileWith(o, docs...)
+	sort.SliceStable(errs, func(i, j int) bool { return problemBefore(errs[i], errs[j]) })
+	return nil, errors.Join(errs...)
+}
+
+// problemBefore orders problems by file and line; other errors come first.
+func problemBefore(a, b error) bool {
+	var pa, pb *Problem
+	if !errors.As(a, &pa) {
+		return errors.As(b, &pb)
+	}
+	if !errors.As(b, &pb) {
+		return false
+	}
+	if pa.File != pb.File {
+		return pa.File < pb.File
+	}
+	return pa.Line < pb.Line
+}
+
+// unjoin lists the errors joined in err.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }

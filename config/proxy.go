@@ -226,26 +226,26 @@ var pseudoHeaders = []string{":path", ":method", ":authority", ":scheme"}
 
 var actionNames = []string{"request_headers", "remote_address", "generic_key", "header_value_match", "path", "method"}
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (p *Proxy) UnmarshalYAML(n *yaml.Node) error {
 	type plain Proxy
 	p.line = n.Line
-	return decodeStrict(n, "proxy", (*plain)(p), unknownKeys(n, "proxy", "rate_limits"))
+	return decodeFields(n, (*plain)(p))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (r *ProxyRateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain ProxyRateLimit
 	r.line = n.Line
-	return decodeStrict(n, "proxy rate limit", (*plain)(r), unknownKeys(n, "proxy rate limit", "actions"))
+	return decodeFields(n, (*plain)(r))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields. An action given
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields). An action given
 // without a value ("- remote_address:") is the action with its defaults.
 func (a *Action) UnmarshalYAML(n *yaml.Node) error {
 	type plain Action
 	a.line = n.Line
-	err := decodeStrict(n, "action", (*plain)(a), unknownKeys(n, "action", actionNames...))
+	err := decodeFields(n, (*plain)(a))
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i+1].Tag == "!!null" {
@@ -267,54 +267,53 @@ func (a *Action) setDefault(name string) {
 	}
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (a *RequestHeadersAction) UnmarshalYAML(n *yaml.Node) error {
 	type plain RequestHeadersAction
-	return decodeStrict(n, "request_headers", (*plain)(a), unknownKeys(n, "request_headers", "header_name", "descriptor_key", "skip_if_absent"))
+	return decodeFields(n, (*plain)(a))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (a *RemoteAddressAction) UnmarshalYAML(n *yaml.Node) error {
 	type plain RemoteAddressAction
-	return decodeStrict(n, "remote_address", (*plain)(a), unknownKeys(n, "remote_address", "descriptor_key", "ipv6_prefix"))
+	return decodeFields(n, (*plain)(a))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (a *GenericKeyAction) UnmarshalYAML(n *yaml.Node) error {
 	type plain GenericKeyAction
-	return decodeStrict(n, "generic_key", (*plain)(a), unknownKeys(n, "generic_key", "descriptor_key", "descriptor_value"))
+	return decodeFields(n, (*plain)(a))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (a *HeaderValueMatchAction) UnmarshalYAML(n *yaml.Node) error {
 	type plain HeaderValueMatchAction
-	return decodeStrict(n, "header_value_match", (*plain)(a), unknownKeys(n, "header_value_match", "descriptor_key", "descriptor_value", "expect_match", "headers"))
+	return decodeFields(n, (*plain)(a))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (h *HeaderMatcher) UnmarshalYAML(n *yaml.Node) error {
 	type plain HeaderMatcher
 	h.line = n.Line
-	return decodeStrict(n, "header matcher", (*plain)(h), unknownKeys(n, "header matcher", "name", "exact_match", "prefix_match",
-		"suffix_match", "contains_match", "safe_regex_match", "present_match", "invert_match"))
+	return decodeFields(n, (*plain)(h))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (r *RegexMatcher) UnmarshalYAML(n *yaml.Node) error {
 	type plain RegexMatcher
-	return decodeStrict(n, "safe_regex_match", (*plain)(r), unknownKeys(n, "safe_regex_match", "regex"))
+	return decodeFields(n, (*plain)(r))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (a *PathAction) UnmarshalYAML(n *yaml.Node) error {
 	type plain PathAction
-	return decodeStrict(n, "path", (*plain)(a), unknownKeys(n, "path", "descriptor_key", "prefixes"))
+	return decodeFields(n, (*plain)(a))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (a *MethodAction) UnmarshalYAML(n *yaml.Node) error {
 	type plain MethodAction
-	return decodeStrict(n, "method", (*plain)(a), unknownKeys(n, "method", "descriptor_key"))
+	return decodeFields(n, (*plain)(a))
 }
 
 // compileProxy checks the document's proxy section and returns its rate limits, with their

@@ -57,13 +57,11 @@ type QuotaBucket struct {
 	line           int
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (q *QuotaBucket) UnmarshalYAML(n *yaml.Node) error {
 	type plain QuotaBucket
 	q.line = n.Line
-	return decodeStrict(n, "quota_bucket", (*plain)(q), unknownKeys(n, "quota_bucket", "name", "bucket_id", "requests_per_unit",
-		"unit", "period", "strategy", "burst", "fairness", "static_share", "assignment_ttl", "default_demand",
-		"history", "abandon_after", "criticality_key"))
+	return decodeFields(n, (*plain)(q))
 }
 
 // QuotaStrategy is the kind of RateLimitStrategy a quota rule hands out.

@@ -42,7 +42,7 @@ func TestPolicyFixtures(t *testing.T) {
 		"bad_shares.yaml":           "bad_shares.yaml:4: descriptors[0].rate_limit.criticality.shares.sheddable: must be in (0, 1], got 1.5",
 		"hot_with_value.yaml":       "hot_with_value.yaml:5: descriptors[0].hot: set on a descriptor with a value",
 		"hot_on_rate_limits.yaml":   "hot_on_rate_limits.yaml:4: descriptors[0].hot: needs one rate_limit",
-		"hot_bad_fields.yaml":       `hot_bad_fields.yaml:4: hot: unknown field "colour"`,
+		"hot_bad_fields.yaml":       `hot_bad_fields.yaml:4: descriptors[0].hot: unknown field "colour"`,
 		"hot_bad_values.yaml":       "hot_bad_values.yaml:4: descriptors[0].hot.top_k: must be positive, got -1\nconfig: invalid rules: hot_bad_values.yaml:7: descriptors[1].hot.cold_limit: 11 is above the rule's capacity 10",
 		"bad_scope.yaml":            `bad_scope.yaml:4: descriptors[0].rate_limit.scope: want cluster or local, got "region"`,
 		"unlimited_with_scope.yaml": "unlimited_with_scope.yaml:4: descriptors[0].rate_limit.unlimited: should not specify unit, period, algorithm, burst or scope",

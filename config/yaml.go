@@ -1,10 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"sort"
-	"strings"
-
 	"gopkg.in/yaml.v3"
 )
 
@@ -103,77 +99,44 @@ type Replace struct {
 	Name string `yaml:"name"`
 }
 
-// unknownKeys reports every key of a mapping node that is not among the fields of what.
-func unknownKeys(n *yaml.Node, what string, known ...string) []string {
+// decodeFields decodes the mapping n into v (a pointer to an alias type without
+// UnmarshalYAML) as far as it goes: what does not fit is left at its zero value, and Decode's
+// shape check reports it with its path, so one run reports every problem.
+func decodeFields(n *yaml.Node, v any) error {
 	if n.Kind != yaml.MappingNode {
 		return nil
 	}
-	var errs []string
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		found := false
-		for _, f := range known {
-			if k.Value == f {
-				found = true
-				break
-			}
+	if err := n.Decode(v); err != nil {
+		if _, ok := err.(*yaml.TypeError); !ok {
+			return err
 		}
-		if !found {
-			sorted := append([]string(nil), known...)
-			sort.Strings(sorted)
-			errs = append(errs, fmt.Sprintf("line %d: %s: unknown field %q (known: %s)", k.Line, what, k.Value, strings.Join(sorted, ", ")))
-		}
-	}
-	return errs
-}
-
-// decodeStrict decodes n into v (a pointer to an alias type without UnmarshalYAML) and adds
-// the unknown-field errors, so decoding goes on and every problem is reported.
-func decodeStrict(n *yaml.Node, what string, v any, unknown []string) error {
-	if n.Kind != yaml.MappingNode {
-		if n.Tag == "!!null" {
-			return nil
-		}
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s: want a mapping of fields (key: value), got %q", n.Line, what, n.Value)}}
-	}
-	err := n.Decode(v)
-	if te, ok := err.(*yaml.TypeError); ok {
-		unknown = append(unknown, te.Errors...)
-	} else if err != nil {
-		return err
-	}
-	if len(unknown) > 0 {
-		return &yaml.TypeError{Errors: unknown}
 	}
 	return nil
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (d *Document) UnmarshalYAML(n *yaml.Node) error {
 	type plain Document
 	d.line = n.Line
-	return decodeStrict(n, "document", (*plain)(d), unknownKeys(n, "document", "domain", "descriptors", "proxy", "quota_buckets"))
+	return decodeFields(n, (*plain)(d))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (d *Descriptor) UnmarshalYAML(n *yaml.Node) error {
 	type plain Descriptor
 	d.line = n.Line
-	return decodeStrict(n, "descriptor", (*plain)(d), unknownKeys(n, "descriptor", "key", "value", "rate_limit",
-		"rate_limits", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "quota_mode",
-		"share_threshold", "metadata", "hot", "telemetry"))
+	return decodeFields(n, (*plain)(d))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (r *RateLimit) UnmarshalYAML(n *yaml.Node) error {
 	type plain RateLimit
 	r.line = n.Line
-	return decodeStrict(n, "rate_limit", (*plain)(r), unknownKeys(n, "rate_limit", "unit", "requests_per_unit",
-		"unlimited", "name", "replaces", "period", "algorithm", "burst", "sub_windows", "unit_multiplier", "scope", "criticality"))
+	return decodeFields(n, (*plain)(r))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler, rejecting unknown fields.
+// UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (r *Replace) UnmarshalYAML(n *yaml.Node) error {
 	type plain Replace
-	return decodeStrict(n, "replaces", (*plain)(r), unknownKeys(n, "replaces", "name"))
+	return decodeFields(n, (*plain)(r))
 }

@@ -61,6 +61,8 @@ type Fallback struct {
 	timeout time.Duration
 	onError func(err error)
 
+	leases fallbackLeases // the leases acquired through it (leases.go)
+
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup // the heartbeat loop
@@ -178,27 +180,40 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 		return f.decideLocally(ctx, req)
 	}
 	d, late, err := f.call(ctx, req)
+	if err == nil {
+		f.ledger.remember(&req, &d)
+	}
+	if f.observe(err, late) {
+		return f.decideLocally(ctx, req)
+	}
+	return d, err // an answer, or bad input, or the caller's context ended: not the store's fault
+}
+
+// observe records the outcome of a store call on the circuit, and reports whether the store
+// failed it, so that the request is decided by policy: an error wrapping ErrStoreUnavailable
+// (K in a row open the circuit) or the timeout (which opens it at once). An answer after the
+// timeout is kept, but opens the circuit too.
+func (f *Fallback) observe(err error, late bool) (failed bool) {
 	switch {
 	case err == nil:
 		f.breaker.succeeded()
-		f.ledger.remember(&req, &d)
 		if late {
 			f.storeFailed(fmt.Errorf("distributed: the store answered after the timeout (%v): %w", f.timeout, sluice.ErrStoreUnavailable))
 			f.breaker.open() // the store answered, but too slowly: stop asking it
 		}
-		return d, nil
+		return false
 	case late:
 		f.storeFailed(fmt.Errorf("%w (%v): %w", errTimeout, f.timeout, err))
 		f.breaker.open()
+		return true
 	case sluice.IsUnavailable(err):
 		f.storeFailed(err)
 		if f.breaker.failed() {
 			f.breaker.open()
 		}
-	default:
-		return d, err // bad input, or the caller's context ended: not the store's fault
+		return true
 	}
-	return f.decideLocally(ctx, req)
+	return false
 }
 
 // storeFailed reports a store failure the Fallback absorbs to the OnStoreError hook.

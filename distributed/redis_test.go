@@ -3,8 +3,6 @@ package distributed
 import (
 	"context"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,26 +32,7 @@ func newRedisStore(t *testing.T, addr string, opts ...redis.Option) *redis.Store
 }
 
 // evalCalls reads the script calls the server has executed (INFO commandstats).
-func evalCalls(t *testing.T, addr string) int64 {
-	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-				n, _ := strconv.ParseInt(calls, 10, 64)
-				total += n
-			}
-		}
-	}
-	return total
-}
+func evalCalls(t *testing.T, addr string) int64 { return testenv.ScriptCalls(t, addr) }
 
 func TestOverLimitFloodRedis(t *testing.T) {
 	srv := testenv.StartRedis(t)

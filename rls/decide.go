@@ -410,7 +410,11 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 	e.metrics.storeErrors.Inc()
 	e.peer.redisError.Inc()
 	e.logStoreError(err)
-	return &Error{Kind: KindUnavailable, Msg: "sluice: store unavailable: " + err.Error(), Err: err}
+	msg := err.Error()
+	if !errors.Is(err, sluice.ErrStoreUnavailable) { // else the message says it already
+		msg = sluice.ErrStoreUnavailable.Error() + ": " + msg
+	}
+	return &Error{Kind: KindUnavailable, Msg: msg, Err: err}
 }
 
 // StoreError is the Error of a store failure of a call the transport made itself (ctx is the

@@ -81,6 +81,9 @@ func (c Config) Validate() error {
 	if err := CheckMode(c.Mode); err != nil {
 		errs = append(errs, fmt.Errorf("store: mode: %w", err))
 	}
+	if err := CheckModeOn(c.URL, c.Mode); err != nil {
+		errs = append(errs, fmt.Errorf("store: mode: %w", err))
+	}
 	if err := CheckFallback(c.Fallback); err != nil {
 		errs = append(errs, fmt.Errorf("store: fallback: %w", err))
 	}
@@ -105,6 +108,21 @@ func CheckMode(mode string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown distribution mode %q (want sync, overlimit or async)", mode)
+}
+
+// CheckModeOn returns an error when the store of url cannot serve mode, saying why in the
+// words of docs/MODES.md's table of stores and modes (memcached has no async mode). An
+// unknown scheme or mode is not its concern (Scheme, CheckMode). Like CheckMode, the error
+// does not name the field.
+func CheckModeOn(url, mode string) error {
+	scheme, err := Scheme(url)
+	if err != nil {
+		return nil
+	}
+	if why, ok := backendOf(scheme).unsupported[mode]; ok {
+		return fmt.Errorf("mode %s is not supported on %s: %s", mode, scheme, why)
+	}
+	return nil
 }
 
 // CheckFallback returns an error unless policy names a distributed.FailurePolicy ("" is

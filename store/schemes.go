@@ -26,6 +26,9 @@ type closingStore interface {
 type backend struct {
 	schemes []string
 	open    func(ctx context.Context, c Config) (closingStore, error)
+	// unsupported gives the modes the store cannot serve, each with why, in the words of
+	// docs/MODES.md's table of stores and modes (a test holds them equal).
+	unsupported map[string]string
 }
 
 // backends are the stores Open knows, in the order errors list their schemes. A new store
@@ -33,7 +36,9 @@ type backend struct {
 var backends = []backend{
 	{schemes: []string{"memory"}, open: openMemory},
 	{schemes: []string{"redis", "rediss", "redis-cluster", "redis-sentinel"}, open: openRedis},
-	{schemes: []string{"memcached"}, open: openMemcached},
+	{schemes: []string{"memcached"}, open: openMemcached, unsupported: map[string]string{
+		"async": "async needs window counters added and read in one round trip (sluice.WindowCounter), which memcached lacks; use sync or overlimit",
+	}},
 }
 
 // backendOf returns the backend of scheme, or nil.

@@ -56,6 +56,9 @@ func (f *sharedFlags) check() error {
 	if err := store.CheckMode(f.mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
+	if err := store.CheckModeOn(f.store, f.mode); err != nil {
+		return fmt.Errorf("--mode: %w (--store %s)", err, store.Redact(f.store))
+	}
 	if f.storeTimeout < 0 {
 		return fmt.Errorf("--store-timeout: must not be negative, got %v", f.storeTimeout)
 	}

@@ -27,6 +27,7 @@ func init() {
 type proxyFlags struct {
 	sharedFlags
 	upstream, addr, adminAddr, trustedProxies, headers string
+	storePrefix                                        string
 	adminPublic                                        bool
 	shutdownTimeout, headerTimeout, idleTimeout        time.Duration
 	style                                              httplimit.HeaderStyle // of headers, once checked
@@ -35,7 +36,8 @@ type proxyFlags struct {
 func (f *proxyFlags) register(fs *flag.FlagSet) {
 	f.sharedFlags.register(fs, "rules file or directory with a proxy section (how requests become descriptors), watched for changes; required", plainEnv)
 	fs.StringVar(&f.upstream, "upstream", plainEnv("", "SLUICE_UPSTREAM", ""), "URL requests are forwarded to, e.g. http://127.0.0.1:3000; required [SLUICE_UPSTREAM]")
-	fs.StringVar(&f.addr, "addr", plainEnv("", "SLUICE_PROXY_ADDR", proxy.DefaultAddr), "listen address of the proxy [SLUICE_PROXY_ADDR]")
+	fs.StringVar(&f.addr, "http-addr", plainEnv("", "SLUICE_PROXY_ADDR", proxy.DefaultAddr), "listen address of the proxy [SLUICE_PROXY_ADDR]")
+	fs.StringVar(&f.storePrefix, "store-prefix", plainEnv("", "SLUICE_STORE_PREFIX", ""), "prefix of every key in a shared store (default sluice:) [SLUICE_STORE_PREFIX]")
 	fs.StringVar(&f.adminAddr, "admin-addr", plainEnv("", "SLUICE_ADMIN_ADDR", proxy.DefaultAdminAddr), "listen address of /metrics, /healthz, /readyz, /v1/top and /ui (loopback unless --admin-public), - to disable [SLUICE_ADMIN_ADDR]")
 	public, _ := strconv.ParseBool(plainEnv("", "SLUICE_ADMIN_PUBLIC", "false"))
 	fs.BoolVar(&f.adminPublic, "admin-public", public, "allow --admin-addr on a non-loopback address: the metrics and the live view become reachable from the network [SLUICE_ADMIN_PUBLIC]")
@@ -115,11 +117,11 @@ func list(s string) []string {
 
 func runProxy(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f proxyFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	alias(fs, "addr", "http-addr", stderr, false, nil)
+	if code, done := parseFlags("proxy", fs, &proxyHelp, args, stdout, stderr); done {
+		return code
 	}
 	if err := f.check(); err != nil {
 		fmt.Fprintln(stderr, "sluice proxy:", err)
@@ -140,7 +142,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		AdminAddr:       f.adminAddr,
 		RulesPath:       f.config,
 		ReloadInterval:  f.reload,
-		StoreConfig:     f.storeConfig(""),
+		StoreConfig:     f.storeConfig(f.storePrefix),
 		TrustedProxies:  list(f.trustedProxies),
 		HeaderStyle:     f.style,
 		Logger:          logger,
@@ -154,6 +156,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	announceStore(logger, f.storeConfig(f.storePrefix))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := p.Serve(ctx); err != nil {

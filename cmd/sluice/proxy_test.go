@@ -43,7 +43,7 @@ func TestProxyValidatesFlags(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"proxy", "--upstream", "ftp://x", "--config", "../../examples/config", "--addr", "127.0.0.1:0", "--admin-addr", "-"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "upstream") {
+	if code := run([]string{"proxy", "--upstream", "ftp://x", "--config", "../../examples/config", "--http-addr", "127.0.0.1:0", "--admin-addr", "-"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "upstream") {
 		t.Errorf("ftp upstream: exit %d, %q", code, errOut.String())
 	}
 }
@@ -54,13 +54,13 @@ func TestProxyValidatesFlags(t *testing.T) {
 func TestProxyAdminPublic(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--config", "../../examples/proxy/rules.yaml",
-		"--addr", "127.0.0.1:0", "--admin-addr", "192.0.2.1:9", "--admin-public"}, &out, &errOut)
+		"--http-addr", "127.0.0.1:0", "--admin-addr", "192.0.2.1:9", "--admin-public"}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "admin listener on a non-loopback address") || !strings.Contains(errOut.String(), "admin-addr") {
 		t.Errorf("exit %d, %q: want the warning, then a failure to listen on 192.0.2.1:9", code, errOut.String())
 	}
 	errOut.Reset()
 	if code := run([]string{"proxy", "--upstream", "http://127.0.0.1:1", "--config", "../../examples/proxy/rules.yaml",
-		"--addr", "127.0.0.1:0", "--admin-addr", "localhost:99999"}, &out, &errOut); code != 1 || strings.Contains(errOut.String(), "non-loopback") {
+		"--http-addr", "127.0.0.1:0", "--admin-addr", "localhost:99999"}, &out, &errOut); code != 1 || strings.Contains(errOut.String(), "non-loopback") {
 		t.Errorf("loopback admin address: exit %d, %q: want no warning", code, errOut.String())
 	}
 }

@@ -32,7 +32,7 @@ func init() {
 type serveFlags struct {
 	sharedFlags
 	grpcAddr, httpAddr, pprofAddr            string
-	headers                                  bool
+	headers                                  string
 	requestRules                             string
 	maxRequestLogLimit, maxRequestStateBytes int64
 	maxRequestPeriod                         time.Duration
@@ -60,12 +60,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.httpAddr, "http-addr", f.env("http-addr", "SLUICE_HTTP_ADDR", server.DefaultHTTPAddr), "HTTP API, /metrics and health listen address, - to disable [SLUICE_HTTP_ADDR, HOST+PORT]")
 	fs.StringVar(&f.quotaStore, "quota-store", f.env("quota-store", "SLUICE_QUOTA_STORE", "memory"), "where the RLQS quota server keeps demands and assignments: memory (this replica alone) or a redis URL shared by every replica [SLUICE_QUOTA_STORE]")
 	fs.StringVar(&f.pprofAddr, "pprof", f.env("pprof", "SLUICE_PPROF_ADDR", ""), "debug listener with /debug/pprof/ (e.g. 127.0.0.1:6060; loopback only); empty: off [SLUICE_PPROF_ADDR]")
-	headers, _ := strconv.ParseBool(f.env("response-headers", "SLUICE_RESPONSE_HEADERS", "false"))
-	fs.BoolVar(&f.headers, "response-headers", headers, "add RateLimit-* headers to RLS responses [SLUICE_RESPONSE_HEADERS, LIMIT_RESPONSE_HEADERS_ENABLED]")
 	fs.StringVar(&f.requestRules, "request-rules", f.env("request-rules", "SLUICE_REQUEST_RULES", server.RequestRulesAny), "rules a request may choose (/v1/allow's rule, descriptors' limit override): any (within the --max-request-* ceilings), named (only limits of the config, by name), off [SLUICE_REQUEST_RULES]")
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
 	f.registerPeer(fs)
+	f.registerHeaders(fs)
 	f.tracing.register(fs, f.env)
 	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request, as Redis holds it: 128 per entry of a sliding log, 2 x limit entries in debt [SLUICE_MAX_REQUEST_STATE_BYTES]")
 	fs.Int64Var(&f.memoryMaxBytes, "memory-max-bytes", f.envInt64("memory-max-bytes", "SLUICE_MEMORY_MAX_BYTES", memory.DefaultMaxBytes), "most bytes the memory store's keys hold (each charged its entry and the most state its rule can hold); a new key past it evicts the keys closest to full [SLUICE_MEMORY_MAX_BYTES]")
@@ -170,11 +169,11 @@ func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	f := serveFlags{peer: readPeerEnv(os.LookupEnv)}
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	alias(fs, "response-headers", "headers", stderr, true, nil)
+	if code, done := parseFlags("serve", fs, &serveHelp, args, stdout, stderr); done {
+		return code
 	}
 	if err := f.check(); err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
@@ -185,6 +184,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := f.checkHTTPLimits(); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	headers, err := f.responseHeaders()
+	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
@@ -213,7 +217,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		},
 		GRPCAddr:        f.grpcAddr,
 		HTTPAddr:        f.httpAddr,
-		ResponseHeaders: f.headers,
+		ResponseHeaders: headers,
 
 		ReadHeaderTimeout: f.readHeaderTimeout,
 		IdleTimeout:       f.idleTimeout,
@@ -251,6 +255,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer closeQuota()
+	announceStore(logger, cfg.StoreConfig)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg); err != nil {

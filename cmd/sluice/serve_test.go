@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,11 +17,39 @@ func TestCheckConfig(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	if code := run([]string{"check-config", "../../config/testdata/many_problems.yaml"}, &out, &errOut); code != 1 {
+	// Every problem of every file in one run, each with file, line and path.
+	if code := run([]string{"check-config", "../../config/testdata/many_problems.yaml", "../../config/testdata/wrong_type.yaml"}, &out, &errOut); code != 1 {
 		t.Fatalf("invalid rules: exit %d", code)
 	}
-	if n := strings.Count(errOut.String(), "many_problems.yaml:"); n != 3 {
-		t.Errorf("want 3 problems, got %d: %s", n, errOut.String())
+	for _, want := range []string{
+		"many_problems.yaml:4: descriptors[0].rate_limit.unit: ",
+		"many_problems.yaml:6: descriptors[1].rate_limit.requests_per_unit: ",
+		"many_problems.yaml:9: descriptors[1].descriptors[0].rate_limit.burst: ",
+		"many_problems.yaml: 3 problem(s)\n",
+		`wrong_type.yaml:4: descriptors[0].rate_limit.requests_per_unit: want an integer, got "many"`,
+		"wrong_type.yaml: 1 problem(s)\n",
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("no %q in\n%s", want, errOut.String())
+		}
+	}
+	if strings.Contains(errOut.String(), "config: invalid rules") {
+		t.Errorf("each line repeats the prefix:\n%s", errOut.String())
+	}
+}
+
+// TestCheckConfigCountsRateLimits: a descriptor with 4 rate_limits is 4 rate limits.
+func TestCheckConfigCountsRateLimits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.yaml")
+	rules := "domain: d\ndescriptors:\n  - key: a\n    rate_limits:\n" +
+		"      - {unit: second, requests_per_unit: 1}\n      - {unit: minute, requests_per_unit: 10}\n" +
+		"      - {unit: hour, requests_per_unit: 100}\n      - {unit: day, requests_per_unit: 1000}\n"
+	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check-config", path}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "ok: 1 domain(s) [d], 4 rate limit(s) on 1 descriptor(s)") {
+		t.Errorf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
 }
 

@@ -20,9 +20,24 @@ func init() {
 	register(command{name: "simulate", summary: "measure the accuracy of every algorithm and mode on simulated traffic", run: runSimulate})
 }
 
+var simulateHelp = help{
+	synopsis: "sluice simulate [flags]",
+	description: `
+Replays seeded traffic in virtual time through each algorithm and mode and prints one row of
+accuracy metrics per algorithm and mode (see docs/ACCURACY.md); --out also draws them.`,
+	groups: []flagGroup{
+		{"Traffic", []string{"scenario", "duration", "seed", "list"}},
+		{"What is measured", []string{"algorithms", "modes", "nodes", "routing", "store"}},
+		{"Output", []string{"format", "out", "quiet"}},
+	},
+	examples: []string{
+		"sluice simulate --list",
+		"sluice simulate --scenario bursty --algorithms token_bucket,gcra --modes single,async --format csv",
+	},
+}
+
 func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	scenarioNames := make([]string, 0, len(simulate.Scenarios()))
 	for _, s := range simulate.Scenarios() {
 		scenarioNames = append(scenarioNames, s.Name)
@@ -40,19 +55,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	list := fs.Bool("list", false, "list the scenarios with their exact definitions and exit")
 	quiet := fs.Bool("quiet", false, "no progress indicator on stderr")
 	storeURL := fs.String("store", "memory", "store the instances of distributed modes (and the criticality scenario) share: memory, or a store URL as serve's --store takes, e.g. redis://host:port/db (keys under a fresh sluice-simulate:* prefix per run, client clock)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice simulate [flags]\n\nReplays seeded traffic in virtual time through each algorithm and mode and prints\none row of accuracy metrics per algorithm and mode (see docs/ACCURACY.md).\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice simulate: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parseFlags("simulate", fs, &simulateHelp, args, stdout, stderr); done {
+		return code
 	}
 	if *list {
 		for _, s := range simulate.Scenarios() {

@@ -75,13 +75,20 @@ func (s *Store) casAttempt(key string, calls []*call, now int64, buf []byte) err
 	switch {
 	case it == nil && last.ResetAfter <= 0:
 		return nil // a full state: nothing to keep
-	case it == nil:
-		err = s.client.Add(&memcache.Item{Key: key, Value: enc, Expiration: exp})
-	case bytes.Equal(enc, it.Value):
+	case it != nil && bytes.Equal(enc, it.Value):
 		return nil
-	default:
-		it.Value, it.Expiration = enc, exp
-		err = s.client.CompareAndSwap(it)
+	}
+	return s.write(it, key, enc, exp)
+}
+
+// write ends a gets/cas round: it stores value under key, with add when the round read no
+// item (old nil), else with cas on old; errConflict when another writer got there first.
+func (s *Store) write(old *memcache.Item, key string, value []byte, exp int32) error {
+	var err error
+	if old == nil {
+		err = s.client.Add(&memcache.Item{Key: key, Value: value, Expiration: exp})
+	} else {
+		err = s.client.CompareAndSwap(&memcache.Item{Key: key, Value: value, Expiration: exp, CasID: old.CasID})
 	}
 	switch {
 	case err == nil:

@@ -10,7 +10,9 @@ import (
 
 func TestConformance(t *testing.T) {
 	addr := server(t)
-	storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Store {
+	newWithClock := func(t *testing.T, clock sluice.Clock) sluice.Store {
 		return newStore(t, []string{addr}, memcached.WithClock(clock))
-	})
+	}
+	storetest.Run(t, newWithClock)
+	t.Run("Leases", func(t *testing.T) { storetest.RunLeases(t, newWithClock) })
 }

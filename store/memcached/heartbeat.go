@@ -33,20 +33,15 @@ func (s *Store) Heartbeat(ctx context.Context, group, instance string, ttl time.
 	}
 	name := "instances:" + group
 	key := s.cfg.prefix + body(s.cfg.prefix, name) + "|h"
-	deadline := time.Now().Add(s.cfg.timeout)
-	for attempt := 1; ; attempt++ {
-		now := s.clock.Now().UnixNano()
-		live, err := s.beat(key, instance, now, int64(ttl))
-		if !errors.Is(err, errConflict) {
-			return live, err
-		}
-		s.stats.conflicts.Add(1)
-		pause := s.backoff(attempt)
-		if attempt >= s.cfg.maxAttempts || time.Now().Add(pause).After(deadline) {
-			return 0, &ContentionError{Key: name, Attempts: attempt}
-		}
-		time.Sleep(pause)
+	var live int
+	err := s.casLoop(name, func() (err error) {
+		live, err = s.beat(key, instance, s.clock.Now().UnixNano(), int64(ttl))
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
+	return live, nil
 }
 
 // beat is one gets/cas attempt of Heartbeat.
@@ -84,20 +79,10 @@ func (s *Store) beat(key, instance string, now, ttl int64) (int, error) {
 		newest = max(newest, exp)
 	}
 	out = appendBeat(out, instance, now+ttl)
-	item := &memcache.Item{Key: key, Value: out, Expiration: s.expiration(newest - now)}
-	if it == nil {
-		err = s.client.Add(item)
-	} else {
-		item.CasID = it.CasID
-		err = s.client.CompareAndSwap(item)
+	if err := s.write(it, key, out, s.expiration(newest-now)); err != nil {
+		return 0, err
 	}
-	switch {
-	case err == nil:
-		return live, nil
-	case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
-		return 0, errConflict
-	}
-	return 0, unavailable(err)
+	return live, nil
 }
 
 func appendBeat(b []byte, id string, exp int64) []byte {

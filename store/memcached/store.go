@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ type Store struct {
 	clock  sluice.Clock
 	latest atomic.Int64 // the latest instant read from clock (Unix ns): windows never go back
 	lanes  [laneShards]laneShard
+	leases [laneShards]sync.Mutex // serialise this process's lease rounds per key (leases.go)
 	seed   maphash.Seed
 	rules  algorithm.ParamsCache
 	stats  counters

@@ -51,6 +51,7 @@ type Store struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	counters  counterTable // window counters and heartbeats (counters.go)
+	leases    leaseTable   // the leases of concurrency limits (leases.go)
 }
 
 // Option configures a Store.
@@ -454,6 +455,7 @@ func (s *Store) Sweep() {
 		}
 		sh.mu.Unlock()
 	}
+	s.sweepLeases(now)
 }
 
 func (s *Store) sweepLoop(every time.Duration) {

@@ -169,3 +169,5 @@ func TestSlidingLogMemoryFollowsUse(t *testing.T) {
 		t.Errorf("admitted %d, want 1000", admitted)
 	}
 }
+
+func TestLeaseConformance(t *testing.T) { storetest.RunLeases(t, newStore) }

@@ -12,9 +12,11 @@ import (
 
 // conformance runs the storetest suite on client, then checks every key it wrote has a TTL.
 func conformance(t *testing.T, c goredis.UniversalClient) {
-	storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Store {
+	newWithClock := func(t *testing.T, clock sluice.Clock) sluice.Store {
 		return newStore(t, c, redis.WithClock(clock))
-	})
+	}
+	storetest.Run(t, newWithClock)
+	t.Run("Leases", func(t *testing.T) { storetest.RunLeases(t, newWithClock) })
 }
 
 func TestConformanceStandalone(t *testing.T) { conformance(t, standalone(t)) }

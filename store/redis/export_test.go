@@ -63,3 +63,6 @@ func ScriptInfo(sc *script) (name, src, multi string) {
 
 // SetLoggerClock makes l read the time from now.
 func SetLoggerClock(l *Logger, now func() time.Time) { l.now = now }
+
+// LeaseScripts returns the sources of the lease scripts, for tests that load them first.
+func LeaseScripts() []string { return []string{leaseAcquireLua, leaseRenewLua, leaseReleaseLua} }

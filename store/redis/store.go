@@ -164,17 +164,7 @@ func honoursContext(client goredis.UniversalClient) bool {
 }
 
 func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
-	p := make(params, 0, paramsLen)
-	if s.cfg.clock == nil {
-		p = p.add(0).add(0).add(0) // a shortest TTL of 0 asks for the server clock
-	} else {
-		ns := s.cfg.clock.Now().UnixNano()
-		ms := ns / 1e6
-		if ns%1e6 < 0 {
-			ms--
-		}
-		p = p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
-	}
+	p := s.clockParams()
 	if req.Kind() == sluice.KindTakeReserved {
 		return s.newReserveCall(ctx, req, p)
 	}
@@ -185,6 +175,21 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 		args = append(args, windowFormats[req.Rule.Windows()])
 	}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc, args: args, limit: req.Rule.Capacity()}
+}
+
+// clockParams starts a script's parameters with its clock (lua/prelude.lua): the server's
+// unless WithClock.
+func (s *Store) clockParams() params {
+	p := make(params, 0, paramsLen)
+	if s.cfg.clock == nil {
+		return p.add(0).add(0).add(0) // a shortest TTL of 0 asks for the server clock
+	}
+	ns := s.cfg.clock.Now().UnixNano()
+	ms := ns / 1e6
+	if ns%1e6 < 0 {
+		ms--
+	}
+	return p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
 }
 
 // newReserveCall is newCall for a request with a criticality reserve: the algorithm's

@@ -34,6 +34,9 @@
 -- needs plus SLACK (persist.lua). So no key lives more than SLACK ms longer than its state
 -- matters, and none lives for ever.
 --
+-- The lease scripts (lease_*.lua, sluice.Leaser) share this clock and ARGV[1] layout, with
+-- their own parameters and replies; lease_acquire.lua mirrors algorithm.DecideLease.
+--
 -- Each script mirrors one state machine of Sluice's Go package algorithm, step for step.
 local floor = math.floor
 local MS = 1000000        -- ns per ms

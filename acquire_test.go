@@ -1,0 +1,286 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// renewCounter counts the renewal batches a Leaser receives.
+type renewCounter struct {
+	*memory.Store
+	calls, items atomic.Int64
+}
+
+func (r *renewCounter) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) error {
+	r.calls.Add(1)
+	r.items.Add(int64(len(batch)))
+	return r.Store.RenewLeases(ctx, batch)
+}
+
+func newLeaseLimiter(t *testing.T, opts ...sluice.Option) (*sluice.Limiter, *renewCounter, *sluicetest.ManualClock) {
+	clock := sluicetest.NewManualClock(t0)
+	s, err := memory.New(memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rc := &renewCounter{Store: s}
+	l := sluice.New(rc, append([]sluice.Option{sluice.WithClock(clock)}, opts...)...)
+	t.Cleanup(func() { l.Close() })
+	return l, rc, clock
+}
+
+// waitFor polls cond (a goroutine of the limiter reaching a wait on the manual clock).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestAcquireRelease(t *testing.T) {
+	l, _, _ := newLeaseLimiter(t)
+	ctx := context.Background()
+	limit := sluice.InFlight{Limit: 2, Lease: time.Second}
+	a, err := l.Acquire(ctx, "k", limit)
+	if err != nil || !a.Admitted || a.InFlight != 1 || a.Remaining != 1 {
+		t.Fatalf("first: %+v, %v", a, err)
+	}
+	b, _ := l.Acquire(ctx, "k", limit)
+	c, _ := l.Acquire(ctx, "k", limit)
+	if !b.Admitted || c.Admitted || c.RetryAfter != time.Second || c.InFlight != 2 {
+		t.Fatalf("second %+v, third %+v", b, c)
+	}
+	if err := c.Release(); err != nil { // a refused slot: nothing to release
+		t.Fatal(err)
+	}
+	if l.HeldLeases() != 2 {
+		t.Fatalf("held %d, want 2", l.HeldLeases())
+	}
+	copyOfA := a
+	for range 3 {
+		if err := a.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = copyOfA.Release()
+	if l.HeldLeases() != 1 {
+		t.Fatalf("held %d after releasing one slot several times, want 1", l.HeldLeases())
+	}
+	d, _ := l.Acquire(ctx, "k", limit)
+	e, _ := l.Acquire(ctx, "k", limit)
+	if !d.Admitted || e.Admitted {
+		t.Fatalf("after one release: %+v, %+v (a repeated release freed more than one slot)", d, e)
+	}
+	if err := (sluice.Slot{}).Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAcquireErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := sluice.New(nil).Acquire(ctx, "k", sluice.InFlight{Limit: 1}); !errors.Is(err, sluice.ErrNoStore) {
+		t.Errorf("nil store: %v", err)
+	}
+	if _, err := sluice.New(&sluicetest.Recorder{}).Acquire(ctx, "k", sluice.InFlight{Limit: 1}); !errors.Is(err, sluice.ErrNoLeaser) {
+		t.Errorf("a store without leases: %v", err)
+	}
+	l, _, _ := newLeaseLimiter(t)
+	var fe *sluice.FieldError
+	if _, err := l.Acquire(ctx, "k", sluice.InFlight{Limit: 0}); !errors.As(err, &fe) || fe.Field != "max_in_flight" {
+		t.Errorf("limit 0: %v", err)
+	}
+	if err := (sluice.InFlight{Limit: 1, Lease: time.Nanosecond}).Validate(); !errors.As(err, &fe) || fe.Field != "lease" {
+		t.Errorf("lease 1ns: %v", err)
+	}
+}
+
+// TestAcquireRenewal: the Limiter renews its leases, in one batch per half lease for all of
+// them, so a slot outlives its lease many times over; after Close they expire.
+func TestAcquireRenewal(t *testing.T) {
+	l, rc, clock := newLeaseLimiter(t)
+	ctx := context.Background()
+	limit := sluice.InFlight{Limit: 100, Lease: time.Second}
+	for range 100 {
+		if s, err := l.Acquire(ctx, "k", limit); err != nil || !s.Admitted {
+			t.Fatalf("%+v, %v", s, err)
+		}
+	}
+	for i := range 10 { // 5 s: five leases' time
+		waitFor(t, "the renewer to wait", func() bool { return clock.Waiters() > 0 })
+		clock.Advance(500 * time.Millisecond)
+		waitFor(t, "the renewal", func() bool { return rc.calls.Load() == int64(i+1) })
+	}
+	if s, _ := l.Acquire(ctx, "k", limit); s.Admitted {
+		t.Fatal("a slot was free after 5 s: the leases were not renewed")
+	}
+	if rc.calls.Load() != 10 || rc.items.Load() != 1000 || l.LostLeases() != 0 {
+		t.Errorf("%d renewal calls of %d items, %d lost; want 10 of 1000, 0 lost", rc.calls.Load(), rc.items.Load(), l.LostLeases())
+	}
+	l.Close()
+	clock.Advance(time.Second)
+	if s, _ := l.Acquire(ctx, "k", limit); !s.Admitted {
+		t.Fatal("no slot came back a lease after Close")
+	}
+}
+
+// TestAcquireLost: a lease that expired before its renewal is dropped and counted lost.
+func TestAcquireLost(t *testing.T) {
+	l, _, clock := newLeaseLimiter(t)
+	ctx := context.Background()
+	s, _ := l.Acquire(ctx, "k", sluice.InFlight{Limit: 1, Lease: time.Second})
+	waitFor(t, "the renewer to wait", func() bool { return clock.Waiters() > 0 })
+	clock.Advance(2 * time.Second) // past the expiry before the renewer ran
+	waitFor(t, "the lost lease", func() bool { return l.LostLeases() == 1 })
+	if l.HeldLeases() != 0 {
+		t.Errorf("held %d after the loss", l.HeldLeases())
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAcquireClass(t *testing.T) {
+	l, _, _ := newLeaseLimiter(t)
+	ctx := context.Background()
+	limit := sluice.InFlight{Limit: 4, Lease: time.Second}
+	s1, _ := l.AcquireClass(ctx, "k", limit, sluice.Sheddable)
+	s2, _ := l.AcquireClass(ctx, "k", limit, sluice.Sheddable)
+	s3, _ := l.AcquireClass(ctx, "k", limit, sluice.Sheddable)
+	if !s1.Admitted || !s2.Admitted || s3.Admitted {
+		t.Fatalf("sheddable (share 2 of 4): %v %v %v", s1.Admitted, s2.Admitted, s3.Admitted)
+	}
+	c1, _ := l.AcquireClass(ctx, "k", limit, sluice.Critical)
+	c2, _ := l.AcquireClass(ctx, "k", limit, sluice.Critical)
+	cp, _ := l.AcquireClass(ctx, "k", limit, sluice.CriticalPlus)
+	if !c1.Admitted || c2.Admitted || !cp.Admitted {
+		t.Fatalf("critical (share 3 of 4): %v %v; critical plus: %v", c1.Admitted, c2.Admitted, cp.Admitted)
+	}
+}
+
+// TestAcquireWaitFIFO: waiters on a key are served in arrival order as slots are released.
+func TestAcquireWaitFIFO(t *testing.T) {
+	l, _, clock := newLeaseLimiter(t, sluice.WithMaxWait(time.Hour))
+	ctx := context.Background()
+	limit := sluice.InFlight{Limit: 1, Lease: time.Hour}
+	first, _ := l.Acquire(ctx, "k", limit)
+	var mu sync.Mutex
+	var order []int
+	slots := make(chan sluice.Slot, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		base := clock.Waiters()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := l.AcquireWait(ctx, "k", limit)
+			if err != nil || !s.Admitted {
+				t.Errorf("waiter %d: %+v, %v", i, s, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			slots <- s
+		}()
+		waitFor(t, "the waiter to queue", func() bool { return clock.Waiters() > base })
+	}
+	prev := first
+	for range 3 {
+		if err := prev.Release(); err != nil {
+			t.Fatal(err)
+		}
+		prev = <-slots
+	}
+	wg.Wait()
+	if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Errorf("served in order %v, want [0 1 2]", order)
+	}
+	_ = prev.Release()
+}
+
+// TestAcquireWaitBound: a waiter gives up at the wait bound with the refusal, and returns the
+// context's error when cancelled.
+func TestAcquireWaitBound(t *testing.T) {
+	l, _, clock := newLeaseLimiter(t, sluice.WithMaxWait(time.Second))
+	ctx := context.Background()
+	limit := sluice.InFlight{Limit: 1, Lease: time.Hour}
+	held, _ := l.Acquire(ctx, "k", limit)
+	done := make(chan sluice.Slot)
+	go func() {
+		s, err := l.AcquireWait(ctx, "k", limit)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+	for {
+		select {
+		case s := <-done:
+			if s.Admitted || s.InFlight != 1 {
+				t.Errorf("after the bound: %+v", s)
+			}
+			if clock.Now().Sub(t0) < time.Second {
+				t.Errorf("gave up after %v, before the bound", clock.Now().Sub(t0))
+			}
+			goto cancelled
+		default:
+		}
+		if clock.Waiters() > 0 {
+			clock.Advance(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+cancelled:
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error)
+	go func() {
+		_, err := l.AcquireWait(cctx, "k", limit)
+		errc <- err
+	}()
+	waitFor(t, "the waiter to wait", func() bool { return clock.Waiters() > 0 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	_ = held.Release()
+}
+
+// TestAcquireAllocs: acquiring and releasing a slot on the memory store allocates nothing
+// once the key and the limiter's tables exist.
+func TestAcquireAllocs(t *testing.T) {
+	l, _, _ := newLeaseLimiter(t)
+	ctx := context.Background()
+	limit := sluice.InFlight{Limit: 10, Lease: time.Second}
+	cycle := func() {
+		s, err := l.Acquire(ctx, "k", limit)
+		if err != nil || !s.Admitted {
+			t.Fatalf("%+v, %v", s, err)
+		}
+		_ = s.Release()
+	}
+	cycle()
+	if n := testing.AllocsPerRun(1000, cycle); n != 0 {
+		t.Errorf("%v allocations per acquire and release, want 0", n)
+	}
+}
+
+func TestAcquireClassWaitNever(t *testing.T) {
+	l, _, _ := newLeaseLimiter(t, sluice.WithMaxWait(time.Hour))
+	s, err := l.AcquireClassWait(context.Background(), "k", sluice.InFlight{Limit: 1}, sluice.Sheddable)
+	if err != nil || s.Admitted || s.RetryAfter != sluice.Never {
+		t.Errorf("a class with no share of a limit of 1: %+v, %v; want refused at once, Never", s, err)
+	}
+}

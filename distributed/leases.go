@@ -1,0 +1,286 @@
+package distributed
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// Concurrency limits (sluice.Leaser) through the decorators. OverLimit and Async keep no lease
+// state: they pass leases to the store they wrap. Fallback decides them locally while the
+// store is down, with the fleet-wide budget it keeps for rates.
+
+var (
+	_ sluice.Leaser = (*OverLimit)(nil)
+	_ sluice.Leaser = (*Async)(nil)
+	_ sluice.Leaser = (*Fallback)(nil)
+)
+
+// leaserOf returns next as a Leaser, or an error wrapping sluice.ErrNoLeaser.
+func leaserOf(next sluice.Store) (sluice.Leaser, error) {
+	if l, ok := next.(sluice.Leaser); ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("distributed: %T: %w", next, sluice.ErrNoLeaser)
+}
+
+// passAcquire, passRenew and passRelease hand a lease call to next.
+func passAcquire(ctx context.Context, next sluice.Store, req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	l, err := leaserOf(next)
+	if err != nil {
+		return sluice.LeaseDecision{}, err
+	}
+	return l.AcquireLease(ctx, req)
+}
+
+func passRenew(ctx context.Context, next sluice.Store, batch []sluice.LeaseRenewal) error {
+	l, err := leaserOf(next)
+	if err != nil {
+		return err
+	}
+	return l.RenewLeases(ctx, batch)
+}
+
+func passRelease(ctx context.Context, next sluice.Store, key string, id sluice.LeaseID) error {
+	l, err := leaserOf(next)
+	if err != nil {
+		return err
+	}
+	return l.ReleaseLease(ctx, key, id)
+}
+
+// AcquireLease implements sluice.Leaser: the wrapped store decides (no denial is cached).
+func (o *OverLimit) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	return passAcquire(ctx, o.next, req)
+}
+
+// RenewLeases implements sluice.Leaser on the wrapped store.
+func (o *OverLimit) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) error {
+	return passRenew(ctx, o.next, batch)
+}
+
+// ReleaseLease implements sluice.Leaser on the wrapped store.
+func (o *OverLimit) ReleaseLease(ctx context.Context, key string, id sluice.LeaseID) error {
+	return passRelease(ctx, o.next, key, id)
+}
+
+// AcquireLease implements sluice.Leaser: leases are decided by the wrapped store at once (an
+// in-flight count cannot be synchronised late).
+func (a *Async) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	return passAcquire(ctx, a.next, req)
+}
+
+// RenewLeases implements sluice.Leaser on the wrapped store.
+func (a *Async) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) error {
+	return passRenew(ctx, a.next, batch)
+}
+
+// ReleaseLease implements sluice.Leaser on the wrapped store.
+func (a *Async) ReleaseLease(ctx context.Context, key string, id sluice.LeaseID) error {
+	return passRelease(ctx, a.next, key, id)
+}
+
+// fallbackLeases is what a Fallback knows of the leases acquired through it: each one's key
+// and expiry on the Fallback's clock, and whether the store holds it or it was granted locally
+// during an outage. The local decisions count both, so an instance's slots from before the
+// outage use up its share too.
+type fallbackLeases struct {
+	mu   sync.Mutex
+	keys map[string]map[sluice.LeaseID]heldLease
+}
+
+type heldLease struct {
+	expires int64 // Unix ns, the Fallback's clock
+	local   bool  // granted by the Fallback during an outage; the store never saw it
+}
+
+func (fl *fallbackLeases) put(key string, id sluice.LeaseID, h heldLease) {
+	if fl.keys == nil {
+		fl.keys = map[string]map[sluice.LeaseID]heldLease{}
+	}
+	m := fl.keys[key]
+	if m == nil {
+		m = map[sluice.LeaseID]heldLease{}
+		fl.keys[key] = m
+	}
+	m[id] = h
+}
+
+// take removes a lease and reports what it was.
+func (fl *fallbackLeases) take(key string, id sluice.LeaseID) (heldLease, bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	h, ok := fl.keys[key][id]
+	if ok {
+		delete(fl.keys[key], id)
+		if len(fl.keys[key]) == 0 {
+			delete(fl.keys, key)
+		}
+	}
+	return h, ok
+}
+
+// live drops key's expired leases and returns how many remain and the soonest expiry.
+func (fl *fallbackLeases) live(key string, now int64) (n, soonest int64) {
+	for id, h := range fl.keys[key] {
+		if h.expires <= now {
+			delete(fl.keys[key], id)
+			continue
+		}
+		if n == 0 || h.expires < soonest {
+			soonest = h.expires
+		}
+		n++
+	}
+	return n, soonest
+}
+
+// AcquireLease implements sluice.Leaser: the store decides while it answers, as for Take
+// (the timeout, the circuit); while it does not, FailLocal grants slots locally up to this
+// instance's share of the limit, max(1, Limit / live instances) (or the safe capacity), counting
+// the slots this instance already holds in the store, so the fleet holds about one limit in
+// all; FailOpen admits and FailClosed refuses (RetryAfter the probe interval). Slots granted
+// locally stay local until released: they are renewed locally and never reach the store.
+func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	if err := req.Validate(0); err != nil {
+		return sluice.LeaseDecision{}, err
+	}
+	if f.closed.Load() {
+		return sluice.LeaseDecision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
+	}
+	if f.State() != CircuitOpen {
+		if d, failed, err := f.storeLease(ctx, req); !failed {
+			return d, err
+		}
+	}
+	return f.acquireLocally(req)
+}
+
+// storeLease asks the store under the Fallback's timeout and records the outcome on the
+// circuit (observe), reporting whether the store failed it; an admitted lease is remembered
+// for the local count.
+func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (d sluice.LeaseDecision, failed bool, err error) {
+	next, err := leaserOf(f.next)
+	if err != nil {
+		return sluice.LeaseDecision{}, false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.timeout)
+	d, err = next.AcquireLease(cctx, req)
+	late := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	if err == nil && d.Admitted {
+		f.leases.mu.Lock()
+		f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.Limit.LeaseTime())})
+		f.leases.mu.Unlock()
+	}
+	return d, f.observe(err, late), err
+}
+
+func (f *Fallback) now() int64 { return f.breaker.clock.Now().UnixNano() }
+
+// acquireLocally applies the failure policy to an acquire the store could not decide.
+func (f *Fallback) acquireLocally(req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	limit := req.Limit.Limit
+	switch f.policy(sluice.Rule{Limit: limit, Period: req.Limit.LeaseTime()}) {
+	case FailOpen:
+		return sluice.LeaseDecision{Admitted: true, Limit: limit, Remaining: limit}, nil
+	case FailClosed:
+		return sluice.LeaseDecision{Limit: limit, RetryAfter: f.breaker.interval}, nil
+	}
+	fraction := f.ledger.fraction()
+	share := limit
+	reserve := req.Reserve
+	if fraction < 1 {
+		share = max(1, int64(float64(limit)*fraction))
+		reserve = int64(float64(reserve) * fraction)
+	}
+	now := f.now()
+	f.leases.mu.Lock()
+	defer f.leases.mu.Unlock()
+	n, soonest := f.leases.live(req.Key, now)
+	d := algorithm.DecideLease(share, min(reserve, share), n, soonest, now)
+	if d.Admitted {
+		f.leases.put(req.Key, req.ID, heldLease{expires: now + int64(req.Limit.LeaseTime()), local: true})
+	}
+	return d, nil
+}
+
+// RenewLeases implements sluice.Leaser: the leases granted locally are renewed locally, the
+// others by the store (under the Fallback's timeout). While the circuit is open, the store's
+// leases fail (Err) and are tried again by the caller; if the outage outlasts their lease they
+// are lost, and their slots return to the fleet.
+func (f *Fallback) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) error {
+	now := f.now()
+	var remote []sluice.LeaseRenewal
+	var at []int
+	f.leases.mu.Lock()
+	for i := range batch {
+		r := &batch[i]
+		if r.Err = r.Validate(0); r.Err != nil {
+			continue
+		}
+		h, ok := f.leases.keys[r.Key][r.ID]
+		if ok && h.local {
+			r.Held = h.expires > now
+			if r.Held {
+				h.expires = now + int64(r.Lease)
+				f.leases.keys[r.Key][r.ID] = h
+			}
+			continue
+		}
+		remote, at = append(remote, *r), append(at, i)
+	}
+	f.leases.mu.Unlock()
+	if len(remote) == 0 {
+		return nil
+	}
+	err := f.renewInStore(ctx, remote)
+	f.leases.mu.Lock()
+	defer f.leases.mu.Unlock()
+	for j, i := range at {
+		r := &batch[i]
+		if err != nil {
+			r.Held, r.Err = false, err
+			continue
+		}
+		r.Held, r.Err = remote[j].Held, remote[j].Err
+		if h, ok := f.leases.keys[r.Key][r.ID]; ok && r.Held {
+			h.expires = now + int64(r.Lease)
+			f.leases.keys[r.Key][r.ID] = h
+		}
+	}
+	return nil
+}
+
+func (f *Fallback) renewInStore(ctx context.Context, batch []sluice.LeaseRenewal) error {
+	if f.State() == CircuitOpen {
+		return fmt.Errorf("distributed: fallback: the store is down: %w", sluice.ErrStoreUnavailable)
+	}
+	next, err := leaserOf(f.next)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(f.timeout, time.Second))
+	defer cancel()
+	return next.RenewLeases(cctx, batch)
+}
+
+// ReleaseLease implements sluice.Leaser: a lease granted locally is released locally, any
+// other by the store (a failure leaves it to expire there).
+func (f *Fallback) ReleaseLease(ctx context.Context, key string, id sluice.LeaseID) error {
+	h, ok := f.leases.take(key, id)
+	if ok && h.local {
+		return nil
+	}
+	next, err := leaserOf(f.next)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, max(f.timeout, time.Second))
+	defer cancel()
+	return next.ReleaseLease(cctx, key, id)
+}

@@ -1,0 +1,101 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// leaseModel is the reference of a key's leases: live ids and their expiries (ns since Base).
+type leaseModel struct {
+	exp map[sluice.LeaseID]int64
+}
+
+func (m *leaseModel) live(now int64) (n, soonest int64) {
+	for id, e := range m.exp {
+		if e <= now {
+			delete(m.exp, id)
+			continue
+		}
+		if n == 0 || e < soonest {
+			soonest = e
+		}
+		n++
+	}
+	return n, soonest
+}
+
+// testLeaseModel plays random sequences of acquires (with random reserves), releases (of live,
+// released and expired leases), batched renewals and clock steps against a store and the
+// model, checking every decision and renewal, so in flight never exceeds the limit, a release
+// is idempotent and an expired lease never comes back.
+func testLeaseModel(t *testing.T, newStore NewStore, run string) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			f := newLeaseFixture(t, newStore, run, fmt.Sprint("model-", seed))
+			rng := rand.New(rand.NewPCG(seed, 24))
+			limit := sluice.InFlight{Limit: 1 + rng.Int64N(4), Lease: time.Duration(1+rng.IntN(5)) * 100 * ms}
+			m := &leaseModel{exp: map[sluice.LeaseID]int64{}}
+			var ids []sluice.LeaseID
+			for step := range 300 {
+				now := int64(f.clock.Now().Sub(Base))
+				switch op := rng.IntN(10); {
+				case op < 4:
+					reserve := rng.Int64N(limit.Limit + 1)
+					if rng.IntN(2) == 0 {
+						reserve = 0
+					}
+					n, soonest := m.live(now)
+					want := modelDecision(limit.Limit, reserve, n, soonest, now)
+					id, got := f.acquire(limit, reserve)
+					if got != want {
+						t.Fatalf("step %d: acquire(reserve %d) at %v: got %+v, want %+v", step, reserve, time.Duration(now), got, want)
+					}
+					if got.Admitted {
+						m.exp[id] = now + int64(limit.Lease)
+						ids = append(ids, id)
+					}
+				case op < 6 && len(ids) > 0:
+					id := ids[rng.IntN(len(ids))]
+					f.release(id)
+					delete(m.exp, id)
+				case op < 8 && len(ids) > 0:
+					pick := make([]sluice.LeaseID, 1+rng.IntN(min(len(ids), 4)))
+					for i := range pick {
+						pick[i] = ids[rng.IntN(len(ids))]
+					}
+					m.live(now)
+					held := f.renew(limit.Lease, pick...)
+					for i, id := range pick {
+						_, want := m.exp[id]
+						if held[i] != want {
+							t.Fatalf("step %d: renew of lease %d at %v: held %v, want %v", step, i, time.Duration(now), held[i], want)
+						}
+						if want {
+							m.exp[id] = now + int64(limit.Lease)
+						}
+					}
+				default:
+					f.clock.Advance(time.Duration(rng.IntN(300)) * ms)
+				}
+			}
+		})
+	}
+}
+
+// modelDecision is the decision the model expects, from its definition: admitted when, after
+// it, the reserve stays free; otherwise RetryAfter until the soonest expiry, or Never.
+func modelDecision(limit, reserve, live, soonest, now int64) sluice.LeaseDecision {
+	room := limit - reserve
+	if live+1 <= room {
+		return sluice.LeaseDecision{Admitted: true, Limit: limit, InFlight: live + 1, Remaining: room - live - 1}
+	}
+	d := sluice.LeaseDecision{Limit: limit, InFlight: live, Remaining: max(0, room-live), RetryAfter: time.Duration(soonest - now)}
+	if room < 1 {
+		d.RetryAfter = sluice.Never
+	}
+	return d
+}
