@@ -26,7 +26,7 @@ import (
 //	cd bench && for i in $(seq 8); do go test -run '^$' -bench 'Quota/' -benchmem; done | tee quota.txt
 func BenchmarkQuota(b *testing.B) {
 	const n = 1000
-	body := "domain: bench\nquota_buckets:\n  - bucket_id: {name: \"\"}\n    requests_per_unit: 1000000\n    unit: second\n    assignment_ttl: 1h\n"
+	body := "domain: bench\nquota_buckets:\n  - bucket_id: {name: \"\"}\n    requests_per_unit: 1000000\n    unit: second\n    assignment_ttl: 1m\n"
 	rules, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(body)}}, "rules.yaml")
 	if err != nil {
 		b.Fatal(err)

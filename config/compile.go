@@ -21,16 +21,22 @@ func (p *problems) add(file string, line int, field, format string, args ...any)
 // addRuleError reports a rule that sluice refuses under the rate limit's own field name: the
 // rule's limit is the rate limit's requests_per_unit.
 func (p *problems) addRuleError(file string, line int, rateLimit string, err error) {
+	p.addFieldError(file, line, rateLimit, err, "limit", "requests_per_unit")
+}
+
+// addFieldError reports err under path: a *sluice.FieldError as path.<its field>, the field
+// named from renamed to (the library's name of what the YAML names otherwise).
+func (p *problems) addFieldError(file string, line int, path string, err error, from, to string) {
 	var fe *sluice.FieldError
 	if !errors.As(err, &fe) {
-		p.add(file, line, rateLimit, "%v", err)
+		p.add(file, line, path, "%v", err)
 		return
 	}
 	field := fe.Field
-	if field == "limit" {
-		field = "requests_per_unit"
+	if field == from {
+		field = to
 	}
-	p.add(file, line, rateLimit+"."+field, "%s", fe.Reason)
+	p.add(file, line, path+"."+field, "%s", fe.Reason)
 }
 
 func (p *problems) err() error { return errors.Join(p.errs...) }
@@ -49,6 +55,9 @@ type Options struct {
 	// inside it. DotFiles then includes the names starting with '.' (the peer's default,
 	// RUNTIME_IGNOREDOTFILES=false); they are always skipped without Tree.
 	Tree, DotFiles bool
+	// RefuseInFlight refuses every max_in_flight, saying why: sluice serve sets it, as the RLS
+	// protocol has no request-finished signal to free a slot with.
+	RefuseInFlight bool
 }
 
 // Validate reports every problem of the document, joined; nil when it compiles.
@@ -145,7 +154,7 @@ func (d *Document) compileLevel(p *problems, c *Config, o Options, parent *node,
 		}
 		vtm := valueToMetric || desc.ValueToMetric
 		levels := append(raw[:len(raw):len(raw)], d.rawTelemetry(p, desc, field, n))
-		n.limit = d.compileLimit(p, o, desc, field, full)
+		n.limit = d.compileInFlight(p, o, desc, d.compileLimit(p, o, desc, field, full), field, full)
 		if n.limit != nil {
 			n.limit.ValueToMetric = vtm
 			n.limit.RawValues = levels

@@ -61,6 +61,10 @@ type Limit struct {
 	// Hot, when set, tracks the descriptor's values in a bounded sketch (package hotkey): the
 	// cold values are admitted without a store call.
 	Hot *HotParam
+	// InFlight, when set, is the descriptor's max_in_flight, enforced by the transports that
+	// see a request end (sluice proxy, httplimit, grpclimit). A limit may have it alone, with
+	// no Rules.
+	InFlight *InFlightLimit
 	// Unlimited admits every request without a store call.
 	Unlimited bool
 	// ShadowMode decides and counts, but always answers OK.

@@ -204,8 +204,8 @@ func (d *Document) compileQuotaBucket(p *problems, q *QuotaBucket, f string) *Qu
 	}
 	if q.AssignmentTTL != "" {
 		ttl, err := time.ParseDuration(q.AssignmentTTL)
-		if err != nil || ttl <= 0 || ttl > time.Hour {
-			bad("assignment_ttl", "want a duration between 1ms and 1h like 10s, got %q", q.AssignmentTTL)
+		if err != nil || ttl < time.Second || ttl > time.Minute || ttl%time.Second != 0 {
+			bad("assignment_ttl", "want whole seconds from 1s to 1m like 10s (older Envoys read only the seconds), got %q", q.AssignmentTTL)
 		}
 		r.Share.TTL = ttl
 	}

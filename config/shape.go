@@ -20,6 +20,12 @@ type shape struct {
 	unknown  []string // paths of mappings with an unknown field: silent about them alone
 }
 
+// scalarForm marks a struct that may also be written as one scalar (max_in_flight: 10): its
+// UnmarshalYAML judges the scalar.
+type scalarForm interface{ scalarForm() }
+
+var scalarFormType = reflect.TypeOf((*scalarForm)(nil)).Elem()
+
 // maxShapeDepth bounds the walk (aliases may nest deeply; the decoder refuses worse).
 const maxShapeDepth = 100
 
@@ -78,6 +84,17 @@ func (s *shape) check(n *yaml.Node, t reflect.Type, path string, depth int) {
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if n.Kind == yaml.ScalarNode && t.Kind() == reflect.Struct && reflect.PointerTo(t).Implements(scalarFormType) {
+		// A struct with a scalar form of its own (max_in_flight: 10): its decoder judges it.
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			reason := err.Error()
+			if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
+				reason = te.Errors[0]
+			}
+			s.brokenAt(n.Line, path, "%s", reason)
+		}
+		return
 	}
 	switch t.Kind() {
 	case reflect.Interface:

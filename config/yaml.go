@@ -58,7 +58,10 @@ type Descriptor struct {
 	// keyed hash stable within the process, "raw" as sent. A value the descriptor names
 	// exactly (value without '*') is in the rules already and always shown.
 	Telemetry string `yaml:"telemetry"`
-	line      int
+	// MaxInFlight (Sluice) bounds the requests in flight at once beside the rate limits: see
+	// MaxInFlight.
+	MaxInFlight *MaxInFlight `yaml:"max_in_flight"`
+	line        int
 }
 
 // RateLimit is one limit: envoyproxy/ratelimit's fields plus Sluice's period, algorithm,

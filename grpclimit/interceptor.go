@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/internal/inflight"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
@@ -60,6 +61,9 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLeases(limiter, routes); err != nil {
+		return nil, err
+	}
 	in.routes = t
 	if err := in.buildHot(routes); err != nil {
 		return nil, err
@@ -69,9 +73,10 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 
 // verdict is the outcome of checking one call.
 type verdict struct {
-	decision sluice.Decision // the limits' combined decision (see sluice.Combine)
-	decided  bool            // whether decision holds one: a limit applied and the store answered
-	err      error           // the status error to answer with; nil to run the call
+	decision sluice.Decision  // the limits' combined decision (see sluice.Combine)
+	decided  bool             // whether decision holds one: a limit applied and the store answered
+	err      error            // the status error to answer with; nil to run the call
+	claims   []inflight.Claim // the in-flight limits the call must take a slot of (inflight.go)
 }
 
 // sendHeaders reports whether the header metadata goes with the call's answer.
@@ -84,9 +89,10 @@ func (v *verdict) sendHeaders(s HeaderStyle) bool {
 func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Limit, req any, wait time.Duration) verdict {
 	var room [4]sluice.Check // most calls have few limits: no allocation for the checks
 	var hot hotkey.Batch
-	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0], &hot)
+	var claims []inflight.Claim
+	checks, err := in.keys(ctx, fullMethod, limits, in.costOf(ctx, fullMethod, req), room[:0], &hot, &claims)
 	if err != nil || len(checks) == 0 {
-		return verdict{err: err}
+		return verdict{err: err, claims: claims}
 	}
 	if err := hot.Charge(ctx, in.limiter, checks); err != nil {
 		return verdict{err: in.failure(ctx, err)}
@@ -96,7 +102,7 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 		return verdict{err: in.failure(ctx, err)}
 	}
 	hot.Record(checks)
-	v := verdict{decision: d, decided: true}
+	v := verdict{decision: d, decided: true, claims: claims}
 	if d.Allowed {
 		in.count.allowed.Add(1)
 	} else {
@@ -110,7 +116,7 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 // key the limit's name, a colon and the call's key. The keys of hot limits are observed in
 // hot; those admitted cold have no check. A key function that panics fails the call with
 // codes.Internal.
-func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check, hot *hotkey.Batch) (out []sluice.Check, err error) {
+func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Limit, n int64, checks []sluice.Check, hot *hotkey.Batch, claims *[]inflight.Claim) (out []sluice.Check, err error) {
 	var name string
 	defer func() {
 		if p := recover(); p != nil {
@@ -133,6 +139,12 @@ func (in *Interceptor) keys(ctx context.Context, fullMethod string, limits []Lim
 		k := string(key)
 		if p := in.hot[l.Name]; l.Hot != nil && p != nil && hot.Observe(p, len(checks), k, n).Cold {
 			continue
+		}
+		if l.InFlight != nil {
+			*claims = append(*claims, in.claim(ctx, &l, k))
+			if !l.rated() {
+				continue
+			}
 		}
 		checks = append(checks, sluice.Check{Key: k, Rule: l.Rule, N: n})
 		if l.Shares != nil {

@@ -5,7 +5,9 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/internal/inflight"
 )
 
 // Limit is one limit a call must pass.
@@ -29,7 +31,23 @@ type Limit struct {
 	// the store; cold ones pass on the sketch's bound, in bounded memory whatever the number
 	// of keys. Limits sharing a Name share one sketch.
 	Hot *hotkey.Config
+	// InFlight, when not nil, bounds the calls of one key in flight at once, across every
+	// process sharing the limiter's store (server interceptors; the client interceptors
+	// enforce the rate limits only): a call its rate limits admit takes a slot
+	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until its handler
+	// returns, a stream until it ends. A call refused a slot ends with
+	// codes.ResourceExhausted, a QuotaFailure naming the limit and a RetryInfo of at most a
+	// second. A Limit may have InFlight alone: its zero Rule is then no rate limit. Not with
+	// Hot.
+	InFlight *sluice.InFlight
+	// Adaptive, with InFlight, is the in-flight limit in force instead of InFlight.Limit
+	// (InFlight gives the lease): it follows the handlers' latency (package adaptive). A call
+	// it refuses ends with codes.Unavailable: the service is overloaded.
+	Adaptive *adaptive.Gradient
 }
+
+// rated reports whether l has a rate limit (a Limit with InFlight alone has none).
+func (l *Limit) rated() bool { return l.InFlight == nil || l.Rule != (sluice.Rule{}) }
 
 // Route gives the limits of the calls it matches.
 type Route struct {
@@ -71,8 +89,11 @@ func newRoutes(rs []Route) (*routes, error) {
 			if l.Name == "" || strings.Contains(l.Name, ":") {
 				return nil, fmt.Errorf("grpclimit: %s.name: %q: want a non-empty name without ':' (it prefixes the store key)", lf, l.Name)
 			}
-			if err := l.Rule.Validate(); err != nil {
+			if err := l.Rule.Validate(); err != nil && l.rated() {
 				return nil, fmt.Errorf("grpclimit: %s (%q).rule: %w", lf, l.Name, err)
+			}
+			if err := inflight.Validate(l.InFlight, l.Adaptive, l.Hot != nil); err != nil {
+				return nil, fmt.Errorf("grpclimit: %s (%q).in_flight: %w", lf, l.Name, err)
 			}
 			if l.Shares != nil {
 				if err := l.Shares.Validate(); err != nil {

@@ -6,7 +6,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Unary returns the unary server interceptor. A call its limits refuse is answered with
+// Unary returns the unary server interceptor. A call its rate limits admit then takes a slot
+// of each in-flight limit (Limit.InFlight), held until the handler returns. A call its limits refuse is answered with
 // codes.ResourceExhausted, without running the handler, and two status details: a
 // google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
 // key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
@@ -27,13 +28,20 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if v.err != nil {
 			return nil, v.err
 		}
+		if len(v.claims) > 0 {
+			if err := in.acquire(ctx, v.claims); err != nil {
+				return nil, err
+			}
+			defer in.release(v.claims, in.cfg.clock.Now())
+		}
 		return handler(ctx, req)
 	}
 }
 
 // Stream returns the stream server interceptor: a stream is checked once, when it opens
 // (the cost function sees a nil request), and one its limits refuse ends with
-// codes.ResourceExhausted before the handler runs. Headers as for Unary.
+// codes.ResourceExhausted before the handler runs. A stream holds the slots of its in-flight
+// limits until it ends. Headers as for Unary.
 func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		limits := in.routes.match(info.FullMethod)
@@ -46,6 +54,12 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 		}
 		if v.err != nil {
 			return v.err
+		}
+		if len(v.claims) > 0 {
+			if err := in.acquire(ss.Context(), v.claims); err != nil {
+				return err
+			}
+			defer in.release(v.claims, in.cfg.clock.Now()) // the stream holds its slots until it ends
 		}
 		return handler(srv, ss)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/internal/fastpath"
+	"github.com/sluicehq/sluice/internal/inflight"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/monotime"
 )
@@ -123,6 +124,9 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		valid = valid[:64]
 	}
 	m.limits = valid
+	if err := m.checkLeaser(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := m.buildHot(); err != nil {
 		errs = append(errs, fmt.Errorf("httplimit: hot: %w", err))
 		m.limits, m.hot = nil, nil
@@ -164,7 +168,10 @@ func validateLimit(p Limit, seen map[string]bool) error {
 	case seen[p.Name]:
 		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%q is used by another policy", p.Name), Err: sluice.ErrInvalidRule}
 	}
-	if err := p.Rule.Validate(); err != nil {
+	if err := validateInFlight(&p); err != nil {
+		return fmt.Errorf("in_flight: %w", err)
+	}
+	if err := p.Rule.Validate(); err != nil && rated(&p) {
 		return fmt.Errorf("rule: %w", err)
 	}
 	for _, k := range p.Key.parts {
@@ -200,7 +207,8 @@ type request struct {
 	results []Result
 	which   []int // which[i]: the policy of checks[i]
 	mask    uint64
-	hot     hotkey.Batch // the checks of hot keys (Limit.Hot), charged before the store decides
+	hot     hotkey.Batch     // the checks of hot keys (Limit.Hot), charged before the store decides
+	claims  []inflight.Claim // the in-flight limits (Limit.InFlight), taken once the checks allow
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -214,12 +222,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := requestPool.Get().(*request)
 	defer q.release()
 	m.collect(q, r)
-	if len(q.checks) == 0 {
+	if len(q.checks) == 0 && len(q.claims) == 0 {
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	charged := m.l // the limiter that charged the request, if it did
-	d, err := q.hot.AllowAll(r.Context(), m.l, q.checks)
+	d, err := sluice.Decision{Allowed: true}, error(nil)
+	if len(q.checks) > 0 {
+		d, err = q.hot.AllowAll(r.Context(), m.l, q.checks)
+	}
 	if err != nil {
 		charged = nil
 		if m.stats != nil {
@@ -270,6 +281,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if len(q.claims) > 0 {
+		if !h.acquire(w, r, q) {
+			return
+		}
+		start := m.clock.Now()
+		defer func() { inflight.Release(q.claims, m.clock.Now().Sub(start)) }()
+	}
 	if m.stats != nil {
 		m.stats.Allowed.Add(1)
 	}
@@ -282,7 +300,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (q *request) release() {
 	clear(q.checks) // drop the key strings, which may point into buf
+	clear(q.claims)
 	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
+	q.claims = q.claims[:0]
 	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
@@ -327,6 +347,16 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		if !ok || (m.hot[i] != nil && q.hot.Observe(m.hot[i], len(q.checks), string(q.buf[start:]), n).Cold) {
 			q.buf = q.buf[:start]
 			continue
+		}
+		if p.InFlight != nil {
+			if p.Shares != nil && !classKnown {
+				class, classKnown = m.class(r), true
+			}
+			q.claim(p, string(q.buf[start:]), class)
+			if !rated(p) {
+				q.buf = q.buf[:start]
+				continue
+			}
 		}
 		q.ends = append(q.ends, len(q.buf))
 		q.checks = append(q.checks, sluice.Check{Rule: p.Rule, N: n})

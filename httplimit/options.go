@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
@@ -49,8 +50,24 @@ type Limit struct {
 	Hot *hotkey.Config
 	// Shares, when not nil, share the policy's capacity between criticality classes: a
 	// request of class c (WithCriticalityHeader) is admitted only while c's share holds, so
-	// the lowest classes are shed first (sluice.Limiter.AllowClass).
+	// the lowest classes are shed first (sluice.Limiter.AllowClass). With InFlight, the class
+	// also decides the slot (sluice.Limiter.AcquireClass, with the limiter's shares).
 	Shares *sluice.Shares
+	// InFlight, when not nil, bounds the requests of one Key in flight at once, across every
+	// process sharing the limiter's store: a request its rate limits admit takes a slot
+	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until the handler
+	// returns. A request refused a slot is answered 429, its policy named in the problem
+	// (Retry-After at most 1 s: a slot frees when a request ends), and it has been counted by
+	// the rate limits as any answered request is. A Limit may have InFlight alone: its zero
+	// Rule is then no rate limit. In-flight limits add no RateLimit header (they have no
+	// window). Not with Hot.
+	InFlight *sluice.InFlight
+	// Adaptive, with InFlight, is the in-flight limit in force instead of InFlight.Limit
+	// (which may be 0; InFlight gives the lease): it follows the handler's latency, told each
+	// request's time in the handler. A request refused by it is answered 503
+	// (temporary-reduced-capacity, Retry-After: 1): the service is overloaded, not the client
+	// over its quota.
+	Adaptive *adaptive.Gradient
 }
 
 // WithLimits adds limits. Middleware with no limit returns the handler unchanged.

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/inflight"
 	"github.com/sluicehq/sluice/rls"
 )
 
@@ -56,6 +57,7 @@ type scratch struct {
 	descs   []rls.Descriptor // each keeps its Entries' capacity
 	ans     rls.Answer
 	results []httplimit.Result
+	claims  []inflight.Claim // the in-flight limits of the descriptors (max_in_flight)
 
 	client     netip.Addr
 	clientDone bool
@@ -76,6 +78,8 @@ func (sc *scratch) release() {
 	clear(sc.results)
 	sc.req, sc.ans.Verdicts, sc.ans.Rules = rls.Request{}, sc.ans.Verdicts[:0], nil
 	sc.results = sc.results[:0]
+	clear(sc.claims)
+	sc.claims = sc.claims[:0]
 	sc.client, sc.clientDone = netip.Addr{}, false
 	scratchPool.Put(sc)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/inflight"
 	"github.com/sluicehq/sluice/rls"
 )
 
@@ -34,7 +35,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.metrics.denied.Inc()
 		return
 	}
-	sc.release()
+	if len(sc.claims) > 0 {
+		if !p.acquire(w, r, sc) {
+			sc.release()
+			return
+		}
+		// the slots are held until the upstream's response body is done
+		defer func(start time.Time) { inflight.Release(sc.claims, time.Since(start)); sc.release() }(time.Now())
+	} else {
+		sc.release()
+	}
 	p.metrics.forwarded.Inc()
 	p.forward(w, r)
 }
@@ -58,6 +68,9 @@ func (p *Proxy) decide(sc *scratch, r *http.Request) (bool, error) {
 			}
 			violates := denied && v.Denied() && (!v.Quota || quotaDenies)
 			sc.results = appendResults(sc.results, v, violates)
+		}
+		if !denied {
+			sc.claims = appendClaims(sc.claims, sc.ans.Verdicts)
 		}
 		if denied { // later domains are not charged for a request that does not pass
 			return true, nil

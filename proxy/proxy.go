@@ -140,11 +140,15 @@ func New(cfg Config) (*Proxy, error) {
 		reg = prometheus.NewRegistry()
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Registry: reg, RequestRules: rls.RequestRulesOff})
+		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Registry: reg, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p.eng = eng
+	if err := checkLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
 	if p.currentPlan().empty() {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")

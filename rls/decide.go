@@ -223,7 +223,7 @@ func (e *Engine) appendItems(sc *scratch, dom *config.Domain, req *Request) []it
 				it.quota = e.globalQuota || it.limit.QuotaMode
 			}
 		}
-		if it.limited() && !it.block {
+		if (it.limited() && !it.block) || (!it.ovr && it.limit != nil && it.limit.InFlight != nil) {
 			it.key = descriptorKey(req.Domain, d.Entries, shared)
 			if it.ovr { // an override counts apart from the configured limit, per unit as the peer's
 				it.key += "|@" + strconv.Itoa(int(d.Limit.Unit))
@@ -447,6 +447,9 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		it := &items[i]
 		ans.Verdicts = append(ans.Verdicts, Verdict{Code: CodeOK, Limit: it.limit})
 		v := &ans.Verdicts[i]
+		if it.limit != nil && it.limit.InFlight != nil && !it.overridden() {
+			v.Key = it.key
+		}
 		if !it.limited() {
 			switch {
 			case it.limit != nil && it.limit.Unlimited:

@@ -112,6 +112,11 @@ type Config struct {
 	// NearLimitRatio is the share of a limit past which hits count as near_limit in the
 	// envoyproxy/ratelimit metrics (default DefaultNearLimitRatio).
 	NearLimitRatio float64
+	// InFlight says that the transport enforces the descriptors' max_in_flight (it sees each
+	// request end: sluice proxy sets it). Otherwise rules with a max_in_flight are refused
+	// at load and reload (config.Options.RefuseInFlight): the RLS protocol has no
+	// request-finished signal, and a limit silently not enforced is worse than none.
+	InFlight bool
 }
 
 // Engine is the descriptor engine: it decides requests against the rules in force, on the
@@ -207,6 +212,12 @@ func orDefault(v, d int) int {
 }
 
 func (e *Engine) loadRules() error {
+	if !e.cfg.InFlight {
+		e.cfg.RulesOptions.RefuseInFlight = true
+		if err := refuseInFlight(e.cfg.Rules); err != nil {
+			return err
+		}
+	}
 	switch {
 	case e.cfg.RulesPath != "":
 		w, err := config.NewWatcherWith(e.cfg.RulesPath, e.cfg.RulesOptions, func(c *config.Config) {
@@ -283,11 +294,19 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
-// Close releases what New acquired: the store it opened (flushing its decorators) and the
-// per-instance store. It is safe to call more than once.
+// Limiter returns the limiter of the engine's store: the transports that enforce max_in_flight
+// (Config.InFlight) lease their slots with it, under Verdict.Key. Close stops its renewals.
+func (e *Engine) Limiter() *sluice.Limiter { return e.limiter }
+
+// Close releases what New acquired: the store it opened (flushing its decorators), the
+// renewal of the slots its limiter holds, and the per-instance store. It is safe to call more
+// than once.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
+		if e.limiter != nil {
+			_ = e.limiter.Close()
+		}
 		if e.storeCloser != nil {
 			err = e.storeCloser.Close()
 		}

@@ -127,6 +127,10 @@ type Verdict struct {
 	Remaining uint32
 	// Reset is RLS's duration_until_reset, in whole seconds rounded up as the peer's.
 	Reset time.Duration
+	// Key is the descriptor's counter key when its limit has a max_in_flight
+	// (Limit.InFlight): the transport leases the request's slot under it (Engine.Limiter).
+	// Empty otherwise.
+	Key string
 }
 
 // Denied reports whether the descriptor denies the request: over its limit and not in

@@ -166,8 +166,8 @@ func TestQuotaMetrics(t *testing.T) {
 		}
 	}
 
-	// A second stream on tenant acme: one more client, no more buckets, nothing more to
-	// assign while the first holds the limit.
+	// A second stream on tenant acme: one more client, no more buckets; it gets its share at
+	// once and the first is pushed its shrunk one: together they still hold the limit.
 	b := openRLQS(t, h)
 	b.report("q", bucketUsage("acme", time.Second, 50, 0))
 	h.waitValue(t, `sluice_rlqs_actions_total{kind="assignment"}`, 4)
@@ -198,9 +198,14 @@ func TestQuotaMetrics(t *testing.T) {
 	if got := h.value(t, `sluice_rlqs_demand_rate`+rule); got != 530 {
 		t.Errorf("after the abandon: demand %v, want 530", got)
 	}
-	// ... and the first stream's assignments, handed out 11 s ago, still run (TTL 1m).
-	if got := h.value(t, `sluice_rlqs_assigned_rate`+rule); got != 200 {
-		t.Errorf("after 11 s: assigned %v, want 200", got)
+	// ... and the first stream's assignments, handed out 11 s ago, still run (TTL 1m): its
+	// acme share as pushed when the second stream joined (75, the second holding 25), until
+	// its next report.
+	if got := h.value(t, `sluice_rlqs_assigned_rate`+rule); got != 175 {
+		t.Errorf("after 11 s: assigned %v, want 175", got)
+	}
+	if got := h.value(t, `sluice_rlqs_actions_total{kind="push"}`); got < 1 {
+		t.Errorf("pushes %v, want the first stream's shrunk acme share pushed", got)
 	}
 	clock.Advance(time.Minute)
 	if got := h.value(t, `sluice_rlqs_assigned_rate`+rule); got != 0 {

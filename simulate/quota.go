@@ -88,8 +88,15 @@ func (s *quotaServer) report(node int, now int64) {
 		if c == 0 && q.expires[node] == 0 {
 			continue // never used on this instance
 		}
-		a := q.bucket.Report(&q.settings, nodeID(node), now, c, s.interval)
+		// Every instance is local to the one server: the shares changed by this report are
+		// pushed to their instances at once, as the RLQS server does on their streams.
+		a, pushes := q.bucket.ReportPush(&q.settings, nodeID(node), sluice.Critical, now, c, s.interval, everyNode, nil)
 		q.share[node], q.expires[node] = a.Share, a.Expires
+		for _, p := range pushes {
+			if i, ok := nodeOf(p.Client); ok {
+				q.share[i], q.expires[i] = p.Share, p.Expires
+			}
+		}
 	}
 	if node == s.nodes-1 {
 		s.judge(now)
@@ -172,6 +179,16 @@ func (s *quotaServer) sharesAt(at []int64) (shares, fair [][]int64) {
 }
 
 func nodeID(node int) string { return fmt.Sprint("node-", node) }
+
+// nodeOf is the instance of a nodeID.
+func nodeOf(id string) (int, bool) {
+	var n int
+	_, err := fmt.Sscanf(id, "node-%d", &n)
+	return n, err == nil
+}
+
+// everyNode is the local of the simulated server: every instance is pushed.
+func everyNode(string) bool { return true }
 
 // quotaNode is one instance: it decides on its local store under its share.
 type quotaNode struct {

@@ -21,7 +21,7 @@ Loads each rules file or directory as serve and proxy would, without serving, an
 what it holds, or every problem of every file, each with its file, line and YAML path
 (descriptors[0].rate_limit.unit). Exits 0 when every PATH is valid, 1 when one is not.`,
 	groups: []flagGroup{
-		{"Reading", []string{"config-tree", "config-dotfiles", "merge-domains"}},
+		{"Reading", []string{"config-tree", "config-dotfiles", "merge-domains", "serve"}},
 	},
 	examples: []string{
 		"sluice check-config examples/config/rules.yaml",
@@ -36,6 +36,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Tree, "config-tree", false, "read every file below a directory, recursively, as envoyproxy/ratelimit reads its runtime directory")
 	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
 	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&o.RefuseInFlight, "serve", false, "check as sluice serve loads the rules: max_in_flight refused (its RLS cannot see a request end)")
 	if code, done := parseFlags("check-config", fs, &checkConfigHelp, args, stdout, stderr); done {
 		return code
 	}
@@ -52,8 +53,8 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 			code = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d rate limit(s) on %d descriptor(s), %d quota bucket rule(s)\n",
-			p, len(c.Domains()), c.Domains(), c.RateLimits(), len(c.Limits()), countQuotaBuckets(c))
+		fmt.Fprintf(stdout, "%s: ok: %d domain(s) %v, %d rate limit(s) on %d descriptor(s), %d quota bucket rule(s)%s\n",
+			p, len(c.Domains()), c.Domains(), c.RateLimits(), len(c.Limits()), countQuotaBuckets(c), inFlightNote(c))
 	}
 	return code
 }

@@ -105,10 +105,12 @@ func TestProportionalSplit(t *testing.T) {
 }
 
 // TestBucketNeverOvercommits drives a bucket with random clients reporting random usage at
-// random instants, leaving and coming back, and checks after every report that the shares
-// clients may hold sum to at most the limit (holds only decrease between reports, so the
-// instant of a report is the worst one). With classes, each client is of a criticality
-// class and the heavy demand moves from class to class every 1000 steps.
+// random instants, leaving and coming back, every client local (its pushes delivered), and
+// checks after every report that the shares clients hold sum to at most the limit (holds
+// only decrease between reports, so the instant of a report is the worst one), and that the
+// reporter gets its target, less at most the others' deadbands, when no client that is gone
+// or idle still holds a share (and the targets fit the limit: under Static they may not). With classes, each client is of a criticality class and the
+// heavy demand moves from class to class every 1000 steps.
 func TestBucketNeverOvercommits(t *testing.T) {
 	for _, classes := range []bool{false, true} {
 		for _, pol := range []Fairness{MaxMin, Proportional, Static} {
@@ -132,9 +134,19 @@ func TestBucketNeverOvercommits(t *testing.T) {
 						count = math.Floor(count / 10) // the heavy demand is the one class's
 					}
 				}
-				a := b.ReportClass(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))))
+				a, _ := b.ReportPush(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))), everyone, nil)
 				if a.Share < 0 || a.Expires != now+int64(s.TTL) {
 					t.Fatalf("bad assignment %+v", a)
+				}
+				targets := b.Targets(s, now)
+				var total int64
+				for _, v := range targets {
+					total += v
+				}
+				if lag, stale := b.slack(s, id, now); stale == 0 && total <= s.Limit {
+					if target := targets[id]; a.Share < target-lag {
+						t.Fatalf("%v (classes %v): step %d: reporter got %d, target %d, others' deadbands %d", pol, classes, i, a.Share, target, lag)
+					}
 				}
 				if c := b.Committed(now); c > s.Limit {
 					t.Fatalf("%v (classes %v): step %d: committed %d > limit %d", pol, classes, i, c, s.Limit)
@@ -169,7 +181,11 @@ func TestBucketConverges(t *testing.T) {
 	round := func(now int64, skip string) {
 		for i, id := range ids {
 			if id != skip {
-				got[id] = b.Report(s, id, now, demands[i], time.Duration(interval)).Share
+				a, pushes := b.ReportPush(s, id, sluice.Critical, now, demands[i], time.Duration(interval), everyone, nil)
+				got[id] = a.Share
+				for _, p := range pushes {
+					got[p.Client] = p.Share
+				}
 			}
 		}
 		if c := b.Committed(now); c > s.Limit {
@@ -209,29 +225,119 @@ func TestBucketConverges(t *testing.T) {
 	}
 }
 
-func TestBucketNewClientWaitsForFreedShare(t *testing.T) {
-	s := &Settings{Limit: 100, Period: time.Second, TTL: 2 * time.Second}
+func TestBucketNewcomerPushes(t *testing.T) {
+	s := &Settings{Limit: 100, Period: time.Second, TTL: 30 * time.Second}
 	var b Bucket
 	sec := int64(time.Second)
-	if a := b.Report(s, "a", 0, 500, time.Second); a.Share != 100 {
+	if a, _ := b.ReportPush(s, "a", sluice.Critical, 0, 500, time.Second, everyone, nil); a.Share != 100 {
 		t.Fatalf("alone: %+v", a)
 	}
-	// b arrives: a still holds 100 until its assignment expires at 2s.
-	if a := b.Report(s, "b", sec/2, 500, time.Second); a.Share != 0 {
-		t.Fatalf("newcomer got %d while the limit is held", a.Share)
+	// b arrives while a holds the whole limit for 30 s: b gets its half at once, a is
+	// pushed its half.
+	a, pushes := b.ReportPush(s, "b", sluice.Critical, sec/2, 500, time.Second, everyone, nil)
+	if a.Share != 50 || len(pushes) != 1 || pushes[0].Client != "a" || pushes[0].Share != 50 {
+		t.Fatalf("newcomer got %d, pushes %+v; want 50 and a pushed 50", a.Share, pushes)
 	}
-	if a := b.Report(s, "a", sec, 500, time.Second); a.Share != 50 {
-		t.Fatalf("a shrinks to %d, want 50", a.Share)
-	}
-	if a := b.Report(s, "b", 3*sec/2, 500, time.Second); a.Share != 0 {
-		t.Fatalf("b before a's old assignment expired: %d", a.Share)
-	}
-	if a := b.Report(s, "b", 2*sec, 500, time.Second); a.Share != 50 {
-		t.Fatalf("b after expiry: %d, want 50", a.Share)
-	}
-	if c := b.Committed(2 * sec); c != 100 {
+	if c := b.Committed(sec / 2); c != 100 {
 		t.Fatalf("committed %d", c)
 	}
+	// Cold start: c and d join (no history: they ask for the whole limit) and get a fair
+	// share each at once.
+	b.ReportPush(s, "c", sluice.Critical, sec, 0, 0, everyone, nil)
+	a, _ = b.ReportPush(s, "d", sluice.Critical, sec, 0, 0, everyone, nil)
+	if a.Share < 24 || b.Committed(sec) > 100 {
+		t.Fatalf("fourth newcomer got %d, committed %d", a.Share, b.Committed(sec))
+	}
+	// Without local clients nothing is pushed: a newcomer still gets its share, the others
+	// are counted at their targets and learn them at their next report.
+	var r Bucket
+	r.Report(s, "a", 0, 500, time.Second)
+	if a := r.Report(s, "b", sec/2, 500, time.Second); a.Share != 50 {
+		t.Fatalf("remote newcomer got %d, want 50", a.Share)
+	}
+	if a := r.Report(s, "a", sec, 500, time.Second); a.Share != 50 {
+		t.Fatalf("a at its next report: %d, want 50", a.Share)
+	}
+	if c := r.Committed(sec); c != 100 {
+		t.Fatalf("committed %d", c)
+	}
+}
+
+// TestBucketWaitersShareFreedCapacity: a client idle (past IdleAfter) still holds its share
+// until it expires; the clients waiting for it all get their share at the first
+// recomputation after it has expired, whoever reports.
+func TestBucketWaitersShareFreedCapacity(t *testing.T) {
+	s := &Settings{Limit: 90, Period: time.Second, TTL: 2 * time.Second, IdleAfter: time.Second / 2}
+	var b Bucket
+	sec := int64(time.Second)
+	b.Report(s, "silent", 0, 500, time.Second)
+	w1, _ := b.ReportPush(s, "w1", sluice.Critical, 19*sec/10, 500, time.Second, everyone, nil)
+	w2, _ := b.ReportPush(s, "w2", sluice.Critical, 19*sec/10, 500, time.Second, everyone, nil)
+	if w1.Share != 0 || w2.Share != 0 {
+		t.Fatalf("while the idle client's 90 is live: %d, %d", w1.Share, w2.Share)
+	}
+	w3, pushes := b.ReportPush(s, "w3", sluice.Critical, 2*sec, 500, time.Second, everyone, nil)
+	got := map[string]int64{"w3": w3.Share}
+	for _, p := range pushes {
+		got[p.Client] = p.Share
+	}
+	if got["w1"] != 30 || got["w2"] != 30 || got["w3"] != 30 {
+		t.Fatalf("after the idle client's share expired: %v, want 30 each", got)
+	}
+}
+
+// TestBucketSilentClientFreed: a client that stops reporting frees its share one TTL after
+// its last report (its demand no longer counts, its assignment has expired).
+func TestBucketSilentClientFreed(t *testing.T) {
+	ms := int64(time.Millisecond)
+	for _, ttl := range []time.Duration{time.Second, 30 * time.Second} {
+		s := &Settings{Limit: 100, Period: time.Second, TTL: ttl}
+		var b Bucket
+		now := int64(0)
+		for ; now < 2*int64(ttl); now += 200 * ms {
+			b.ReportPush(s, "silent", sluice.Critical, now, 100, 200*time.Millisecond, everyone, nil)
+			b.ReportPush(s, "busy", sluice.Critical, now, 100, 200*time.Millisecond, everyone, nil)
+		}
+		last := now - 200*ms
+		for ; ; now += 200 * ms {
+			if a, _ := b.ReportPush(s, "busy", sluice.Critical, now, 100, 200*time.Millisecond, everyone, nil); a.Share == 100 {
+				break
+			}
+		}
+		if took := time.Duration(now - last); took > ttl+200*time.Millisecond {
+			t.Fatalf("TTL %v: the silent client's share freed %v after its last report, want at most TTL + interval", ttl, took)
+		}
+	}
+}
+
+// TestBucketLeaverFreedAtOnce: a client whose stream closed frees its share at the next
+// recomputation, whatever its TTL.
+func TestBucketLeaverFreedAtOnce(t *testing.T) {
+	s := &Settings{Limit: 100, Period: time.Second, TTL: 30 * time.Second}
+	var b Bucket
+	b.Report(s, "a", 0, 500, time.Second)
+	b.Report(s, "b", 0, 500, time.Second)
+	b.Leave("a")
+	if a, _ := b.ReportPush(s, "b", sluice.Critical, int64(time.Second)/5, 500, time.Second, everyone, nil); a.Share != 100 {
+		t.Fatalf("after a left: b got %d, want the whole limit", a.Share)
+	}
+}
+
+// everyone is the local of a single replica: every client is pushed.
+func everyone(string) bool { return true }
+
+// slack returns, at now, the deadbands of the active clients other than id (what they may
+// hold above their targets without a push) and the shares held by clients gone or idle.
+func (b *Bucket) slack(s *Settings, id string, now int64) (lag, stale int64) {
+	for cid, c := range b.Clients {
+		switch {
+		case !b.active(s, c, now):
+			stale += c.holds(now)
+		case cid != id:
+			lag += deadband(c.holds(now))
+		}
+	}
+	return lag, stale
 }
 
 func TestEncodeClient(t *testing.T) {
@@ -249,5 +355,19 @@ func TestEncodeClient(t *testing.T) {
 	}
 	if _, err := DecodeClient(append(b, 0)); err == nil {
 		t.Fatal("trailing byte decoded")
+	}
+}
+
+// TestDefaultTTLWholeSeconds: the default TTL (twice the period, 1 s to 1 min) is sent in
+// whole seconds, which older Envoys read alone.
+func TestDefaultTTLWholeSeconds(t *testing.T) {
+	for period, want := range map[time.Duration]time.Duration{
+		100 * time.Millisecond: time.Second, 750 * time.Millisecond: 2 * time.Second,
+		1250 * time.Millisecond: 3 * time.Second, time.Hour: time.Minute,
+	} {
+		s := &Settings{Limit: 1, Period: period}
+		if got := s.EffectiveTTL(); got != want {
+			t.Errorf("period %v: TTL %v, want %v", period, got, want)
+		}
 	}
 }

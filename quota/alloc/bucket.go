@@ -11,9 +11,9 @@ import (
 
 // Defaults of Settings' zero values.
 const (
-	DefaultHistory = 4
-	// MaxHeld bounds the assignments remembered per client: older ones are merged (largest
-	// share, latest expiry), which only ever overestimates what the client holds.
+	DefaultHistory = 2 // a demand change is known in full after two reports
+	// MaxHeld bounds the assignments a client record may carry in the shared encoding
+	// (older versions wrote several; only the last one counts).
 	MaxHeld = 8
 )
 
@@ -29,7 +29,7 @@ type Settings struct {
 	// StaticShare is every client's share under Static, in requests per Period.
 	StaticShare int64
 	// TTL is how long an assignment lasts unless renewed; default 2 × Period capped to one
-	// minute, and at least one second.
+	// minute, at least one second, rounded up to whole seconds.
 	TTL time.Duration
 	// History is how many reports a client's demand is averaged over (default
 	// DefaultHistory): the sum of their counts over the sum of their elapsed times.
@@ -39,7 +39,9 @@ type Settings struct {
 	// whole limit, so under MaxMin it gets an equal share at most).
 	DefaultDemand float64
 	// IdleAfter drops the demand of a client that has not reported for that long (default
-	// 3 × TTL); what it holds still counts until it expires.
+	// the TTL, or 1.5 × the client's reporting interval when that is longer, at most 3 ×
+	// TTL); what it holds still counts until it expires. With the default a silent client's
+	// share is free one TTL after its last report (when TTL ≥ interval / 2).
 	IdleAfter time.Duration
 }
 
@@ -48,21 +50,35 @@ func (s *Settings) ttl() time.Duration {
 	if s.TTL > 0 {
 		return s.TTL
 	}
-	return min(max(2*s.Period, time.Second), time.Minute)
+	ttl := min(max(2*s.Period, time.Second), time.Minute)
+	return (ttl + time.Second - 1).Truncate(time.Second) // whole seconds: older Envoys read only those
 }
 
 // EffectiveTTL returns the assignment time to live in force (TTL or its default).
 func (s *Settings) EffectiveTTL() time.Duration { return s.ttl() }
 
-// Retention is how long a client's state matters after its last report: IdleAfter, then
-// one TTL for what it holds. A shared store keeps a bucket that long after its last write.
-func (s *Settings) Retention() time.Duration { return time.Duration(s.idleAfter()) + s.ttl() }
+// Retention is how long a client's state matters after its last report: the longest
+// IdleAfter, then one TTL for what it holds. A shared store keeps a bucket that long after
+// its last write.
+func (s *Settings) Retention() time.Duration {
+	idle := 3 * s.ttl()
+	if s.IdleAfter > 0 {
+		idle = s.IdleAfter
+	}
+	return idle + s.ttl()
+}
 
-func (s *Settings) idleAfter() int64 {
+// idleAfter is how long client c may stay silent before its demand stops counting.
+func (s *Settings) idleAfter(c *Client) int64 {
 	if s.IdleAfter > 0 {
 		return int64(s.IdleAfter)
 	}
-	return 3 * int64(s.ttl())
+	ttl := int64(s.ttl())
+	var interval int64
+	if n := len(c.History); n > 0 {
+		interval = c.History[n-1].Elapsed
+	}
+	return min(max(ttl, interval+interval/2), 3*ttl)
 }
 
 func (s *Settings) history() int {
@@ -115,15 +131,14 @@ func (c *Client) demand(period time.Duration, def float64) float64 {
 	return count * float64(period) / float64(elapsed)
 }
 
-// holds returns the largest share the client may be spending at now.
+// holds returns the share the client may be spending at now: its latest assignment, unless
+// expired. A newer assignment replaces an older one (Envoy applies an assignment when it
+// receives it), so a shrunk share takes effect once it is delivered (see ReportPush).
 func (c *Client) holds(now int64) int64 {
-	var h int64
-	for _, a := range c.Held {
-		if a.Expires > now && a.Share > h {
-			h = a.Share
-		}
+	if n := len(c.Held); n > 0 && c.Held[n-1].Expires > now {
+		return c.Held[n-1].Share
 	}
-	return h
+	return 0
 }
 
 // prune drops the expired assignments.
@@ -137,22 +152,8 @@ func (c *Client) prune(now int64) {
 	c.Held = kept
 }
 
-// hold records a new assignment: older ones it dominates (smaller or equal share, earlier
-// expiry) are dropped; beyond MaxHeld the two oldest merge.
-func (c *Client) hold(a Assignment) {
-	kept := c.Held[:0]
-	for _, h := range c.Held {
-		if h.Share > a.Share {
-			kept = append(kept, h)
-		}
-	}
-	c.Held = append(kept, a)
-	for len(c.Held) > MaxHeld {
-		m := Assignment{Share: max(c.Held[0].Share, c.Held[1].Share), Expires: max(c.Held[0].Expires, c.Held[1].Expires)}
-		c.Held = append(c.Held[:1], c.Held[2:]...)
-		c.Held[0] = m
-	}
-}
+// hold records a new assignment, which replaces the previous ones.
+func (c *Client) hold(a Assignment) { c.Held = append(c.Held[:0], a) }
 
 // Bucket is the allocation state of one bucket: its clients by id. The zero value is an
 // empty bucket. It is not safe for concurrent use.
@@ -161,8 +162,8 @@ type Bucket struct {
 }
 
 // Report records client id's usage (count requests over elapsed) at now and returns the
-// assignment it gets: its target share under the Fairness, capped so that the shares every
-// client may hold at now sum to at most Limit. The assignment lasts until now + TTL. A
+// assignment it gets: its target share under the Fairness, less what the others' shares
+// leave short (see ReportPush; Report pushes nothing). The assignment lasts until now + TTL. A
 // report with elapsed <= 0 subscribes the client without a demand sample. The client's
 // demand is of class Critical; see ReportClass.
 func (b *Bucket) Report(s *Settings, id string, now int64, count float64, elapsed time.Duration) Assignment {
@@ -171,44 +172,20 @@ func (b *Bucket) Report(s *Settings, id string, now int64, count float64, elapse
 
 // ReportClass is Report for a client whose demand is of criticality class (one client id
 // has one class: a caller reporting several classes of one bucket gives each its own id).
+// It pushes nothing: the other clients are counted at their new targets but not told (see
+// ReportPush).
 func (b *Bucket) ReportClass(s *Settings, id string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) Assignment {
-	if b.Clients == nil {
-		b.Clients = make(map[string]*Client)
-	}
-	b.Expire(s, now)
-	c := b.Clients[id]
-	if c == nil {
-		c = &Client{}
-		b.Clients[id] = c
-	}
-	if !knownClass(class) {
-		class = sluice.Critical // the default class, as sluice.ParseCriticality reads an unknown one
-	}
-	c.Seen, c.Left, c.Class = now, false, class
-	if elapsed > 0 && count >= 0 {
-		c.History = append(c.History, Sample{Count: count, Elapsed: int64(elapsed)})
-		if h := s.history(); len(c.History) > h {
-			c.History = append(c.History[:0], c.History[len(c.History)-h:]...)
-		}
-	}
-	target := b.Targets(s, now)[id]
-	var others int64
-	for cid, o := range b.Clients {
-		if cid != id {
-			others += o.holds(now)
-		}
-	}
-	share := max(min(target, s.Limit-others), 0)
-	a := Assignment{Share: share, Expires: now + int64(s.ttl())}
-	c.hold(a)
+	a, _ := b.ReportPush(s, id, class, now, count, elapsed, nil, nil)
 	return a
 }
 
-// Leave marks client id as gone (its stream closed): its demand no longer counts, what it
-// holds counts until it expires.
+// Leave marks client id as gone (its stream closed): its demand no longer counts, and its
+// share is free at the next recomputation. A client whose stream broke while it lives on
+// may spend its last share until it expires: the overcommit is that share for at most one
+// TTL.
 func (b *Bucket) Leave(id string) {
 	if c := b.Clients[id]; c != nil {
-		c.Left = true
+		c.Left, c.Held = true, c.Held[:0]
 	}
 }
 
@@ -216,7 +193,7 @@ func (b *Bucket) Leave(id string) {
 func (b *Bucket) Expire(s *Settings, now int64) {
 	for id, c := range b.Clients {
 		c.prune(now)
-		if len(c.Held) == 0 && (c.Left || now-c.Seen >= s.idleAfter()) {
+		if len(c.Held) == 0 && (c.Left || now-c.Seen >= s.idleAfter(c)) {
 			delete(b.Clients, id)
 		}
 	}
@@ -225,7 +202,7 @@ func (b *Bucket) Expire(s *Settings, now int64) {
 // Active reports whether client id takes part in the split at now: it has reported within
 // IdleAfter and its stream has not closed.
 func (b *Bucket) active(s *Settings, c *Client, now int64) bool {
-	return !c.Left && now-c.Seen < s.idleAfter()
+	return !c.Left && now-c.Seen < s.idleAfter(c)
 }
 
 // Targets returns the share each active client should get under the Fairness at now, by
@@ -348,8 +325,9 @@ func (b *Bucket) Demand(s *Settings, id string) (float64, bool) {
 	return c.demand(s.Period, s.defaultDemand()), true
 }
 
-// Committed returns the sum, over clients, of the largest share each may hold at now: what
-// the fleet can spend at that instant. Report keeps it at most Limit.
+// Committed returns the sum, over clients, of the share each holds at now (its latest
+// unexpired assignment): what the fleet can spend once every assignment handed out has been
+// delivered. ReportPush keeps it at most Limit when every client is local.
 func (b *Bucket) Committed(now int64) int64 {
 	var sum int64
 	for _, c := range b.Clients {

@@ -156,28 +156,20 @@ func TestTargetsClassProperty(t *testing.T) {
 	}
 }
 
-// TestClassShiftWaitsForExpiry: sheddable clients hold the limit; when critical demand
-// arrives it gets only what is free until their larger assignments expire, then its demand.
-func TestClassShiftWaitsForExpiry(t *testing.T) {
+// TestClassShiftPushed: sheddable clients hold the limit; when critical demand arrives it
+// gets its demand at once, and the sheddable client is pushed what is left.
+func TestClassShiftPushed(t *testing.T) {
 	sec := int64(time.Second)
 	s := &Settings{Limit: 100, Period: time.Second, TTL: 2 * time.Second}
 	var b Bucket
-	if a := b.ReportClass(s, "s1", sh, 0, 80, time.Second); a.Share != 100 {
+	if a, _ := b.ReportPush(s, "s1", sh, 0, 80, time.Second, everyone, nil); a.Share != 100 {
 		t.Fatalf("alone: %+v", a)
 	}
-	if a := b.ReportClass(s, "c1", cp, sec/2, 60, time.Second); a.Share != 0 {
-		t.Fatalf("critical got %d while the sheddable client holds the limit", a.Share)
+	a, pushes := b.ReportPush(s, "c1", cp, sec/2, 60, time.Second, everyone, nil)
+	if a.Share != 60 || len(pushes) != 1 || pushes[0].Share != 40 {
+		t.Fatalf("critical got %d, pushes %+v; want 60 and the sheddable client pushed 40", a.Share, pushes)
 	}
-	if a := b.ReportClass(s, "s1", sh, sec, 80, time.Second); a.Share != 40 {
-		t.Fatalf("sheddable shrinks to %d, want 40", a.Share)
-	}
-	if a := b.ReportClass(s, "c1", cp, 3*sec/2, 60, time.Second); a.Share != 0 {
-		t.Fatalf("critical before the old assignment expired: %d", a.Share)
-	}
-	if a := b.ReportClass(s, "c1", cp, 2*sec, 60, time.Second); a.Share != 60 {
-		t.Fatalf("critical after expiry: %d, want 60", a.Share)
-	}
-	if c := b.Committed(2 * sec); c != 100 {
+	if c := b.Committed(sec / 2); c != 100 {
 		t.Fatalf("committed %d", c)
 	}
 	// An unknown class is the default, Critical.

@@ -3,12 +3,14 @@
 // proportional to demand, or a static share per client. It is the allocation core of the
 // RLQS quota server (package quota/rlqs) and of `sluice simulate`'s quota mode.
 //
-// A Bucket tracks, per client, a sliding history of reported usage and the assignments
-// handed out with their expiry. Report hands a client its new share, never more than the
-// part of the limit that is free at that instant: the sum of the shares of every unexpired
-// assignment (the largest one per client) never exceeds the limit. A share that shrinks
-// takes effect for the others only once the larger assignment has expired, so the fleet
-// never holds more than the limit, whichever assignments its clients have received.
+// A Bucket tracks, per client, a sliding history of reported usage and the latest assignment
+// handed out with its expiry. ReportPush hands the reporter its new share and pushes every
+// other client of this replica whose share moved by more than a deadband its new one, to be
+// sent on its stream at once: a newcomer gets its fair share at its first report, and a
+// shrunk share takes effect as soon as it is delivered (a client applies an assignment when
+// it receives it). Once the pushes are delivered, the shares the clients hold sum to at most
+// the limit; while they are in flight the overcommit is at most the shrinkage they carry.
+// A client that is gone or idle counts at what it holds until that expires.
 //
 // Clients may carry a criticality class (ReportClass; sluice.Criticality). When the demands
 // of clients of several classes exceed the limit, the classes are served most important

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/quota"
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -58,6 +59,9 @@ type fakeEnvoy struct {
 	resps  chan *rlqspb.RateLimitQuotaResponse
 	done   chan error
 	sent   bool
+	// current is the last action received per bucket (quota.BucketKey), answers and pushes
+	// alike, as Envoy applies them.
+	current map[string]*rlqspb.RateLimitQuotaResponse_BucketAction
 }
 
 func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy {
@@ -67,7 +71,8 @@ func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeEnvoy{t: t, domain: domain, stream: st, cancel: cancel, resps: make(chan *rlqspb.RateLimitQuotaResponse, 16), done: make(chan error, 1)}
+	f := &fakeEnvoy{t: t, domain: domain, stream: st, cancel: cancel, resps: make(chan *rlqspb.RateLimitQuotaResponse, 1024), done: make(chan error, 1),
+		current: map[string]*rlqspb.RateLimitQuotaResponse_BucketAction{}}
 	go func() {
 		for {
 			r, err := st.Recv()
@@ -102,19 +107,64 @@ func (f *fakeEnvoy) send(us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsa
 	}
 }
 
-// report sends one report and waits (bounded real time) for the answer.
+// report sends one report and waits (bounded real time) for the answer: the last message
+// received once the stream is quiet (pushes sent before it come first).
 func (f *fakeEnvoy) report(us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqspb.RateLimitQuotaResponse {
 	f.t.Helper()
+	f.settle()
 	f.send(us...)
-	return f.recv()
+	r := f.recv()
+	if last := f.settle(); last != nil {
+		r = last
+	}
+	return r
+}
+
+// settle applies the messages received until none arrives for 30 ms, and returns the last.
+func (f *fakeEnvoy) settle() *rlqspb.RateLimitQuotaResponse {
+	var last *rlqspb.RateLimitQuotaResponse
+	for {
+		select {
+		case r := <-f.resps:
+			f.apply(r)
+			last = r
+		case <-time.After(30 * time.Millisecond):
+			return last
+		}
+	}
+}
+
+// apply records r's actions as the current ones.
+func (f *fakeEnvoy) apply(r *rlqspb.RateLimitQuotaResponse) {
+	for _, a := range r.GetBucketAction() {
+		f.current[quota.BucketKey(a.GetBucketId().GetBucket())] = a
+	}
+}
+
+// latest returns the current share of bucket (see share), after settling.
+func (f *fakeEnvoy) latest(bucket map[string]string) (int64, time.Duration) {
+	f.settle()
+	a := f.current[quota.BucketKey(bucket)]
+	if a == nil {
+		return -1, 0
+	}
+	return share(a)
 }
 
 func (f *fakeEnvoy) recv() *rlqspb.RateLimitQuotaResponse {
 	f.t.Helper()
 	select {
 	case r := <-f.resps:
+		f.apply(r)
 		return r
 	case err := <-f.done:
+		select {
+		case r := <-f.resps: // sent before the stream ended
+			f.done <- err
+			f.apply(r)
+			return r
+		default:
+		}
 		f.t.Fatalf("stream ended: %v", err)
 	case <-time.After(10 * time.Second):
 		f.t.Fatal("no answer within 10s")
@@ -167,8 +217,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// holdings records every assignment handed to each client with its expiry, to check what
-// the fleet may spend at an instant: each client's largest unexpired assignment.
+// holdings records the current assignment of each client with its expiry (a newer one,
+// answer or push, replaces it, as Envoy applies it), to check what the fleet may spend at
+// an instant once the pushes have been delivered.
 type holdings struct {
 	t     *testing.T
 	clock *sluicetest.ManualClock
@@ -185,12 +236,11 @@ func newHoldings(t *testing.T, clock *sluicetest.ManualClock, limit int64) *hold
 	return &holdings{t: t, clock: clock, limit: limit, held: map[string][]held{}}
 }
 
-// add records the assignment of action a to client, checks the fleet, and returns the share.
-func (h *holdings) add(client string, a *rlqspb.RateLimitQuotaResponse_BucketAction) int64 {
+// add records the current assignment of bucket on f as client's, and returns the share.
+func (h *holdings) add(client string, f *fakeEnvoy, bucket map[string]string) int64 {
 	h.t.Helper()
-	s, ttl := share(a)
-	h.held[client] = append(h.held[client], held{s, h.clock.Now().Add(ttl)})
-	h.check()
+	s, ttl := f.latest(bucket)
+	h.held[client] = []held{{s, h.clock.Now().Add(ttl)}}
 	return s
 }
 

@@ -47,13 +47,13 @@ func reportOf(n int, allowed uint64) *rlqspb.RateLimitQuotaUsageReports {
 func streams(svc *Service, n int) []*stream {
 	out := make([]*stream, n)
 	for i := range out {
-		out[i] = &stream{svc: svc, id: fmt.Sprint("client-", i), subs: make(map[string]*sub)}
+		out[i] = newStream(svc, fmt.Sprint("client-", i))
 	}
 	return out
 }
 
-// TestMemoryBounded: clients that report many buckets and leave are forgotten once their
-// assignments have expired and they are idle: the state returns to empty.
+// TestMemoryBounded: clients that report many buckets and leave are forgotten (their shares
+// freed when they leave): the state returns to empty.
 func TestMemoryBounded(t *testing.T) {
 	clock := sluicetest.NewManualClock(time.Unix(1e9, 0))
 	rules := loadRules(t)
@@ -70,8 +70,8 @@ func TestMemoryBounded(t *testing.T) {
 		clock.Advance(time.Second)
 	}
 	mem := svc.ledger.(*memoryLedger)
-	if n := mem.size(); n != 200 {
-		t.Fatalf("%d buckets held while assignments live, want 200", n)
+	if n := mem.size(); n != 0 {
+		t.Fatalf("%d buckets held after every client left, want 0 (a leaver's share is freed at once)", n)
 	}
 	clock.Advance(time.Minute) // past every TTL and the sweep interval
 	st := streams(svc, 1)[0]
@@ -168,8 +168,8 @@ quota_buckets:
 }
 
 // TestReloadMovesClassRecord: a reload that adds a criticality_key moves a stream's bucket
-// to its new client record (the class entry left out of the bucket key) and marks the old
-// record gone, so its demand no longer counts.
+// to its new client record (the class entry left out of the bucket key) and the old record
+// leaves, so its demand and share no longer count.
 func TestReloadMovesClassRecord(t *testing.T) {
 	clock := sluicetest.NewManualClock(time.Unix(1e9, 0))
 	load := func(extra string) *config.Config {
@@ -199,11 +199,11 @@ func TestReloadMovesClassRecord(t *testing.T) {
 	if _, err := st.handle(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	if n := mem.size(); n != 2 {
-		t.Fatalf("%d buckets, want the old one (its assignment still held) and the new one", n)
+	if n := mem.size(); n != 1 {
+		t.Fatalf("%d buckets, want only the new one (the old record left, its share freed)", n)
 	}
-	if c := old.b.Clients[st.id]; c == nil || !c.Left {
-		t.Fatalf("old record %+v, want it marked gone", c)
+	if c := old.b.Clients[st.id]; c != nil {
+		t.Fatalf("old record %+v, want it gone", c)
 	}
 	for _, mb := range mem.buckets {
 		if mb != old {

@@ -14,11 +14,35 @@ import (
 type Ledger interface {
 	// Report records client's usage of the bucket named key under settings s at now (Unix
 	// ns), its demand of criticality class, and returns the client's new assignment (see
-	// alloc.Bucket.ReportClass).
-	Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error)
+	// alloc.Bucket.ReportPush): the other clients n.Local accepts are pushed their new
+	// shares, and n.Assigned is told of every assignment made while no other call of this
+	// Ledger on the same bucket runs.
+	Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration, n Notify) (alloc.Assignment, error)
 	// Leave says client no longer reports for the bucket; what it holds counts until it
 	// expires.
 	Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error
+}
+
+// Notify is what a Ledger tells its caller of a report's assignments. Both functions may
+// be nil.
+type Notify struct {
+	// Local reports whether client's stream is served by this replica: only those are
+	// pushed new shares (the others learn theirs at their next report).
+	Local func(client string) bool
+	// Assigned is called with each assignment made at the report (the reporter's and the
+	// pushed ones), in the order the bucket's state changed.
+	Assigned func(client string, a alloc.Assignment)
+}
+
+// tell tells n.Assigned of a report's assignments.
+func (n Notify) tell(client string, a alloc.Assignment, pushes []alloc.Push) {
+	if n.Assigned == nil {
+		return
+	}
+	n.Assigned(client, a)
+	for _, p := range pushes {
+		n.Assigned(p.Client, p.Assignment)
+	}
 }
 
 // observedLedger is a Ledger that reports to the service's Observer (New hands it over).
@@ -42,7 +66,7 @@ type memBucket struct {
 // NewMemoryLedger returns a Ledger held in this process: one replica owns the whole limit.
 func NewMemoryLedger() Ledger { return &memoryLedger{buckets: make(map[string]*memBucket)} }
 
-func (m *memoryLedger) Report(_ context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (m *memoryLedger) Report(_ context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration, n Notify) (alloc.Assignment, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
@@ -52,7 +76,9 @@ func (m *memoryLedger) Report(_ context.Context, key string, s *alloc.Settings, 
 		m.buckets[key] = mb
 	}
 	mb.s = *s
-	return mb.b.ReportClass(s, client, class, now, count, elapsed), nil
+	a, pushes := mb.b.ReportPush(s, client, class, now, count, elapsed, n.Local, nil)
+	n.tell(client, a, pushes)
+	return a, nil
 }
 
 func (m *memoryLedger) Leave(_ context.Context, key string, s *alloc.Settings, client string, now int64) error {

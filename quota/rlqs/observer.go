@@ -21,7 +21,7 @@ type Observer interface {
 	// Sent is called with the number of actions of kind a message delivered to a client.
 	Sent(kind ActionKind, n int)
 	// StateError is called when a call of the allocation state fails (the client keeps its
-	// assignment until it expires); StateRetry when a shared state (NewRedisLedger) retries a
+	// assignment until it expires), not when the call was cut short by its stream ending; StateRetry when a shared state (NewRedisLedger) retries a
 	// transaction because another replica wrote the bucket meanwhile.
 	StateError()
 	StateRetry()
@@ -46,10 +46,16 @@ const (
 	ReasonStreams
 	// ReasonShutdown: a stream opened while the server drains.
 	ReasonShutdown
+	// ReasonClientStreams: more streams open from one client than its maximum.
+	ReasonClientStreams
+	// ReasonIdle: no report within the stream idle timeout.
+	ReasonIdle
+	// ReasonMemory: the memory budget of bucket ids is spent.
+	ReasonMemory
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"domain", "bucket_id", "time_elapsed", "counts", "buckets", "streams", "shutdown"}
+var reasonNames = [numReasons]string{"domain", "bucket_id", "time_elapsed", "counts", "buckets", "streams", "shutdown", "client_streams", "idle", "bucket_memory"}
 
 // String returns the reason's metric label.
 func (r Reason) String() string {
@@ -62,10 +68,12 @@ func (r Reason) String() string {
 // Code returns the gRPC status code the stream ends with for r.
 func (r Reason) Code() codes.Code {
 	switch r {
-	case ReasonBuckets, ReasonStreams:
+	case ReasonBuckets, ReasonStreams, ReasonClientStreams, ReasonMemory:
 		return codes.ResourceExhausted
 	case ReasonShutdown:
 		return codes.Unavailable
+	case ReasonIdle:
+		return codes.DeadlineExceeded
 	}
 	return codes.InvalidArgument
 }
@@ -90,10 +98,13 @@ const (
 	ActionAbandon
 	// ActionExpire: a QuotaAssignmentAction with TTL 0, sent by Drain before a stop.
 	ActionExpire
+	// ActionPush: a QuotaAssignmentAction sent unasked, when another client's report
+	// changed the share.
+	ActionPush
 	numActionKinds
 )
 
-var actionNames = [numActionKinds]string{"assignment", "abandon", "expire"}
+var actionNames = [numActionKinds]string{"assignment", "abandon", "expire", "push"}
 
 // String returns the kind's metric label.
 func (k ActionKind) String() string {

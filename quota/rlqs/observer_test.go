@@ -39,7 +39,7 @@ func TestRedisStateCountsRetries(t *testing.T) {
 	other := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = other.Close() })
 	calls := 0
-	err := r.update(ctx, "k", s, func(b *alloc.Bucket) {
+	err := r.update(ctx, "k", s, func(b *alloc.Bucket) []string {
 		calls++
 		if calls == 1 { // another replica writes the bucket meanwhile
 			if err := other.HSet(ctx, r.hashKey("k"), "intruder", "x").Err(); err != nil {
@@ -47,7 +47,8 @@ func TestRedisStateCountsRetries(t *testing.T) {
 			}
 		}
 		b.Report(s, "me", now, 10, time.Second)
-	}, "me")
+		return []string{"me"}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

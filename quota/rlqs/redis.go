@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +29,9 @@ type redisLedger struct {
 	c      redis.UniversalClient
 	prefix string
 	obs    Observer // set by New before any call; counts the retries
+	// locks serialize this replica's calls on one bucket (by a hash of its key), so that
+	// the assignments of two reports reach their streams in the order Redis saw them.
+	locks [64]sync.Mutex
 }
 
 // NewRedisLedger returns a Ledger kept in Redis, so that every replica using the same Redis
@@ -51,22 +56,48 @@ func (r *redisLedger) hashKey(key string) string {
 	return r.prefix + "{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-func (r *redisLedger) Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration) (alloc.Assignment, error) {
+func (r *redisLedger) Report(ctx context.Context, key string, s *alloc.Settings, client string, class sluice.Criticality, now int64, count float64, elapsed time.Duration, n Notify) (alloc.Assignment, error) {
 	var a alloc.Assignment
-	err := r.update(ctx, key, s, func(b *alloc.Bucket) { a = b.ReportClass(s, client, class, now, count, elapsed) }, client)
+	var pushes []alloc.Push
+	mu := r.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	err := r.update(ctx, key, s, func(b *alloc.Bucket) []string {
+		a, pushes = b.ReportPush(s, client, class, now, count, elapsed, n.Local, nil)
+		written := []string{client}
+		for _, p := range pushes {
+			written = append(written, p.Client)
+		}
+		return written
+	})
+	if err == nil {
+		n.tell(client, a, pushes)
+	}
 	return a, err
 }
 
 func (r *redisLedger) Leave(ctx context.Context, key string, s *alloc.Settings, client string, now int64) error {
-	return r.update(ctx, key, s, func(b *alloc.Bucket) {
+	mu := r.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	return r.update(ctx, key, s, func(b *alloc.Bucket) []string {
 		b.Leave(client)
 		b.Expire(s, now)
-	}, client)
+		return []string{client}
+	})
 }
 
-// update reads the bucket, applies change, and writes back client's entry and the removal
-// of the clients change dropped, atomically; it retries when another writer intervened.
-func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings, change func(*alloc.Bucket), client string) error {
+// lock returns the mutex of bucket key.
+func (r *redisLedger) lock(key string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return &r.locks[h.Sum32()%uint32(len(r.locks))]
+}
+
+// update reads the bucket, applies change, and writes back the entries of the clients
+// change returns and the removal of the clients it dropped, atomically; it retries when
+// another writer intervened.
+func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings, change func(*alloc.Bucket) []string) error {
 	hk := r.hashKey(key)
 	txf := func(tx *redis.Tx) error {
 		fields, err := tx.HGetAll(ctx, hk).Result()
@@ -79,7 +110,7 @@ func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings,
 				b.Clients[id] = c
 			}
 		}
-		change(&b)
+		written := change(&b)
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			var gone []string
 			for id := range fields {
@@ -90,9 +121,11 @@ func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings,
 			if len(gone) > 0 {
 				p.HDel(ctx, hk, gone...)
 			}
-			if c := b.Clients[client]; c != nil {
-				p.HSet(ctx, hk, client, alloc.AppendClient(nil, c))
-				p.PExpire(ctx, hk, s.Retention())
+			for _, client := range written {
+				if c := b.Clients[client]; c != nil {
+					p.HSet(ctx, hk, client, alloc.AppendClient(nil, c))
+					p.PExpire(ctx, hk, s.Retention())
+				}
 			}
 			return nil
 		})

@@ -62,7 +62,11 @@ func (f *fleet) round() {
 		if len(r.BucketAction) != 1 {
 			f.t.Fatalf("client %d: %d actions", i, len(r.BucketAction))
 		}
-		f.shares[i], f.ttls[i] = share(r.BucketAction[0])
+	}
+	for i, c := range f.clients { // answers and pushes
+		if c != nil {
+			f.shares[i], f.ttls[i] = c.latest(api)
+		}
 	}
 }
 
@@ -140,9 +144,9 @@ func TestMaxMinFairSharesAfterTwoRounds(t *testing.T) {
 }
 
 // TestNewClientNeverOvercommits: a newcomer arrives while three clients hold the whole
-// limit: at no instant may the shares the clients hold (the last assignment of each, and
-// a larger previous one until it expires) exceed the limit, and the newcomer gets its fair
-// share within one interval plus the TTL.
+// limit: once the pushes are delivered, the shares the clients hold (the current assignment
+// of each) never exceed the limit, and the newcomer gets its fair share at its first report
+// and everyone theirs within two.
 func TestNewClientNeverOvercommits(t *testing.T) {
 	clock := newClock()
 	body := strings.Replace(fairRules, "assignment_ttl: 1s", "assignment_ttl: 2s", 1)
@@ -152,9 +156,12 @@ func TestNewClientNeverOvercommits(t *testing.T) {
 	clients := []*fakeEnvoy{newFakeEnvoy(t, conn, "envoy"), newFakeEnvoy(t, conn, "envoy"), newFakeEnvoy(t, conn, "envoy")}
 	last := map[int]int64{}
 	round := func() {
-		for i, c := range clients {
-			r := c.report(usage(api, interval, 800, 0))
-			last[i] = holds.add(fmt.Sprint(i), r.BucketAction[0])
+		for _, c := range clients {
+			c.report(usage(api, interval, 800, 0))
+			for i, c := range clients {
+				last[i] = holds.add(fmt.Sprint(i), c, api)
+			}
+			holds.check()
 		}
 	}
 	for i := 0; i < 3; i++ {
@@ -162,7 +169,11 @@ func TestNewClientNeverOvercommits(t *testing.T) {
 		clock.Advance(interval)
 	}
 	clients = append(clients, newFakeEnvoy(t, conn, "envoy"))
-	for i := 0; i < 4; i++ {
+	clients[3].report(usage(api, 0, 0, 0))
+	if s, _ := clients[3].latest(api); s < 240 {
+		t.Fatalf("newcomer's first share %d, want its fair share", s)
+	}
+	for i := 0; i < 2; i++ {
 		round()
 		clock.Advance(interval / 2)
 		holds.check()

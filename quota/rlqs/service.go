@@ -36,8 +36,21 @@ type Config struct {
 	// MaxBuckets bounds the buckets of one stream (default DefaultMaxBuckets);
 	// MaxBucketEntries the entries of a bucket id (default DefaultMaxBucketEntries);
 	// MaxBucketIDBytes the bytes of its keys and values (default DefaultMaxBucketIDBytes);
-	// MaxStreams the streams open at once (default DefaultMaxStreams).
-	MaxBuckets, MaxBucketEntries, MaxBucketIDBytes, MaxStreams int
+	// MaxStreams the streams open at once (default DefaultMaxStreams);
+	// MaxStreamsPerClient those of one client (ClientKey; default DefaultMaxStreamsPerClient).
+	MaxBuckets, MaxBucketEntries, MaxBucketIDBytes, MaxStreams, MaxStreamsPerClient int
+	// MaxBucketMemory bounds the memory of the bucket ids of every stream as a whole, in
+	// bytes (default DefaultMaxBucketMemory): each distinct id is stored once and charged
+	// about three times its bytes, each subscription of a stream to a bucket a fixed part; a
+	// report that would subscribe past it ends its stream with RESOURCE_EXHAUSTED.
+	MaxBucketMemory int64
+	// StreamIdleTimeout closes a stream that sends no report for that long (default
+	// DefaultStreamIdleTimeout), with DEADLINE_EXCEEDED.
+	StreamIdleTimeout time.Duration
+	// ClientKey names the client a stream counts against for MaxStreamsPerClient (default
+	// PeerAddress: the peer's IP address). With mTLS, key on the client certificate's
+	// identity instead.
+	ClientKey func(ctx context.Context) string
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
@@ -60,15 +73,22 @@ type Service struct {
 	obs                                       Observer
 	tracer                                    trace.Tracer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
-	abandonAfter                              time.Duration
+	maxPerClient                              int
+	abandonAfter, idleTimeout                 time.Duration
+	clientKey                                 func(context.Context) string
+	ids                                       *idTable
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
 	errLog                                    logthrottle.Throttle
 	unknownClass                              sync.Once // logs the first unknown criticality class
 
-	mu       sync.Mutex
-	streams  map[*stream]struct{}
-	draining bool
+	mu        sync.Mutex
+	streams   map[*stream]struct{}
+	perClient map[string]int // streams open by client key
+	draining  bool
+
+	regMu   sync.RWMutex
+	holders map[holder]*sub // the subs of this replica by client record, for pushes
 }
 
 // New returns a Service over cfg.
@@ -76,7 +96,20 @@ func New(cfg Config) *Service {
 	s := &Service{rules: cfg.Rules, ledger: cfg.Ledger, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer, tracer: cfg.Tracer,
 		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
-		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}
+		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{}),
+		maxPerClient: orDefault(cfg.MaxStreamsPerClient, DefaultMaxStreamsPerClient), idleTimeout: cfg.StreamIdleTimeout,
+		clientKey: cfg.ClientKey, perClient: make(map[string]int), holders: make(map[holder]*sub)}
+	budget := cfg.MaxBucketMemory
+	if budget <= 0 {
+		budget = DefaultMaxBucketMemory
+	}
+	s.ids = newIDTable(budget)
+	if s.idleTimeout <= 0 {
+		s.idleTimeout = DefaultStreamIdleTimeout
+	}
+	if s.clientKey == nil {
+		s.clientKey = PeerAddress
+	}
 	if s.ledger == nil {
 		s.ledger = NewMemoryLedger()
 	}
@@ -118,7 +151,8 @@ const ServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]) error {
 	ctx, cancel := context.WithCancel(srv.Context())
 	defer cancel()
-	st := &stream{svc: s, srv: srv, cancel: cancel, id: s.prefix + "-" + itoa(s.seq.Add(1)), subs: make(map[string]*sub)}
+	st := newStream(s, s.prefix+"-"+itoa(s.seq.Add(1)))
+	st.srv, st.cancel, st.peer = srv, cancel, s.clientKey(srv.Context())
 	s.mu.Lock()
 	switch {
 	case s.draining:
@@ -127,12 +161,19 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	case len(s.streams) >= s.maxSt:
 		s.mu.Unlock()
 		return s.rejected(reject(ReasonStreams, "%d streams open, the maximum", s.maxSt))
+	case s.perClient[st.peer] >= s.maxPerClient:
+		s.mu.Unlock()
+		return s.rejected(reject(ReasonClientStreams, "%d streams open from this client, the maximum", s.maxPerClient))
 	}
 	s.streams[st] = struct{}{}
+	s.perClient[st.peer]++
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, st)
+		if s.perClient[st.peer]--; s.perClient[st.peer] <= 0 {
+			delete(s.perClient, st.peer)
+		}
 		s.mu.Unlock()
 		st.leaveAll()
 	}()
@@ -144,8 +185,9 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	return err
 }
 
-// sent tells the observer the kinds of the actions of resp, delivered.
-func (s *Service) sent(resp *rlqspb.RateLimitQuotaResponse) {
+// sent tells the observer the kinds of the actions of resp, delivered; push says they
+// were pushed (not answers to a report).
+func (s *Service) sent(resp *rlqspb.RateLimitQuotaResponse, push bool) {
 	var n [numActionKinds]int
 	for _, a := range resp.BucketAction {
 		switch q := a.GetQuotaAssignmentAction(); {
@@ -153,6 +195,8 @@ func (s *Service) sent(resp *rlqspb.RateLimitQuotaResponse) {
 			n[ActionAbandon]++
 		case q.GetAssignmentTimeToLive().AsDuration() == 0:
 			n[ActionExpire]++
+		case push:
+			n[ActionPush]++
 		default:
 			n[ActionAssignment]++
 		}
@@ -198,9 +242,13 @@ func (s *Service) Streams() int {
 	return len(s.streams)
 }
 
-// logStateError counts a state failure, and logs it at most once a second (internal/logthrottle:
-// the lines held back are counted in the next one's "suppressed").
-func (s *Service) logStateError(err error) {
+// stateError counts a state failure, and logs it at most once a second (internal/logthrottle:
+// the lines held back are counted in the next one's "suppressed"). A call cut short because
+// its stream ended (ctx done: the client cancelled or went away) is not a state failure.
+func (s *Service) stateError(ctx context.Context, err error) {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return
+	}
 	s.obs.StateError()
 	s.errLog.Log(context.Background(), s.log, time.Now(), slog.LevelError,
 		"rlqs: quota state unavailable; clients keep their assignments until they expire", slog.Any("err", err))

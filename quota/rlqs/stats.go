@@ -10,14 +10,6 @@ type held struct {
 	demand  float64
 }
 
-// note records an assignment made at a report of usage u.
-func (h *held) note(rule *config.QuotaRule, share, expires int64, u usage) {
-	h.rule, h.share, h.expires = rule, share, expires
-	if u.elapsed > 0 {
-		h.demand = u.count / u.elapsed.Seconds()
-	}
-}
-
 // RuleStats is what the open streams of one Service hold and ask of a quota rule. Rates are
 // requests per second.
 type RuleStats struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/quota"
+	"github.com/sluicehq/sluice/quota/alloc"
 )
 
 // stream is one client's RLQS stream.
@@ -25,22 +26,36 @@ type stream struct {
 	cancel context.CancelFunc
 	id     string // the client id in the allocation state
 	domain string // set by the first report
+	peer   string // the client key of the per-client stream cap
+	wake   chan struct{}
 
-	mu      sync.Mutex // guards subs, drained and Send
-	subs    map[string]*sub
-	drained bool // Drain has expired every assignment: send nothing more
+	mu    sync.Mutex // guards subs, dirty and the subs' last and dirty
+	subs  map[string]*sub
+	dirty []*sub // subs pushed a new assignment not yet sent
+
+	sendMu  sync.Mutex // guards drained and Send
+	drained bool       // Drain has expired every assignment: send nothing more
+}
+
+// newStream returns a stream of svc with client id id.
+func newStream(svc *Service, id string) *stream {
+	return &stream{svc: svc, id: id, subs: make(map[string]*sub), wake: make(chan struct{}, 1)}
 }
 
 // sub is a bucket the stream subscribed to.
 type sub struct {
-	id        *rlqspb.BucketId
+	st        *stream
+	id        *idEntry          // the bucket id, interned (id.pb)
+	key       string            // the canonical bucket id, a part of id.key
 	rule      *config.QuotaRule // the rule that covered it at the last report; nil when none
 	strategy  *typev3.RateLimitStrategy
 	idleSince int64 // when the bucket started reporting no requests; 0 while it has some
-	last      held  // for Stats, guarded by the stream's mu
+	last      held  // the current assignment (and for Stats), guarded by the stream's mu
+	dirty     bool  // last changed by a push and is not sent yet
 	// stateKey and client name the sub's client record in the allocation state, as of the
-	// last report (see stream.target).
+	// last report (see stream.target); classKey holds stateKey interned when it is not id's.
 	stateKey, client string
+	classKey         *idEntry
 }
 
 func (st *stream) run(ctx context.Context) error {
@@ -64,6 +79,8 @@ func (st *stream) run(ctx context.Context) error {
 			}
 		}
 	}()
+	idle := time.NewTimer(st.svc.idleTimeout)
+	defer idle.Stop()
 	for {
 		var r received
 		select {
@@ -72,6 +89,13 @@ func (st *stream) run(ctx context.Context) error {
 				return status.FromContextError(err).Err() // the client went away
 			}
 			return status.Error(codes.Unavailable, "rlqs: server shutting down")
+		case <-idle.C:
+			return reject(ReasonIdle, "no report for %v: stream closed", st.svc.idleTimeout)
+		case <-st.wake:
+			if err := st.flush(); err != nil {
+				return err
+			}
+			continue
 		case r = <-in:
 		}
 		if errors.Is(r.err, io.EOF) {
@@ -80,6 +104,7 @@ func (st *stream) run(ctx context.Context) error {
 		if r.err != nil {
 			return r.err
 		}
+		idle.Reset(st.svc.idleTimeout)
 		var resp *rlqspb.RateLimitQuotaResponse
 		var err error
 		if st.svc.tracer != nil {
@@ -90,25 +115,65 @@ func (st *stream) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(resp.BucketAction) > 0 {
-			if err := st.send(resp); err != nil {
-				return err
-			}
+		if err := st.send(resp, false); err != nil {
+			return err
 		}
 	}
 }
 
-func (st *stream) send(resp *rlqspb.RateLimitQuotaResponse) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// send sends resp (when it has actions) unless the stream is drained; push says its
+// actions are pushes.
+func (st *stream) send(resp *rlqspb.RateLimitQuotaResponse, push bool) error {
+	if len(resp.BucketAction) == 0 {
+		return nil
+	}
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	if st.drained {
 		return nil
 	}
 	if err := st.srv.Send(resp); err != nil {
 		return err
 	}
-	st.svc.sent(resp)
+	st.svc.sent(resp, push)
 	return nil
+}
+
+// pushed records a's assignment to sb, made at another client's report, for the stream to
+// send at once. It never blocks on the network (the ledger holds the bucket meanwhile).
+func (st *stream) pushed(sb *sub, a alloc.Assignment) {
+	st.mu.Lock()
+	sb.last.share, sb.last.expires = a.Share, a.Expires
+	if !sb.dirty {
+		sb.dirty = true
+		st.dirty = append(st.dirty, sb)
+	}
+	st.mu.Unlock()
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush sends the pushed assignments not sent yet.
+func (st *stream) flush() error {
+	resp := &rlqspb.RateLimitQuotaResponse{}
+	st.mu.Lock()
+	for _, sb := range st.dirty {
+		if sb.dirty && st.subs[sb.key] == sb && sb.rule != nil {
+			resp.BucketAction = append(resp.BucketAction, st.action(sb))
+		}
+	}
+	st.dirty = st.dirty[:0]
+	st.mu.Unlock()
+	return st.send(resp, true)
+}
+
+// action returns sb's current assignment as an action, and marks it sent; st.mu is held.
+func (st *stream) action(sb *sub) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	sb.dirty = false
+	sb.strategy = Strategy(sb.rule, sb.last.share)
+	return assign(sb.id.pb, sb.strategy, sb.rule.Share.EffectiveTTL())
 }
 
 // handle answers one report message, or returns the status that ends the stream.
@@ -143,11 +208,23 @@ func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageRep
 	dom := st.svc.rules().Domain(st.domain)
 	now := st.svc.clock.Now().UnixNano()
 	resp := &rlqspb.RateLimitQuotaResponse{}
+	answer := make([]*sub, 0, len(usages))
 	for _, u := range usages {
-		if a := st.report(ctx, dom, u, now); a != nil {
-			resp.BucketAction = append(resp.BucketAction, a)
+		sb, abandoned, err := st.report(ctx, dom, u, now)
+		switch {
+		case err != nil:
+			return nil, err
+		case abandoned:
+			resp.BucketAction = append(resp.BucketAction, abandon(u.id))
+		case sb != nil:
+			answer = append(answer, sb)
 		}
 	}
+	st.mu.Lock()
+	for _, sb := range answer {
+		resp.BucketAction = append(resp.BucketAction, st.action(sb))
+	}
+	st.mu.Unlock()
 	name := ""
 	if dom != nil {
 		name = st.domain
@@ -156,57 +233,90 @@ func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageRep
 	return resp, nil
 }
 
-// report records one bucket's usage and returns the action to send for it, if any.
-func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now int64) *rlqspb.RateLimitQuotaResponse_BucketAction {
+// subscribe returns the stream's sub of u's bucket, made (its id interned) when new, or the
+// status that ends the stream when the bucket ids' memory budget is spent.
+func (st *stream) subscribe(u usage) (*sub, error) {
 	st.mu.Lock()
 	sb := st.subs[u.key]
-	if sb == nil {
-		sb = &sub{id: u.id}
-		st.subs[u.key] = sb
-	}
 	st.mu.Unlock()
+	if sb != nil {
+		return sb, nil
+	}
+	e, ok := st.svc.ids.acquire(st.domain+"\x00"+u.key, u.id, subCost)
+	if !ok {
+		return nil, reject(ReasonMemory, "bucket_quota_usages: the server's memory for bucket ids (%d bytes) is spent", st.svc.ids.budget)
+	}
+	sb = &sub{st: st, id: e, key: e.key[len(st.domain)+1:]}
+	st.mu.Lock()
+	st.subs[sb.key] = sb
+	st.mu.Unlock()
+	return sb, nil
+}
+
+// report records one bucket's usage and returns the sub to answer with its assignment, or
+// abandoned when the bucket is to be abandoned, or neither (no answer for the bucket).
+func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now int64) (answer *sub, abandoned bool, err error) {
+	sb, err := st.subscribe(u)
+	if err != nil {
+		return nil, false, err
+	}
 	rule := dom.Quota(u.id.GetBucket())
 	if rule == nil {
 		// Not (or no longer) covered by a rule: nothing to assign.
 		if sb.rule != nil {
 			st.leave(ctx, sb, now)
-			st.unsubscribe(u.key)
-			return abandon(u.id)
+			st.unsubscribe(sb)
+			return nil, true, nil
 		}
-		return nil
+		return nil, false, nil
 	}
 	key, client, class := st.target(rule, u)
 	if sb.rule != nil && (sb.stateKey != key || sb.client != client) {
 		st.leave(ctx, sb, now) // a reload changed the rule's criticality key
+		st.svc.unregister(sb)
+		sb.rule = nil
 	}
-	sb.rule, sb.stateKey, sb.client = rule, key, client
+	if sb.rule == nil {
+		if key != sb.id.key {
+			e, ok := st.svc.ids.acquire(key, nil, 0)
+			if !ok {
+				return nil, false, reject(ReasonMemory, "bucket_quota_usages: the server's memory for bucket ids (%d bytes) is spent", st.svc.ids.budget)
+			}
+			st.svc.ids.release(sb.classKey, 0)
+			sb.classKey, key = e, e.key
+		} else {
+			st.svc.ids.release(sb.classKey, 0)
+			sb.classKey, key = nil, sb.id.key
+		}
+		sb.stateKey, sb.client = key, client
+		st.svc.register(sb)
+	}
+	st.mu.Lock()
+	sb.rule, sb.last.rule = rule, rule
+	if u.elapsed > 0 {
+		sb.last.demand = u.count / u.elapsed.Seconds()
+	}
+	st.mu.Unlock()
 	if u.count > 0 {
 		sb.idleSince = 0
 	} else if sb.idleSince == 0 {
 		sb.idleSince = now
 	} else if now-sb.idleSince >= int64(st.abandonAfter(rule)) {
 		st.leave(ctx, sb, now)
-		st.unsubscribe(u.key)
-		return abandon(u.id)
+		st.unsubscribe(sb)
+		return nil, true, nil
 	}
-	ttl := rule.Share.EffectiveTTL()
-	var strategy *typev3.RateLimitStrategy
-	share := int64(-1) // a blanket rule hands out no share
 	if rule.Strategy == config.QuotaAllowAll || rule.Strategy == config.QuotaDenyAll {
-		strategy = Strategy(rule, 0)
-	} else {
-		a, err := st.svc.ledger.Report(ctx, key, &rule.Share, client, class, now, u.count, u.elapsed)
-		if err != nil {
-			st.svc.logStateError(err)
-			return nil // the client keeps its assignment until it expires
-		}
-		strategy, share = Strategy(rule, a.Share), a.Share
+		st.mu.Lock()
+		sb.last.share, sb.last.expires = -1, now+int64(rule.Share.EffectiveTTL()) // a blanket rule hands out no share
+		st.mu.Unlock()
+		return sb, false, nil
 	}
-	st.mu.Lock()
-	sb.strategy = strategy // kept for Drain's expiries
-	sb.last.note(rule, share, now+int64(ttl), u)
-	st.mu.Unlock()
-	return assign(u.id, strategy, ttl)
+	if _, err := st.svc.ledger.Report(ctx, sb.stateKey, &rule.Share, sb.client, class, now, u.count, u.elapsed, st.svc.notify(sb.stateKey)); err != nil {
+		st.svc.stateError(ctx, err)
+		return nil, false, nil // the client keeps its assignment until it expires
+	}
+	return sb, false, nil
 }
 
 func (st *stream) abandonAfter(r *config.QuotaRule) int64 {
@@ -248,17 +358,22 @@ func (st *stream) leave(ctx context.Context, sb *sub, now int64) {
 		return
 	}
 	if err := st.svc.ledger.Leave(ctx, sb.stateKey, &sb.rule.Share, sb.client, now); err != nil {
-		st.svc.logStateError(err)
+		st.svc.stateError(ctx, err)
 	}
 }
 
-func (st *stream) unsubscribe(key string) {
+// unsubscribe forgets sb, and gives back its memory.
+func (st *stream) unsubscribe(sb *sub) {
+	st.svc.unregister(sb)
 	st.mu.Lock()
-	delete(st.subs, key)
+	delete(st.subs, sb.key)
 	st.mu.Unlock()
+	st.svc.ids.release(sb.classKey, 0)
+	st.svc.ids.release(sb.id, subCost)
 }
 
-// leaveAll tells the state the stream's client has gone from every bucket.
+// leaveAll tells the state the stream's client has gone from every bucket, and forgets
+// them.
 func (st *stream) leaveAll() {
 	now := st.svc.clock.Now().UnixNano()
 	st.mu.Lock()
@@ -269,21 +384,24 @@ func (st *stream) leaveAll() {
 	st.mu.Unlock()
 	for _, sb := range subs {
 		st.leave(context.Background(), sb, now)
+		st.unsubscribe(sb)
 	}
 }
 
 // expireAll sends every assigned bucket its strategy with TTL 0.
 func (st *stream) expireAll() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.drained = true
 	resp := &rlqspb.RateLimitQuotaResponse{}
+	st.mu.Lock()
 	for _, sb := range st.subs {
 		if sb.strategy != nil {
-			resp.BucketAction = append(resp.BucketAction, assign(sb.id, sb.strategy, 0))
+			resp.BucketAction = append(resp.BucketAction, assign(sb.id.pb, sb.strategy, 0))
 		}
 	}
+	st.mu.Unlock()
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	st.drained = true
 	if len(resp.BucketAction) > 0 && st.srv.Send(resp) == nil { // the stream may already be gone
-		st.svc.sent(resp)
+		st.svc.sent(resp, false)
 	}
 }

@@ -1,0 +1,133 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// TestInFlightFixtures loads each file of testdata/inflight: one problem per file, named with
+// its file, line and field path.
+func TestInFlightFixtures(t *testing.T) {
+	want := map[string][]string{
+		"zero_limit.yaml":                   {"zero_limit.yaml:4: descriptors[0].max_in_flight.limit: must be between 1 and"},
+		"short_lease.yaml":                  {"short_lease.yaml:4: descriptors[0].max_in_flight.lease: must be between 10ms and 24h0m0s", "got 5ms"},
+		"bad_lease.yaml":                    {"bad_lease.yaml:4: descriptors[0].max_in_flight.lease: not a duration", `"soon"`},
+		"unknown_field.yaml":                {"unknown_field.yaml:4: descriptors[0].max_in_flight: unknown field \"leese\""},
+		"not_a_number.yaml":                 {"not_a_number.yaml:4: descriptors[0].max_in_flight: want a number of requests or a mapping", `"many"`},
+		"limit_and_adaptive.yaml":           {"limit_and_adaptive.yaml:5: descriptors[0].max_in_flight.limit: exclusive with adaptive"},
+		"adaptive_ceiling_below_floor.yaml": {"adaptive_ceiling_below_floor.yaml:6: descriptors[0].max_in_flight.adaptive.ceiling: must be at least floor (20), got 10"},
+		"adaptive_bad_smoothing.yaml":       {"adaptive_bad_smoothing.yaml:5: descriptors[0].max_in_flight.adaptive.smoothing: must be in (0, 1], got 2"},
+		"adaptive_unknown_field.yaml":       {"adaptive_unknown_field.yaml:5: descriptors[0].max_in_flight.adaptive: unknown field \"ceilng\""},
+		"with_unlimited.yaml":               {"with_unlimited.yaml:5: descriptors[0].max_in_flight: cannot be combined with an unlimited rate limit"},
+	}
+	for base, err := range loadFixtures(t, "testdata/inflight", want) {
+		if !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+		if n := strings.Count(err.Error(), base+":"); n != 1 {
+			t.Errorf("%s: %d problems, want 1: %v", base, n, err)
+		}
+	}
+}
+
+const inFlightRules = `
+domain: d
+descriptors:
+  - key: route
+    value: /export
+    rate_limit: {unit: minute, requests_per_unit: 100}
+    max_in_flight: {limit: 10, lease: 30s}
+  - key: route
+    value: /report
+    max_in_flight: 3
+  - key: route
+    value: /llm
+    max_in_flight:
+      adaptive: {floor: 2, ceiling: 40, initial: 8}
+`
+
+func compileWith(t *testing.T, o config.Options, rules string) (*config.Config, error) {
+	t.Helper()
+	doc, err := config.Decode("rules.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.CompileWith(o, doc)
+}
+
+func TestMaxInFlight(t *testing.T) {
+	c, err := compileWith(t, config.Options{}, inFlightRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom := c.Domain("d")
+	export := config.Lookup(dom, []entry{{"route", "/export"}})
+	if export == nil || len(export.Rules) != 1 || export.InFlight == nil || export.InFlight.Limit != 10 || export.InFlight.Lease != 30*time.Second {
+		t.Fatalf("/export: %+v", export)
+	}
+	// a descriptor with max_in_flight alone is a limit with no rate rules
+	report := config.Lookup(dom, []entry{{"route", "/report"}})
+	if report == nil || len(report.Rules) != 0 || report.Unlimited || report.InFlight == nil || report.InFlight.Current() != 3 || report.InFlight.Lease != 0 {
+		t.Fatalf("/report: %+v", report)
+	}
+	llm := config.Lookup(dom, []entry{{"route", "/llm"}})
+	if llm == nil || llm.InFlight == nil || llm.InFlight.Adaptive == nil || llm.InFlight.Limit != 40 || llm.InFlight.Current() != 8 {
+		t.Fatalf("/llm: %+v", llm)
+	}
+	// the adaptive limit follows what it is told: busy and steady, it grows
+	for range 20 {
+		llm.InFlight.Observe(10*time.Millisecond, llm.InFlight.Current())
+	}
+	if n := llm.InFlight.Current(); n <= 8 {
+		t.Errorf("adaptive limit %d after steady samples, want above 8", n)
+	}
+	// a fixed limit ignores what it is told
+	report.InFlight.Observe(time.Hour, 3)
+	if report.InFlight.Current() != 3 {
+		t.Errorf("fixed limit moved to %d", report.InFlight.Current())
+	}
+}
+
+// sluice serve compiles with RefuseInFlight: a max_in_flight is refused, saying why, at
+// every descriptor that has one.
+func TestRefuseInFlight(t *testing.T) {
+	_, err := compileWith(t, config.Options{RefuseInFlight: true}, inFlightRules)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{"rules.yaml:7: descriptors[0].max_in_flight: not enforced here: the RLS protocol has no request-finished signal",
+		"rules.yaml:10: descriptors[1].max_in_flight:", "rules.yaml:14: descriptors[2].max_in_flight:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not contain %q:\n%v", want, err)
+		}
+	}
+}
+
+// The YAML of docs/CONCURRENCY.md compiles, with the limits it describes.
+func TestConcurrencyDocYAML(t *testing.T) {
+	doc, err := os.ReadFile("../docs/CONCURRENCY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in docs/CONCURRENCY.md")
+	}
+	c, err := compileWith(t, config.Options{}, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Domain("edge")
+	export := config.Lookup(d, []entry{{"generic_key", "export"}})
+	llm := config.Lookup(d, []entry{{"generic_key", "llm"}})
+	if export == nil || export.InFlight == nil || export.InFlight.Limit != 4 || export.InFlight.Lease != 30*time.Second || len(export.Rules) != 1 ||
+		llm == nil || llm.InFlight == nil || llm.InFlight.Adaptive == nil || llm.InFlight.Limit != 64 {
+		t.Errorf("export %+v, llm %+v", export, llm)
+	}
+}
