@@ -18,7 +18,7 @@ var commands []command
 
 func register(c command) { commands = append(commands, c) }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(argsOf(os.Args), os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
