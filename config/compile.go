@@ -15,6 +15,10 @@ import (
 type problems struct{ errs []error }
 
 func (p *problems) add(file string, line int, field, format string, args ...any) {
+	if line == 0 { // a document that was not read from YAML (an xDS resource)
+		p.errs = append(p.errs, fmt.Errorf("%w: %s: %s: %s", ErrInvalid, file, field, fmt.Sprintf(format, args...)))
+		return
+	}
 	p.errs = append(p.errs, fmt.Errorf("%w: %s:%d: %s: %s", ErrInvalid, file, line, field, fmt.Sprintf(format, args...)))
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -150,6 +151,23 @@ func (c *Config) Domains() []string {
 // Limits returns every limit of every domain, indexed by Limit.Index. The slice must not be
 // modified.
 func (c *Config) Limits() []*Limit { return c.limits }
+
+// Dump is envoyproxy/ratelimit's dump of its rules (its /rlconfig): "<full key>:
+// unit=<UNIT> requests_per_unit=<n>, shadow_mode: <bool>, quota_mode: <bool>" a line per
+// limit, sorted; an unlimited limit's unit is UNKNOWN.
+func (c *Config) Dump() string {
+	lines := make([]string, 0, len(c.limits))
+	for _, l := range c.limits {
+		unit := strings.ToUpper(l.Unit.String())
+		if l.Unlimited {
+			unit = "UNKNOWN"
+		}
+		lines = append(lines, fmt.Sprintf("%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: %t\n",
+			l.FullKey, unit, l.RequestsPerUnit, l.ShadowMode, l.QuotaMode))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "")
+}
 
 // Files returns the names of the files the config was built from.
 func (c *Config) Files() []string { return c.files }

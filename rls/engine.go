@@ -54,8 +54,15 @@ type Config struct {
 	// ReloadInterval is how often RulesPath is polled by Run (default
 	// config.DefaultWatchInterval); negative disables polling (Reload still works).
 	ReloadInterval time.Duration
-	// Rules are static rules, used when RulesPath is empty (e.g. embedded defaults).
+	// Rules are static rules, used when RulesPath is empty (e.g. embedded defaults); with a
+	// RulesSource, the rules in force until it delivers.
 	Rules *config.Config
+	// RulesSource, when RulesPath is empty, pushes the rules (e.g. xDS, package config/xds):
+	// Run runs it. Until it delivers (and Rules is nil) every decision is an error wrapping
+	// ErrNoRules, and Ready reports it unless ReadyWithoutRules (envoyproxy/ratelimit's
+	// FORCE_START_WITHOUT_INITIAL_CONFIG: healthy before the first rules).
+	RulesSource       RulesSource
+	ReadyWithoutRules bool
 	// RulesOptions say how the rules at RulesPath are read and compiled: the default
 	// algorithm, merged domains, envoyproxy/ratelimit's runtime directory tree. The default
 	// algorithm is also that of limit overrides (Descriptor.Limit).
@@ -213,24 +220,20 @@ func (e *Engine) loadRules() error {
 	switch {
 	case e.cfg.RulesPath != "":
 		w, err := config.NewWatcherWith(e.cfg.RulesPath, e.cfg.RulesOptions, func(c *config.Config) {
-			e.setRules(c)
-			e.metrics.reloads.WithLabelValues("success").Inc()
-			e.log.Info("rules reloaded", "path", e.cfg.RulesPath, "domains", c.Domains(), "limits", len(c.Limits()))
-		}, func(err error) {
-			e.metrics.reloads.WithLabelValues("failure").Inc()
-			e.peer.configLoadError.Inc()
-			e.log.Error("rules reload rejected; the previous rules keep serving", "path", e.cfg.RulesPath, "err", err)
-		})
+			e.applyReloaded(e.cfg.RulesPath, c)
+		}, func(err error) { e.rejectReload(e.cfg.RulesPath, err) })
 		if err != nil {
 			e.peer.configLoadError.Inc()
 			return fmt.Errorf("rls: rules: %w", err)
 		}
 		e.watcher = w
 		e.setRules(w.Config())
+	case e.cfg.RulesSource != nil && e.cfg.Rules == nil:
+		e.rules.Store(e.pendingRules())
 	case e.cfg.Rules != nil:
 		e.setRules(e.cfg.Rules)
 	default:
-		return errors.New("rls: rules: set Config.RulesPath or Config.Rules")
+		return errors.New("rls: rules: set Config.RulesPath, Config.Rules or Config.RulesSource")
 	}
 	return nil
 }
@@ -275,9 +278,14 @@ func (e *Engine) Reload() (bool, error) {
 	return e.watcher.Reload()
 }
 
-// Run follows the rules files (polling every Config.ReloadInterval) until ctx is done; it
-// returns at once for static rules or a negative ReloadInterval.
+// Run follows the rules files (polling every Config.ReloadInterval), or runs the
+// RulesSource, until ctx is done; it returns at once for static rules or a negative
+// ReloadInterval.
 func (e *Engine) Run(ctx context.Context) {
+	if e.watcher == nil && e.cfg.RulesSource != nil {
+		e.runSource(ctx)
+		return
+	}
 	if e.watcher != nil && e.cfg.ReloadInterval >= 0 {
 		e.watcher.Run(ctx, e.cfg.ReloadInterval)
 	}

@@ -11,8 +11,12 @@ import (
 // Ready probes the store (at most once a second; a write, so a store that answers reads but
 // refuses writes is not ready) and returns why decisions are the fallback's while a fallback
 // decides because the store is unavailable ("" otherwise; its own probes run then, so the
-// store is not probed). An error means the store fails without a fallback answering.
+// store is not probed). An error means the store fails without a fallback answering, or
+// no rules are in force yet (ErrNoRules; see Config.ReadyWithoutRules).
 func (e *Engine) Ready(ctx context.Context) (degraded string, err error) {
+	if !e.RulesReady() {
+		return "", ErrNoRules
+	}
 	if e.fallback == nil || e.fallback.degraded() == "" {
 		if err := e.readyCheck.check(ctx); err != nil {
 			return "", err

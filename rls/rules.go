@@ -14,6 +14,8 @@ type rules struct {
 	limits  []limitInfo // by config.Limit.Index
 	domains map[string]*domainCounters
 	named   map[string]*config.Limit // see namedLimits
+	// pending: no rules yet from the RulesSource (source.go); every decision is an error.
+	pending bool
 }
 
 type limitInfo struct {

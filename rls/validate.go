@@ -13,6 +13,9 @@ import (
 // too long. An unknown domain is not an error (envoyproxy/ratelimit answers OK with no
 // limits, so that Envoy's failure_mode_deny does not deny all traffic): its Domain is nil.
 func (e *Engine) validate(st *rules, req *Request) (*config.Domain, error) {
+	if st.pending {
+		return nil, &Error{Kind: KindUnavailable, Msg: ErrNoRules.Error(), Err: ErrNoRules}
+	}
 	if req.Domain == "" {
 		return nil, invalid("domain: empty")
 	}

@@ -16,6 +16,9 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge: s.cfg.GRPCMaxConnectionAge, MaxConnectionAgeGrace: s.cfg.GRPCMaxConnectionAgeGrace}))
 	}
+	if s.grpcCreds != nil {
+		opts = append(opts, s.grpcCreds)
+	}
 	workers := s.cfg.StreamWorkers
 	if workers == 0 {
 		workers = DefaultStreamWorkers

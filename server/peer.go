@@ -5,14 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/sluicehq/sluice/config"
 )
 
 // What envoyproxy/ratelimit users rely on beyond the RLS call itself: its health check, its
@@ -27,9 +23,10 @@ const PeerHealthService = "ratelimit"
 var DefaultResponseHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 
 // handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving, 500
-// while starting or shutting down.
+// while starting or shutting down, or waiting for the first rules of a rules source (unless
+// rls.Config.ReadyWithoutRules, the peer's FORCE_START_WITHOUT_INITIAL_CONFIG).
 func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
-	if !s.ready.Load() {
+	if !s.ready.Load() || !s.eng.RulesReady() {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
@@ -39,23 +36,7 @@ func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
 // handleRLConfig is envoyproxy/ratelimit's /rlconfig: one line per limit, in its format.
 func (s *Server) handleRLConfig(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, dumpRules(s.Rules()))
-}
-
-// dumpRules is the text of /rlconfig: "<full key>: unit=<UNIT> requests_per_unit=<n>,
-// shadow_mode: <bool>, quota_mode: <bool>" per limit, sorted.
-func dumpRules(c *config.Config) string {
-	var lines []string
-	for _, l := range c.Limits() {
-		unit := strings.ToUpper(l.Unit.String())
-		if l.Unlimited {
-			unit = "UNKNOWN"
-		}
-		lines = append(lines, fmt.Sprintf("%s: unit=%s requests_per_unit=%d, shadow_mode: %t, quota_mode: %t\n",
-			l.FullKey, unit, l.RequestsPerUnit, l.ShadowMode, l.QuotaMode))
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "")
+	_, _ = io.WriteString(w, s.Rules().Dump())
 }
 
 // sideListener is an extra HTTP listener: Prometheus metrics on their own address

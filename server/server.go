@@ -109,6 +109,9 @@ type Config struct {
 	// beyond it is closed at once, so slow clients cannot exhaust the file descriptors.
 	ReadHeaderTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes, MaxConns       int
+	// GRPCTLS, when set, serves the gRPC port over TLS, or mutual TLS with a client CA
+	// (tls.go); nil is plain text.
+	GRPCTLS *TLS
 }
 
 // Server is a running rate-limit service: the descriptor engine (package rls) mounted on
@@ -123,6 +126,7 @@ type Server struct {
 
 	grpcLis, httpLis net.Listener
 	grpc             *grpc.Server
+	grpcCreds        grpc.ServerOption // TLS (tls.go); nil for plain text
 	health           *health.Server
 	http             *http.Server
 	ready            atomic.Bool
@@ -155,6 +159,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.eng, s.log = eng, eng.Logger()
+	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log); err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
 	if s.metrics, err = newMetrics(eng.Registry()); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("server: metrics: %w", err)

@@ -19,8 +19,9 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Tree, "config-tree", false, "read every file below a directory, recursively, as envoyproxy/ratelimit reads its runtime directory")
 	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
 	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
+	xdsDump := fs.Bool("xds", false, "each PATH is a dumped xDS snapshot: RateLimitConfig resources in JSON or YAML (checkxds.go)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice check-config [--config-tree] [--config-dotfiles] [--merge-domains] PATH...   (rules files or directories)")
+		fmt.Fprintln(stderr, "usage: sluice check-config [--config-tree] [--config-dotfiles] [--merge-domains] [--xds] PATH...   (rules files or directories; with --xds, dumped xDS snapshots)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -32,6 +33,10 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	for _, p := range fs.Args() {
+		if *xdsDump {
+			code = max(code, checkXDSDump(p, o, stdout, stderr))
+			continue
+		}
 		c, err := config.LoadWith(p, o)
 		if err != nil {
 			fmt.Fprintln(stderr, err)

@@ -76,7 +76,7 @@ var peerFlags = []peerFlag{
 	// RUNTIME_WATCH_ROOT chooses what the peer watches for changes; either way it reads
 	// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, which serve polls.
 	{"config", []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_WATCH_ROOT"}, func(e *peerEnv) (string, bool, error) {
-		if !e.detected {
+		if !e.detected || strings.EqualFold(e.or("CONFIG_TYPE", ""), "GRPC_XDS_SOTW") { // xDS: source.go
 			return "", false, nil
 		}
 		return runtimeDir(e), true, nil
@@ -165,8 +165,6 @@ var peerUnhonoured = []struct {
 	why   string
 	fatal bool
 }{
-	{"CONFIG_TYPE", func(v string) bool { return !strings.EqualFold(v, "FILE") }, "rules from xDS are not supported; serve reads rules files (RUNTIME_* or --config)", true},
-	{"GRPC_SERVER_USE_TLS", isTrue, "gRPC over TLS is not supported; terminate TLS in front of sluice (e.g. a sidecar)", true},
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
 	{"REDIS_TLS_CLIENT_CERT", nonEmpty, "Redis TLS client certificates are not supported (rediss:// verifies the server with the system roots)", false},
 	{"REDIS_TLS_CACERT", nonEmpty, "a Redis TLS CA file is not supported (rediss:// verifies the server with the system roots)", false},
@@ -174,7 +172,6 @@ var peerUnhonoured = []struct {
 	{"MEMCACHE_TLS", isTrue, "memcached over TLS is not supported", false},
 	{"USE_DOG_STATSD", isTrue, "dogstatsd is not supported: the peer's series are on /metrics (Prometheus)", false},
 	{"TRACING_ENABLED", isTrue, "OpenTelemetry tracing is not supported", false},
-	{"FORCE_START_WITHOUT_INITIAL_CONFIG", isTrue, "serve does not start without valid rules", false},
 	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", isTrue, "/healthcheck does not follow the Redis connection: probe /readyz for that", false},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
@@ -192,26 +189,15 @@ var peerNoEffect = []struct{ env, why string }{
 	{"REDIS_STARTUP_MAX_INTERVAL", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"MEMCACHE_MAX_IDLE_CONNS", "the memcached client keeps its own pool"},
-	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "serve never runs without valid rules"},
 	{"DISABLE_STATS", "the metrics stay on /metrics"},
 }
 
 // peerSubordinate are the peer's variables that only tune a feature another variable turns
 // on (the second name), which is mapped, warned about or refused itself.
 var peerSubordinate = map[string]string{
-	"GRPC_SERVER_TLS_CERT": "GRPC_SERVER_USE_TLS", "GRPC_SERVER_TLS_KEY": "GRPC_SERVER_USE_TLS",
-	"GRPC_CLIENT_TLS_CACERT": "GRPC_SERVER_USE_TLS", "GRPC_CLIENT_TLS_SAN": "GRPC_SERVER_USE_TLS",
-	"CONFIG_GRPC_XDS_NODE_ID": "CONFIG_TYPE", "CONFIG_GRPC_XDS_NODE_METADATA": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_SERVER_URL": "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "CONFIG_TYPE", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "CONFIG_TYPE",
-	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "CONFIG_TYPE",
-	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL": "CONFIG_TYPE", "XDS_CLIENT_BACKOFF_MAX_INTERVAL": "CONFIG_TYPE",
-	"XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "CONFIG_TYPE", "XDS_CLIENT_BACKOFF_JITTER": "CONFIG_TYPE",
-	"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "CONFIG_TYPE",
-	"USE_DOG_STATSD_MOGRIFIERS":        "USE_DOG_STATSD",
-	"REDIS_TLS_CLIENT_KEY":             "REDIS_TLS_CLIENT_CERT",
-	"REDIS_PERSECOND_PIPELINE_WINDOW":  "REDIS_PERSECOND", "REDIS_PERSECOND_PIPELINE_LIMIT": "REDIS_PERSECOND",
+	"USE_DOG_STATSD_MOGRIFIERS":       "USE_DOG_STATSD",
+	"REDIS_TLS_CLIENT_KEY":            "REDIS_TLS_CLIENT_CERT",
+	"REDIS_PERSECOND_PIPELINE_WINDOW": "REDIS_PERSECOND", "REDIS_PERSECOND_PIPELINE_LIMIT": "REDIS_PERSECOND",
 	"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM": "REDIS_PERSECOND", "REDIS_PERSECOND_TIMEOUT": "REDIS_PERSECOND",
 	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR": "REDIS_PERSECOND",
 	"MEMCACHE_TLS_CLIENT_CERT":               "MEMCACHE_TLS",

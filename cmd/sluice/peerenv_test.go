@@ -95,14 +95,11 @@ func TestPeerEnvNotHonoured(t *testing.T) {
 	if got := strings.Join(named, ","); got != "USE_DOG_STATSD" {
 		t.Errorf("warnings for %s", got)
 	}
-	for _, env := range []map[string]string{{"CONFIG_TYPE": "GRPC_XDS_SOTW"}, {"GRPC_SERVER_USE_TLS": "true"}} {
-		if e := readPeerEnv(envOf(env)); len(e.errs) != 1 {
-			t.Errorf("%v: errors %v, want one", env, e.errs)
-		}
-	}
 	for env, want := range map[string]string{
 		"REDIS_URL=localhost:6379":                                "REDIS_SOCKET_TYPE=unix",
 		"REDIS_TYPE=ring":                                         "REDIS_TYPE",
+		"CONFIG_TYPE=GRPC_XDS":                                    "CONFIG_TYPE",
+		"GRPC_SERVER_USE_TLS=true":                                "GRPC_SERVER_TLS_CERT",
 		"BACKEND_TYPE=memcache":                                   "MEMCACHE_HOST_PORT",
 		"RUNTIME_ROOT=/data PORT=http":                            "PORT",
 		"REDIS_PERSECOND=true":                                    "REDIS_PERSECOND_URL is empty",

@@ -63,6 +63,38 @@ func peerEnvStores(t *testing.T, f func(t *testing.T, storeEnv []string)) {
 	})
 }
 
+// runPeerBasicBase replays testBasicBaseConfig's answers on the peer's basic and another
+// domains (test/integration/integration_test.go), whether the rules come from its runtime
+// directory or from xDS (source_test.go).
+func runPeerBasicBase(t *testing.T, s *served) {
+	t.Helper()
+	r := rand.Int64()
+	runPeerCases(t, s, "grpc", []peerCase{
+		{"an unknown domain", rlReq("foo", 1, []string{"hello", "world"}), "OK; OK rem=0"},
+		{"basic key1", rlReq("basic", 1, []string{"key1", "foo"}), "OK; OK 50/SECOND rem=49"},
+	})
+	for i := range 25 {
+		want := fmt.Sprintf("OK; OK 20/MINUTE rem=%d", 20-(i+1))
+		if i >= 20 {
+			want = "OVER_LIMIT; OVER_LIMIT 20/MINUTE rem=0"
+		}
+		runPeerCases(t, s, "grpc", []peerCase{{fmt.Sprintf("another key2 #%d", i), rlReq("another", 1, []string{"key2", fmt.Sprint(r)}), want}})
+	}
+	r = rand.Int64()
+	for i := range 15 {
+		want := fmt.Sprintf("OK; OK 20/MINUTE rem=%d; OK 10/HOUR rem=%d", 20-(i+1), 10-(i+1))
+		if i >= 10 {
+			// Deliberate difference (envoyproxy/ratelimit #427): a request over one limit
+			// consumes nothing, so key2 stays at 10 remaining; the peer counts it and
+			// answers rem=20-(i+1), unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, whose
+			// answer (rem=10) this is.
+			want = "OVER_LIMIT; OK 20/MINUTE rem=10; OVER_LIMIT 10/HOUR rem=0"
+		}
+		runPeerCases(t, s, "grpc", []peerCase{{fmt.Sprintf("another key2 and key3 #%d", i),
+			rlReq("another", 1, []string{"key2", fmt.Sprint(r)}, []string{"key3", fmt.Sprint(r)}), want}})
+	}
+}
+
 // TestPeerIntegration starts sluice serve with only envoyproxy/ratelimit's environment
 // variables and its runtime directory layout, serving the peer's integration configs
 // unchanged, and replays testBasicBaseConfig and testShareThreshold
@@ -70,31 +102,7 @@ func peerEnvStores(t *testing.T, f func(t *testing.T, storeEnv []string)) {
 func TestPeerIntegration(t *testing.T) {
 	peerEnvStores(t, func(t *testing.T, storeEnv []string) {
 		s := startServe(t, peerOnlyEnv(peerRuntime(t), storeEnv...))
-		r := rand.Int64()
-		runPeerCases(t, s, "grpc", []peerCase{
-			{"an unknown domain", rlReq("foo", 1, []string{"hello", "world"}), "OK; OK rem=0"},
-			{"basic key1", rlReq("basic", 1, []string{"key1", "foo"}), "OK; OK 50/SECOND rem=49"},
-		})
-		for i := range 25 {
-			want := fmt.Sprintf("OK; OK 20/MINUTE rem=%d", 20-(i+1))
-			if i >= 20 {
-				want = "OVER_LIMIT; OVER_LIMIT 20/MINUTE rem=0"
-			}
-			runPeerCases(t, s, "grpc", []peerCase{{fmt.Sprintf("another key2 #%d", i), rlReq("another", 1, []string{"key2", fmt.Sprint(r)}), want}})
-		}
-		r = rand.Int64()
-		for i := range 15 {
-			want := fmt.Sprintf("OK; OK 20/MINUTE rem=%d; OK 10/HOUR rem=%d", 20-(i+1), 10-(i+1))
-			if i >= 10 {
-				// Deliberate difference (envoyproxy/ratelimit #427): a request over one limit
-				// consumes nothing, so key2 stays at 10 remaining; the peer counts it and
-				// answers rem=20-(i+1), unless STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, whose
-				// answer (rem=10) this is.
-				want = "OVER_LIMIT; OK 20/MINUTE rem=10; OVER_LIMIT 10/HOUR rem=0"
-			}
-			runPeerCases(t, s, "grpc", []peerCase{{fmt.Sprintf("another key2 and key3 #%d", i),
-				rlReq("another", 1, []string{"key2", fmt.Sprint(r)}, []string{"key3", fmt.Sprint(r)}), want}})
-		}
+		runPeerBasicBase(t, s)
 		// Deliberate difference: under the sliding window (Sluice's default algorithm),
 		// duration_until_reset is the time until the key is back to its full limit, up to two
 		// periods; the peer's fixed windows reset within one (TestPeerFixedWindowSwitch).
@@ -109,7 +117,7 @@ func TestPeerIntegration(t *testing.T) {
 		runPeerCases(t, s, "json", []peerCase{
 			{"files/b.csv shares files/a.pdf's counter", rlReq("share-threshold-test", 1, []string{"files", "files/b.csv"}),
 				"OVER_LIMIT; OVER_LIMIT 10/HOUR rem=0"},
-			{"files_no_share/* does not share", rlReq("share-threshold-test", 1, []string{"files_no_share", fmt.Sprintf("files_no_share/%d", r)}),
+			{"files_no_share/* does not share", rlReq("share-threshold-test", 1, []string{"files_no_share", fmt.Sprintf("files_no_share/%d", rand.Int64())}),
 				"OK; OK 10/HOUR rem=9"},
 		})
 		// testBasicBaseConfig's counters, with the peer's names and labels.

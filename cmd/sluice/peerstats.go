@@ -81,14 +81,6 @@ func (f *serveFlags) registerStats(fs *flag.FlagSet) {
 	fs.StringVar(&s.mapping, "metrics-mapping", f.env("metrics-mapping", "SLUICE_METRICS_MAPPING", ""), "a statsd_exporter mapping file: --metrics-addr serves the series it makes of the statsd stats, in place of the default mapping's ratelimit_service_* [SLUICE_METRICS_MAPPING, PROMETHEUS_MAPPER_YAML]")
 }
 
-// peerDurationOr is peerDuration with a default.
-func (f *serveFlags) peerDurationOr(flagName string, def time.Duration) time.Duration {
-	if _, ok := f.peer.defaults[flagName]; ok {
-		return f.peerDuration(flagName)
-	}
-	return def
-}
-
 // parseTags parses name:value,name:value (the peer's EXTRA_TAGS).
 func parseTags(s string) (map[string]string, error) {
 	if strings.TrimSpace(s) == "" {

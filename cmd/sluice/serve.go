@@ -51,6 +51,8 @@ type serveFlags struct {
 
 	quotaStore string         // the RLQS quota state (quota.go)
 	stats      peerExtraFlags // the peer's statsd stats (peerstats.go)
+
+	source sourceFlags // rules from xDS, TLS on the gRPC port (source.go)
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -65,6 +67,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxRequestLogLimit, "max-request-log-limit", f.envInt64("max-request-log-limit", "SLUICE_MAX_REQUEST_LOG_LIMIT", server.DefaultMaxRequestLogLimit), "largest limit of a sliding_log rule supplied by a request [SLUICE_MAX_REQUEST_LOG_LIMIT]")
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
 	f.registerPeer(fs)
+	f.registerSource(fs)
 	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request, as Redis holds it: 128 per entry of a sliding log, 2 x limit entries in debt [SLUICE_MAX_REQUEST_STATE_BYTES]")
 	fs.Int64Var(&f.memoryMaxBytes, "memory-max-bytes", f.envInt64("memory-max-bytes", "SLUICE_MEMORY_MAX_BYTES", memory.DefaultMaxBytes), "most bytes the memory store's keys hold (each charged its entry and the most state its rule can hold); a new key past it evicts the keys closest to full [SLUICE_MEMORY_MAX_BYTES]")
 	fs.DurationVar(&f.readHeaderTimeout, "http-read-header-timeout", f.envDuration("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT", server.DefaultReadHeaderTimeout), "longest time an HTTP client may take to send its request headers (slowloris) [SLUICE_HTTP_READ_HEADER_TIMEOUT]")
@@ -226,7 +229,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer closeStats()
-	if f.config == "" {
+	if err := f.applySource(fs, &cfg, logger); err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	if f.config == "" && cfg.RulesSource == nil {
 		rules, err := config.LoadFS(examples.Config, examples.ConfigDir)
 		if err != nil {
 			fmt.Fprintln(stderr, "sluice serve: embedded example rules:", err)
