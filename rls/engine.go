@@ -76,6 +76,10 @@ type Config struct {
 	// too) to log each change, count the failures and report the state in the metrics and
 	// Ready; a fallback inside a Store passed above is not observed.
 	StoreConfig store.Config
+	// WrapStore, when set, wraps the store the engine decides on (Store, or the one
+	// StoreConfig opened): the server's tracing makes each store call a child span with it.
+	// The readiness probe goes through it too.
+	WrapStore func(sluice.Store) sluice.Store
 	// Logger receives reload, (rate-limited) store error lines, and each change of the
 	// fallback's state; nothing is logged per request. Default: discard.
 	Logger *slog.Logger
@@ -254,6 +258,9 @@ func (e *Engine) openStore() error {
 			return err
 		}
 		e.store, e.storeCloser = st, closer
+	}
+	if e.cfg.WrapStore != nil {
+		e.store = e.cfg.WrapStore(e.store)
 	}
 	e.limiter = sluice.New(e.store)
 	e.readyCheck.store = e.store

@@ -26,5 +26,6 @@ func (s *Server) grpcOptions() []grpc.ServerOption {
 	if workers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(workers)))
 	}
+	opts = append(opts, s.tracingOptions()...)
 	return opts
 }

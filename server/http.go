@@ -98,7 +98,11 @@ func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request, body []byte)
 		s.writeError(w, invalid("body: not a RateLimitRequest in protobuf JSON: %v", err))
 		return
 	}
-	resp, err := s.decide(r.Context(), &req)
+	ctx, traced := s.traceJSON(r, &req)
+	resp, err := s.decide(ctx, &req)
+	if traced != nil {
+		traced(resp, err)
+	}
 	if err != nil {
 		s.writeError(w, err)
 		return

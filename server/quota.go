@@ -8,6 +8,9 @@ func (s *Server) registerQuota() {
 	qc := s.cfg.Quota
 	qc.Rules = s.Rules
 	qc.Observer = s.quotaMetrics
+	if s.tracer != nil {
+		qc.Tracer = s.tracer
+	}
 	if qc.Logger == nil {
 		qc.Logger = s.log
 	}

@@ -13,6 +13,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -112,6 +114,11 @@ type Config struct {
 	// GRPCTLS, when set, serves the gRPC port over TLS, or mutual TLS with a client CA
 	// (tls.go); nil is plain text.
 	GRPCTLS *TLS
+	// TracerProvider, when set, traces RLS calls, their store calls and RLQS reports
+	// (tracing.go); nil: no tracing, at no cost. Propagator reads the caller's trace context
+	// from a call's metadata (default: W3C traceparent and B3, as Envoy sends them).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Server is a running rate-limit service: the descriptor engine (package rls) mounted on
@@ -137,6 +144,9 @@ type Server struct {
 	// envoyproxy/ratelimit compatibility (peer.go)
 	side        []sideListener
 	headerNames [3]string
+
+	tracer     trace.Tracer // nil: tracing off (tracing.go)
+	propagator propagation.TextMapPropagator
 }
 
 // New validates cfg, builds the engine (loading the rules, opening the store) and listens on
@@ -154,7 +164,8 @@ func New(cfg Config) (*Server, error) {
 	if s.cfg.ShutdownTimeout <= 0 {
 		s.cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	eng, err := rls.New(cfg.Config)
+	s.setupTracing()
+	eng, err := rls.New(s.cfg.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +387,14 @@ type rlsService struct {
 // ShouldRateLimit implements the Envoy RLS v3 API.
 func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
+	var traced func(*rlsv3.RateLimitResponse, error)
+	if r.s.tracer != nil {
+		ctx, traced = r.s.traceDecide(ctx, req)
+	}
 	resp, err := r.s.decide(ctx, req)
+	if traced != nil {
+		traced(resp, err)
+	}
 	took := time.Since(start)
 	r.s.metrics.grpcLatency.Observe(took.Seconds())
 	invalid := err != nil && isInvalid(err)

@@ -68,10 +68,15 @@ type Config struct {
 	// the store failed or was too slow, and failed probes and heartbeats. Failures without a
 	// fallback are returned by Take instead. It must not block.
 	OnStoreError func(err error)
+	// TLS configures TLS on every connection to Redis (one server, Sentinels and the primary,
+	// Cluster nodes) and memcached: authorities, client certificate, server name (see TLS).
+	// The zero TLS leaves the URL's scheme to decide (rediss:// is TLS with the system roots).
+	// The memory store ignores it.
+	TLS TLS
 }
 
 // Validate reports every invalid field of c, each error naming its field (url, mode,
-// fallback, timeout), without opening anything.
+// fallback, timeout, tls), without opening anything (it reads the TLS files).
 func (c Config) Validate() error {
 	var errs []error
 	if _, err := Scheme(c.URL); err != nil {
@@ -91,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("store: timeout: must not be negative, got %v", c.Timeout))
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"strings"
@@ -91,7 +92,10 @@ func openMemory(_ context.Context, c Config) (closingStore, error) {
 }
 
 func openRedis(ctx context.Context, c Config) (closingStore, error) {
-	opts := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix)
+	opts, err := sharedOptions(c, redis.WithTimeout, redis.WithClock, redis.WithPrefix, redis.WithTLS)
+	if err != nil {
+		return nil, err
+	}
 	st, err := redis.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -106,7 +110,10 @@ func openRedis(ctx context.Context, c Config) (closingStore, error) {
 }
 
 func openMemcached(_ context.Context, c Config) (closingStore, error) {
-	opts := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix)
+	opts, err := sharedOptions(c, memcached.WithTimeout, memcached.WithClock, memcached.WithPrefix, memcached.WithTLS)
+	if err != nil {
+		return nil, err
+	}
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -120,10 +127,15 @@ func openMemcached(_ context.Context, c Config) (closingStore, error) {
 	return st, nil
 }
 
-// sharedOptions returns a shared store's options for the fields of c set: its timeout, clock
-// and prefix options.
-func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sluice.Clock) O, prefix func(string) O) []O {
-	var opts []O
+// sharedOptions returns a shared store's options for the fields of c set: its timeout, clock,
+// prefix and TLS options (an error when the TLS files cannot be read).
+func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sluice.Clock) O, prefix func(string) O,
+	withTLS func(*tls.Config) O) ([]O, error) {
+	tc, err := c.TLS.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts := []O{withTLS(tc)}
 	if c.Timeout > 0 {
 		opts = append(opts, timeout(c.Timeout))
 	}
@@ -133,5 +145,5 @@ func sharedOptions[O any](c Config, timeout func(time.Duration) O, clock func(sl
 	if c.Prefix != "" {
 		opts = append(opts, prefix(c.Prefix))
 	}
-	return opts
+	return opts, nil
 }

@@ -20,6 +20,7 @@ type sharedFlags struct {
 	config, store, mode, fallback string
 	logLevel, logFormat           string
 	reload, storeTimeout          time.Duration
+	storeTLS                      storeTLSFlags // storetls.go
 }
 
 // envFunc gives a flag's default: the value of the environment variable name when it is set,
@@ -46,6 +47,7 @@ func (f *sharedFlags) register(fs *flag.FlagSet, configUsage string, env envFunc
 	reload, _ := time.ParseDuration(env("reload-interval", "SLUICE_RELOAD_INTERVAL", config.DefaultWatchInterval.String()))
 	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
 	storeTimeout, _ := time.ParseDuration(env("store-timeout", "SLUICE_STORE_TIMEOUT", "0s"))
+	f.storeTLS.register(fs, env)
 	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis or memcached store call, e.g. 15ms (0: the store's default, 250ms, and the fallback's, 50ms); with --fallback, a slower call is decided by the fallback; keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
 }
 
@@ -60,12 +62,12 @@ func (f *sharedFlags) check() error {
 	if err := store.CheckFallback(f.fallback); err != nil {
 		return fmt.Errorf("--fallback: %w", err)
 	}
-	return nil
+	return f.storeTLS.check()
 }
 
 // storeConfig is the store the flags name, its keys under prefix ("": the store's default).
 func (f *sharedFlags) storeConfig(prefix string) store.Config {
-	return store.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: prefix}
+	return store.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: prefix, TLS: f.storeTLS.tls}
 }
 
 // logger builds the logger of --log-level and --log-format on w, and sends go-redis's own

@@ -3,16 +3,22 @@ package main
 import (
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
 // quotaState sets the RLQS quota state of cfg from --quota-store: memory (the default) or a
-// Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://) shared by replicas.
-func quotaState(cfg *server.Config, url string) (closeFn func(), err error) {
+// Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://) shared by replicas,
+// reached with the store's TLS settings (--store-tls*).
+func quotaState(cfg *server.Config, url string, t store.TLS) (closeFn func(), err error) {
 	if url == "" || url == "memory" {
 		return func() {}, nil
 	}
-	st, err := redis.NewFromURL(url)
+	tc, err := t.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	st, err := redis.NewFromURL(url, redis.WithTLS(tc))
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,8 @@ type serveFlags struct {
 	stats      peerExtraFlags // the peer's statsd stats (peerstats.go)
 
 	source sourceFlags // rules from xDS, TLS on the gRPC port (source.go)
+
+	tracing tracingFlags // tracing.go
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -68,6 +70,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.maxRequestPeriod, "max-request-period", f.envDuration("max-request-period", "SLUICE_MAX_REQUEST_PERIOD", server.DefaultMaxRequestPeriod), "longest period of a rule supplied by a request [SLUICE_MAX_REQUEST_PERIOD]")
 	f.registerPeer(fs)
 	f.registerSource(fs)
+	f.tracing.register(fs, f.env)
 	fs.Int64Var(&f.maxRequestStateBytes, "max-request-state-bytes", f.envInt64("max-request-state-bytes", "SLUICE_MAX_REQUEST_STATE_BYTES", server.DefaultMaxRequestState), "largest state per key (bytes) of a rule supplied by a request, as Redis holds it: 128 per entry of a sliding log, 2 x limit entries in debt [SLUICE_MAX_REQUEST_STATE_BYTES]")
 	fs.Int64Var(&f.memoryMaxBytes, "memory-max-bytes", f.envInt64("memory-max-bytes", "SLUICE_MEMORY_MAX_BYTES", memory.DefaultMaxBytes), "most bytes the memory store's keys hold (each charged its entry and the most state its rule can hold); a new key past it evicts the keys closest to full [SLUICE_MEMORY_MAX_BYTES]")
 	fs.DurationVar(&f.readHeaderTimeout, "http-read-header-timeout", f.envDuration("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT", server.DefaultReadHeaderTimeout), "longest time an HTTP client may take to send its request headers (slowloris) [SLUICE_HTTP_READ_HEADER_TIMEOUT]")
@@ -251,7 +254,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		defer stopPprof()
 		logger.Info("pprof debug listener", "addr", f.pprofAddr)
 	}
-	closeQuota, err := quotaState(&cfg, f.quotaStore)
+	stopTracing, err := f.tracing.start(&cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	defer stopTracing()
+	closeQuota, err := quotaState(&cfg, f.quotaStore, f.storeTLS.tls)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
 		return 2

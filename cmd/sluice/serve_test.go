@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -39,6 +41,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 // TestServeValidatesStoreFlags: a bad --mode, --fallback or --store-timeout (flag or
 // environment) is a usage error that names the flag, before anything listens.
 func TestServeValidatesStoreFlags(t *testing.T) {
+	files := testenv.NewTLSFiles(t)
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -66,6 +69,16 @@ func TestServeValidatesStoreFlags(t *testing.T) {
 		{args: []string{"--http-max-header-bytes", "10"}, flag: "--http-max-header-bytes"},
 		{args: []string{"--http-max-conns", "0"}, flag: "--http-max-conns"},
 		{env: map[string]string{"SLUICE_HTTP_MAX_CONNS": "many"}, flag: "--http-max-conns"},
+		// store TLS (storetls.go) and tracing (tracing.go)
+		{args: []string{"--store-tls-ca", files.CA + ".missing"}, flag: "--store-tls-ca"},
+		{args: []string{"--store-tls-cert", files.ClientCert}, flag: "--store-tls-cert, --store-tls-key"},
+		{args: []string{"--store-tls-cert", files.ClientCert, "--store-tls-key", files.ServerKey}, flag: "--store-tls-cert, --store-tls-key"},
+		{env: map[string]string{"SLUICE_STORE_TLS": "sure"}, flag: "--store-tls"},
+		{env: map[string]string{"SLUICE_STORE_TLS_SKIP_HOSTNAME_VERIFICATION": "perhaps"}, flag: "--store-tls-skip-hostname-verification"},
+		{args: []string{"--tracing", "--tracing-sampling-rate", "2"}, flag: "--tracing-sampling-rate"},
+		{args: []string{"--tracing", "--tracing-exporter-protocol", "udp"}, flag: "--tracing-exporter-protocol"},
+		{env: map[string]string{"SLUICE_TRACING": "yes please"}, flag: "--tracing"},
+		{env: map[string]string{"SLUICE_TRACING": "true", "SLUICE_TRACING_SAMPLING_RATE": "half"}, flag: "--tracing-sampling-rate"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -23,6 +23,12 @@ type MemcachedServer struct {
 // connections.
 func StartMemcached(t testing.TB) *MemcachedServer {
 	t.Helper()
+	return startMemcached(t)
+}
+
+// startMemcached is StartMemcached with extra arguments.
+func startMemcached(t testing.TB, extra ...string) *MemcachedServer {
+	t.Helper()
 	bin := os.Getenv("SLUICE_MEMCACHED_BIN")
 	if bin == "" {
 		if p, err := exec.LookPath("memcached"); err == nil {
@@ -41,6 +47,7 @@ func StartMemcached(t testing.TB) *MemcachedServer {
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "nobody") // memcached refuses to run as root
 	}
+	args = append(args, extra...)
 	s := &MemcachedServer{t: t, port: port, cmd: exec.Command(bin, args...)}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

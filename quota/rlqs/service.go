@@ -12,6 +12,7 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,6 +44,9 @@ type Config struct {
 	// Observer is told what the service does, for metrics (default: nothing). A Ledger made
 	// by NewRedisLedger reports its transaction retries to it too.
 	Observer Observer
+	// Tracer, when set, records each usage report in a span (ReportSpan), a child of the
+	// trace context of the stream's context. Nil: no spans.
+	Tracer trace.Tracer
 }
 
 // Service implements RateLimitQuotaService. Build it with New; it is safe for concurrent
@@ -54,6 +58,7 @@ type Service struct {
 	clock                                     sluice.Clock
 	log                                       *slog.Logger
 	obs                                       Observer
+	tracer                                    trace.Tracer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
 	abandonAfter                              time.Duration
 	prefix                                    string // this replica's part of client ids
@@ -68,7 +73,7 @@ type Service struct {
 
 // New returns a Service over cfg.
 func New(cfg Config) *Service {
-	s := &Service{rules: cfg.Rules, ledger: cfg.Ledger, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer,
+	s := &Service{rules: cfg.Rules, ledger: cfg.Ledger, clock: cfg.Clock, log: cfg.Logger, obs: cfg.Observer, tracer: cfg.Tracer,
 		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}

@@ -80,7 +80,13 @@ func (st *stream) run(ctx context.Context) error {
 		if r.err != nil {
 			return r.err
 		}
-		resp, err := st.handle(ctx, r.msg)
+		var resp *rlqspb.RateLimitQuotaResponse
+		var err error
+		if st.svc.tracer != nil {
+			resp, err = st.handleTraced(ctx, r.msg)
+		} else {
+			resp, err = st.handle(ctx, r.msg)
+		}
 		if err != nil {
 			return err
 		}

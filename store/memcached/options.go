@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -29,6 +30,7 @@ type config struct {
 	maxBatch    int
 	maxAttempts int
 	backoff     time.Duration
+	tls         *tls.Config
 }
 
 type optionFunc func(*config)
@@ -68,3 +70,9 @@ func WithMaxAttempts(n int) Option { return optionFunc(func(c *config) { c.maxAt
 // after the k-th conflict is drawn uniformly from [0, base x 2^(k-1)), capped at 32 x base,
 // and never past the decision's timeout.
 func WithBackoff(d time.Duration) Option { return optionFunc(func(c *config) { c.backoff = d }) }
+
+// WithTLS makes the client NewFromServers (and NewFromURL) builds connect to every server over
+// TLS with c (memcached -Z); an empty c.ServerName is the host of each server, a nil c
+// is plain text. New, given its
+// client, ignores it: set the client's DialContext instead.
+func WithTLS(c *tls.Config) Option { return optionFunc(func(cfg *config) { cfg.tls = c }) }

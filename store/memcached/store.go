@@ -101,6 +101,9 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 	client := memcache.NewFromSelector(sel)
 	client.Timeout = cfg.timeout
 	client.MaxIdleConns = maxIdleConns
+	if cfg.tls != nil {
+		client.DialContext = tlsDialer(cfg.tls, cfg.timeout)
+	}
 	return newStore(client, cfg, true), nil
 }
 

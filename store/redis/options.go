@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -26,6 +27,7 @@ type config struct {
 	maxDelay    time.Duration
 	maxInFlight int
 	noDirect    bool // every decision goes through a worker (tests)
+	tls         *tls.Config
 }
 
 type optionFunc func(*config)
@@ -65,3 +67,10 @@ func WithMaxBatchDelay(d time.Duration) Option {
 // WithMaxInFlight sets how many pipelines may be in flight at once (default
 // DefaultMaxInFlight); each holds one connection of the client's pool.
 func WithMaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlight = n }) }
+
+// WithTLS makes the clients NewFromURL builds connect over TLS with c, whatever the URL's
+// scheme: to one Redis, to each Sentinel and the primary it names, to each Cluster node. An
+// empty c.ServerName is the host of each address dialed. Without it only rediss:// uses TLS
+// (verifying the server with the system roots); so does a nil c. New, given its client,
+// ignores it.
+func WithTLS(c *tls.Config) Option { return optionFunc(func(cfg *config) { cfg.tls = c }) }

@@ -33,7 +33,7 @@ import (
 // second stays. A Cluster client reloads the slot map every ClusterStateReloadInterval
 // (go-redis: every minute, or on MOVED, which a dead primary never answers), so decisions
 // find the replica that took over a killed primary's slots. Errors name the part of the URL
-// that is wrong.
+// that is wrong. WithTLS puts every connection of any scheme over TLS.
 // ClusterStateReloadInterval is how often a redis-cluster:// client reloads the slot map.
 const ClusterStateReloadInterval = 250 * time.Millisecond
 
@@ -49,6 +49,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	}
 	var client goredis.UniversalClient
 	var redial *redialer
+	tc := tlsOption(opts)
 	switch u.Scheme {
 	case "redis", "rediss":
 		if len(p.addrs) != 1 {
@@ -59,7 +60,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		}
 		o := &goredis.Options{Addr: p.addrs[0], Username: p.user, Password: p.pass, DB: p.db,
 			DialTimeout: p.dial, DialerRetries: 1, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true}
-		if u.Scheme == "rediss" {
+		if o.TLSConfig = tc; tc == nil && u.Scheme == "rediss" {
 			o.TLSConfig = tlsConfig(p.addrs[0])
 		}
 		redial = newRedialer(goredis.NewDialer(o))
@@ -78,8 +79,9 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 			SentinelUsername: p.user, SentinelPassword: p.pass,
 			Username: q.Get("username"), Password: q.Get("password"), DB: p.db,
 			DialTimeout: p.dial, DialerRetries: 1, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
+			TLSConfig: tc,
 		}
-		redial = newRedialer(goredis.NewDialer(&goredis.Options{DialTimeout: p.dial}))
+		redial = newRedialer(goredis.NewDialer(&goredis.Options{DialTimeout: p.dial, TLSConfig: tc}))
 		redial.sentinel = newSentinelResolver(fo)
 		fo.Dialer = redial.dial
 		client = goredis.NewFailoverClient(fo)
@@ -90,7 +92,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		client = goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: p.addrs, Username: p.user, Password: p.pass,
 			DialTimeout: p.dial, PoolSize: p.pool, MaxRetries: -1, ContextTimeoutEnabled: true,
-			ClusterStateReloadInterval: ClusterStateReloadInterval,
+			ClusterStateReloadInterval: ClusterStateReloadInterval, TLSConfig: tc,
 		})
 	default:
 		return nil, fmt.Errorf("redis: url: scheme: want redis, rediss, redis-sentinel or redis-cluster, got %q", u.Scheme)
@@ -177,7 +179,7 @@ func newSentinelResolver(fo *goredis.FailoverOptions) *sentinelResolver {
 	for _, a := range fo.SentinelAddrs {
 		r.clients = append(r.clients, goredis.NewSentinelClient(&goredis.Options{Addr: a,
 			Username: fo.SentinelUsername, Password: fo.SentinelPassword, MaxRetries: -1, PoolSize: 1,
-			DialTimeout: resolveTimeout}))
+			DialTimeout: resolveTimeout, TLSConfig: fo.TLSConfig}))
 	}
 	return r
 }
