@@ -166,12 +166,7 @@ var peerUnhonoured = []struct {
 	fatal bool
 }{
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
-	{"REDIS_TLS_CLIENT_CERT", nonEmpty, "Redis TLS client certificates are not supported (rediss:// verifies the server with the system roots)", false},
-	{"REDIS_TLS_CACERT", nonEmpty, "a Redis TLS CA file is not supported (rediss:// verifies the server with the system roots)", false},
-	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", isTrue, "skipping the Redis server's host name verification is not supported", false},
-	{"MEMCACHE_TLS", isTrue, "memcached over TLS is not supported", false},
 	{"USE_DOG_STATSD", isTrue, "dogstatsd is not supported: the peer's series are on /metrics (Prometheus)", false},
-	{"TRACING_ENABLED", isTrue, "OpenTelemetry tracing is not supported", false},
 	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", isTrue, "/healthcheck does not follow the Redis connection: probe /readyz for that", false},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
@@ -196,16 +191,9 @@ var peerNoEffect = []struct{ env, why string }{
 // on (the second name), which is mapped, warned about or refused itself.
 var peerSubordinate = map[string]string{
 	"USE_DOG_STATSD_MOGRIFIERS":       "USE_DOG_STATSD",
-	"REDIS_TLS_CLIENT_KEY":            "REDIS_TLS_CLIENT_CERT",
 	"REDIS_PERSECOND_PIPELINE_WINDOW": "REDIS_PERSECOND", "REDIS_PERSECOND_PIPELINE_LIMIT": "REDIS_PERSECOND",
 	"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM": "REDIS_PERSECOND", "REDIS_PERSECOND_TIMEOUT": "REDIS_PERSECOND",
 	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR": "REDIS_PERSECOND",
-	"MEMCACHE_TLS_CLIENT_CERT":               "MEMCACHE_TLS",
-	"MEMCACHE_TLS_CLIENT_KEY":                "MEMCACHE_TLS", "MEMCACHE_TLS_CACERT": "MEMCACHE_TLS",
-	"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "MEMCACHE_TLS",
-	"TRACING_SERVICE_NAME":                    "TRACING_ENABLED", "TRACING_SERVICE_NAMESPACE": "TRACING_ENABLED",
-	"TRACING_SERVICE_INSTANCE_ID": "TRACING_ENABLED", "TRACING_EXPORTER_PROTOCOL": "TRACING_ENABLED",
-	"TRACING_SAMPLING_RATE": "TRACING_ENABLED",
 }
 
 func isTrue(v string) bool   { b, _ := strconv.ParseBool(v); return b }
