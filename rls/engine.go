@@ -141,6 +141,8 @@ type Engine struct {
 	layered     *sluice.Limiter // limiter and per-instance limits (layered.go)
 	localStore  io.Closer
 	rules       atomic.Pointer[rules]
+	rulesIn     chan struct{} // closed when rules are first in force (source.go)
+	rulesOnce   sync.Once
 	watcher     *config.Watcher
 	metrics     *metrics
 	peer        *peerMetrics
@@ -165,7 +167,7 @@ type Engine struct {
 // New validates cfg, registers the metrics, loads the rules and opens the store. Call Close
 // to release what New acquired, and Run to follow the rules files.
 func New(cfg Config) (*Engine, error) {
-	e := &Engine{cfg: cfg, log: cfg.Logger, registry: cfg.Registry,
+	e := &Engine{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, rulesIn: make(chan struct{}),
 		maxDescriptors: orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
 		maxDescEntries: orDefault(cfg.MaxDescriptorEntries, DefaultMaxDescriptorEntries),
 		maxKeyLen:      orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
@@ -280,7 +282,7 @@ func (e *Engine) Rules() *config.Config { return e.rules.Load().cfg }
 // rules were applied; an invalid change is an error and the previous rules stay.
 func (e *Engine) Reload() (bool, error) {
 	if e.watcher == nil {
-		return false, errors.New("rls: reload: the rules are static (no RulesPath)")
+		return false, errors.New("rls: reload: no rules files to reload (static rules, or rules pushed by a RulesSource)")
 	}
 	return e.watcher.Reload()
 }

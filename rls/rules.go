@@ -45,6 +45,7 @@ func (e *Engine) compileRules(cfg *config.Config) *rules {
 // setRules makes cfg current.
 func (e *Engine) setRules(cfg *config.Config) {
 	e.rules.Store(e.compileRules(cfg))
+	e.rulesOnce.Do(func() { close(e.rulesIn) })
 	e.peer.configLoadSuccess.Inc()
 	e.metrics.reloadTime.Set(float64(time.Now().UnixNano()) / 1e9)
 	e.metrics.rulesLoaded.Set(float64(len(cfg.Limits())))

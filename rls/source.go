@@ -55,3 +55,7 @@ func (e *Engine) HasRules() bool { return !e.rules.Load().pending }
 // RulesReady reports whether the engine may be reported healthy as to its rules: rules are in
 // force, or Config.ReadyWithoutRules.
 func (e *Engine) RulesReady() bool { return e.cfg.ReadyWithoutRules || e.HasRules() }
+
+// RulesIn is closed when rules are first in force: at once for rules files and static rules,
+// at the first delivery of a RulesSource.
+func (e *Engine) RulesIn() <-chan struct{} { return e.rulesIn }

@@ -25,8 +25,9 @@ descriptors:
       - {unit: hour, requests_per_unit: 1000000000}
 `
 
-// benchServer serves benchRules over a memory store on a loopback gRPC port.
-func benchServer(b *testing.B) *Server {
+// benchServer serves benchRules over a memory store on a loopback gRPC port, its Config
+// changed by mutate.
+func benchServer(b *testing.B, mutate ...func(*Config)) *Server {
 	b.Helper()
 	doc, err := config.Decode("bench.yaml", []byte(benchRules))
 	if err != nil {
@@ -40,7 +41,11 @@ func benchServer(b *testing.B) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(Config{Config: rls.Config{Rules: rules, Store: mem, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "-"})
+	cfg := Config{Config: rls.Config{Rules: rules, Store: mem, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "-"}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

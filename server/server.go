@@ -277,10 +277,7 @@ func (s *Server) Reload() (bool, error) { return s.eng.Reload() }
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
 	if s.grpc != nil {
-		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		s.health.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		s.health.SetServingStatus(rlqs.ServiceName, healthpb.HealthCheckResponse_SERVING)
-		s.health.SetServingStatus(PeerHealthService, healthpb.HealthCheckResponse_SERVING)
+		s.serveHealth(ctx) // health.go
 		go func() { errc <- s.grpc.Serve(s.grpcLis) }()
 	}
 	if s.http != nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -172,8 +173,8 @@ func TestServeEnvoyGatewayXDS(t *testing.T) {
 }
 
 // TestServeXDSWaitsForRules: without FORCE_START_WITHOUT_INITIAL_CONFIG (the flags of a
-// non-peer user here: --xds-server, --xds-node-id), /healthcheck and /readyz fail until the
-// first snapshot, and pass after it.
+// non-peer user here: --xds-server, --xds-node-id), /healthcheck, /readyz and gRPC health
+// ("ratelimit", the peer's service name) fail until the first snapshot, and pass after it.
 func TestServeXDSWaitsForRules(t *testing.T) {
 	xdsSrv := testenv.StartXDS(t, "127.0.0.1:0", "node-a", nil)
 	s := startServe(t, nil, "--xds-server", xdsSrv.Addr, "--xds-node-id", "node-a", "--grpc-addr", "127.0.0.1:0",
@@ -183,6 +184,16 @@ func TestServeXDSWaitsForRules(t *testing.T) {
 			t.Errorf("%s before the first snapshot: 200 %q, want a failure", path, body)
 		}
 	}
+	grpcHealth := func() healthpb.HealthCheckResponse_ServingStatus {
+		r, err := healthpb.NewHealthClient(s.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ratelimit"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus()
+	}
+	if st := grpcHealth(); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health before the first snapshot: %v, want NOT_SERVING", st)
+	}
 	xdsSrv.Set(t, "1", peerXdsBasicConfig()...)
 	testenv.Eventually(t, 10*time.Second, "/healthcheck after the first snapshot", func() bool {
 		code, _ := s.get(t, s.httpAddr, "/healthcheck")
@@ -191,6 +202,7 @@ func TestServeXDSWaitsForRules(t *testing.T) {
 	if code, body := s.get(t, s.httpAddr, "/readyz"); code != 200 {
 		t.Errorf("/readyz after the first snapshot: %d %q", code, body)
 	}
+	testenv.Eventually(t, 10*time.Second, "gRPC health SERVING", func() bool { return grpcHealth() == healthpb.HealthCheckResponse_SERVING })
 	runPeerCases(t, s, "grpc", []peerCase{{"basic key1", rlReq("basic", 1, []string{"key1", fmt.Sprint(rand.Int64())}), "OK; OK 50/SECOND rem=49"}})
 }
 

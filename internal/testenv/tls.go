@@ -215,20 +215,31 @@ func StartClusterTLS(t testing.TB, files *TLSFiles, n int) []*TLSRedis {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, node := range nodes {
 		c := goredis.NewClient(&goredis.Options{Addr: node.Addr(), TLSConfig: files.ClientConfig(t), MaxRetries: -1})
-		for {
+		err := pollUntil(deadline, func() error {
 			info, _ := c.ClusterInfo(context.Background()).Result()
-			if strings.Contains(info, "cluster_state:ok") {
-				break
+			if !strings.Contains(info, "cluster_state:ok") {
+				return fmt.Errorf("TLS cluster node %s not ok: %s", node.Addr(), info)
 			}
-			if time.Now().After(deadline) {
-				c.Close()
-				t.Fatalf("TLS cluster node %s not ok within 30 s: %s", node.Addr(), info)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	return nodes
+}
+
+// pollUntil calls cond every 20 ms until it returns nil or deadline passes, and returns its
+// last error.
+func pollUntil(deadline time.Time, cond func() error) error {
+	for {
+		err := cond()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // StartSentinelTLS starts a primary and one Sentinel (quorum 1) of the test's own, both
@@ -245,17 +256,17 @@ func StartSentinelTLS(t testing.TB, files *TLSFiles) (sentinel, primary *TLSRedi
 	sentinel = StartRedisTLS(t, files, conf, "--sentinel")
 	sc := goredis.NewSentinelClient(&goredis.Options{Addr: sentinel.Addr(), TLSConfig: files.ClientConfig(t), MaxRetries: -1})
 	defer sc.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err := pollUntil(time.Now().Add(30*time.Second), func() error {
 		hp, err := sc.GetMasterAddrByName(context.Background(), "sluice").Result()
-		if err == nil && len(hp) == 2 && hp[1] == strconv.Itoa(primary.port) {
-			return sentinel, primary
+		if err != nil || len(hp) != 2 || hp[1] != strconv.Itoa(primary.port) {
+			return fmt.Errorf("TLS Sentinel %s does not name the primary: %v %v", sentinel.Addr(), hp, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("TLS Sentinel %s does not name the primary: %v %v", sentinel.Addr(), hp, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return sentinel, primary
 }
 
 // StartMemcachedTLS starts a memcached of the test's own (see StartMemcached) that accepts
