@@ -10,9 +10,7 @@ import (
 
 	gostats "github.com/lyft/gostats"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // TestPeerStatsMatchSeries (property): over random requests of random costs, every statsd
@@ -21,23 +19,8 @@ import (
 func TestPeerStatsMatchSeries(t *testing.T) {
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 7))
-		doc, err := config.Decode("rules.yaml", []byte(decideRules))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Compile(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem, err := memory.New(memory.WithSweepInterval(-1))
-		if err != nil {
-			t.Fatal(err)
-		}
 		stats := gostats.NewStore(gostats.NewNullSink(), false)
-		e, err := rls.New(rls.Config{Rules: cfg, Store: mem, ReloadInterval: -1, PeerStats: stats, PeerStatsTags: map[string]string{"zone": "a"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEngineConfig(t, decideRules, rls.Config{PeerStats: stats, PeerStatsTags: map[string]string{"zone": "a"}})
 		var ans rls.Answer
 		for range 1 + r.IntN(40) {
 			hits := uint64(r.IntN(4))
@@ -62,7 +45,5 @@ func TestPeerStatsMatchSeries(t *testing.T) {
 				}
 			}
 		}
-		e.Close()
-		mem.Close()
 	}
 }

@@ -216,23 +216,11 @@ TRACING_SERVICE_INSTANCE_ID TRACING_EXPORTER_PROTOCOL TRACING_SAMPLING_RATE
 // named at start-up (a warning, an error, or "no effect"), or only tunes one that is: none is
 // ignored silently.
 func TestPeerEnvEveryVariable(t *testing.T) {
-	handled := map[string]bool{}
-	for _, row := range peerFlags {
-		for _, v := range row.vars {
-			handled[v] = true
-		}
-	}
-	for _, u := range peerUnhonoured {
-		handled[u.env] = true
-	}
-	for _, n := range peerNoEffect {
-		handled[n.env] = true
-	}
+	handled := peerVariables()
 	for v, on := range peerSubordinate {
-		if !handled[on] {
-			t.Errorf("%s tunes %s, which is not handled", v, on)
+		if _, sub := peerSubordinate[on]; !handled[on] || sub {
+			t.Errorf("%s tunes %s, which is not handled on its own", v, on)
 		}
-		handled[v] = true
 	}
 	for _, v := range strings.Fields(peerSettings) {
 		if !handled[v] {
