@@ -196,8 +196,7 @@ var peerSubordinate = map[string]string{
 	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR": "REDIS_PERSECOND",
 }
 
-func isTrue(v string) bool   { b, _ := strconv.ParseBool(v); return b }
-func nonEmpty(v string) bool { return v != "" }
+func isTrue(v string) bool { b, _ := strconv.ParseBool(v); return b }
 
 // readPeerEnv reads the peer's environment through get (os.LookupEnv).
 func readPeerEnv(get func(string) (string, bool)) *peerEnv {
