@@ -184,7 +184,6 @@ var peerNoEffect = []struct{ env, why string }{
 	{"REDIS_STARTUP_MAX_INTERVAL", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"MEMCACHE_MAX_IDLE_CONNS", "the memcached client keeps its own pool"},
-	{"DISABLE_STATS", "the metrics stay on /metrics"},
 }
 
 // peerSubordinate are the peer's variables that only tune a feature another variable turns

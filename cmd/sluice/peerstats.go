@@ -25,8 +25,11 @@ import (
 
 func init() {
 	peerFlags = append(peerFlags,
-		peerFlag{"statsd-addr", []string{"USE_STATSD", "STATSD_HOST", "STATSD_PORT"}, func(e *peerEnv) (string, bool, error) {
+		peerFlag{"statsd-addr", []string{"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "DISABLE_STATS"}, func(e *peerEnv) (string, bool, error) {
 			on := e.detected // the peer sends statsd unless told not to
+			if off, err := e.boolean("DISABLE_STATS"); off || err != nil {
+				return "", false, err // the peer's null sink
+			}
 			if e.has("USE_STATSD") {
 				var err error
 				if on, err = e.boolean("USE_STATSD"); err != nil {
