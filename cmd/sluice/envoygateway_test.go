@@ -52,7 +52,7 @@ func TestEnvoyGatewayDoneWhen(t *testing.T) {
 	s := startServe(t, envoyGatewayEnv(p, xdsSrv.Addr,
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisTLS.Addr(), "REDIS_TLS=true",
 		"REDIS_TLS_CLIENT_CERT="+files.ClientCert, "REDIS_TLS_CLIENT_KEY="+files.ClientKey, "REDIS_TLS_CACERT="+files.CA,
-		"CACHE_KEY_PREFIX="+prefix,
+		"CACHE_KEY_PREFIX="+prefix, "REDIS_TIMEOUT=5s", // the first TLS handshakes on a loaded machine
 		"USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0", "PROMETHEUS_MAPPER_YAML="+mapping,
 		"TRACING_ENABLED=true", "TRACING_SERVICE_NAME=RateLimit", "TRACING_SERVICE_NAMESPACE=envoy-gateway-system",
 		"TRACING_SERVICE_INSTANCE_ID=envoy-ratelimit-0", "TRACING_SAMPLING_RATE=1", "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL,
