@@ -32,11 +32,17 @@ descriptors:
 // newEngine builds an engine of rules (YAML text) over a memory store.
 func newEngine(t *testing.T, rules string) *rls.Engine {
 	t.Helper()
+	return newEngineConfig(t, rules, rls.Config{})
+}
+
+// newEngineConfig is newEngine with the other fields of cfg.
+func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
+	t.Helper()
 	doc, err := config.Decode("rules.yaml", []byte(rules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Compile(doc)
+	compiled, err := config.Compile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +51,8 @@ func newEngine(t *testing.T, rules string) *rls.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mem.Close() })
-	e, err := rls.New(rls.Config{Rules: cfg, Store: mem, ReloadInterval: -1})
+	cfg.Rules, cfg.Store, cfg.ReloadInterval = compiled, mem, -1
+	e, err := rls.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	gostats "github.com/lyft/gostats"
 	"io"
 	"log/slog"
 	"sync"
@@ -124,6 +125,12 @@ type Config struct {
 	// at load and reload (config.Options.RefuseInFlight): the RLS protocol has no
 	// request-finished signal, and a limit silently not enforced is worse than none.
 	InFlight bool
+
+	// PeerStats, when set, also counts envoyproxy/ratelimit's statsd stats (peerstats.go)
+	// in this store, each with PeerStatsTags (the peer's EXTRA_TAGS); the store's sinks
+	// send them. Nil: none.
+	PeerStats     gostats.Store
+	PeerStatsTags map[string]string
 }
 
 // Engine is the descriptor engine: it decides requests against the rules in force, on the
@@ -207,7 +214,7 @@ func (e *Engine) registerMetrics() error {
 		return err
 	}
 	e.metrics = m
-	if e.peer, err = newPeerMetrics(e.registry); err != nil {
+	if e.peer, err = newPeerMetrics(e.registry, newPeerStats(e.cfg.PeerStats, e.cfg.PeerStatsTags)); err != nil {
 		return err
 	}
 	return e.registerPolicyMetrics()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,20 +19,59 @@ import (
 // detailed_metric or value_to_metric, whose keys carry the request's values as in the peer.
 type peerMetrics struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
-	configLoadSuccess, configLoadError                       prometheus.Counter
-	redisError, serviceError                                 prometheus.Counter
+	configLoadSuccess, configLoadError                       peerCounter
+	redisError, serviceError                                 peerCounter
 	grpcRequests                                             prometheus.Counter
 	grpcTime                                                 prometheus.Observer
-	globalShadow                                             prometheus.Counter
+	globalShadow                                             peerCounter
 	unknownDomains                                           prometheus.Counter
+	stats                                                    *peerStats // the same as statsd stats; nil: none
 }
 
 // peerCounters are the counters of one stats key.
 type peerCounters struct {
 	total, over, near, within, shadow prometheus.Counter
+	stat                              *peerStatCounters // nil without statsd stats
 }
 
-func newPeerMetrics(reg prometheus.Registerer) (*peerMetrics, error) {
+// peerCounts are the amounts record adds to the counters of one stats key.
+type peerCounts struct {
+	total, over, near, within, shadow int64
+}
+
+func (c peerCounters) add(n peerCounts) {
+	c.total.Add(float64(n.total))
+	if n.over > 0 {
+		c.over.Add(float64(n.over))
+	}
+	if n.near > 0 {
+		c.near.Add(float64(n.near))
+	}
+	if n.within > 0 {
+		c.within.Add(float64(n.within))
+	}
+	if n.shadow > 0 {
+		c.shadow.Add(float64(n.shadow))
+	}
+	c.stat.add(n)
+}
+
+// peerCounter is one of the peer's counters: its Prometheus series and, with statsd stats,
+// its statsd stat.
+type peerCounter struct {
+	prom prometheus.Counter
+	stat gostats.Counter // nil without statsd stats
+}
+
+// Inc adds one to both.
+func (c peerCounter) Inc() {
+	c.prom.Inc()
+	if c.stat != nil {
+		c.stat.Inc()
+	}
+}
+
+func newPeerMetrics(reg prometheus.Registerer, stats *peerStats) (*peerMetrics, error) {
 	labels := []string{"domain", "key1", "key2"}
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -64,10 +104,17 @@ func newPeerMetrics(reg prometheus.Registerer) (*peerMetrics, error) {
 			return nil, err
 		}
 	}
-	m.configLoadSuccess, m.configLoadError = load.WithLabelValues(), loadErr.WithLabelValues()
-	m.redisError, m.serviceError = errs.WithLabelValues("redis_error"), errs.WithLabelValues("service_error")
+	m.stats = stats
+	m.configLoadSuccess, m.configLoadError = peerCounter{prom: load.WithLabelValues()}, peerCounter{prom: loadErr.WithLabelValues()}
+	m.redisError = peerCounter{prom: errs.WithLabelValues("redis_error")}
+	m.serviceError = peerCounter{prom: errs.WithLabelValues("service_error")}
 	m.grpcRequests, m.grpcTime = reqs.WithLabelValues("ShouldRateLimit"), times.WithLabelValues("ShouldRateLimit")
-	m.globalShadow, m.unknownDomains = shadow, unknown
+	m.globalShadow, m.unknownDomains = peerCounter{prom: shadow}, unknown
+	if stats != nil {
+		m.configLoadSuccess.stat, m.configLoadError.stat = stats.configLoadSuccess, stats.configLoadError
+		m.redisError.stat, m.serviceError.stat = stats.redisError, stats.serviceError
+		m.globalShadow.stat = stats.globalShadow
+	}
 	return m, nil
 }
 
@@ -78,12 +125,17 @@ var ipv4 = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
 // the peer sanitizes stat names (':' and '|' to '_', the dots of IPv4 addresses to '_'),
 // then split at its dots as the peer's statsd mapping does.
 func peerLabels(key string) (domain, key1, key2 string) {
-	key = strings.NewReplacer(":", "_", "|", "_").Replace(key)
-	key = ipv4.ReplaceAllStringFunc(key, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
-	domain, rest, _ := strings.Cut(key, ".")
+	domain, rest, _ := strings.Cut(sanitizeStatName(key), ".")
 	key1, rest, _ = strings.Cut(rest, ".")
 	key2, _, _ = strings.Cut(rest, ".")
 	return domain, key1, key2
+}
+
+// sanitizeStatName sanitizes a stats key as the peer sanitizes stat names: ':' and '|' to
+// '_', the dots of IPv4 addresses to '_'.
+func sanitizeStatName(key string) string {
+	key = strings.NewReplacer(":", "_", "|", "_").Replace(key)
+	return ipv4.ReplaceAllStringFunc(key, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }
 
 // counters returns the counters of a peer stats key ("domain.key_value.subkey").
@@ -95,6 +147,7 @@ func (m *peerMetrics) counters(key string) peerCounters {
 		near:   m.nearLimit.WithLabelValues(d, k1, k2),
 		within: m.withinLimit.WithLabelValues(d, k1, k2),
 		shadow: m.shadowMode.WithLabelValues(d, k1, k2),
+		stat:   m.stats.counters(key),
 	}
 }
 
@@ -104,12 +157,16 @@ func (m *peerMetrics) counters(key string) peerCounters {
 // shadow_mode. The counts are the item's binding rule's: limit - remaining after the hits when
 // admitted, before them when denied (Sluice does not count denied hits).
 func (m *peerMetrics) record(c peerCounters, it *item, ratio float64) {
+	c.add(peerCountsOf(it, ratio))
+}
+
+// peerCountsOf is what record counts for a decided item.
+func peerCountsOf(it *item, ratio float64) peerCounts {
 	hits := it.hits
 	if hits <= 0 || it.desc.IsNegativeHits {
-		c.total.Add(0)
-		return
+		return peerCounts{}
 	}
-	c.total.Add(float64(hits))
+	n := peerCounts{total: hits}
 	limit := int64(0)
 	if !it.block {
 		limit = it.decision.Limit
@@ -124,26 +181,26 @@ func (m *peerMetrics) record(c peerCounters, it *item, ratio float64) {
 	}
 	near := int64(math.Floor(float64(limit) * ratio))
 	if after > limit {
-		over := after - limit
+		n.over = after - limit
 		if before >= limit {
-			over = hits
+			n.over = hits
 		} else {
-			c.near.Add(float64(limit - max(near, before)))
+			n.near = limit - max(near, before)
 		}
-		c.over.Add(float64(over))
 		if it.shadow() {
-			c.shadow.Add(float64(over))
+			n.shadow = n.over
 		}
-		return
+		return n
 	}
 	if after > near {
 		if before >= near {
-			c.near.Add(float64(hits))
+			n.near = hits
 		} else {
-			c.near.Add(float64(after - near))
+			n.near = after - near
 		}
 	}
-	c.within.Add(float64(hits))
+	n.within = hits
+	return n
 }
 
 // ObserveShouldRateLimit counts one RLS ShouldRateLimit call of a gRPC transport in
@@ -156,4 +213,5 @@ func (e *Engine) ObserveShouldRateLimit(took time.Duration, invalid bool) {
 	if invalid {
 		e.peer.serviceError.Inc()
 	}
+	e.peer.stats.observe(took)
 }

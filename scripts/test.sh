@@ -21,6 +21,7 @@ command -v redis-server >/dev/null 2>&1 || need_install+=(redis-server)
 command -v memcached >/dev/null 2>&1 || need_install+=(memcached)
 command -v openssl >/dev/null 2>&1 || need_install+=(openssl) # test.d/tls.sh's certificates
 command -v chromium >/dev/null 2>&1 || need_install+=(chromium) # the /ui test's headless browser
+command -v buildah >/dev/null 2>&1 || need_install+=(buildah)   # the image test (TestImage)
 if [ ${#need_install[@]} -gt 0 ]; then
 	log "installing ${need_install[*]}"
 	SUDO=""
@@ -85,6 +86,7 @@ PIDS+=($!)
 wait_port 127.0.0.1 "$MEMCACHED_PORT" memcached
 export SLUICE_MEMCACHED_ADDR=127.0.0.1:$MEMCACHED_PORT
 export SLUICE_CHROMIUM=$(command -v chromium)
+export SLUICE_BUILDAH=$(command -v buildah) # builds the Containerfile's image, runs it --isolation chroot
 
 # Sentinel and Cluster topologies; TLS servers.
 for f in scripts/test.d/*.sh; do

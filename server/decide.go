@@ -93,7 +93,11 @@ func (s *Server) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv
 	if err := s.decideCall(ctx, c, req); err != nil {
 		return nil, err
 	}
-	return s.response(&c.ans), nil
+	resp := s.response(&c.ans)
+	if s.cfg.ResponseDynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, &c.ans)
+	}
+	return resp, nil
 }
 
 // decideCall reads req into c and decides it into c.ans. Errors are gRPC status errors.

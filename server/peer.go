@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -53,7 +54,11 @@ func (s *Server) listenSide() error {
 			path = "/metrics"
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET "+path, promhttp.HandlerFor(s.eng.Registry(), promhttp.HandlerOpts{Registry: s.eng.Registry()}))
+		var g prometheus.Gatherer = s.eng.Registry()
+		if s.cfg.MetricsGatherer != nil {
+			g = s.cfg.MetricsGatherer
+		}
+		mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: s.eng.Registry()}))
 		if err := s.addSide("metrics-addr", a, mux); err != nil {
 			return err
 		}

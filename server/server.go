@@ -80,6 +80,13 @@ type Config struct {
 	// MetricsAddr, when set, also serves the metrics on a listener of its own, at MetricsPath
 	// (default /metrics): envoyproxy/ratelimit's PROMETHEUS_ADDR and PROMETHEUS_PATH.
 	MetricsAddr, MetricsPath string
+	// MetricsGatherer, when set, is what the MetricsAddr listener serves instead of the
+	// engine's registry (the series of a statsd_exporter mapping file, internal/peerstats).
+	MetricsGatherer prometheus.Gatherer
+	// ResponseDynamicMetadata adds the request and the metadata of the limits it passed to
+	// each RLS response's dynamic_metadata (dynmeta.go), as envoyproxy/ratelimit's
+	// RESPONSE_DYNAMIC_METADATA.
+	ResponseDynamicMetadata bool
 	// GRPCMaxConnectionAge, when positive, closes each gRPC connection after about that long
 	// (with a GOAWAY, jittered by 10%), so clients reconnect and spread over the instances;
 	// GRPCMaxConnectionAgeGrace bounds how long its calls may then take. Zero: no limit.
@@ -205,7 +212,7 @@ func (s *Server) listen() error {
 		httpAddr = DefaultHTTPAddr
 	}
 	if grpcAddr != "-" {
-		lis, err := net.Listen("tcp", grpcAddr)
+		lis, err := listenAddr(grpcAddr)
 		if err != nil {
 			return fmt.Errorf("server: grpc-addr: %w", err)
 		}

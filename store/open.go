@@ -22,6 +22,10 @@ type Config struct {
 	// nodes). "memcached://host:port,host:port" for memcached (memcached.NewFromURL). Schemes
 	// lists the schemes.
 	URL string
+	// PerSecondURL, when set, is a second store (same schemes as URL, same mode and
+	// fallback) that decides the rules of a one-second period: envoyproxy/ratelimit's
+	// REDIS_PERSECOND_URL.
+	PerSecondURL string
 	// Mode is the distribution mode: "sync" (the default, also ""; one store call per
 	// decision), "overlimit" (keys already over their limit are denied locally until they
 	// reset: distributed.NewOverLimit) or "async" (local counters synchronised in the
@@ -77,6 +81,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if _, err := Scheme(c.URL); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := Scheme(c.PerSecondURL); c.PerSecondURL != "" && err != nil {
+		errs = append(errs, fmt.Errorf("store: per-second store: %w", err))
 	}
 	if err := CheckMode(c.Mode); err != nil {
 		errs = append(errs, fmt.Errorf("store: mode: %w", err))
@@ -156,6 +163,9 @@ func Open(ctx context.Context, c Config) (sluice.Store, io.Closer, error) {
 	}
 	closers := chain{base}
 	st, err := decorate(base, c, &closers)
+	if err == nil && c.PerSecondURL != "" {
+		st, err = openPerSecond(ctx, c, st, &closers)
+	}
 	if err != nil {
 		_ = closers.Close()
 		return nil, nil, err

@@ -18,7 +18,7 @@ var commands []command
 
 func register(c command) { commands = append(commands, c) }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(argsOf(os.Args), os.Stdout, os.Stderr)) }
 
 // run runs the command args name. Bare `sluice` prints the usage on standard error and exits
 // 2 (a usage error, as a command without its arguments); `sluice help`, `-h` and `--help`

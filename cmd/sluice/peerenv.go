@@ -28,11 +28,12 @@ import (
 // peerEnv is the peer's environment as serve reads it.
 type peerEnv struct {
 	get      func(string) (string, bool)
-	detected bool              // a variable only the peer's deployments set is present
-	defaults map[string]string // flag name -> value from the peer's variables
-	warnings [][2]string       // variable, why it is not honoured
-	flagErrs map[string]error  // by flag: peer values that do not map (moot when the flag is set otherwise)
-	errs     []error           // settings that cannot be served at all
+	srv      func(name string) ([]*net.SRV, error) // DNS SRV look-up of MEMCACHE_SRV (net.LookupSRV)
+	detected bool                                  // a variable only the peer's deployments set is present
+	defaults map[string]string                     // flag name -> value from the peer's variables
+	warnings [][2]string                           // variable, why it is not honoured
+	flagErrs map[string]error                      // by flag: peer values that do not map (moot when the flag is set otherwise)
+	errs     []error                               // settings that cannot be served at all
 }
 
 // peerMarkers are variables whose presence says the environment is the peer's: then serve
@@ -52,8 +53,20 @@ type peerFlag struct {
 
 // peerFlags is the mapping, one row per serve flag.
 var peerFlags = []peerFlag{
-	{"http-addr", []string{"HOST", "PORT"}, hostPort("HOST", "PORT", "8080")},
-	{"grpc-addr", []string{"GRPC_HOST", "GRPC_PORT"}, hostPort("GRPC_HOST", "GRPC_PORT", "8081")},
+	// HOST and PORT are generic names a shell may export for anything: they count only in
+	// the peer's environment (peerMarkers), and the listener they widen is named at start-up.
+	{"http-addr", []string{"HOST", "PORT"}, func(e *peerEnv) (string, bool, error) {
+		if !e.detected {
+			return "", false, nil
+		}
+		return hostPort("HOST", "PORT", "8080")(e)
+	}},
+	{"grpc-addr", []string{"GRPC_HOST", "GRPC_PORT", "GRPC_UDS"}, func(e *peerEnv) (string, bool, error) {
+		if uds := e.or("GRPC_UDS", ""); uds != "" {
+			return "unix:" + uds, true, nil // the peer listens on the socket instead of GRPC_HOST:GRPC_PORT
+		}
+		return hostPort("GRPC_HOST", "GRPC_PORT", "8081")(e)
+	}},
 	{"debug-addr", []string{"DEBUG_HOST", "DEBUG_PORT"}, func(e *peerEnv) (string, bool, error) {
 		if !e.has("DEBUG_HOST") && !e.has("DEBUG_PORT") {
 			return "", false, nil // the peer's debug port is opened only when asked for
@@ -74,7 +87,7 @@ var peerFlags = []peerFlag{
 		return strconv.FormatBool(!ignore), e.detected, err
 	}},
 	{"store", []string{"BACKEND_TYPE", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS",
-		"REDIS_POOL_SIZE", "REDIS_SENTINEL_AUTH", "MEMCACHE_HOST_PORT"}, peerStore},
+		"REDIS_POOL_SIZE", "REDIS_SENTINEL_AUTH", "MEMCACHE_HOST_PORT", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH"}, peerStore},
 	{"store-timeout", []string{"REDIS_TIMEOUT"}, func(e *peerEnv) (string, bool, error) {
 		v, ok := e.get("REDIS_TIMEOUT")
 		if !ok {
@@ -152,21 +165,8 @@ var peerUnhonoured = []struct {
 	why   string
 	fatal bool
 }{
-	{"GRPC_UDS", nonEmpty, "a Unix socket is not supported; gRPC listens on GRPC_HOST:GRPC_PORT (--grpc-addr)", false},
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
-	{"REDIS_PERSECOND", isTrue, "a second Redis for per-second limits is not supported: every limit uses REDIS_URL", false},
-	{"REDIS_PERSECOND_URL", nonEmpty, "a second Redis for per-second limits is not supported: every limit uses REDIS_URL", false},
-	{"REDIS_TLS_CLIENT_CERT", nonEmpty, "Redis TLS client certificates are not supported (rediss:// verifies the server with the system roots)", false},
-	{"REDIS_TLS_CACERT", nonEmpty, "a Redis TLS CA file is not supported (rediss:// verifies the server with the system roots)", false},
-	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", isTrue, "skipping the Redis server's host name verification is not supported", false},
-	{"MEMCACHE_SRV", nonEmpty, "memcached servers from DNS SRV records are not supported; set MEMCACHE_HOST_PORT", false},
-	{"MEMCACHE_TLS", isTrue, "memcached over TLS is not supported", false},
-	{"USE_STATSD", isTrue, "statsd is not supported: the peer's series are on /metrics (Prometheus)", false},
 	{"USE_DOG_STATSD", isTrue, "dogstatsd is not supported: the peer's series are on /metrics (Prometheus)", false},
-	{"PROMETHEUS_MAPPER_YAML", nonEmpty, "a custom statsd mapping is not applied: the series have the default mapping's names and labels", false},
-	{"EXTRA_TAGS", nonEmpty, "extra metric tags are not added", false},
-	{"RESPONSE_DYNAMIC_METADATA", isTrue, "dynamic metadata in responses is not supported", false},
-	{"TRACING_ENABLED", isTrue, "OpenTelemetry tracing is not supported", false},
 	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", isTrue, "/healthcheck does not follow the Redis connection: probe /readyz for that", false},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
@@ -184,35 +184,30 @@ var peerNoEffect = []struct{ env, why string }{
 	{"REDIS_STARTUP_MAX_INTERVAL", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "serve starts without waiting for Redis; /readyz says when it answers"},
 	{"MEMCACHE_MAX_IDLE_CONNS", "the memcached client keeps its own pool"},
-	{"DISABLE_STATS", "the metrics stay on /metrics"},
 }
 
 // peerSubordinate are the peer's variables that only tune a feature another variable turns
 // on (the second name), which is mapped, warned about or refused itself.
 var peerSubordinate = map[string]string{
-	"USE_DOG_STATSD_MOGRIFIERS": "USE_DOG_STATSD", "STATSD_HOST": "USE_STATSD", "STATSD_PORT": "USE_STATSD",
-	"STATS_FLUSH_INTERVAL":        "USE_STATSD",
-	"REDIS_TLS_CLIENT_KEY":        "REDIS_TLS_CLIENT_CERT",
-	"REDIS_PERSECOND_SOCKET_TYPE": "REDIS_PERSECOND", "REDIS_PERSECOND_TYPE": "REDIS_PERSECOND",
-	"REDIS_PERSECOND_POOL_SIZE": "REDIS_PERSECOND", "REDIS_PERSECOND_AUTH": "REDIS_PERSECOND",
-	"REDIS_PERSECOND_TLS": "REDIS_PERSECOND", "REDIS_PERSECOND_SENTINEL_AUTH": "REDIS_PERSECOND",
+	"USE_DOG_STATSD_MOGRIFIERS":       "USE_DOG_STATSD",
 	"REDIS_PERSECOND_PIPELINE_WINDOW": "REDIS_PERSECOND", "REDIS_PERSECOND_PIPELINE_LIMIT": "REDIS_PERSECOND",
 	"REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM": "REDIS_PERSECOND", "REDIS_PERSECOND_TIMEOUT": "REDIS_PERSECOND",
 	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR": "REDIS_PERSECOND",
-	"MEMCACHE_SRV_REFRESH":                   "MEMCACHE_SRV", "MEMCACHE_TLS_CLIENT_CERT": "MEMCACHE_TLS",
-	"MEMCACHE_TLS_CLIENT_KEY": "MEMCACHE_TLS", "MEMCACHE_TLS_CACERT": "MEMCACHE_TLS",
-	"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "MEMCACHE_TLS",
-	"TRACING_SERVICE_NAME":                    "TRACING_ENABLED", "TRACING_SERVICE_NAMESPACE": "TRACING_ENABLED",
-	"TRACING_SERVICE_INSTANCE_ID": "TRACING_ENABLED", "TRACING_EXPORTER_PROTOCOL": "TRACING_ENABLED",
-	"TRACING_SAMPLING_RATE": "TRACING_ENABLED",
 }
 
-func isTrue(v string) bool   { b, _ := strconv.ParseBool(v); return b }
-func nonEmpty(v string) bool { return v != "" }
+func isTrue(v string) bool { b, _ := strconv.ParseBool(v); return b }
 
 // readPeerEnv reads the peer's environment through get (os.LookupEnv).
 func readPeerEnv(get func(string) (string, bool)) *peerEnv {
-	e := &peerEnv{get: get, defaults: make(map[string]string), flagErrs: make(map[string]error)}
+	return readPeerEnvSRV(get, func(name string) ([]*net.SRV, error) {
+		_, addrs, err := net.LookupSRV("", "", name)
+		return addrs, err
+	})
+}
+
+// readPeerEnvSRV is readPeerEnv with the DNS SRV look-up of MEMCACHE_SRV.
+func readPeerEnvSRV(get func(string) (string, bool), srv func(string) ([]*net.SRV, error)) *peerEnv {
+	e := &peerEnv{get: get, srv: srv, defaults: make(map[string]string), flagErrs: make(map[string]error)}
 	for _, v := range peerMarkers {
 		e.detected = e.detected || e.has(v)
 	}
@@ -225,9 +220,6 @@ func readPeerEnv(get func(string) (string, bool)) *peerEnv {
 		if ok {
 			e.defaults[row.flag] = v
 		}
-	}
-	if _, set := get("USE_STATSD"); e.detected && !set {
-		e.warnings = append(e.warnings, [2]string{"USE_STATSD", "unset, the peer's default (true) sends statsd: not supported, the series are on /metrics (Prometheus)"})
 	}
 	for _, u := range peerUnhonoured {
 		if v, ok := get(u.env); ok && u.when(v) {
@@ -320,38 +312,40 @@ func runtimeDir(e *peerEnv) string {
 func peerStore(e *peerEnv) (string, bool, error) {
 	switch strings.ToLower(e.or("BACKEND_TYPE", "redis")) {
 	case "memcache":
-		hosts := strings.ReplaceAll(e.or("MEMCACHE_HOST_PORT", ""), " ", "")
-		if hosts == "" {
-			return "", false, errors.New("BACKEND_TYPE=memcache: MEMCACHE_HOST_PORT is empty (want host:port,host:port)")
-		}
-		return "memcached://" + hosts, true, nil
+		return peerMemcache(e)
 	case "redis":
 	default:
 		return "", false, nil // warned in peerUnhonoured
 	}
-	addr, ok := e.get("REDIS_URL")
+	return peerRedis(e, "REDIS_")
+}
+
+// peerRedis maps the Redis variables whose names start with p (REDIS_, or REDIS_PERSECOND_
+// for the per-second Redis) to a store URL.
+func peerRedis(e *peerEnv, p string) (string, bool, error) {
+	addr, ok := e.get(p + "URL")
 	if !ok || addr == "" {
 		return "", false, nil
 	}
-	if strings.EqualFold(e.or("REDIS_SOCKET_TYPE", "unix"), "unix") {
-		return "", false, fmt.Errorf("REDIS_SOCKET_TYPE=unix (the peer's default): Redis over a Unix socket is not supported; set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port")
+	if strings.EqualFold(e.or(p+"SOCKET_TYPE", "unix"), "unix") {
+		return "", false, fmt.Errorf("%sSOCKET_TYPE=unix (the peer's default): Redis over a Unix socket is not supported; set %sSOCKET_TYPE=tcp and %sURL=host:port", p, p, p)
 	}
 	if strings.Contains(addr, "://") {
 		return addr, true, nil // already a URL
 	}
 	q := url.Values{}
-	if n := e.or("REDIS_POOL_SIZE", ""); n != "" {
+	if n := e.or(p+"POOL_SIZE", ""); n != "" {
 		q.Set("pool_size", n)
 	}
-	user, pass, _ := strings.Cut(e.or("REDIS_AUTH", ""), ":")
+	user, pass, _ := strings.Cut(e.or(p+"AUTH", ""), ":")
 	if pass == "" { // REDIS_AUTH is "password" or "user:password"
 		user, pass = "", user
 	}
 	var u url.URL
-	switch strings.ToLower(e.or("REDIS_TYPE", "single")) {
+	switch strings.ToLower(e.or(p+"TYPE", "single")) {
 	case "single":
 		u = url.URL{Scheme: "redis", Host: addr}
-		if tls, err := e.boolean("REDIS_TLS"); err != nil {
+		if tls, err := e.boolean(p + "TLS"); err != nil {
 			return "", false, err
 		} else if tls {
 			u.Scheme = "rediss"
@@ -362,10 +356,10 @@ func peerStore(e *peerEnv) (string, bool, error) {
 	case "sentinel": // REDIS_URL is "master,host:port,host:port"
 		master, sentinels, found := strings.Cut(addr, ",")
 		if !found {
-			return "", false, fmt.Errorf("REDIS_URL: REDIS_TYPE=sentinel wants master,host:port[,host:port...], got %q", addr)
+			return "", false, fmt.Errorf("%sURL: %sTYPE=sentinel wants master,host:port[,host:port...], got %q", p, p, addr)
 		}
 		u = url.URL{Scheme: "redis-sentinel", Host: sentinels, Path: "/" + master}
-		if sp := e.or("REDIS_SENTINEL_AUTH", ""); sp != "" {
+		if sp := e.or(p+"SENTINEL_AUTH", ""); sp != "" {
 			u.User = url.UserPassword("", sp)
 		}
 		if user != "" {
@@ -375,7 +369,7 @@ func peerStore(e *peerEnv) (string, bool, error) {
 			q.Set("password", pass)
 		}
 	default:
-		return "", false, fmt.Errorf("REDIS_TYPE: want single, sentinel or cluster, got %q", e.or("REDIS_TYPE", ""))
+		return "", false, fmt.Errorf("%sTYPE: want single, sentinel or cluster, got %q", p, e.or(p+"TYPE", ""))
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), true, nil
@@ -416,6 +410,7 @@ func (f *serveFlags) registerPeer(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsPath, "metrics-path", f.env("metrics-path", "SLUICE_METRICS_PATH", "/metrics"), "path of the metrics on --metrics-addr [SLUICE_METRICS_PATH, PROMETHEUS_PATH]")
 	fs.DurationVar(&f.grpcMaxAge, "grpc-max-connection-age", f.envDuration("grpc-max-connection-age", "SLUICE_GRPC_MAX_CONNECTION_AGE", f.peerDuration("grpc-max-connection-age")), "close each gRPC connection after about this long so clients spread over the instances; 0: never [SLUICE_GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE]")
 	fs.DurationVar(&f.grpcMaxAgeGrace, "grpc-max-connection-age-grace", f.envDuration("grpc-max-connection-age-grace", "SLUICE_GRPC_MAX_CONNECTION_AGE_GRACE", f.peerDuration("grpc-max-connection-age-grace")), "how long the calls of a connection closed by age may still take; 0: no bound [SLUICE_GRPC_MAX_CONNECTION_AGE_GRACE, GRPC_MAX_CONNECTION_AGE_GRACE]")
+	f.registerStats(fs)
 	fs.StringVar(&f.debugAddr, "debug-addr", f.env("debug-addr", "SLUICE_DEBUG_ADDR", ""), "serve envoyproxy/ratelimit's debug endpoint /rlconfig on this address too [SLUICE_DEBUG_ADDR, DEBUG_HOST+DEBUG_PORT]")
 }
 
@@ -516,6 +511,7 @@ func (f *serveFlags) fromPeer(given map[string]bool, flagName, value string) str
 // logPeer says, once at start-up, which of envoyproxy/ratelimit's settings are in force and
 // which cannot be honoured (a warning naming each) or have no effect here.
 func (f *serveFlags) logPeer(log *slog.Logger) {
+	f.logEnv(log)
 	if f.peer.detected {
 		log.Info("envoyproxy/ratelimit environment: its settings apply where no flag or SLUICE_* variable is set",
 			"grpc", f.grpcAddr, "http", f.httpAddr, "rules", f.config)

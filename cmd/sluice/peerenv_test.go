@@ -24,7 +24,10 @@ func TestPeerEnvMapping(t *testing.T) {
 		// defaults; the peer listens on 0.0.0.0. Its debug port opens only when asked for
 		// (the peer always opens 0.0.0.0:6070).
 		{"nothing of the peer's", map[string]string{"HOME": "/root"},
-			map[string]string{"http-addr": "", "grpc-addr": "", "config": "", "store": "", "debug-addr": ""}},
+			map[string]string{"http-addr": "", "grpc-addr": "", "config": "", "store": "", "debug-addr": "", "statsd-addr": ""}},
+		// HOST and PORT are generic names: alone they are not the peer's environment.
+		{"a shell that exports PORT and HOST", map[string]string{"PORT": "3000", "HOST": "0.0.0.0"},
+			map[string]string{"http-addr": "", "grpc-addr": "", "config": ""}},
 		{"the peer's defaults once its environment is detected", map[string]string{"USE_STATSD": "false"},
 			map[string]string{"http-addr": "0.0.0.0:8080", "grpc-addr": "0.0.0.0:8081", "config": "/srv/runtime_data/current/config",
 				"config-tree": "true", "config-dotfiles": "true", "store": "", "debug-addr": "",
@@ -46,6 +49,30 @@ func TestPeerEnvMapping(t *testing.T) {
 			map[string]string{"store": "redis-sentinel://:sentpw@s1:26379,s2:26379/mymaster?password=datapw"}},
 		{"memcache", map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m1:11211, m2:11211"},
 			map[string]string{"store": "memcached://m1:11211,m2:11211"}},
+		{"per-second redis", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_PERSECOND": "true",
+			"REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "r2:6379", "REDIS_PERSECOND_AUTH": "pw", "REDIS_PERSECOND_TLS": "true"},
+			map[string]string{"store": "redis://r:6379", "store-per-second": "rediss://:pw@r2:6379"}},
+		{"per-second redis off", map[string]string{"REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6379"}, map[string]string{"store-per-second": ""}},
+		{"redis TLS with client certificates", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6380", "REDIS_TLS": "true",
+			"REDIS_TLS_CLIENT_CERT": "/c.pem", "REDIS_TLS_CLIENT_KEY": "/k.pem", "REDIS_TLS_CACERT": "/ca.pem", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true",
+			"MEMCACHE_TLS_CACERT": "/other.pem"},
+			map[string]string{"store": "rediss://r:6380", "store-tls": "true", "store-tls-cert": "/c.pem", "store-tls-key": "/k.pem",
+				"store-tls-ca": "/ca.pem", "store-tls-skip-hostname-verification": "true"}},
+		{"memcached TLS", map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:11211", "MEMCACHE_TLS": "true",
+			"MEMCACHE_TLS_CACERT": "/ca.pem", "REDIS_TLS_CACERT": "/other.pem"},
+			map[string]string{"store": "memcached://m:11211", "store-tls": "true", "store-tls-ca": "/ca.pem"}},
+		{"tracing", map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "rl", "TRACING_SERVICE_NAMESPACE": "eg",
+			"TRACING_SERVICE_INSTANCE_ID": "pod-1", "TRACING_SAMPLING_RATE": "0.5", "TRACING_EXPORTER_PROTOCOL": "grpc"},
+			map[string]string{"tracing": "true", "tracing-service-name": "rl", "tracing-service-namespace": "eg",
+				"tracing-service-instance-id": "pod-1", "tracing-sampling-rate": "0.5", "tracing-exporter-protocol": "grpc"}},
+		{"gRPC on a Unix socket", map[string]string{"GRPC_UDS": "/run/rl.sock", "GRPC_PORT": "9081"},
+			map[string]string{"grpc-addr": "unix:/run/rl.sock"}},
+		{"statsd", map[string]string{"USE_STATSD": "true", "STATSD_HOST": "statsd", "STATSD_PORT": "9125", "STATSD_PROTOCOL": "udp",
+			"STATS_FLUSH_INTERVAL": "3s", "EXTRA_TAGS": "cluster:eu,pod:a", "PROMETHEUS_MAPPER_YAML": "/etc/mapping.yaml"},
+			map[string]string{"statsd-addr": "statsd:9125", "statsd-protocol": "udp", "stats-flush-interval": "3s",
+				"stats-tags": "cluster:eu,pod:a", "metrics-mapping": "/etc/mapping.yaml"}},
+		{"statsd off", map[string]string{"USE_STATSD": "false", "STATSD_HOST": "statsd"}, map[string]string{"statsd-addr": "", "stats-flush-interval": "10s"}},
+		{"stats disabled", map[string]string{"RUNTIME_ROOT": "/data", "DISABLE_STATS": "true"}, map[string]string{"statsd-addr": ""}},
 		{"local cache off", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, map[string]string{"mode": ""}},
 		{"modes, headers, metrics, logs", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "true", "LIMIT_RESPONSE_HEADERS_ENABLED": "true",
 			"LIMIT_REMAINING_HEADER": "X-Left", "NEAR_LIMIT_RATIO": "0.9", "USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "/prom",
@@ -69,25 +96,27 @@ func TestPeerEnvMapping(t *testing.T) {
 // TestPeerEnvNotHonoured: a setting serve cannot honour is named in a warning, or is an error
 // where serving anyway would be wrong; a value that does not map names its variable.
 func TestPeerEnvNotHonoured(t *testing.T) {
-	if e := readPeerEnv(envOf(map[string]string{"RUNTIME_ROOT": "/data"})); len(e.warnings) != 1 || e.warnings[0][0] != "USE_STATSD" {
-		t.Errorf("the peer's default USE_STATSD=true: warnings %v", e.warnings)
+	if e := readPeerEnv(envOf(map[string]string{"RUNTIME_ROOT": "/data"})); len(e.warnings) != 0 || e.defaults["statsd-addr"] != "localhost:8125" {
+		t.Errorf("the peer's default USE_STATSD=true: warnings %v, --statsd-addr %q", e.warnings, e.defaults["statsd-addr"])
 	}
-	e := readPeerEnv(envOf(map[string]string{"REDIS_PERSECOND": "true", "USE_STATSD": "true", "GRPC_UDS": "/tmp/rl.sock",
+	e := readPeerEnv(envOf(map[string]string{"USE_DOG_STATSD": "true", "USE_STATSD": "true", "GRPC_UDS": "/tmp/rl.sock",
 		"RESPONSE_DYNAMIC_METADATA": "true", "REDIS_PIPELINE_WINDOW": "150us"}))
 	var named []string
 	for _, w := range e.warnings {
 		named = append(named, w[0])
 	}
-	if got := strings.Join(named, ","); got != "GRPC_UDS,REDIS_PERSECOND,USE_STATSD,RESPONSE_DYNAMIC_METADATA" {
+	if got := strings.Join(named, ","); got != "USE_DOG_STATSD" {
 		t.Errorf("warnings for %s", got)
 	}
 	for env, want := range map[string]string{
-		"REDIS_URL=localhost:6379": "REDIS_SOCKET_TYPE=unix",
-		"REDIS_TYPE=ring":          "REDIS_TYPE",
-		"CONFIG_TYPE=GRPC_XDS":     "CONFIG_TYPE",
-		"GRPC_SERVER_USE_TLS=true": "GRPC_SERVER_TLS_CERT",
-		"BACKEND_TYPE=memcache":    "MEMCACHE_HOST_PORT",
-		"PORT=http":                "PORT",
+		"REDIS_URL=localhost:6379":                                "REDIS_SOCKET_TYPE=unix",
+		"REDIS_TYPE=ring":                                         "REDIS_TYPE",
+		"CONFIG_TYPE=GRPC_XDS":                                    "CONFIG_TYPE",
+		"GRPC_SERVER_USE_TLS=true":                                "GRPC_SERVER_TLS_CERT",
+		"BACKEND_TYPE=memcache":                                   "MEMCACHE_HOST_PORT",
+		"RUNTIME_ROOT=/data PORT=http":                            "PORT",
+		"REDIS_PERSECOND=true":                                    "REDIS_PERSECOND_URL is empty",
+		"REDIS_PERSECOND=true REDIS_PERSECOND_URL=r:1":            "REDIS_PERSECOND_SOCKET_TYPE=unix",
 		"REDIS_SOCKET_TYPE=tcp REDIS_TYPE=sentinel REDIS_URL=h:1": "master,host:port",
 	} {
 		m := map[string]string{}
@@ -188,23 +217,11 @@ TRACING_SERVICE_INSTANCE_ID TRACING_EXPORTER_PROTOCOL TRACING_SAMPLING_RATE
 // named at start-up (a warning, an error, or "no effect"), or only tunes one that is: none is
 // ignored silently.
 func TestPeerEnvEveryVariable(t *testing.T) {
-	handled := map[string]bool{}
-	for _, row := range peerFlags {
-		for _, v := range row.vars {
-			handled[v] = true
-		}
-	}
-	for _, u := range peerUnhonoured {
-		handled[u.env] = true
-	}
-	for _, n := range peerNoEffect {
-		handled[n.env] = true
-	}
+	handled := peerVariables()
 	for v, on := range peerSubordinate {
-		if !handled[on] {
-			t.Errorf("%s tunes %s, which is not handled", v, on)
+		if _, sub := peerSubordinate[on]; !handled[on] || sub {
+			t.Errorf("%s tunes %s, which is not handled on its own", v, on)
 		}
-		handled[v] = true
 	}
 	for _, v := range strings.Fields(peerSettings) {
 		if !handled[v] {

@@ -49,7 +49,8 @@ type serveFlags struct {
 	countDenied                                                     bool
 	grpcMaxAge, grpcMaxAgeGrace                                     time.Duration
 
-	quotaStore string // the RLQS quota state (quota.go)
+	quotaStore string         // the RLQS quota state (quota.go)
+	stats      peerExtraFlags // the peer's statsd stats (peerstats.go)
 
 	source  sourceFlags  // rules from xDS, TLS on the gRPC port (source.go)
 	tracing tracingFlags // tracing.go
@@ -137,6 +138,7 @@ func (f *serveFlags) envErr(flagName, msg string) {
 func (f *serveFlags) serveStoreConfig() store.Config {
 	c := f.storeConfig(f.storePrefix)
 	c.MemoryMaxBytes = f.memoryMaxBytes
+	c.PerSecondURL = f.stats.perSecondStore
 	return c
 }
 
@@ -227,6 +229,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		MaxConns:          int(f.maxConns),
 	}
 	peerCfg.apply(&cfg)
+	closeStats, err := f.startStats(fs, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	defer closeStats()
 	if err := f.applySource(fs, &cfg, logger); err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2

@@ -38,6 +38,11 @@ func NewTLSFiles(t testing.TB) *TLSFiles {
 	srv := ca.Issue(t, "server", "localhost", "127.0.0.1", "::1")
 	cli := ca.Issue(t, "client", "sluice-test-client")
 	other := NewCA(t, "sluice-other", dir)
+	// memcached runs as nobody when the tests run as root: it must read its key.
+	for _, f := range []string{srv.KeyFile, cli.KeyFile} {
+		_ = os.Chmod(f, 0o644)
+	}
+	_ = os.Chmod(dir, 0o755)
 	return &TLSFiles{CA: ca.CAFile, ServerCert: srv.CertFile, ServerKey: srv.KeyFile,
 		ClientCert: cli.CertFile, ClientKey: cli.KeyFile, OtherCA: other.CAFile}
 }

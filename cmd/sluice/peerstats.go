@@ -1,0 +1,275 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/peerstats"
+	"github.com/sluicehq/sluice/server"
+)
+
+// envoyproxy/ratelimit's statsd stats (package internal/peerstats) and the serve flags that
+// carry its stats variables over: USE_STATSD (the peer's default: true), STATSD_HOST,
+// STATSD_PORT, STATSD_PROTOCOL (read by its statsd client), STATS_FLUSH_INTERVAL, EXTRA_TAGS
+// and PROMETHEUS_MAPPER_YAML.
+
+func init() {
+	peerFlags = append(peerFlags,
+		peerFlag{"statsd-addr", []string{"USE_STATSD", "STATSD_HOST", "STATSD_PORT", "DISABLE_STATS"}, func(e *peerEnv) (string, bool, error) {
+			on := e.detected // the peer sends statsd unless told not to
+			if off, err := e.boolean("DISABLE_STATS"); off || err != nil {
+				return "", false, err // the peer's null sink
+			}
+			if e.has("USE_STATSD") {
+				var err error
+				if on, err = e.boolean("USE_STATSD"); err != nil {
+					return "", false, err
+				}
+			}
+			if !on {
+				return "", false, nil
+			}
+			port := e.or("STATSD_PORT", "8125")
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return "", false, fmt.Errorf("STATSD_PORT: want a port number, got %q", port)
+			}
+			return net.JoinHostPort(e.or("STATSD_HOST", "localhost"), port), true, nil
+		}},
+		peerFlag{"statsd-protocol", []string{"STATSD_PROTOCOL"}, verbatim("STATSD_PROTOCOL")},
+		peerFlag{"stats-flush-interval", []string{"STATS_FLUSH_INTERVAL"}, duration("STATS_FLUSH_INTERVAL", "10s")},
+		peerFlag{"stats-tags", []string{"EXTRA_TAGS"}, verbatim("EXTRA_TAGS")},
+		peerFlag{"metrics-mapping", []string{"PROMETHEUS_MAPPER_YAML"}, verbatim("PROMETHEUS_MAPPER_YAML")},
+		peerFlag{"store-per-second", []string{"REDIS_PERSECOND", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE",
+			"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_SENTINEL_AUTH"}, func(e *peerEnv) (string, bool, error) {
+			on, err := e.boolean("REDIS_PERSECOND")
+			if err != nil || !on || !strings.EqualFold(e.or("BACKEND_TYPE", "redis"), "redis") {
+				return "", false, err
+			}
+			if !e.has("REDIS_PERSECOND_URL") {
+				return "", false, errors.New("REDIS_PERSECOND=true: REDIS_PERSECOND_URL is empty (want host:port)")
+			}
+			return peerRedis(e, "REDIS_PERSECOND_")
+		}},
+		peerFlag{"response-dynamic-metadata", []string{"RESPONSE_DYNAMIC_METADATA"}, boolean("RESPONSE_DYNAMIC_METADATA")},
+	)
+}
+
+// peerExtraFlags are the flags of the peer's stats, its per-second Redis and its response
+// dynamic metadata.
+type peerExtraFlags struct {
+	statsdAddr, statsdProtocol, tags, mapping string
+	flushInterval                             time.Duration
+	dynamicMetadata                           bool   // RESPONSE_DYNAMIC_METADATA
+	perSecondStore                            string // REDIS_PERSECOND*
+}
+
+func (f *serveFlags) registerStats(fs *flag.FlagSet) {
+	s := &f.stats
+	fs.StringVar(&s.statsdAddr, "statsd-addr", f.env("statsd-addr", "SLUICE_STATSD_ADDR", ""), "send envoyproxy/ratelimit's statsd stats (ratelimit.service.rate_limit.<key>.total_hits, ...) to this host:port; empty: none [SLUICE_STATSD_ADDR, USE_STATSD+STATSD_HOST+STATSD_PORT]")
+	fs.StringVar(&s.statsdProtocol, "statsd-protocol", f.env("statsd-protocol", "SLUICE_STATSD_PROTOCOL", "tcp"), "protocol of --statsd-addr: tcp or udp [SLUICE_STATSD_PROTOCOL, STATSD_PROTOCOL]")
+	fs.DurationVar(&s.flushInterval, "stats-flush-interval", f.envDuration("stats-flush-interval", "SLUICE_STATS_FLUSH_INTERVAL", f.peerDurationOr("stats-flush-interval", peerstats.DefaultFlushInterval)), "how often the statsd stats are sent [SLUICE_STATS_FLUSH_INTERVAL, STATS_FLUSH_INTERVAL]")
+	fs.StringVar(&s.tags, "stats-tags", f.env("stats-tags", "SLUICE_STATS_TAGS", ""), "tags added to every statsd stat: name:value,name:value [SLUICE_STATS_TAGS, EXTRA_TAGS]")
+	fs.BoolVar(&s.dynamicMetadata, "response-dynamic-metadata", f.envBool("response-dynamic-metadata", "SLUICE_RESPONSE_DYNAMIC_METADATA"), "add the request (domain, descriptors, hits) and the metadata of the limits it passed to each RLS response's dynamic_metadata [SLUICE_RESPONSE_DYNAMIC_METADATA, RESPONSE_DYNAMIC_METADATA]")
+	fs.StringVar(&s.perSecondStore, "store-per-second", f.env("store-per-second", "SLUICE_STORE_PER_SECOND", ""), "a second store URL (as --store) for the limits of a one-second unit, envoyproxy/ratelimit's per-second Redis; empty: --store decides them too [SLUICE_STORE_PER_SECOND, REDIS_PERSECOND+REDIS_PERSECOND_*]")
+	fs.StringVar(&s.mapping, "metrics-mapping", f.env("metrics-mapping", "SLUICE_METRICS_MAPPING", ""), "a statsd_exporter mapping file: --metrics-addr serves the series it makes of the statsd stats, in place of the default mapping's ratelimit_service_* [SLUICE_METRICS_MAPPING, PROMETHEUS_MAPPER_YAML]")
+}
+
+// parseTags parses name:value,name:value (the peer's EXTRA_TAGS).
+func parseTags(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	tags := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), ":")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("want name:value,name:value, got %q", s)
+		}
+		tags[k] = v
+	}
+	return tags, nil
+}
+
+// startStats sets --response-dynamic-metadata and checks the stats flags and, when they
+// send the stats anywhere, starts sending them: cfg counts them, and with a mapping file its --metrics-addr serves the mapped series.
+// The returned func sends the last counts.
+func (f *serveFlags) startStats(fs *flag.FlagSet, cfg *server.Config, log *slog.Logger) (func(), error) {
+	s := f.stats
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata"} {
+		if msg, ok := f.envErrs[name]; ok && !given[name] {
+			return nil, errors.New(msg)
+		}
+	}
+	cfg.ResponseDynamicMetadata = s.dynamicMetadata
+	if s.flushInterval <= 0 {
+		return nil, fmt.Errorf("--stats-flush-interval: must be positive, got %v", s.flushInterval)
+	}
+	tags, err := parseTags(s.tags)
+	if err != nil {
+		return nil, fmt.Errorf("--stats-tags: %w%s", err, f.fromPeer(given, "stats-tags", s.tags))
+	}
+	if p := strings.ToLower(s.statsdProtocol); p != "tcp" && p != "udp" {
+		return nil, fmt.Errorf("--statsd-protocol: want tcp or udp, got %q%s", s.statsdProtocol, f.fromPeer(given, "statsd-protocol", s.statsdProtocol))
+	}
+	mapping := s.mapping
+	if mapping != "" && cfg.MetricsAddr == "" {
+		log.Warn("--metrics-mapping without --metrics-addr: the mapping is not applied (envoyproxy/ratelimit applies PROMETHEUS_MAPPER_YAML on PROMETHEUS_ADDR, with USE_PROMETHEUS=true)", "mapping", mapping)
+		mapping = ""
+	}
+	st, err := peerstats.Start(peerstats.Config{StatsdAddr: s.statsdAddr, StatsdProtocol: s.statsdProtocol,
+		FlushInterval: s.flushInterval, MapperFile: mapping, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--statsd-addr, --metrics-mapping: %w", err)
+	}
+	if st == nil {
+		return func() {}, nil
+	}
+	cfg.PeerStats, cfg.PeerStatsTags = st.Store, tags
+	if st.Mapped != nil {
+		if cfg.Registry == nil {
+			cfg.Registry = prometheus.NewRegistry()
+		}
+		cfg.MetricsGatherer = peerstats.Gatherer(st.Mapped, cfg.Registry)
+	}
+	log.Info("envoyproxy/ratelimit's statsd stats", "statsd", s.statsdAddr, "protocol", s.statsdProtocol,
+		"flush_interval", s.flushInterval, "mapping", mapping)
+	return st.Close, nil
+}
+
+// peerMemcache is the memcached store of BACKEND_TYPE=memcache: MEMCACHE_HOST_PORT, or the
+// servers of MEMCACHE_SRV's DNS SRV record, looked up at start.
+func peerMemcache(e *peerEnv) (string, bool, error) {
+	hosts := strings.ReplaceAll(e.or("MEMCACHE_HOST_PORT", ""), " ", "")
+	srv := e.or("MEMCACHE_SRV", "")
+	switch {
+	case hosts != "" && srv != "":
+		return "", false, errors.New("BACKEND_TYPE=memcache: both MEMCACHE_HOST_PORT and MEMCACHE_SRV are set (want one)")
+	case hosts != "":
+		return "memcached://" + hosts, true, nil
+	case srv == "":
+		return "", false, errors.New("BACKEND_TYPE=memcache: MEMCACHE_HOST_PORT and MEMCACHE_SRV are empty (want host:port,host:port or an SRV name)")
+	}
+	recs, err := e.srv(srv)
+	if err != nil || len(recs) == 0 {
+		return "", false, fmt.Errorf("MEMCACHE_SRV: no servers from the SRV record %q: %v", srv, err)
+	}
+	var addrs []string
+	for _, r := range recs {
+		addrs = append(addrs, net.JoinHostPort(strings.TrimSuffix(r.Target, "."), strconv.Itoa(int(r.Port))))
+	}
+	if e.has("MEMCACHE_SRV_REFRESH") {
+		e.warnings = append(e.warnings, [2]string{"MEMCACHE_SRV_REFRESH", "the SRV record is looked up once, at start: " + strings.Join(addrs, ",")})
+	}
+	return "memcached://" + strings.Join(addrs, ","), true, nil
+}
+
+// sluiceEnvPrefix names serve's own variables.
+const sluiceEnvPrefix = "SLUICE_"
+
+// logEnv logs, once at start-up, every setting taken from the environment: serve's SLUICE_*
+// variables and the peer's, each with its value, secrets masked (maskSecret).
+func (f *serveFlags) logEnv(log *slog.Logger) {
+	known := peerVariables()
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, sluiceEnvPrefix) && !known[name] {
+			continue
+		}
+		if _, ok := f.peer.get(name); !ok && !strings.HasPrefix(name, sluiceEnvPrefix) {
+			continue
+		}
+		log.Info("setting from the environment", "name", name, "value", maskSecret(name, value))
+	}
+	if !f.peer.detected {
+		for _, v := range []string{"HOST", "PORT"} {
+			if val, ok := f.peer.get(v); ok && val != "" {
+				log.Info("generic variable ignored outside envoyproxy/ratelimit's environment: --http-addr (SLUICE_HTTP_ADDR) sets the listener", "name", v, "value", val)
+			}
+		}
+		return
+	}
+	if _, set := os.LookupEnv("SLUICE_HTTP_ADDR"); !set && f.httpAddr == f.peer.defaults["http-addr"] {
+		if host, _, err := net.SplitHostPort(f.httpAddr); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+			log.Warn("listening on every interface, as envoyproxy/ratelimit does, from its HOST and PORT (or their defaults): --http-addr or SLUICE_HTTP_ADDR narrows it",
+				"http", f.httpAddr, "HOST", f.peer.or("HOST", ""), "PORT", f.peer.or("PORT", ""))
+		}
+	}
+}
+
+// peerVariables are the names of the peer's variables serve reads.
+func peerVariables() map[string]bool {
+	known := map[string]bool{}
+	for _, row := range peerFlags {
+		for _, v := range row.vars {
+			known[v] = true
+		}
+	}
+	for _, u := range peerUnhonoured {
+		known[u.env] = true
+	}
+	for _, n := range peerNoEffect {
+		known[n.env] = true
+	}
+	for v := range peerSubordinate {
+		known[v] = true
+	}
+	return known
+}
+
+// secretName matches the names of variables whose values are secrets.
+var secretNames = []string{"AUTH", "PASSWORD", "SECRET", "TOKEN", "API_KEY", "APIKEY", "CREDENTIAL"}
+
+// maskSecret is value fit for a log line: the whole value for a variable whose name says it
+// is a secret, the password of a URL (also in a list of URLs), and the values of query
+// parameters named like secrets.
+func maskSecret(name, value string) string {
+	upper := strings.ToUpper(name)
+	for _, s := range secretNames {
+		if strings.Contains(upper, s) {
+			if value == "" {
+				return ""
+			}
+			return "xxxxx"
+		}
+	}
+	return maskURLs(value)
+}
+
+// maskURLs masks the passwords of the URLs in a comma-separated value, and the values of
+// their query parameters named like secrets.
+func maskURLs(value string) string {
+	if !strings.Contains(value, "://") {
+		return value
+	}
+	parts := strings.Split(value, ",")
+	for i, p := range parts {
+		u, err := url.Parse(p)
+		if err != nil {
+			parts[i] = "(a URL that does not parse)"
+			continue
+		}
+		q := u.Query()
+		for k := range q {
+			if maskSecret(k, "x") != "x" || strings.EqualFold(k, "key") {
+				q.Set(k, "xxxxx")
+			}
+		}
+		if len(q) > 0 {
+			u.RawQuery = q.Encode()
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
+}
