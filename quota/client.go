@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
 // bucket is one subscribed key (and class, WithCriticalityKey).
@@ -23,6 +24,7 @@ type bucket struct {
 	denied   atomic.Uint64
 	asg      atomic.Pointer[assignment]
 	reported int64 // Unix ns of the last report (reporter goroutine only)
+	waiting  int   // reports sent while the bucket had no assignment (reporter goroutine only)
 }
 
 // Client is a sluice.Store that spends the shares a quota server assigns it. Build it with
@@ -48,6 +50,8 @@ type Client struct {
 	sent   bool // the domain was sent on stream
 
 	reports, answers atomic.Uint64 // sent and received messages, for tests
+	unassigned       atomic.Int64  // buckets still unassigned after UnassignedAfter reports
+	unassignedLog    logthrottle.Throttle
 }
 
 // New returns a Client deciding on inner under the assignments of the quota server at conn

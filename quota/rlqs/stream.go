@@ -167,6 +167,7 @@ func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now i
 			st.unsubscribe(u.key)
 			return abandon(u.id)
 		}
+		st.svc.uncovered(dom != nil, st.domain, u.id.GetBucket())
 		return nil
 	}
 	key, client, class := st.target(rule, u)
