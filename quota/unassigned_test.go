@@ -38,9 +38,9 @@ func TestUnassignedBucketIsTold(t *testing.T) {
 	var logs lockedBuffer
 	c := e.client(t, quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	own := sluice.TokenBucket(5, time.Second, 5)
-	take(t, c, "api", own, 1)             // covered by "api*"
+	take(t, c, "api", own, 1)              // covered by "api*"
 	take(t, c, "tenant-secret-42", own, 1) // no rule
-	for range quota.UnassignedAfter { // a new bucket is also reported at once
+	for range quota.UnassignedAfter {      // a new bucket is also reported at once
 		flush(t, c, "api")
 		e.clock.Advance(time.Second)
 	}
