@@ -237,4 +237,3 @@ func dropTimes(v any) any {
 	}
 	return v
 }
-
