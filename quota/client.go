@@ -85,6 +85,9 @@ func New(inner sluice.Store, conn grpc.ClientConnInterface, domain string, opts 
 // and counts it for the next usage report. It allocates nothing once the key's bucket
 // exists.
 func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if c == nil { // the result of a failed New, used anyway
+		return sluice.Decision{}, errNilClient
+	}
 	if err := req.ValidateArgs(c.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -233,6 +236,9 @@ func (c *Client) Assignment(key string) (Assignment, bool) {
 // not), and false when there is none. Without WithCriticalityKey every class has key's one
 // assignment.
 func (c *Client) ClassAssignment(key string, class sluice.Criticality) (Assignment, bool) {
+	if c == nil {
+		return Assignment{}, false
+	}
 	class = c.classOf(class)
 	c.mu.RLock()
 	b := c.buckets[class][key]
@@ -253,6 +259,9 @@ func (c *Client) ClassAssignment(key string, class sluice.Criticality) (Assignme
 
 // Close stops reporting and closes the stream. The inner store is not closed.
 func (c *Client) Close() error {
+	if c == nil {
+		return errNilClient
+	}
 	c.cancel()
 	<-c.done
 	return nil
@@ -261,8 +270,14 @@ func (c *Client) Close() error {
 // Flush sends a usage report of every bucket now (the reporter does it every interval); it
 // returns the stream's error, if any.
 func (c *Client) Flush() error {
+	if c == nil {
+		return errNilClient
+	}
 	return c.report()
 }
+
+// errNilClient is what a nil *Client answers (New returned an error, which was dropped).
+var errNilClient = fmt.Errorf("quota: nil Client (New failed): %w", sluice.ErrNoStore)
 
 func errStream(err error) error {
 	return fmt.Errorf("quota: stream: %w: %w", sluice.ErrStoreUnavailable, err)

@@ -88,7 +88,12 @@ const UnassignedAfter = 3
 // UnassignedAfter usage reports: no quota rule of the client's domain covers them on the
 // server (or the server does not answer), so the fallback rule decides for them. Export it as
 // a gauge: it should stay 0. Updated at each report.
-func (c *Client) Unassigned() int { return int(c.unassigned.Load()) }
+func (c *Client) Unassigned() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.unassigned.Load())
+}
 
 // logUnassigned says, at most once a second, that b is still unassigned. The bucket id's
 // values may come from requests: only its keys are logged.

@@ -22,10 +22,10 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
-// Config configures a Service. Rules is required; the zero value of every other field is a
-// documented default.
+// Config configures a Service. The zero value of every field is a documented default.
 type Config struct {
-	// Rules returns the rules in force (called per report, so reloads apply at once).
+	// Rules returns the rules in force (called per report, so reloads apply at once). Nil:
+	// no rules, so that no bucket gets an assignment (each is counted as Uncovered).
 	Rules func() *config.Config
 	// Ledger holds the allocation state (default NewMemoryLedger(): this replica alone).
 	Ledger Ledger
@@ -73,6 +73,9 @@ func New(cfg Config) *Service {
 		maxBuckets: orDefault(cfg.MaxBuckets, DefaultMaxBuckets), maxEntries: orDefault(cfg.MaxBucketEntries, DefaultMaxBucketEntries),
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{})}
+	if s.rules == nil { // no rules: every bucket is uncovered, and said to be
+		s.rules = func() *config.Config { return nil }
+	}
 	if s.ledger == nil {
 		s.ledger = NewMemoryLedger()
 	}

@@ -102,3 +102,16 @@ func TestUncoveredBucketIsTold(t *testing.T) {
 		t.Errorf("logs: %q", all)
 	}
 }
+
+// TestZeroConfigServes: a Service of the zero Config (no rules) answers reports instead of
+// panicking: every bucket is uncovered, and counted.
+func TestZeroConfigServes(t *testing.T) {
+	obs := &uncoveredObserver{counts: map[string]int{}}
+	envoy := newFakeEnvoy(t, serve(t, rlqs.New(rlqs.Config{Observer: obs})), "go")
+	envoy.send(usage(map[string]string{"name": "api"}, time.Second, 1, 0))
+	envoy.send(usage(map[string]string{"name": "api"}, time.Second, 1, 0))
+	waitFor(t, "two uncovered usages", func() bool { return obs.seen.Load() == 2 })
+	if got := obs.count(""); got != 2 {
+		t.Errorf("uncovered in an undefined domain: %d, want 2", got)
+	}
+}
