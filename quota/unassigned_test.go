@@ -1,33 +1,15 @@
 package quota_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/quota"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestUnassignedBucketIsTold: a key whose bucket no quota rule of the domain covers decides
 // on its fallback rule, as before, but after quota.UnassignedAfter reports the client counts
@@ -35,7 +17,7 @@ func (b *lockedBuffer) String() string {
 // covered key is not counted.
 func TestUnassignedBucketIsTold(t *testing.T) {
 	e := newEnv(t)
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	c := e.client(t, quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	own := sluice.TokenBucket(5, time.Second, 5)
 	take(t, c, "api", own, 1)              // covered by "api*"

@@ -85,7 +85,7 @@ func TestConstructorsRefuseOrWork(t *testing.T) {
 	constructors := map[string]build{
 		"memory.New": func(r *rand.Rand) (any, error) {
 			return memory.New(memory.WithMaxKeys(pickInt(r)), memory.WithMaxBytes(int64(pickInt(r))), memory.WithShards(pickInt(r)),
-				memory.WithSweepInterval(pickDuration(r)), memory.WithMaxKeyLength(pickInt(r)), memory.WithClock(nil))
+				memory.WithSweepInterval(pickDuration(r)), memory.WithMaxKeyLength(pickInt(r)))
 		},
 		"redis.New": func(r *rand.Rand) (any, error) {
 			var c goredis.UniversalClient

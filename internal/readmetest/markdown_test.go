@@ -1,13 +1,11 @@
 package readmetest
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -22,24 +20,6 @@ type snippet struct {
 }
 
 func (s snippet) String() string { return s.file + ":" + strconv.Itoa(s.line) }
-
-// lockedBuffer collects a program's output; the test reads it while the program may write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // documents returns README.md and docs/*.md, relative to root.
 func documents(t *testing.T) []string {

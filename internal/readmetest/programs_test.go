@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 var (
@@ -107,7 +109,7 @@ func TestSnippetServersAnswer(t *testing.T) {
 			if out, err := goCmd(module, "build", "-o", bin, "./"+p.dir); err != nil {
 				t.Fatalf("build: %v\n%s", err, out)
 			}
-			var logs lockedBuffer
+			var logs testenv.LogBuffer
 			exited := start(t, module, &logs, bin)
 			defer func() {
 				if t.Failed() {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // The addresses the README's Set up section uses: the test serves on free ports instead and
@@ -61,7 +63,7 @@ func TestReadmeSetUp(t *testing.T) {
 		case cmd == "go run ./cmd/sluice serve":
 			grpcAddr := freeAddr(t)
 			httpAddr = freeAddr(t)
-			var logs lockedBuffer
+			var logs testenv.LogBuffer
 			exited := start(t, root, &logs, bin, "serve", "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
 			defer func() {
 				if t.Failed() {

@@ -1,7 +1,6 @@
 package rlqs_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,26 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/quota/rlqs"
 )
-
-// lockedBuffer is a bytes.Buffer that goroutines may write to at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // uncoveredObserver counts Uncovered by domain (a hand-written Observer).
 type uncoveredObserver struct {
@@ -61,7 +43,7 @@ func (o *uncoveredObserver) count(domain string) int {
 // counted for the Observer (by domain, "" for a domain the rules do not define) and logged,
 // at most once a second, with the bucket id's keys and never its values.
 func TestUncoveredBucketIsTold(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	obs := &uncoveredObserver{counts: map[string]int{}}
 	clock := newClock()
 	c := rules(t, "domain: go\nquota_buckets:\n  - {bucket_id: {name: api}, requests_per_unit: 10, unit: second}\n")
