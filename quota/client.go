@@ -24,7 +24,8 @@ type bucket struct {
 	denied   atomic.Uint64
 	asg      atomic.Pointer[assignment]
 	reported int64 // Unix ns of the last report (reporter goroutine only)
-	waiting  int   // reports sent while the bucket had no assignment (reporter goroutine only)
+	since    int64 // Unix ns of the first report of the bucket (reporter goroutine only)
+	told     bool  // logged as unassigned (reporter goroutine only)
 }
 
 // Client is a sluice.Store that spends the shares a quota server assigns it. Build it with

@@ -48,12 +48,13 @@ func (c *Client) report() error {
 	for _, b := range c.order {
 		elapsed := max(now-b.reported, 0)
 		b.reported = now
-		if b.asg.Load() == nil {
-			if b.waiting++; b.waiting >= UnassignedAfter {
-				unassigned++
-				if b.waiting == UnassignedAfter && first == nil {
-					first = b
-				}
+		if b.since == 0 {
+			b.since = now
+		}
+		if b.asg.Load() == nil && now-b.since >= UnassignedAfter*int64(c.cfg.interval) {
+			unassigned++
+			if !b.told && first == nil {
+				first, b.told = b, true
 			}
 		}
 		msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
@@ -80,12 +81,12 @@ func (c *Client) report() error {
 	return nil
 }
 
-// UnassignedAfter is the number of usage reports after which a bucket still without an
-// assignment is counted by Unassigned and logged.
+// UnassignedAfter is the number of report intervals (WithInterval) after its first report
+// at which a bucket still without an assignment is counted by Unassigned and logged.
 const UnassignedAfter = 3
 
-// Unassigned returns the number of buckets that have had no assignment after
-// UnassignedAfter usage reports: no quota rule of the client's domain covers them on the
+// Unassigned returns the number of buckets that have had no assignment UnassignedAfter
+// report intervals after their first report: no quota rule of the client's domain covers them on the
 // server (or the server does not answer), so the fallback rule decides for them. Export it as
 // a gauge: it should stay 0. Updated at each report.
 func (c *Client) Unassigned() int {
@@ -104,7 +105,7 @@ func (c *Client) logUnassigned(b *bucket, n int64) {
 	}
 	sort.Strings(keys)
 	c.unassignedLog.Log(context.Background(), c.cfg.logger, c.cfg.clock.Now(), slog.LevelWarn,
-		"quota: a bucket has had no assignment after "+strconv.Itoa(UnassignedAfter)+" reports: no quota rule of the domain covers it on the server (or the server does not answer); the fallback rule decides",
+		"quota: a bucket has had no assignment "+strconv.Itoa(UnassignedAfter)+" report intervals after its first report: no quota rule of the domain covers it on the server (or the server does not answer); the fallback rule decides",
 		slog.String("domain", c.domain), slog.Any("bucket_keys", keys), slog.Int64("unassigned_buckets", n))
 }
 
