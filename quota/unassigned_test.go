@@ -20,9 +20,9 @@ func TestUnassignedBucketIsTold(t *testing.T) {
 	var logs testenv.LogBuffer
 	c := e.client(t, quota.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), quota.WithInterval(time.Second))
 	own := sluice.TokenBucket(5, time.Second, 5)
-	take(t, c, "api", own, 1)                                      // covered by "api*"
-	take(t, c, "tenant-secret-42", own, 1)                         // no rule
-	flush(t, c, "api")                                             // the first report of both (a new bucket is also reported at once)
+	take(t, c, "api", own, 1)              // covered by "api*"
+	take(t, c, "tenant-secret-42", own, 1) // no rule
+	flush(t, c, "api")                     // the first report of both (a new bucket is also reported at once)
 	e.clock.Advance(quota.UnassignedAfter*time.Second - time.Millisecond)
 	flush(t, c, "api")
 	if n := c.Unassigned(); n != 0 {
