@@ -47,9 +47,12 @@ func ParseCriticality(s string) (c Criticality, ok bool) {
 	return Critical, false
 }
 
-// Shares are the fractions of a rule's capacity each class may use, indexed by Criticality.
-// Each is in (0, 1]; the zero Shares is DefaultShares.
-type Shares [numCriticalities]float64
+// Shares are the fractions of a rule's capacity each class may use, indexed by Criticality
+// (one for each of the four classes). Each is in (0, 1]; the zero Shares is DefaultShares.
+type Shares [4]float64
+
+// Shares has one entry per class: this fails to compile when a class is added or removed.
+const _ = uint(int(numCriticalities)-len(Shares{})) + uint(len(Shares{})-int(numCriticalities))
 
 // DefaultShares: CRITICAL_PLUS 100%, CRITICAL 90%, SHEDDABLE_PLUS 75%, SHEDDABLE 50%.
 var DefaultShares = Shares{Critical: 0.9, CriticalPlus: 1, SheddablePlus: 0.75, Sheddable: 0.5}

@@ -279,6 +279,10 @@ func TestExampleConfig(t *testing.T) {
 	if c.Domain("example") == nil {
 		t.Fatalf("domains %v", c.Domains())
 	}
+	// The README's quota client reports the bucket {name: api}: a rule must cover it.
+	if r := c.Domain("example").Quota(map[string]string{"name": "api"}); r == nil {
+		t.Errorf("no quota rule of the example covers the bucket {name: api}")
+	}
 	if _, err := config.Load("../examples/config"); err != nil {
 		t.Fatal(err)
 	}

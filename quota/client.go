@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
 // bucket is one subscribed key (and class, WithCriticalityKey).
@@ -23,6 +24,8 @@ type bucket struct {
 	denied   atomic.Uint64
 	asg      atomic.Pointer[assignment]
 	reported int64 // Unix ns of the last report (reporter goroutine only)
+	since    int64 // Unix ns of the first report of the bucket (reporter goroutine only)
+	told     bool  // logged as unassigned (reporter goroutine only)
 }
 
 // Client is a sluice.Store that spends the shares a quota server assigns it. Build it with
@@ -48,6 +51,8 @@ type Client struct {
 	sent   bool // the domain was sent on stream
 
 	reports, answers atomic.Uint64 // sent and received messages, for tests
+	unassigned       atomic.Int64  // buckets still unassigned after UnassignedAfter reports
+	unassignedLog    logthrottle.Throttle
 }
 
 // New returns a Client deciding on inner under the assignments of the quota server at conn
@@ -81,6 +86,9 @@ func New(inner sluice.Store, conn grpc.ClientConnInterface, domain string, opts 
 // and counts it for the next usage report. It allocates nothing once the key's bucket
 // exists.
 func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if c == nil { // the result of a failed New, used anyway
+		return sluice.Decision{}, errNilClient
+	}
 	if err := req.ValidateArgs(c.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -229,6 +237,9 @@ func (c *Client) Assignment(key string) (Assignment, bool) {
 // not), and false when there is none. Without WithCriticalityKey every class has key's one
 // assignment.
 func (c *Client) ClassAssignment(key string, class sluice.Criticality) (Assignment, bool) {
+	if c == nil {
+		return Assignment{}, false
+	}
 	class = c.classOf(class)
 	c.mu.RLock()
 	b := c.buckets[class][key]
@@ -249,6 +260,9 @@ func (c *Client) ClassAssignment(key string, class sluice.Criticality) (Assignme
 
 // Close stops reporting and closes the stream. The inner store is not closed.
 func (c *Client) Close() error {
+	if c == nil {
+		return errNilClient
+	}
 	c.cancel()
 	<-c.done
 	return nil
@@ -257,8 +271,14 @@ func (c *Client) Close() error {
 // Flush sends a usage report of every bucket now (the reporter does it every interval); it
 // returns the stream's error, if any.
 func (c *Client) Flush() error {
+	if c == nil {
+		return errNilClient
+	}
 	return c.report()
 }
+
+// errNilClient is what a nil *Client answers (New returned an error, which was dropped).
+var errNilClient = fmt.Errorf("quota: nil Client (New failed): %w", sluice.ErrNoStore)
 
 func errStream(err error) error {
 	return fmt.Errorf("quota: stream: %w: %w", sluice.ErrStoreUnavailable, err)

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -49,6 +50,7 @@ type settings struct {
 	criticalityKey string
 	// criticalityKeySet tells WithCriticalityKey("") from no option.
 	criticalityKeySet bool
+	logger            *slog.Logger
 }
 
 // WithClock sets the clock that times reports and expiries (default sluice.SystemClock).
@@ -93,12 +95,20 @@ func WithMaxBuckets(n int) Option { return optionFunc(func(s *settings) { s.maxB
 // WithMaxKeyLength sets the longest accepted key (default sluice.DefaultMaxKeyLength).
 func WithMaxKeyLength(n int) Option { return optionFunc(func(s *settings) { s.maxKeyLen = n }) }
 
+// WithLogger sets where the client says what it cannot do itself, at most once a second: a
+// bucket that stays without an assignment (no quota rule of the domain covers it on the
+// server, or the server does not answer). Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.logger = l }) }
+
 func newSettings(opts []Option) (settings, error) {
 	s := settings{clock: sluice.SystemClock{}, interval: DefaultInterval, noAssign: Fallback, expired: Fallback,
 		reuseFor: DefaultReuseFor, maxBuckets: DefaultMaxBuckets,
 		bucketID: func(key string) map[string]string { return map[string]string{"name": key} }}
 	for _, o := range opts {
 		o.apply(&s)
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
 	}
 	switch {
 	case s.clock == nil:

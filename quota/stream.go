@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"context"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,14 +43,29 @@ func (c *Client) report() error {
 	now := c.cfg.clock.Now().UnixNano()
 	c.mu.RLock()
 	msg := &rlqspb.RateLimitQuotaUsageReports{BucketQuotaUsages: make([]*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, 0, len(c.order))}
+	var unassigned int64
+	var first *bucket // the first bucket to cross UnassignedAfter in this report, for the log
 	for _, b := range c.order {
 		elapsed := max(now-b.reported, 0)
 		b.reported = now
+		if b.since == 0 {
+			b.since = now
+		}
+		if b.asg.Load() == nil && now-b.since >= UnassignedAfter*int64(c.cfg.interval) {
+			unassigned++
+			if !b.told && first == nil {
+				first, b.told = b, true
+			}
+		}
 		msg.BucketQuotaUsages = append(msg.BucketQuotaUsages, &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
 			BucketId: b.id, TimeElapsed: durationpb.New(durationOf(elapsed)),
 			NumRequestsAllowed: b.allowed.Swap(0), NumRequestsDenied: b.denied.Swap(0)})
 	}
 	c.mu.RUnlock()
+	c.unassigned.Store(unassigned)
+	if first != nil {
+		c.logUnassigned(first, unassigned)
+	}
 	if len(msg.BucketQuotaUsages) == 0 {
 		return nil
 	}
@@ -62,6 +79,34 @@ func (c *Client) report() error {
 	c.sent = true
 	c.reports.Add(1)
 	return nil
+}
+
+// UnassignedAfter is the number of report intervals (WithInterval) after its first report
+// at which a bucket still without an assignment is counted by Unassigned and logged.
+const UnassignedAfter = 3
+
+// Unassigned returns the number of buckets that have had no assignment UnassignedAfter
+// report intervals after their first report: no quota rule of the client's domain covers them on the
+// server (or the server does not answer), so the fallback rule decides for them. Export it as
+// a gauge: it should stay 0. Updated at each report.
+func (c *Client) Unassigned() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.unassigned.Load())
+}
+
+// logUnassigned says, at most once a second, that b is still unassigned. The bucket id's
+// values may come from requests: only its keys are logged.
+func (c *Client) logUnassigned(b *bucket, n int64) {
+	keys := make([]string, 0, len(b.id.GetBucket()))
+	for k := range b.id.GetBucket() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	c.unassignedLog.Log(context.Background(), c.cfg.logger, c.cfg.clock.Now(), slog.LevelWarn,
+		"quota: a bucket has had no assignment "+strconv.Itoa(UnassignedAfter)+" report intervals after its first report: no quota rule of the domain covers it on the server (or the server does not answer); the fallback rule decides",
+		slog.String("domain", c.domain), slog.Any("bucket_keys", keys), slog.Int64("unassigned_buckets", n))
 }
 
 func (c *Client) closeStream() {

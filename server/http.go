@@ -24,7 +24,7 @@ import (
 // /healthz, /readyz, envoyproxy/ratelimit's GET /healthcheck and /rlconfig, and the live view
 // GET /v1/top and /ui.
 func (s *Server) Handler() http.Handler {
-	mux := s.adminMux()
+	mux := s.adminMux(apiEndpoints)
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
 	mux.HandleFunc("POST /v1/settle", s.withBody(s.handleSettle))
 	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
@@ -35,10 +35,19 @@ func (s *Server) Handler() http.Handler {
 
 // AdminHandler returns the endpoints of operators only: GET /metrics, /healthz, /readyz,
 // /v1/top and /ui (package admin), without the rate-limit API.
-func (s *Server) AdminHandler() http.Handler { return s.adminMux() }
+func (s *Server) AdminHandler() http.Handler { return s.adminMux(nil) }
 
-func (s *Server) adminMux() *http.ServeMux {
-	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Invalid: s.metrics.httpInvalid.Inc})
+func (s *Server) adminMux(api []admin.Endpoint) *http.ServeMux {
+	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Invalid: s.metrics.httpInvalid.Inc, API: api})
+}
+
+// apiEndpoints are the routes of Handler that the index page GET / lists.
+var apiEndpoints = []admin.Endpoint{
+	{Method: "POST", Path: "/v1/allow", What: `decide: {"domain":...,"descriptors":[...]} under the rules, or {"key":...,"rule":{...}}`},
+	{Method: "POST", Path: "/v1/settle", What: "charge or refund the difference once a cost is known"},
+	{Method: "POST", Path: "/json", What: "envoyproxy/ratelimit's JSON API"},
+	{Method: "GET", Path: "/healthcheck", What: "envoyproxy/ratelimit's health check"},
+	{Method: "GET", Path: "/rlconfig", What: "the rules in force"},
 }
 
 var writeJSON = admin.WriteJSON

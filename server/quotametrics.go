@@ -19,6 +19,7 @@ type quotaMetrics struct {
 	actions         []prometheus.Counter // by rlqs.ActionKind
 	stateErrors     prometheus.Counter
 	stateRetries    prometheus.Counter
+	uncovered       *prometheus.CounterVec // domain, as reports
 }
 
 func newQuotaMetrics(reg prometheus.Registerer, s *Server) (*quotaMetrics, error) {
@@ -39,7 +40,9 @@ func newQuotaMetrics(reg prometheus.Registerer, s *Server) (*quotaMetrics, error
 		Help: "RLQS quota state calls that failed (--quota-store unreachable, or a bucket too contended): the bucket got no answer."})
 	m.stateRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rlqs_state_retries_total",
 		Help: "RLQS quota state transactions that conflicted with another replica's write to the bucket and were retried (--quota-store redis)."})
-	for _, c := range []prometheus.Collector{m.reports, m.usages, duration, rejected, actions, m.stateErrors, m.stateRetries, quotaCollector{s}} {
+	m.uncovered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rlqs_uncovered_bucket_reports_total",
+		Help: "RLQS bucket usages that no quota rule covers, by domain ('' for a domain the rules do not define): the client gets no assignment and decides on its fallback."}, []string{"domain"})
+	for _, c := range []prometheus.Collector{m.reports, m.usages, duration, rejected, actions, m.stateErrors, m.stateRetries, m.uncovered, quotaCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -80,6 +83,9 @@ func (m *quotaMetrics) StateError() { m.stateErrors.Inc() }
 
 // StateRetry implements rlqs.Observer.
 func (m *quotaMetrics) StateRetry() { m.stateRetries.Inc() }
+
+// Uncovered implements rlqs.Observer.
+func (m *quotaMetrics) Uncovered(domain string) { m.uncovered.WithLabelValues(domain).Inc() }
 
 // quotaCollector exports the RLQS gauges, read from the service at scrape time: the open
 // streams, and per quota rule (domain, rule: the rule's name) its limit, the bucket ids

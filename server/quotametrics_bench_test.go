@@ -38,3 +38,4 @@ func (nopQuotaObserver) Rejected(rlqs.Reason)                {}
 func (nopQuotaObserver) Sent(rlqs.ActionKind, int)           {}
 func (nopQuotaObserver) StateError()                         {}
 func (nopQuotaObserver) StateRetry()                         {}
+func (nopQuotaObserver) Uncovered(string)                    {}

@@ -6,8 +6,8 @@
 // A run is a Scenario (a traffic trace and the rule every client is limited by), a list of
 // Variants (an algorithm and its parameters) and a list of Modes (how many instances decide, over
 // which store, with which request routing). Run returns one Row of metrics per variant and mode;
-// WriteTable prints them as text, CSV or JSON and WritePlots draws the figures of
-// docs/ACCURACY.md. Command sluice simulate is the command-line front end.
+// WriteTable prints them as text, CSV or JSON, and package simulate/figures draws the
+// figures of docs/ACCURACY.md. Command sluice simulate is the command-line front end.
 //
 // Everything is deterministic: the same scenario, seed and options give the same table.
 package simulate

@@ -37,17 +37,6 @@ func TestQuotaModeIsFairAndWithinBudget(t *testing.T) {
 	if fmt.Sprint(res.Rows) != fmt.Sprint(again.Rows) {
 		t.Errorf("same seed, different rows: %+v vs %+v", res.Rows[0], again.Rows[0])
 	}
-	paths, err := WritePlots(t.TempDir(), res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, p := range paths {
-		found = found || strings.HasSuffix(p, "steady_quota_shares.png")
-	}
-	if !found {
-		t.Errorf("no shares figure in %v", paths)
-	}
 	sync := run(t, Config{Scenario: steady, Seed: 1, Duration: 10 * time.Minute, Modes: []Mode{Sync(4, Skewed)}, Variants: vs})
 	if !math.IsNaN(sync.Rows[0].FairnessError) {
 		t.Errorf("sync mode has a fairness error %v", sync.Rows[0].FairnessError)

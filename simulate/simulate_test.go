@@ -3,10 +3,7 @@ package simulate
 import (
 	"bytes"
 	"context"
-	"image/png"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -165,36 +162,6 @@ func TestTraceDefinitions(t *testing.T) {
 	tr, _ = steady.Generate(0, 1)
 	if n := len(tr.Events); n < 7000 || n > 8000 {
 		t.Errorf("steady: %d events in an hour, want about 7500", n)
-	}
-}
-
-func TestWritePlots(t *testing.T) {
-	dir := t.TempDir()
-	modes := []Mode{Single(), Sync(2, RoundRobin)}
-	res := run(t, Config{Scenario: steady, Seed: 1, Duration: 10 * time.Minute, Modes: modes})
-	paths, err := WritePlots(dir, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) != 6 {
-		t.Fatalf("wrote %v, want 3 figures x 2 formats", paths)
-	}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch filepath.Ext(p) {
-		case ".png":
-			img, err := png.Decode(bytes.NewReader(b))
-			if err != nil || img.Bounds().Dx() < 100 {
-				t.Errorf("%s: not a usable PNG (%v)", p, err)
-			}
-		case ".svg":
-			if !strings.Contains(string(b), "<svg") || len(b) < 1000 {
-				t.Errorf("%s: not an SVG", p)
-			}
-		}
 	}
 }
 

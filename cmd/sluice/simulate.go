@@ -58,6 +58,10 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	if code, done := parseFlags("simulate", fs, &simulateHelp, args, stdout, stderr); done {
 		return code
 	}
+	if *out != "" && writePlots == nil {
+		fmt.Fprintln(stderr, errNoPlots)
+		return 2
+	}
 	if *list {
 		for _, s := range simulate.Scenarios() {
 			fmt.Fprintf(stdout, "%s: %s\n  %s\n", s.Name, s.Summary, s.Definition)
@@ -108,7 +112,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *out != "" {
-		paths, err := simulate.WritePlots(*out, res)
+		paths, err := writePlots(*out, res)
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 			return 1

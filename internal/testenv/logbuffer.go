@@ -43,3 +43,10 @@ func (b *LogBuffer) Records(t testing.TB, prefix string) []map[string]any {
 	}
 	return out
 }
+
+// String returns everything written so far (a program's output, text log lines).
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -25,6 +25,10 @@ type Observer interface {
 	// transaction because another replica wrote the bucket meanwhile.
 	StateError()
 	StateRetry()
+	// Uncovered is called for each bucket usage that no quota rule covers: the client's
+	// domain (as in Reported) names a bucket it gets no assignment for, so its own fallback
+	// decides.
+	Uncovered(domain string)
 }
 
 // Reason says why a stream was refused or ended by the server: one of a small fixed set.
@@ -146,3 +150,4 @@ func (nopObserver) Rejected(Reason)                     {}
 func (nopObserver) Sent(ActionKind, int)                {}
 func (nopObserver) StateError()                         {}
 func (nopObserver) StateRetry()                         {}
+func (nopObserver) Uncovered(string)                    {}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,10 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 )
 
-// Config configures a Service. Rules is required; the zero value of every other field is a
-// documented default.
+// Config configures a Service. The zero value of every field is a documented default.
 type Config struct {
-	// Rules returns the rules in force (called per report, so reloads apply at once).
+	// Rules returns the rules in force (called per report, so reloads apply at once). Nil:
+	// no rules, so that no bucket gets an assignment (each is counted as Uncovered).
 	Rules func() *config.Config
 	// Ledger holds the allocation state (default NewMemoryLedger(): this replica alone).
 	Ledger Ledger
@@ -79,7 +80,7 @@ type Service struct {
 	ids                                       *idTable
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
-	errLog                                    logthrottle.Throttle
+	errLog, uncoveredLog                      logthrottle.Throttle
 	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu        sync.Mutex
@@ -109,6 +110,9 @@ func New(cfg Config) *Service {
 	}
 	if s.clientKey == nil {
 		s.clientKey = PeerAddress
+	}
+	if s.rules == nil { // no rules: every bucket is uncovered, and said to be
+		s.rules = func() *config.Config { return nil }
 	}
 	if s.ledger == nil {
 		s.ledger = NewMemoryLedger()
@@ -252,6 +256,30 @@ func (s *Service) stateError(ctx context.Context, err error) {
 	s.obs.StateError()
 	s.errLog.Log(context.Background(), s.log, time.Now(), slog.LevelError,
 		"rlqs: quota state unavailable; clients keep their assignments until they expire", slog.Any("err", err))
+}
+
+// uncovered counts a bucket usage no quota rule covers, and logs it at most once a second.
+// The bucket id's values and an undefined domain come from the client: only the id's keys,
+// and a domain the rules define, are logged.
+func (s *Service) uncovered(defined bool, domain string, id map[string]string) {
+	if !defined {
+		domain = ""
+	}
+	s.obs.Uncovered(domain)
+	suppressed, ok := s.uncoveredLog.Allow(s.clock.Now())
+	if !ok {
+		return
+	}
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	attrs := []any{"domain", domain, "domain_defined", defined, "bucket_keys", keys}
+	if suppressed > 0 {
+		attrs = append(attrs, logthrottle.SuppressedKey, suppressed)
+	}
+	s.log.Warn("rlqs: no quota rule covers a reported bucket: the client gets no assignment and decides on its fallback", attrs...)
 }
 
 func itoa(v uint64) string {

@@ -268,6 +268,7 @@ func (st *stream) report(ctx context.Context, dom *config.Domain, u usage, now i
 			st.unsubscribe(sb)
 			return nil, true, nil
 		}
+		st.svc.uncovered(dom != nil, st.domain, u.id.GetBucket())
 		return nil, false, nil
 	}
 	key, client, class := st.target(rule, u)

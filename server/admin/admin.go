@@ -24,10 +24,13 @@ type Config struct {
 	Serving func() bool
 	// Invalid, when set, is called for each request answered 400.
 	Invalid func()
+	// API lists the caller's own routes, which the index page GET / shows after the
+	// operators' endpoints.
+	API []Endpoint
 }
 
-// Handler returns a mux of GET /metrics, /healthz, /readyz, /v1/top and /ui; the caller may
-// add routes to it.
+// Handler returns a mux of GET /metrics, /healthz, /readyz, /v1/top, /ui (and /ui/) and the
+// index page GET / that lists them with Config.API; the caller may add routes to it.
 func Handler(c Config) *http.ServeMux {
 	h := handler{c}
 	reg := c.Engine.Registry()
@@ -37,6 +40,8 @@ func Handler(c Config) *http.ServeMux {
 	mux.HandleFunc("GET /readyz", h.ready)
 	mux.HandleFunc("GET /v1/top", h.top)
 	mux.HandleFunc("GET /ui", h.ui)
+	mux.HandleFunc("GET /ui/{$}", h.ui)
+	mux.HandleFunc("GET /{$}", h.index)
 	return mux
 }
 

@@ -106,8 +106,12 @@ func WithMaxKeys(n int) Option { return optionFunc(func(c *config) { c.maxKeys =
 // for its limit.
 func WithMaxBytes(n int64) Option { return optionFunc(func(c *config) { c.maxBytes = n }) }
 
-// WithShards sets the number of shards, rounded up to a power of two (default DefaultShards).
+// WithShards sets the number of shards, rounded up to a power of two (default DefaultShards,
+// at most 65,536).
 func WithShards(n int) Option { return optionFunc(func(c *config) { c.shards = n }) }
+
+// maxShards bounds WithShards: the shards are allocated up front.
+const maxShards = 1 << 16
 
 // WithSweepInterval sets how often idle keys are removed (default DefaultSweepInterval); a
 // negative interval disables the background sweep (call Sweep yourself).
@@ -134,8 +138,8 @@ func New(opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("memory: WithMaxKeys: must be positive, got %d", cfg.maxKeys)
 	case cfg.maxBytes <= 0:
 		return nil, fmt.Errorf("memory: WithMaxBytes: must be positive, got %d", cfg.maxBytes)
-	case cfg.shards <= 0:
-		return nil, fmt.Errorf("memory: WithShards: must be positive, got %d", cfg.shards)
+	case cfg.shards <= 0 || cfg.shards > maxShards:
+		return nil, fmt.Errorf("memory: WithShards: must be in [1, %d], got %d", maxShards, cfg.shards)
 	case cfg.sweepInterval == 0:
 		return nil, fmt.Errorf("memory: WithSweepInterval: must be non-zero (negative disables)")
 	case cfg.maxKeyLen < 0:

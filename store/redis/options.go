@@ -13,6 +13,10 @@ const (
 	DefaultPrefix      = "sluice:"
 	DefaultMaxBatch    = 128
 	DefaultMaxInFlight = 4
+	// maxMaxBatch and maxMaxInFlight bound the options: the queue holds their product, and
+	// each pipeline in flight is a goroutine and a connection.
+	maxMaxBatch    = 1 << 16
+	maxMaxInFlight = 1 << 10
 )
 
 // Option configures a Store.
@@ -55,7 +59,7 @@ func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix 
 func WithMaxKeyLength(n int) Option { return optionFunc(func(c *config) { c.maxKeyLen = n }) }
 
 // WithMaxBatch sets how many concurrent decisions may share one pipeline, and so one batched
-// script call (default DefaultMaxBatch); 1 sends every decision on its own.
+// script call (default DefaultMaxBatch, at most 65,536); 1 sends every decision on its own.
 func WithMaxBatch(n int) Option { return optionFunc(func(c *config) { c.maxBatch = n }) }
 
 // WithMaxBatchDelay sets how long a pipeline may wait for more decisions before it is sent
@@ -65,7 +69,7 @@ func WithMaxBatchDelay(d time.Duration) Option {
 }
 
 // WithMaxInFlight sets how many pipelines may be in flight at once (default
-// DefaultMaxInFlight); each holds one connection of the client's pool.
+// DefaultMaxInFlight, at most 1,024); each holds one connection of the client's pool.
 func WithMaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlight = n }) }
 
 // WithTLS makes the clients NewFromURL builds connect over TLS with c, whatever the URL's

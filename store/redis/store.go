@@ -69,12 +69,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redis: WithPrefix: must not contain '{' or '}', got %q", cfg.prefix)
 	case cfg.maxKeyLen < 0:
 		return nil, fmt.Errorf("redis: WithMaxKeyLength: must not be negative, got %d", cfg.maxKeyLen)
-	case cfg.maxBatch <= 0:
-		return nil, fmt.Errorf("redis: WithMaxBatch: must be positive, got %d", cfg.maxBatch)
+	case cfg.maxBatch <= 0 || cfg.maxBatch > maxMaxBatch:
+		return nil, fmt.Errorf("redis: WithMaxBatch: must be in [1, %d], got %d", maxMaxBatch, cfg.maxBatch)
 	case cfg.maxDelay < 0:
 		return nil, fmt.Errorf("redis: WithMaxBatchDelay: must not be negative, got %v", cfg.maxDelay)
-	case cfg.maxInFlight <= 0:
-		return nil, fmt.Errorf("redis: WithMaxInFlight: must be positive, got %d", cfg.maxInFlight)
+	case cfg.maxInFlight <= 0 || cfg.maxInFlight > maxMaxInFlight:
+		return nil, fmt.Errorf("redis: WithMaxInFlight: must be in [1, %d], got %d", maxMaxInFlight, cfg.maxInFlight)
 	}
 	s := &Store{
 		bounded:  honoursContext(client),

@@ -1,4 +1,4 @@
-package simulate
+package figures
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/sluicehq/sluice/simulate"
 )
 
 // nodeColors tell the instances apart in the shares figure.
@@ -18,7 +20,7 @@ var nodeColors = []color.Color{
 
 // sharesFigure draws the quota mode's shares of the sampled client's limit per instance
 // against the max-min fair shares.
-func sharesFigure(res *Result) (figure, error) {
+func sharesFigure(res *simulate.Result) (figure, error) {
 	if len(res.Series.Shares) == 0 {
 		return figure{}, nil
 	}

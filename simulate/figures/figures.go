@@ -1,4 +1,7 @@
-package simulate
+// Package figures draws the figures of a simulate.Result (docs/ACCURACY.md) as PNG and SVG.
+// It is apart from package simulate so that the plotting libraries stay out of every build
+// that does not draw: the sluice binary links it only when built with -tags plot.
+package figures
 
 import (
 	"fmt"
@@ -13,9 +16,11 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/sluicehq/sluice/simulate"
 )
 
-// WritePlots draws the result's figures into dir (created if missing), each as PNG and SVG,
+// Write draws the result's figures into dir (created if missing), each as PNG and SVG,
 // and returns the paths written:
 //
 //   - SCENARIO_counted_vs_perfect: the Criteo-style figure, one panel per counting algorithm:
@@ -26,13 +31,13 @@ import (
 //   - SCENARIO_over_admission: a bar per row, the over_admission metric;
 //   - SCENARIO_quota_shares (with a quota mode): each instance's assigned share of the
 //     client's limit over time (solid) against its max-min fair share (dashed).
-func WritePlots(dir string, res *Result) ([]string, error) {
+func Write(dir string, res *simulate.Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("simulate: out: %w", err)
 	}
 	figures := []struct {
 		name  string
-		build func(*Result) (figure, error)
+		build func(*simulate.Result) (figure, error)
 	}{
 		{"counted_vs_perfect", countedFigure},
 		{"admitted", admittedFigure},
@@ -132,7 +137,7 @@ func grid(panels []*plot.Plot) figure {
 }
 
 // panel returns a time-series plot with the given lines and the limit.
-func panel(res *Result, title string, lines []lineSpec) (*plot.Plot, error) {
+func panel(res *simulate.Result, title string, lines []lineSpec) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "minutes"
@@ -177,7 +182,7 @@ type lineSpec struct {
 	color  color.Color
 }
 
-func countedFigure(res *Result) (figure, error) {
+func countedFigure(res *simulate.Result) (figure, error) {
 	var panels []*plot.Plot
 	for _, s := range res.Series.Counted {
 		p, err := panel(res, s.Name+": counted vs perfect (all requests)", []lineSpec{
@@ -195,7 +200,7 @@ func countedFigure(res *Result) (figure, error) {
 	return grid(panels), nil
 }
 
-func admittedFigure(res *Result) (figure, error) {
+func admittedFigure(res *simulate.Result) (figure, error) {
 	var panels []*plot.Plot
 	for _, s := range res.Series.Admitted {
 		p, err := panel(res, s.Name+": admitted in trailing period", []lineSpec{
@@ -212,7 +217,7 @@ func admittedFigure(res *Result) (figure, error) {
 	return grid(panels), nil
 }
 
-func overAdmissionFigure(res *Result) (figure, error) {
+func overAdmissionFigure(res *simulate.Result) (figure, error) {
 	if len(res.Rows) == 0 {
 		return figure{}, nil
 	}
@@ -258,7 +263,7 @@ func overAdmissionFigure(res *Result) (figure, error) {
 	return figure{plots: [][]*plot.Plot{{p}}, width: 7 * vg.Inch, height: h}, nil
 }
 
-func rowMode(r Row) string {
+func rowMode(r simulate.Row) string {
 	if r.Routing == "-" || r.Routing == "" {
 		return r.Mode
 	}
