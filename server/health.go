@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -18,6 +19,10 @@ func (s *Server) serveHealth(ctx context.Context) {
 			s.health.SetServingStatus(name, st)
 		}
 	}
+	if s.cfg.HealthcheckStore {
+		go s.followStore(ctx, set)
+		return
+	}
 	if s.eng.RulesReady() {
 		set(healthpb.HealthCheckResponse_SERVING)
 		return
@@ -30,4 +35,40 @@ func (s *Server) serveHealth(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// storeHealthyEvery is how often the gRPC health follows the store (Config.HealthcheckStore);
+// the engine itself probes the store at most once a second.
+const storeHealthyEvery = time.Second
+
+// storeHealthy reports whether the rules are in and the store takes a write itself (no
+// fallback deciding in its place).
+func (s *Server) storeHealthy(ctx context.Context) bool {
+	degraded, err := s.eng.Ready(ctx)
+	return err == nil && degraded == ""
+}
+
+// followStore sets the gRPC health from storeHealthy now and every storeHealthyEvery until
+// ctx ends.
+func (s *Server) followStore(ctx context.Context, set func(healthpb.HealthCheckResponse_ServingStatus)) {
+	t := time.NewTicker(storeHealthyEvery)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, storeHealthyEvery)
+		ok := s.storeHealthy(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if ok {
+			set(healthpb.HealthCheckResponse_SERVING)
+		} else {
+			set(healthpb.HealthCheckResponse_NOT_SERVING)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -24,9 +24,10 @@ var DefaultResponseHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaini
 
 // handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving, 500
 // while starting or shutting down, or waiting for the first rules of a rules source (unless
-// rls.Config.ReadyWithoutRules, the peer's FORCE_START_WITHOUT_INITIAL_CONFIG).
-func (s *Server) handleHealthcheck(w http.ResponseWriter, _ *http.Request) {
-	if !s.ready.Load() || !s.eng.RulesReady() {
+// rls.Config.ReadyWithoutRules, the peer's FORCE_START_WITHOUT_INITIAL_CONFIG); with
+// Config.HealthcheckStore, also while the store is unreachable.
+func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() || !s.eng.RulesReady() || (s.cfg.HealthcheckStore && !s.storeHealthy(r.Context())) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}

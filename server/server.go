@@ -87,6 +87,11 @@ type Config struct {
 	// each RLS response's dynamic_metadata (dynmeta.go), as envoyproxy/ratelimit's
 	// RESPONSE_DYNAMIC_METADATA.
 	ResponseDynamicMetadata bool
+	// HealthcheckStore makes /healthcheck and the gRPC health services follow the store too:
+	// unhealthy while it cannot take a write (rls.Engine.Ready) or a fallback decides for it,
+	// as envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION (health.go). Off, they
+	// follow the process and its rules only, and /readyz is the store's probe.
+	HealthcheckStore bool
 	// GRPCMaxConnectionAge, when positive, closes each gRPC connection after about that long
 	// (with a GOAWAY, jittered by 10%), so clients reconnect and spread over the instances;
 	// GRPCMaxConnectionAgeGrace bounds how long its calls may then take. Zero: no limit.

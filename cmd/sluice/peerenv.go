@@ -167,7 +167,6 @@ var peerUnhonoured = []struct {
 }{
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
 	{"USE_DOG_STATSD", isTrue, "dogstatsd is not supported: the peer's series are on /metrics (Prometheus)", false},
-	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", isTrue, "/healthcheck does not follow the Redis connection: probe /readyz for that", false},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
 

@@ -23,6 +23,8 @@ func TestPeerEnvMapping(t *testing.T) {
 		// Deliberate difference: without the peer's environment, serve keeps its loopback
 		// defaults; the peer listens on 0.0.0.0. Its debug port opens only when asked for
 		// (the peer always opens 0.0.0.0:6070).
+		{"health follows the store", map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"},
+			map[string]string{"healthcheck-store": "true"}},
 		{"nothing of the peer's", map[string]string{"HOME": "/root"},
 			map[string]string{"http-addr": "", "grpc-addr": "", "config": "", "store": "", "debug-addr": "", "statsd-addr": ""}},
 		// HOST and PORT are generic names: alone they are not the peer's environment.
@@ -100,7 +102,7 @@ func TestPeerEnvNotHonoured(t *testing.T) {
 		t.Errorf("the peer's default USE_STATSD=true: warnings %v, --statsd-addr %q", e.warnings, e.defaults["statsd-addr"])
 	}
 	e := readPeerEnv(envOf(map[string]string{"USE_DOG_STATSD": "true", "USE_STATSD": "true", "GRPC_UDS": "/tmp/rl.sock",
-		"RESPONSE_DYNAMIC_METADATA": "true", "REDIS_PIPELINE_WINDOW": "150us"}))
+		"RESPONSE_DYNAMIC_METADATA": "true", "REDIS_PIPELINE_WINDOW": "150us", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}))
 	var named []string
 	for _, w := range e.warnings {
 		named = append(named, w[0])

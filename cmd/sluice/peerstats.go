@@ -61,6 +61,7 @@ func init() {
 			return peerRedis(e, "REDIS_PERSECOND_")
 		}},
 		peerFlag{"response-dynamic-metadata", []string{"RESPONSE_DYNAMIC_METADATA"}, boolean("RESPONSE_DYNAMIC_METADATA")},
+		peerFlag{"healthcheck-store", []string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION"}, boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")},
 	)
 }
 
@@ -70,6 +71,7 @@ type peerExtraFlags struct {
 	statsdAddr, statsdProtocol, tags, mapping string
 	flushInterval                             time.Duration
 	dynamicMetadata                           bool   // RESPONSE_DYNAMIC_METADATA
+	healthcheckStore                          bool   // REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
 	perSecondStore                            string // REDIS_PERSECOND*
 }
 
@@ -80,6 +82,7 @@ func (f *serveFlags) registerStats(fs *flag.FlagSet) {
 	fs.DurationVar(&s.flushInterval, "stats-flush-interval", f.envDuration("stats-flush-interval", "SLUICE_STATS_FLUSH_INTERVAL", f.peerDurationOr("stats-flush-interval", peerstats.DefaultFlushInterval)), "how often the statsd stats are sent [SLUICE_STATS_FLUSH_INTERVAL, STATS_FLUSH_INTERVAL]")
 	fs.StringVar(&s.tags, "stats-tags", f.env("stats-tags", "SLUICE_STATS_TAGS", ""), "tags added to every statsd stat: name:value,name:value [SLUICE_STATS_TAGS, EXTRA_TAGS]")
 	fs.BoolVar(&s.dynamicMetadata, "response-dynamic-metadata", f.envBool("response-dynamic-metadata", "SLUICE_RESPONSE_DYNAMIC_METADATA"), "add the request (domain, descriptors, hits) and the metadata of the limits it passed to each RLS response's dynamic_metadata [SLUICE_RESPONSE_DYNAMIC_METADATA, RESPONSE_DYNAMIC_METADATA]")
+	fs.BoolVar(&s.healthcheckStore, "healthcheck-store", f.envBool("healthcheck-store", "SLUICE_HEALTHCHECK_STORE"), "/healthcheck and gRPC health also fail while the store cannot take a write or a fallback decides for it (off: they follow the process and its rules; /readyz probes the store) [SLUICE_HEALTHCHECK_STORE, REDIS_HEALTH_CHECK_ACTIVE_CONNECTION]")
 	fs.StringVar(&s.perSecondStore, "store-per-second", f.env("store-per-second", "SLUICE_STORE_PER_SECOND", ""), "a second store URL (as --store) for the limits of a one-second unit, envoyproxy/ratelimit's per-second Redis; empty: --store decides them too [SLUICE_STORE_PER_SECOND, REDIS_PERSECOND+REDIS_PERSECOND_*]")
 	fs.StringVar(&s.mapping, "metrics-mapping", f.env("metrics-mapping", "SLUICE_METRICS_MAPPING", ""), "a statsd_exporter mapping file: --metrics-addr serves the series it makes of the statsd stats, in place of the default mapping's ratelimit_service_* [SLUICE_METRICS_MAPPING, PROMETHEUS_MAPPER_YAML]")
 }
@@ -107,12 +110,13 @@ func (f *serveFlags) startStats(fs *flag.FlagSet, cfg *server.Config, log *slog.
 	s := f.stats
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata"} {
+	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata", "healthcheck-store"} {
 		if msg, ok := f.envErrs[name]; ok && !given[name] {
 			return nil, errors.New(msg)
 		}
 	}
 	cfg.ResponseDynamicMetadata = s.dynamicMetadata
+	cfg.HealthcheckStore = s.healthcheckStore
 	if s.flushInterval <= 0 {
 		return nil, fmt.Errorf("--stats-flush-interval: must be positive, got %v", s.flushInterval)
 	}
