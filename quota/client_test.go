@@ -81,17 +81,59 @@ func (e *env) client(t *testing.T, opts ...quota.Option) *quota.Client {
 	return c
 }
 
+// unreachableClient is a client of the env's clock whose quota server never answers (nothing
+// listens at its address).
+func unreachableClient(t *testing.T, e *env) *quota.Client {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	mem, err := memory.New(memory.WithClock(e.clock), memory.WithSweepInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	c, err := quota.New(mem, conn, "go", quota.WithClock(e.clock), quota.WithInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // flush reports now and waits (bounded real time) for the answer, returning key's
 // assignment.
 func flush(t *testing.T, c *quota.Client, key string) quota.Assignment {
 	t.Helper()
+	_, m0 := quota.Counts(c)
 	if err := c.Flush(); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
+	// Done when every report is answered, the key is assigned, a message arrived after this
+	// report (a push the server sent earlier counts as a message received too, and would let
+	// Answered hold before this report's answer arrives), and nothing more arrived for 20 ms:
+	// a pushed assignment makes the client report again at once, and the answer to that must
+	// land before the test goes on with its takes.
+	settled := func() (bool, uint64) {
+		r, m := quota.Counts(c)
+		return m >= r && m > m0 && assigned(c, key), m
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	// Every report answered, and the key assigned (a push for another bucket counts as a
-	// message received too).
-	for !quota.Answered(c) || !assigned(c, key) {
+	for {
+		if ok, m := settled(); ok {
+			time.Sleep(20 * time.Millisecond)
+			if ok2, m2 := settled(); ok2 && m2 == m {
+				break
+			}
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no answer for %s (answered %v, assigned %v)", key, quota.Answered(c), assigned(c, key))
 		}
@@ -131,11 +173,14 @@ var own = sluice.TokenBucket(10, time.Second, 10) // the fallback: limit / insta
 
 func TestClientSpendsItsShare(t *testing.T) {
 	e := newEnv(t)
-	a, b := e.client(t), e.client(t)
-	// No assignment yet: the request's own rule (10 per second).
-	if got := take(t, a, "api", own, 50); got != 10 {
+	// No assignment yet: the request's own rule (10 per second). A client whose server cannot
+	// be reached, as a new bucket's first report is sent at once and its answer would race
+	// the takes.
+	if got := take(t, unreachableClient(t, e), "api", own, 50); got != 10 {
 		t.Fatalf("before any assignment: %d admitted, want the fallback's 10", got)
 	}
+	a, b := e.client(t), e.client(t)
+	take(t, a, "api", own, 50)
 	as := flush(t, a, "api")
 	if as.Rule.Limit != 100 || !as.Expires.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("alone: %+v, want the whole 100 per second for 2s", as)
@@ -315,6 +360,12 @@ func TestClientReportsClasses(t *testing.T) {
 	a, b := e.client(t, quota.WithCriticalityKey("criticality")), e.client(t, quota.WithCriticalityKey("criticality"))
 	la, lb := sluice.New(a), sluice.New(b)
 	demand := map[sluice.Criticality]int{sluice.CriticalPlus: 70, sluice.Sheddable: 200}
+	// Each bucket assigned before the rounds: a new bucket's first report is sent at once,
+	// and its answer would otherwise land in the middle of the first round's takes.
+	takeClass(t, la, "api", sluice.CriticalPlus, 1)
+	takeClass(t, lb, "api", sluice.Sheddable, 1)
+	flush(t, a, "api")
+	flush(t, b, "api")
 	for round := 0; round < 3; round++ {
 		if round > 0 {
 			e.clock.Advance(time.Second)

@@ -34,6 +34,7 @@ var fragmentImports = map[string]string{
 	"grpclimit":       "github.com/sluicehq/sluice/grpclimit",
 	"clientip":        "github.com/sluicehq/sluice/clientip",
 	"quota":           "github.com/sluicehq/sluice/quota",
+	"adaptive":        "github.com/sluicehq/sluice/adaptive",
 	"goredis":         "github.com/redis/go-redis/v9",
 	"grpc":            "google.golang.org/grpc",
 	"insecure":        "google.golang.org/grpc/credentials/insecure",
