@@ -154,6 +154,7 @@ var peerFlags = []peerFlag{
 		return e.or("PROMETHEUS_ADDR", ":9090"), on, err
 	}},
 	{"metrics-path", []string{"PROMETHEUS_PATH"}, verbatim("PROMETHEUS_PATH")},
+	{"metrics-response-time-ms", []string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"}, boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")},
 	{"merge-domains", []string{"MERGE_DOMAIN_CONFIG"}, boolean("MERGE_DOMAIN_CONFIG")},
 }
 
@@ -167,7 +168,6 @@ var peerUnhonoured = []struct {
 }{
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
 	{"USE_DOG_STATSD", isTrue, "dogstatsd is not supported: the peer's series are on /metrics (Prometheus)", false},
-	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
 
 // peerNoEffect are the peer's settings that tune its own internals and change no answer: they

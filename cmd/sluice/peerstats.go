@@ -73,6 +73,7 @@ type peerExtraFlags struct {
 	dynamicMetadata                           bool   // RESPONSE_DYNAMIC_METADATA
 	healthcheckStore                          bool   // REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
 	perSecondStore                            string // REDIS_PERSECOND*
+	responseTimeMS                            bool   // PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS
 }
 
 func (f *serveFlags) registerStats(fs *flag.FlagSet) {
@@ -84,6 +85,7 @@ func (f *serveFlags) registerStats(fs *flag.FlagSet) {
 	fs.BoolVar(&s.dynamicMetadata, "response-dynamic-metadata", f.envBool("response-dynamic-metadata", "SLUICE_RESPONSE_DYNAMIC_METADATA"), "add the request (domain, descriptors, hits) and the metadata of the limits it passed to each RLS response's dynamic_metadata [SLUICE_RESPONSE_DYNAMIC_METADATA, RESPONSE_DYNAMIC_METADATA]")
 	fs.BoolVar(&s.healthcheckStore, "healthcheck-store", f.envBool("healthcheck-store", "SLUICE_HEALTHCHECK_STORE"), "/healthcheck and gRPC health also fail while the store cannot take a write or a fallback decides for it (off: they follow the process and its rules; /readyz probes the store) [SLUICE_HEALTHCHECK_STORE, REDIS_HEALTH_CHECK_ACTIVE_CONNECTION]")
 	fs.StringVar(&s.perSecondStore, "store-per-second", f.env("store-per-second", "SLUICE_STORE_PER_SECOND", ""), "a second store URL (as --store) for the limits of a one-second unit, envoyproxy/ratelimit's per-second Redis; empty: --store decides them too [SLUICE_STORE_PER_SECOND, REDIS_PERSECOND+REDIS_PERSECOND_*]")
+	fs.BoolVar(&s.responseTimeMS, "metrics-response-time-ms", f.envBool("metrics-response-time-ms", "SLUICE_METRICS_RESPONSE_TIME_MS"), "record ratelimit_service_response_time_seconds in whole milliseconds (same name and buckets), as envoyproxy/ratelimit does with PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS [SLUICE_METRICS_RESPONSE_TIME_MS, PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS]")
 	fs.StringVar(&s.mapping, "metrics-mapping", f.env("metrics-mapping", "SLUICE_METRICS_MAPPING", ""), "a statsd_exporter mapping file: --metrics-addr serves the series it makes of the statsd stats, in place of the default mapping's ratelimit_service_* [SLUICE_METRICS_MAPPING, PROMETHEUS_MAPPER_YAML]")
 }
 
@@ -110,12 +112,12 @@ func (f *serveFlags) startStats(fs *flag.FlagSet, cfg *server.Config, log *slog.
 	s := f.stats
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata", "healthcheck-store"} {
+	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata", "healthcheck-store", "metrics-response-time-ms"} {
 		if msg, ok := f.envErrs[name]; ok && !given[name] {
 			return nil, errors.New(msg)
 		}
 	}
-	cfg.ResponseDynamicMetadata = s.dynamicMetadata
+	cfg.ResponseDynamicMetadata, cfg.ResponseTimeMilliseconds = s.dynamicMetadata, s.responseTimeMS
 	cfg.HealthcheckStore = s.healthcheckStore
 	if s.flushInterval <= 0 {
 		return nil, fmt.Errorf("--stats-flush-interval: must be positive, got %v", s.flushInterval)

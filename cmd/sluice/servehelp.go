@@ -31,7 +31,7 @@ variables (named after it) are read too, so its deployments need no change.`,
 			"grpc-max-connection-age", "grpc-max-connection-age-grace"}},
 		{"Tracing", []string{"tracing", "tracing-endpoint", "tracing-exporter-protocol", "tracing-sampling-rate",
 			"tracing-service-name", "tracing-service-namespace", "tracing-service-instance-id"}},
-		{"Metrics", []string{"metrics-mapping", "statsd-addr", "statsd-protocol", "stats-flush-interval", "stats-tags"}},
+		{"Metrics", []string{"metrics-mapping", "metrics-response-time-ms", "statsd-addr", "statsd-protocol", "stats-flush-interval", "stats-tags"}},
 		{"Logs", []string{"log-level", "log-format"}},
 	},
 	examples: []string{
