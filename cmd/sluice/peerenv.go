@@ -87,7 +87,17 @@ var peerFlags = []peerFlag{
 		return strconv.FormatBool(!ignore), e.detected, err
 	}},
 	{"store", []string{"BACKEND_TYPE", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS",
-		"REDIS_POOL_SIZE", "REDIS_SENTINEL_AUTH", "MEMCACHE_HOST_PORT", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH"}, peerStore},
+		"REDIS_POOL_SIZE", "REDIS_SENTINEL_AUTH", "MEMCACHE_HOST_PORT", "MEMCACHE_SRV"}, peerStore},
+	{"store-srv-refresh", []string{"MEMCACHE_SRV_REFRESH"}, func(e *peerEnv) (string, bool, error) {
+		if !strings.EqualFold(e.or("BACKEND_TYPE", ""), "memcache") || !e.has("MEMCACHE_SRV") || !e.has("MEMCACHE_SRV_REFRESH") {
+			return "", false, nil // the peer refreshes only MEMCACHE_SRV's servers
+		}
+		v := e.or("MEMCACHE_SRV_REFRESH", "")
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return "", false, fmt.Errorf("MEMCACHE_SRV_REFRESH: want a duration like 30s, got %q", v)
+		}
+		return v, true, nil
+	}},
 	{"store-timeout", []string{"REDIS_TIMEOUT"}, func(e *peerEnv) (string, bool, error) {
 		v, ok := e.get("REDIS_TIMEOUT")
 		if !ok {
