@@ -17,12 +17,15 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-// srvAddrs are the host:port targets of an SRV record's answers.
+// srvAddrs are the host:port targets of an SRV record's answers, sorted: the resolver
+// shuffles answers by weight, and the order of the servers picks each key's server, so an
+// unchanged record must give the same list.
 func srvAddrs(recs []*net.SRV) []string {
 	addrs := make([]string, 0, len(recs))
 	for _, r := range recs {
 		addrs = append(addrs, net.JoinHostPort(strings.TrimSuffix(r.Target, "."), strconv.Itoa(int(r.Port))))
 	}
+	slices.Sort(addrs)
 	return addrs
 }
 
@@ -52,7 +55,6 @@ func (r *srvRefresher) refresh(now time.Time) error {
 	}
 	if err == nil {
 		addrs := srvAddrs(recs)
-		slices.Sort(addrs)
 		if slices.Equal(addrs, r.last) {
 			return nil
 		}
@@ -98,6 +100,7 @@ func (f *serveFlags) startSRVRefresh(cfg *server.Config, log *slog.Logger) (func
 		return nil, errors.New("--store-srv-refresh: needs the memcached store of MEMCACHE_SRV (BACKEND_TYPE=memcache), whose SRV record it looks up again")
 	}
 	r := newSRVRefresher(name, f.peer.srv, log)
+	r.last = strings.Split(strings.TrimPrefix(f.store, "memcached://"), ",") // looked up at start (peerMemcache)
 	cfg.StoreConfig.MemcachedServers = r.list
 	ctx, cancel := context.WithCancel(context.Background())
 	t := time.NewTicker(every)

@@ -102,8 +102,13 @@ func TestSRVRefreshSwapsServers(t *testing.T) {
 	<-done
 	allow("first hit on b", true)
 	allow("second hit on b", false)
+	swaps := strings.Count(logs.String(), "memcached servers from the SRV record")
+	rec.set(nil, b)
+	if err := r.refresh(t0.Add(5 * time.Second)); err != nil || strings.Count(logs.String(), "memcached servers from the SRV record") != swaps {
+		t.Errorf("an unchanged record: err %v, logged a swap:\n%s", err, logs.String())
+	}
 	rec.set(nil, a)
-	if err := r.refresh(t0.Add(5 * time.Second)); err != nil {
+	if err := r.refresh(t0.Add(6 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	allow("back on a, still spent", false)
