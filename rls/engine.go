@@ -131,6 +131,10 @@ type Config struct {
 	// send them. Nil: none.
 	PeerStats     gostats.Store
 	PeerStatsTags map[string]string
+	// ResponseTimeMilliseconds records ratelimit_service_response_time_seconds in whole
+	// milliseconds, same name and buckets, as envoyproxy/ratelimit does with
+	// PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true. Default: seconds.
+	ResponseTimeMilliseconds bool
 }
 
 // Engine is the descriptor engine: it decides requests against the rules in force, on the
@@ -214,7 +218,7 @@ func (e *Engine) registerMetrics() error {
 		return err
 	}
 	e.metrics = m
-	if e.peer, err = newPeerMetrics(e.registry, newPeerStats(e.cfg.PeerStats, e.cfg.PeerStatsTags)); err != nil {
+	if e.peer, err = newPeerMetrics(e.registry, newPeerStats(e.cfg.PeerStats, e.cfg.PeerStatsTags), e.cfg.ResponseTimeMilliseconds); err != nil {
 		return err
 	}
 	return e.registerPolicyMetrics()

@@ -23,6 +23,7 @@ type peerMetrics struct {
 	redisError, serviceError                                 peerCounter
 	grpcRequests                                             prometheus.Counter
 	grpcTime                                                 prometheus.Observer
+	grpcTimeMS                                               bool // grpcTime in whole milliseconds (PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS)
 	globalShadow                                             peerCounter
 	unknownDomains                                           prometheus.Counter
 	stats                                                    *peerStats // the same as statsd stats; nil: none
@@ -71,7 +72,7 @@ func (c peerCounter) Inc() {
 	}
 }
 
-func newPeerMetrics(reg prometheus.Registerer, stats *peerStats) (*peerMetrics, error) {
+func newPeerMetrics(reg prometheus.Registerer, stats *peerStats, timeMS bool) (*peerMetrics, error) {
 	labels := []string{"domain", "key1", "key2"}
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -104,7 +105,7 @@ func newPeerMetrics(reg prometheus.Registerer, stats *peerStats) (*peerMetrics, 
 			return nil, err
 		}
 	}
-	m.stats = stats
+	m.stats, m.grpcTimeMS = stats, timeMS
 	m.configLoadSuccess, m.configLoadError = peerCounter{prom: load.WithLabelValues()}, peerCounter{prom: loadErr.WithLabelValues()}
 	m.redisError = peerCounter{prom: errs.WithLabelValues("redis_error")}
 	m.serviceError = peerCounter{prom: errs.WithLabelValues("service_error")}
@@ -204,12 +205,17 @@ func peerCountsOf(it *item, ratio float64) peerCounts {
 }
 
 // ObserveShouldRateLimit counts one RLS ShouldRateLimit call of a gRPC transport in
-// envoyproxy/ratelimit's series: its time in ratelimit_service_response_time_seconds and
+// envoyproxy/ratelimit's series: its time in ratelimit_service_response_time_seconds (in
+// milliseconds with Config.ResponseTimeMilliseconds, as the peer's name says not) and
 // ratelimit_service_total_requests and, when invalid, a service_error in
 // ratelimit_service_should_rate_limit_error (next to the store's redis_error).
 func (e *Engine) ObserveShouldRateLimit(took time.Duration, invalid bool) {
 	e.peer.grpcRequests.Inc()
-	e.peer.grpcTime.Observe(took.Seconds())
+	if e.peer.grpcTimeMS {
+		e.peer.grpcTime.Observe(float64(took.Milliseconds())) // the peer's timer: whole milliseconds, unscaled
+	} else {
+		e.peer.grpcTime.Observe(took.Seconds())
+	}
 	if invalid {
 		e.peer.serviceError.Inc()
 	}

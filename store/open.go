@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 )
@@ -73,6 +74,10 @@ type Config struct {
 	// The zero TLS leaves the URL's scheme to decide (rediss:// is TLS with the system roots).
 	// The memory store ignores it.
 	TLS TLS
+	// MemcachedServers, when set with a memcached:// URL, holds the servers of URL
+	// (memcached.WithServerList): its SetServers swaps them while the store serves. The
+	// per-second store does not use it.
+	MemcachedServers *memcache.ServerList
 }
 
 // Validate reports every invalid field of c, each error naming its field (url, mode,

@@ -119,6 +119,9 @@ func openMemcached(_ context.Context, c Config) (closingStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.MemcachedServers != nil {
+		opts = append(opts, memcached.WithServerList(c.MemcachedServers))
+	}
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)

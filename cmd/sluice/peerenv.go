@@ -87,7 +87,17 @@ var peerFlags = []peerFlag{
 		return strconv.FormatBool(!ignore), e.detected, err
 	}},
 	{"store", []string{"BACKEND_TYPE", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS",
-		"REDIS_POOL_SIZE", "REDIS_SENTINEL_AUTH", "MEMCACHE_HOST_PORT", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH"}, peerStore},
+		"REDIS_POOL_SIZE", "REDIS_SENTINEL_AUTH", "MEMCACHE_HOST_PORT", "MEMCACHE_SRV"}, peerStore},
+	{"store-srv-refresh", []string{"MEMCACHE_SRV_REFRESH"}, func(e *peerEnv) (string, bool, error) {
+		if !strings.EqualFold(e.or("BACKEND_TYPE", ""), "memcache") || !e.has("MEMCACHE_SRV") || !e.has("MEMCACHE_SRV_REFRESH") {
+			return "", false, nil // the peer refreshes only MEMCACHE_SRV's servers
+		}
+		v := e.or("MEMCACHE_SRV_REFRESH", "")
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return "", false, fmt.Errorf("MEMCACHE_SRV_REFRESH: want a duration like 30s, got %q", v)
+		}
+		return v, true, nil
+	}},
 	{"store-timeout", []string{"REDIS_TIMEOUT"}, func(e *peerEnv) (string, bool, error) {
 		v, ok := e.get("REDIS_TIMEOUT")
 		if !ok {
@@ -154,6 +164,7 @@ var peerFlags = []peerFlag{
 		return e.or("PROMETHEUS_ADDR", ":9090"), on, err
 	}},
 	{"metrics-path", []string{"PROMETHEUS_PATH"}, verbatim("PROMETHEUS_PATH")},
+	{"metrics-response-time-ms", []string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"}, boolean("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")},
 	{"merge-domains", []string{"MERGE_DOMAIN_CONFIG"}, boolean("MERGE_DOMAIN_CONFIG")},
 }
 
@@ -167,7 +178,6 @@ var peerUnhonoured = []struct {
 }{
 	{"BACKEND_TYPE", func(v string) bool { return v != "" && v != "redis" && v != "memcache" }, "unknown backend; the memory store serves", false},
 	{"USE_DOG_STATSD", isTrue, "dogstatsd is not supported: the peer's series are on /metrics (Prometheus)", false},
-	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", isTrue, "ratelimit_service_response_time_seconds stays in seconds", false},
 }
 
 // peerNoEffect are the peer's settings that tune its own internals and change no answer: they

@@ -76,6 +76,7 @@ func TestPeerEnvMapping(t *testing.T) {
 		{"statsd off", map[string]string{"USE_STATSD": "false", "STATSD_HOST": "statsd"}, map[string]string{"statsd-addr": "", "stats-flush-interval": "10s"}},
 		{"stats disabled", map[string]string{"RUNTIME_ROOT": "/data", "DISABLE_STATS": "true"}, map[string]string{"statsd-addr": ""}},
 		{"local cache off", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, map[string]string{"mode": ""}},
+		{"response time in ms", map[string]string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": "true"}, map[string]string{"metrics-response-time-ms": "true"}},
 		{"modes, headers, metrics, logs", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "true", "LIMIT_RESPONSE_HEADERS_ENABLED": "true",
 			"LIMIT_REMAINING_HEADER": "X-Left", "NEAR_LIMIT_RATIO": "0.9", "USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "/prom",
 			"LOG_LEVEL": "trace", "LOG_FORMAT": "json", "MERGE_DOMAIN_CONFIG": "true"},

@@ -73,6 +73,9 @@ type peerExtraFlags struct {
 	dynamicMetadata                           bool   // RESPONSE_DYNAMIC_METADATA
 	healthcheckStore                          bool   // REDIS_HEALTH_CHECK_ACTIVE_CONNECTION
 	perSecondStore                            string // REDIS_PERSECOND*
+	responseTimeMS                            bool   // PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS
+
+	srvRefresh time.Duration // MEMCACHE_SRV_REFRESH (srvrefresh.go)
 }
 
 func (f *serveFlags) registerStats(fs *flag.FlagSet) {
@@ -84,6 +87,8 @@ func (f *serveFlags) registerStats(fs *flag.FlagSet) {
 	fs.BoolVar(&s.dynamicMetadata, "response-dynamic-metadata", f.envBool("response-dynamic-metadata", "SLUICE_RESPONSE_DYNAMIC_METADATA"), "add the request (domain, descriptors, hits) and the metadata of the limits it passed to each RLS response's dynamic_metadata [SLUICE_RESPONSE_DYNAMIC_METADATA, RESPONSE_DYNAMIC_METADATA]")
 	fs.BoolVar(&s.healthcheckStore, "healthcheck-store", f.envBool("healthcheck-store", "SLUICE_HEALTHCHECK_STORE"), "/healthcheck and gRPC health also fail while the store cannot take a write or a fallback decides for it (off: they follow the process and its rules; /readyz probes the store) [SLUICE_HEALTHCHECK_STORE, REDIS_HEALTH_CHECK_ACTIVE_CONNECTION]")
 	fs.StringVar(&s.perSecondStore, "store-per-second", f.env("store-per-second", "SLUICE_STORE_PER_SECOND", ""), "a second store URL (as --store) for the limits of a one-second unit, envoyproxy/ratelimit's per-second Redis; empty: --store decides them too [SLUICE_STORE_PER_SECOND, REDIS_PERSECOND+REDIS_PERSECOND_*]")
+	fs.DurationVar(&s.srvRefresh, "store-srv-refresh", f.envDuration("store-srv-refresh", "SLUICE_STORE_SRV_REFRESH", f.peerDuration("store-srv-refresh")), "look MEMCACHE_SRV's DNS SRV record up again this often and swap the memcached servers for its targets (a failed look-up keeps them); 0: only at start [SLUICE_STORE_SRV_REFRESH, MEMCACHE_SRV_REFRESH]")
+	fs.BoolVar(&s.responseTimeMS, "metrics-response-time-ms", f.envBool("metrics-response-time-ms", "SLUICE_METRICS_RESPONSE_TIME_MS"), "record ratelimit_service_response_time_seconds in whole milliseconds (same name and buckets), as envoyproxy/ratelimit does with PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS [SLUICE_METRICS_RESPONSE_TIME_MS, PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS]")
 	fs.StringVar(&s.mapping, "metrics-mapping", f.env("metrics-mapping", "SLUICE_METRICS_MAPPING", ""), "a statsd_exporter mapping file: --metrics-addr serves the series it makes of the statsd stats, in place of the default mapping's ratelimit_service_* [SLUICE_METRICS_MAPPING, PROMETHEUS_MAPPER_YAML]")
 }
 
@@ -110,12 +115,12 @@ func (f *serveFlags) startStats(fs *flag.FlagSet, cfg *server.Config, log *slog.
 	s := f.stats
 	given := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata", "healthcheck-store"} {
+	for _, name := range []string{"stats-flush-interval", "response-dynamic-metadata", "healthcheck-store", "metrics-response-time-ms"} {
 		if msg, ok := f.envErrs[name]; ok && !given[name] {
 			return nil, errors.New(msg)
 		}
 	}
-	cfg.ResponseDynamicMetadata = s.dynamicMetadata
+	cfg.ResponseDynamicMetadata, cfg.ResponseTimeMilliseconds = s.dynamicMetadata, s.responseTimeMS
 	cfg.HealthcheckStore = s.healthcheckStore
 	if s.flushInterval <= 0 {
 		return nil, fmt.Errorf("--stats-flush-interval: must be positive, got %v", s.flushInterval)
@@ -153,7 +158,8 @@ func (f *serveFlags) startStats(fs *flag.FlagSet, cfg *server.Config, log *slog.
 }
 
 // peerMemcache is the memcached store of BACKEND_TYPE=memcache: MEMCACHE_HOST_PORT, or the
-// servers of MEMCACHE_SRV's DNS SRV record, looked up at start.
+// servers of MEMCACHE_SRV's DNS SRV record, looked up at start (and every
+// MEMCACHE_SRV_REFRESH: srvrefresh.go).
 func peerMemcache(e *peerEnv) (string, bool, error) {
 	hosts := strings.ReplaceAll(e.or("MEMCACHE_HOST_PORT", ""), " ", "")
 	srv := e.or("MEMCACHE_SRV", "")
@@ -169,14 +175,7 @@ func peerMemcache(e *peerEnv) (string, bool, error) {
 	if err != nil || len(recs) == 0 {
 		return "", false, fmt.Errorf("MEMCACHE_SRV: no servers from the SRV record %q: %v", srv, err)
 	}
-	var addrs []string
-	for _, r := range recs {
-		addrs = append(addrs, net.JoinHostPort(strings.TrimSuffix(r.Target, "."), strconv.Itoa(int(r.Port))))
-	}
-	if e.has("MEMCACHE_SRV_REFRESH") {
-		e.warnings = append(e.warnings, [2]string{"MEMCACHE_SRV_REFRESH", "the SRV record is looked up once, at start: " + strings.Join(addrs, ",")})
-	}
-	return "memcached://" + strings.Join(addrs, ","), true, nil
+	return "memcached://" + strings.Join(srvAddrs(recs), ","), true, nil
 }
 
 // sluiceEnvPrefix names serve's own variables.

@@ -189,7 +189,7 @@ func TestPeerGRPCUDS(t *testing.T) {
 }
 
 // TestPeerMemcacheSRV: MEMCACHE_SRV names the memcached servers by a DNS SRV record, looked
-// up at start; with MEMCACHE_HOST_PORT too, or no servers found, serve refuses to start.
+// up at start and again every MEMCACHE_SRV_REFRESH (--store-srv-refresh); with MEMCACHE_HOST_PORT too, or no servers found, serve refuses to start.
 func TestPeerMemcacheSRV(t *testing.T) {
 	srv := func(name string) ([]*net.SRV, error) {
 		if name != "_memcache._tcp.cache.local" {
@@ -202,8 +202,13 @@ func TestPeerMemcacheSRV(t *testing.T) {
 	if got := e.defaults["store"]; got != "memcached://m1.cache.local:11211,m2.cache.local:11212" || len(e.flagErrs) != 0 {
 		t.Errorf("--store %q, errors %v", got, e.flagErrs)
 	}
-	if len(e.warnings) != 1 || e.warnings[0][0] != "MEMCACHE_SRV_REFRESH" {
-		t.Errorf("warnings %v, want MEMCACHE_SRV_REFRESH's (looked up once)", e.warnings)
+	if len(e.warnings) != 0 || e.defaults["store-srv-refresh"] != "10s" {
+		t.Errorf("warnings %v, --store-srv-refresh %q; want none and 10s (MEMCACHE_SRV_REFRESH honoured)", e.warnings, e.defaults["store-srv-refresh"])
+	}
+	bad := readPeerEnvSRV(envOf(map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_SRV": "_memcache._tcp.cache.local",
+		"MEMCACHE_SRV_REFRESH": "often"}), srv)
+	if err := bad.flagErrs["store-srv-refresh"]; err == nil || !strings.Contains(err.Error(), "MEMCACHE_SRV_REFRESH") {
+		t.Errorf("MEMCACHE_SRV_REFRESH=often: error %v, want one naming it", err)
 	}
 	for env, want := range map[string]string{
 		"MEMCACHE_SRV=_memcache._tcp.cache.local MEMCACHE_HOST_PORT=m:1": "both MEMCACHE_HOST_PORT and MEMCACHE_SRV",

@@ -67,8 +67,11 @@ func (b base) window(lengthMS, idx int64) string {
 // of one user key lives on one server and a server that fails fails whole keys.
 type selector struct{ list *memcache.ServerList }
 
-func newSelector(addrs []string) (*selector, error) {
-	s := &selector{list: new(memcache.ServerList)}
+func newSelector(list *memcache.ServerList, addrs []string) (*selector, error) {
+	if list == nil {
+		list = new(memcache.ServerList)
+	}
+	s := &selector{list: list}
 	if err := s.list.SetServers(addrs...); err != nil {
 		return nil, err
 	}

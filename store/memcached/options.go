@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice"
 )
 
@@ -31,6 +32,7 @@ type config struct {
 	maxAttempts int
 	backoff     time.Duration
 	tls         *tls.Config
+	serverList  *memcache.ServerList // WithServerList; nil: one of the store's own
 }
 
 type optionFunc func(*config)

@@ -96,7 +96,7 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("memcached: servers: %q is not host:port", a)
 		}
 	}
-	sel, err := newSelector(addrs)
+	sel, err := newSelector(cfg.serverList, addrs)
 	if err != nil {
 		return nil, fmt.Errorf("memcached: servers: %w", err)
 	}
