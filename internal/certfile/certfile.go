@@ -4,6 +4,7 @@
 package certfile
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -14,18 +15,14 @@ import (
 	"time"
 )
 
-// stamp identifies a version of a file: its modification time and size, as os.Stat (which
-// follows symbolic links) reports them.
-type stamp struct {
-	mod  time.Time
-	size int64
-}
-
-// minCheck is the least time between two looks at the files' stamps: a burst of handshakes
-// costs one stat per file.
+// minCheck is the least time between two looks at the files: a burst of handshakes costs
+// one read per file.
 const minCheck = time.Second
 
-// watched is a value loaded from files and loaded again when their stamps change. A change
+// watched is a value loaded from files and loaded again when their contents change (compared
+// byte for byte: a file's modification time and size cannot tell two versions written within
+// one tick of the file system's clock, and certificates and keys of one kind are often the
+// same size). A change
 // that does not load keeps the previous value (the error is returned, for the log), and is
 // tried again at the next look. It is safe for concurrent use.
 type watched[T any] struct {
@@ -35,7 +32,7 @@ type watched[T any] struct {
 
 	mu      sync.Mutex
 	checked time.Time
-	stamps  []stamp // of the files when val was loaded; nil: load at the next look
+	seen    [][]byte // the files' contents when val was loaded; nil: load at the next look
 	val     T
 }
 
@@ -51,26 +48,26 @@ func (w *watched[T]) get() (T, error) {
 	return w.reload(now)
 }
 
-// reload loads the value if the files' stamps changed; w.mu is held (or w is new).
+// reload loads the value if the files' contents changed; w.mu is held (or w is new).
 func (w *watched[T]) reload(now time.Time) (T, error) {
 	w.checked = now
-	stamps := make([]stamp, len(w.files))
+	contents := make([][]byte, len(w.files))
 	for i, f := range w.files {
-		fi, err := os.Stat(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return w.val, fmt.Errorf("certfile: %s: %w", w.what, err)
 		}
-		stamps[i] = stamp{fi.ModTime(), fi.Size()}
+		contents[i] = b
 	}
-	if w.stamps != nil && slices.Equal(stamps, w.stamps) {
+	if w.seen != nil && slices.EqualFunc(contents, w.seen, bytes.Equal) {
 		return w.val, nil
 	}
 	v, err := w.load()
 	if err != nil {
-		w.stamps = nil // perhaps between the writes of two files: look again next time
+		w.seen = nil // perhaps between the writes of two files: look again next time
 		return w.val, err
 	}
-	w.val, w.stamps = v, stamps
+	w.val, w.seen = v, contents
 	return v, nil
 }
 
