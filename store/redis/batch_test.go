@@ -121,6 +121,7 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 	}
 	now := t0
 	hist := map[string][]string{} // each key's calls, for failure messages
+	prec := map[string]*luaPrecision{}
 	for b := 0; b < batches; b++ {
 		n := 2 + rng.IntN(40)
 		steps := make([]step, n)
@@ -167,7 +168,13 @@ func batchDifferential(t *testing.T, c goredis.UniversalClient) {
 			h := append(hist[st.req.Key], fmt.Sprintf("  batch %d call %d at +%v: %s n=%d maxDelay=%v settle=%v: %+v", b, i,
 				st.at.Sub(t0), st.req.Rule, st.req.N, st.req.MaxDelay, st.req.Settle, want[i]))
 			hist[st.req.Key] = h
-			if !sameDecision(got[i], alone[i]) || !st.switched && !sameDecision(got[i], want[i]) {
+			pr := prec[st.req.Key]
+			if pr == nil {
+				pr = &luaPrecision{}
+				prec[st.req.Key] = pr
+			}
+			pr.observe(got[i], alone[i], want[i])
+			if !pr.same(got[i], alone[i]) || !st.switched && !pr.same(got[i], want[i]) {
 				t.Fatalf("batch %d call %d, key %q:\n batched  %+v\n alone    %+v\n memory   %+v\nthe key's last calls (memory's decisions):\n%s",
 					b, i, st.req.Key, got[i], alone[i], want[i], strings.Join(h[max(0, len(h)-10):], "\n"))
 			}

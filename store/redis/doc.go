@@ -15,7 +15,9 @@
 // "<prefix>{<escaped user key>}", so every script works on Cluster and a user key holding '{'
 // or '}' cannot choose the slot. The scripts mirror package algorithm
 // exactly (the store/storetest suite holds them to it) using integer arithmetic that stays
-// exact in Lua's doubles. Every key written has a TTL, at most one second longer than its
+// exact in Lua's doubles while durations stay below 2^53 ns (104 days); a key whose state goes
+// beyond that (a settle's debt of a year) is carried to within a few nanoseconds, the step of
+// a double at that size. Every key written has a TTL, at most one second longer than its
 // state needs (a state that is back to full is kept one more second, so a clock stepping back
 // still sees it): the state records its key's expiry, and while that covers the state the
 // script rewrites it with SET KEEPTTL, which costs Redis much less than setting a TTL. Scripts
