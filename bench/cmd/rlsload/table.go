@@ -150,6 +150,74 @@ func writeTables(w io.Writer, runs []Run) {
 			minMed(g.values(func(r Run) *float64 { return r.OtherUsec }), 2),
 			minMed(g.values(decisionsPerScript), 1), errs)
 	}
+	fmt.Fprintln(w)
+	writeCompact(w, gs)
+}
+
+// writeCompact writes the medians side by side: one column per contender, a few rows per
+// scenario (the shape of issue 26's table).
+func writeCompact(w io.Writer, gs []*group) {
+	var contenders, scenarios []string
+	for _, g := range gs {
+		if !slices.Contains(contenders, g.contender) {
+			contenders = append(contenders, g.contender)
+		}
+		if !slices.Contains(scenarios, g.scenario) {
+			scenarios = append(scenarios, g.scenario)
+		}
+	}
+	find := func(scenario, contender string) *group {
+		i := slices.IndexFunc(gs, func(g *group) bool { return g.scenario == scenario && g.contender == contender })
+		if i < 0 {
+			return nil
+		}
+		return gs[i]
+	}
+	median := func(g *group, f func(Run) *float64, prec int) string {
+		if g == nil {
+			return "—"
+		}
+		_, med, ok := minMedian(g.values(f))
+		if !ok {
+			return "—"
+		}
+		return strconv.FormatFloat(med, 'f', prec, 64)
+	}
+	fmt.Fprintln(w, "Side by side, medians over the rounds:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | measure | "+strings.Join(contenders, " | ")+" |")
+	fmt.Fprintln(w, "|---|---|"+strings.Repeat("---:|", len(contenders)))
+	rows := []struct {
+		name string
+		cell func(*group) string
+	}{
+		{"requests/s", func(g *group) string {
+			if g == nil {
+				return "—"
+			}
+			_, med, _ := minMedian(g.values(func(r Run) *float64 { return ptr(r.PerSecond) }))
+			return thousands(med)
+		}},
+		{"server CPU µs/req", func(g *group) string { return median(g, func(r Run) *float64 { return r.ServerCPUus }, 1) }},
+		{"above the floor µs/req", func(g *group) string {
+			if g == nil {
+				return "—"
+			}
+			a, _, _ := strings.Cut(aboveFloor(g, gs), " ")
+			return a
+		}},
+		{"Redis CPU µs/req", func(g *group) string { return median(g, func(r Run) *float64 { return r.RedisCPUus }, 2) }},
+		{"decisions / script call", func(g *group) string { return median(g, decisionsPerScript, 1) }},
+	}
+	for _, s := range scenarios {
+		for _, row := range rows {
+			cells := make([]string, len(contenders))
+			for i, c := range contenders {
+				cells[i] = row.cell(find(s, c))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", s, row.name, strings.Join(cells, " | "))
+		}
+	}
 }
 
 // aboveFloor is g's median server CPU less the floor's in g's scenario, and the ratio of the

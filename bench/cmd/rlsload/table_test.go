@@ -55,6 +55,11 @@ func TestTableSummary(t *testing.T) {
 		"| users | sluice | 3 | 1,000 (1,000–1,000) | 60.0 / 70.0 | 25.0 (0.56x the floor) | 20.00 / 20.00 | — | — | 4.0 / 4.0 | 0 |",
 		"| users | floor | 2 | 1,000 (1,000–1,000) | 40.0 / 45.0 | — |",
 		"| single | sluice | 1 | 1,000 (1,000–1,000) | 300.0 / 300.0 | — |",
+		"| scenario | measure | sluice | floor |",
+		"| users | server CPU µs/req | 70.0 | 45.0 |",
+		"| users | above the floor µs/req | 25.0 | — |",
+		"| users | decisions / script call | 4.0 | — |",
+		"| single | Redis CPU µs/req | 50.00 | — |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no row %q in:\n%s", want, out)
