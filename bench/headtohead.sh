@@ -25,9 +25,9 @@
 #   hot     64 callers, one key hot=hot at 100/s: nearly everything over the limit;
 #   single  one caller, 10,000 users.
 # Rounds: ROUNDS (default 3); in each round every scenario runs every contender once, the
-# contenders' order rotating from round to round. Each run: a new server process, FLUSHALL,
-# the first successful answer, a 1 s warm-up, then SECONDS (default 10) measured
-# (bash's own SECONDS: read on the script's first line, so SECONDS=5 works as expected).
+# contenders' order rotating from round to round. Each run: a new server process, FLUSHALL
+# (contenders on Redis), the first successful answer, a 1 s warm-up, then SECONDS (default 10)
+# measured (bash's own SECONDS, read on the script's first line, so SECONDS=5 works).
 # Per run (bench/cmd/rlsload, the load generator; per request of the measured window):
 #   requests/s, p50/p99 latency, errors, share over the limit;
 #   server CPU: utime+stime of the server process (/proc/PID/stat) — the same measure for
@@ -37,8 +37,11 @@
 #     others; decisions per script call = requests / script calls (Sluice's batch size). Redis
 #     counts the commands a script calls too, so Sluice's "other" is inside its scripts.
 # Output, in RESULTS (default a new /tmp/sluice-h2h.XXXXXX): runs.jsonl (one line per run),
-# log.txt, table.md (markdown: every run, then min/median per contender and scenario, and each
-# contender's server CPU above the floor), also printed at the end.
+# log.txt, server.log (the servers' output), table.md (markdown: every run; min/median per
+# contender and scenario with the server CPU above the floor's; the medians side by side, one
+# column per contender), also printed at the end. `rlsload table runs.jsonl ...` prints it
+# again, from one run's file or several. A call that fails counts as an error, never stops
+# the run; a server that does not answer within 30 s of its start does.
 #
 #   PEER_SRC=/tmp/ratelimit bench/headtohead.sh       # a checkout of envoyproxy/ratelimit, built here
 #   PEER_BIN=/path/to/ratelimit bench/headtohead.sh   # or its service_cmd, built already
@@ -86,6 +89,7 @@ for c in $CONTENDERS; do
 		;;
 	sluice-before)
 		[ -n "${BEFORE:-}" ] || die "contender sluice-before needs BEFORE=<commit>"
+		command -v git >/dev/null || die "BEFORE needs git in PATH"
 		git -C "$ROOT" rev-parse --verify -q "${BEFORE}^{commit}" >/dev/null || die "BEFORE=$BEFORE is not a commit of $ROOT"
 		;;
 	sluice | sluice-memory | floor) ;;
@@ -209,7 +213,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			echo "== $(date -u +%T) round $round, $s, $c" >>"$RESULTS/server.log"
 			start "$c" "$s"
 			if ! "$BIN/rlsload" run -addr "$ADDR" -pid "$SERVER_PID" "${redis_args[@]}" -contender "$c" -round "$round" \
-				-seconds "${SECS}s" -warmup 1s "${args[@]}" -out "$RESULTS/runs.jsonl" | tee -a "$RESULTS/log.txt"; then
+				-duration "${SECS}s" -warmup 1s "${args[@]}" -out "$RESULTS/runs.jsonl" | tee -a "$RESULTS/log.txt"; then
 				stop
 				die "run failed: round $round, $s, $c (server output: $RESULTS/server.log)"
 			fi

@@ -5,7 +5,7 @@
 // can be measured, Sluice's or another.
 //
 //	rlsload run -addr 127.0.0.1:27510 -pid PID -redis 127.0.0.1:27501 -contender sluice \
-//	    -scenario users -callers 64 -users 10000 -seconds 10 -out results.jsonl
+//	    -scenario users -callers 64 -users 10000 -duration 10s -out results.jsonl
 //	rlsload table results.jsonl          # markdown tables of every run in the file
 //
 // run appends one JSON line per run to -out and prints it readably on standard output.

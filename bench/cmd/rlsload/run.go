@@ -67,7 +67,7 @@ func parseRunFlags(args []string) (runConfig, error) {
 	fs.IntVar(&c.callers, "callers", 64, "concurrent closed-loop callers, one gRPC connection each")
 	fs.IntVar(&c.users, "users", 10000, "distinct values of descriptor key \"user\"; 0: every request asks for hot=hot")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "load before the measured window, not counted")
-	fs.DurationVar(&c.duration, "seconds", 10*time.Second, "length of the measured window")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the measured window")
 	fs.DurationVar(&c.ready, "ready-timeout", 30*time.Second, "how long to wait for the server's first successful answer")
 	fs.DurationVar(&c.callTimeout, "call-timeout", 5*time.Second, "bound on each call; a call over it counts as an error")
 	fs.StringVar(&c.out, "out", "", "append the run as a JSON line to this file")
@@ -88,7 +88,7 @@ func parseRunFlags(args []string) (runConfig, error) {
 		errs = append(errs, fmt.Errorf("rlsload run: -users must be 0 (the hot key) or more, got %d", c.users))
 	}
 	if c.duration <= 0 {
-		errs = append(errs, fmt.Errorf("rlsload run: -seconds must be positive, got %v", c.duration))
+		errs = append(errs, fmt.Errorf("rlsload run: -duration must be positive, got %v", c.duration))
 	}
 	if c.warmup < 0 {
 		errs = append(errs, fmt.Errorf("rlsload run: -warmup must not be negative, got %v", c.warmup))

@@ -53,7 +53,7 @@ func startRLS(t *testing.T) (*countingRLS, string) {
 func TestMeasure(t *testing.T) {
 	rls, addr := startRLS(t)
 	c, err := parseRunFlags([]string{"-addr", addr, "-contender", "test", "-pid", "1", "-callers", "4", "-users", "50",
-		"-warmup", "0s", "-seconds", "300ms", "-ready-timeout", "30s"})
+		"-warmup", "0s", "-duration", "300ms", "-ready-timeout", "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRunCmdAppends(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "runs.jsonl")
 	for round := range 2 {
 		if err := runCmd([]string{"-addr", addr, "-contender", "floor", "-round", string(rune('1' + round)),
-			"-callers", "2", "-users", "10", "-warmup", "0s", "-seconds", "100ms", "-out", out}); err != nil {
+			"-callers", "2", "-users", "10", "-warmup", "0s", "-duration", "100ms", "-out", out}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestParseRunFlags(t *testing.T) {
 		{[]string{"-addr", "a:1"}, "-contender is required"},
 		{[]string{"-addr", "a:1", "-contender", "x", "-callers", "0"}, "-callers must be at least 1"},
 		{[]string{"-addr", "a:1", "-contender", "x", "-users", "-1"}, "-users must be 0"},
-		{[]string{"-addr", "a:1", "-contender", "x", "-seconds", "0s"}, "-seconds must be positive"},
+		{[]string{"-addr", "a:1", "-contender", "x", "-duration", "0s"}, "-duration must be positive"},
 		{[]string{"-addr", "a:1", "-contender", "x", "-flush"}, "-flush needs -redis"},
 		{[]string{"-addr", "a:1", "-contender", "x", "extra"}, "unexpected arguments"},
 	} {
