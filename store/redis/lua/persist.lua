@@ -29,6 +29,6 @@ else
   local px = need + SLACK
   if px > MAX_TTL then px = MAX_TTL end
   exp = now_ms + px
-  redis.call('SET', key, state, 'PX', px)
+  redis.call('SET', key, state, 'PX', string.format('%d', px))
 end
 --@end

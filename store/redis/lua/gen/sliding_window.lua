@@ -20,7 +20,9 @@
 -- applies a refund (n < 0) or a settle first and then decides as a peek (n = 0), as
 -- algorithm.settle does; the reply is then allowed, with retry-after 0 for a refund and, for
 -- a settle, the peek's: how long until the debt is paid. ARGV[2], X1 in
--- the body, is an algorithm's extra argument (the sliding window's struct format). Times are
+-- the body, is an algorithm's extra argument: none reads one today (the sliding window's
+-- struct format, passed there before, is now a constant of its script), so a store may send
+-- any value or none; the criticality variant keeps the slot (reserve.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
@@ -82,9 +84,9 @@ end
 
 
 -- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms; P7 the settle's debt bound (see prelude.lua); X1, the extra argument,
--- is the state's struct format ('<Bdddd' and
--- N+1 'd'). State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
+-- sub-window length ms; P7 the settle's debt bound (see prelude.lua). The state's struct format
+-- is '<Bdddd' and N+1 'd': a constant of the script for one sub-window (the default), built
+-- per call for more. State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
 -- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
 -- counter) and the common path inlines what the Go code does in helpers.
 -- Its helper muldiv (muldiv.lua) is defined once per script; below "--@decide", the body (see
@@ -94,14 +96,15 @@ local key = KEYS[1]
 local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', ARGV[1])
 if ttl_floor == 0 then
   local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  now_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
+  local us = t[2] + 0 -- one conversion (tonumber converts twice)
+  now_ms = t[1] * 1000 + floor(us / 1000)
   now_sub = (us % 1000) * 1000
 end
 local X1 = ARGV[2]
 
 local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
-local fmt = X1
+local fmt = '<Bdddddd' -- one sub-window: no string built
+if windows ~= 1 then fmt = '<Bdddd' .. string.rep('d', windows + 1) end
 local size = windows + 1
 local sub = sub_ms * MS
 
@@ -305,7 +308,7 @@ if (dirty and v) or reset > 0 and (dirty or not v) then
     local px = need + SLACK
     if px > MAX_TTL then px = MAX_TTL end
     t[5] = now_ms + px
-    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', px)
+    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', string.format('%d', px))
   end
 end
 local remaining = limit - used
