@@ -57,7 +57,7 @@ type script struct {
 	// reserve decides a request with a criticality reserve (lua/reserve.lua); nil for the
 	// variants themselves.
 	reserve *script
-	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
+	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi); none does today
 }
 
 // newScript returns the script name of source src, with its batched variant of source multi

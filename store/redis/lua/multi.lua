@@ -1,17 +1,21 @@
 -- Batched variant of a script (go generate assembles it: the prelude's constants, the
 -- algorithm's helpers, this file with the algorithm's body in place of the "--@body" line).
--- KEYS are K keys of one Cluster slot; ARGV[i] is key i's packed parameters (see prelude.lua)
--- and ARGV[K + i], if given, key i's extra argument (X1; no algorithm reads one today). The
--- server clock is read once, when the first key asks for it. The body is one function, defined once, called
+-- KEYS are K keys of one Cluster slot; ARGV[i] is key i's packed parameters (see prelude.lua);
+-- ARGV[K + i], if given, is not read (no algorithm has an extra argument). The server clock is
+-- read once, when the first key asks for it, and the keys' states with one MGET, which costs
+-- Redis far less than a GET per key; a key given twice reads its state again with GET
+-- (persist.lua, read) after its first decision. The body is one function, defined once, called
 -- for each key in order, exactly as the single script would run it alone at that instant, so
 -- a key given twice sees its first decision. The reply is the K replies of 40 bytes, in order,
 -- as one string. A Redis error stops the script: the keys before it have been decided.
-local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
+local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 --@body
 end
 
 local k = #KEYS
 local out = {}
+local pre = redis.call('MGET', unpack(KEYS))
+local seen = {} -- the keys decided so far
 local t_ms, t_sub
 -- Calls of one rule carry the same parameters: Lua interns strings, so an ARGV equal to the
 -- previous key's is the same string, compared in O(1), and its unpacked values are reused.
@@ -32,6 +36,9 @@ for i = 1, k do
       now_ms, now_sub = t_ms, t_sub
     end
   end
-  out[i] = decide(KEYS[i], now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, ARGV[k + i])
+  local key = KEYS[i]
+  local got = pre[i]
+  if seen[key] then got = nil else seen[key] = true end
+  out[i] = decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 end
 return table.concat(out)

@@ -18,7 +18,7 @@ local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start
 local t
 local exp = 0
 local dirty = false
-local v = redis.pcall('GET', key)
+--@read()
 if v then
   local len = #v
   local nw = (len - 33) / 8 - 1
