@@ -31,10 +31,11 @@
 --
 -- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
 -- ones no table, call Redis twice (GET, then SET only when the state changed; in a batched
--- call one MGET reads every key) and skip TIME when the client passes the time. States carry the instant their key expires (script clock,
--- ms): while it covers what the state needs, and by at most SLACK more, the state is rewritten
--- with KEEPTTL, which costs Redis far less than PX; otherwise PX sets a TTL of what the state
--- needs plus SLACK (persist.lua). So no key lives more than SLACK ms longer than its state
+-- call one MGET reads every key) and skip TIME when the client passes the time. States carry
+-- the instant their key expires (script clock, ms): while it covers what the state needs, and
+-- by at most SLACK more, the state is rewritten with KEEPTTL, which costs Redis far less than
+-- PX; otherwise PX sets a TTL of what the state needs plus SLACK (persist.lua). So no key
+-- lives more than SLACK ms longer than its state
 -- matters, and none lives for ever.
 --
 -- The lease scripts (lease_*.lua, sluice.Leaser) share this clock and ARGV[1] layout, with
