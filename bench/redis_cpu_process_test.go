@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +65,7 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 		contender{name: "baseline/incr", decide: func(ctx context.Context, key string) error {
 			return c.Incr(ctx, prefix+"incr:"+key).Err()
 		}})
-	for _, g := range processCallers() {
+	for _, g := range envCounts("SLUICE_BENCH_CALLERS", 1, 64) {
 		for _, ct := range cts {
 			b.Run(fmt.Sprintf("callers=%d/%s", g, ct.name), func(b *testing.B) {
 				n := 5_000 * g
@@ -79,7 +78,7 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 				if err := c.ConfigResetStat(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-				before := redisInfo(b, c)
+				before := redisInfo(b, c, "cpu", "stats", "commandstats")
 				var wg sync.WaitGroup
 				var errs sync.Map
 				for w := 0; w < g; w++ {
@@ -94,7 +93,7 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 					}(w)
 				}
 				wg.Wait()
-				after := redisInfo(b, c)
+				after := redisInfo(b, c, "cpu", "stats", "commandstats")
 				errs.Range(func(k, _ any) bool { b.Errorf("decision failed: %v", k); return true })
 				per := func(field string) float64 { return (after[field] - before[field]) / float64(n) }
 				cpu := (after["used_cpu_user"] + after["used_cpu_sys"] - before["used_cpu_user"] - before["used_cpu_sys"]) * 1e6
@@ -134,24 +133,10 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 	}
 }
 
-// processCallers are the caller counts of BenchmarkRedisCPUProcess (SLUICE_BENCH_CALLERS).
-func processCallers() []int {
-	var out []int
-	for _, f := range strings.Split(os.Getenv("SLUICE_BENCH_CALLERS"), ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
-			out = append(out, n)
-		}
-	}
-	if len(out) == 0 {
-		out = []int{1, 64}
-	}
-	return out
-}
-
-// redisInfo reads INFO cpu, stats and commandstats in one command: the numeric fields by
-// name, and each command's calls and usec as "calls:NAME" and "usec:NAME".
-func redisInfo(b *testing.B, c *goredis.Client) map[string]float64 {
-	info, err := c.Info(context.Background(), "cpu", "stats", "commandstats").Result()
+// redisInfo reads the INFO sections named in one command: the numeric fields by name, and
+// each command's calls and usec as "calls:NAME" and "usec:NAME".
+func redisInfo(b *testing.B, c *goredis.Client, sections ...string) map[string]float64 {
+	info, err := c.Info(context.Background(), sections...).Result()
 	if err != nil {
 		b.Fatal(err)
 	}
