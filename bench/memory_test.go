@@ -88,8 +88,9 @@ func BenchmarkMemory(b *testing.B) {
 		for _, k := range keys { // warm: every key exists, as in a running service
 			c.decide(k)
 		}
-		// Collect the setup's garbage now: cpu-ns/op counts the whole process, and the first
-		// contender measured would otherwise pay for the collection of every contender's keys.
+		// Collect the warm-up's garbage (outgrown index tables, the peers' sync.Map nodes) now:
+		// cpu-ns/op counts the whole process, so a collection that started during a measured
+		// row would be charged to whichever contender ran then.
 		runtime.GC()
 		b.Run("one_key/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()
