@@ -2,8 +2,10 @@ package distributed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -20,29 +22,69 @@ const DefaultOverLimitMaxKeys = 100_000
 // denial served from the cache is one the store would have given (nothing is admitted
 // meanwhile by this key's cached requests; other instances can only consume more).
 //
+// A key once denied makes at most one store call at a time (single flight): when its cached
+// denial has passed, or a request is not covered by it (fewer units), the first request goes
+// to the store and concurrent requests of the key under the same rule wait for that call
+// instead of making their own, each no longer than its context allows (then failing with
+// sluice.ErrStoreUnavailable and the context's error, as a store call would). They are then
+// answered from the cache when the call was denied and its denial covers them. When the call
+// was admitted and left the key at its limit (Remaining 0), the next of them makes the key's
+// one store call; when it left capacity, failed or its caller gave up, they make their own
+// calls, as without the cache. A caller waits for at most three calls in a row before making
+// its own. So a hot key over its limit costs its store about two calls per RetryAfter
+// instead of one per concurrent caller, and a key never denied pays nothing for it.
+//
 // Reservations (Request.MaxDelay > 0, from Limiter.Wait) and settles (Request.Settle, which
-// apply whatever the limit) bypass the cache; a settle that changes the state drops the entry.
-// A request with a different Rule than the cached denial (a dynamic limit change) drops the
-// entry and goes to the store. A refund drops it too. Memory is bounded by WithMaxKeys.
+// apply whatever the limit) bypass the cache and never wait; a settle that changes the state
+// drops the entry. A request with a different Rule than the cached denial (a dynamic limit
+// change) drops the entry and goes to the store. A refund drops it too. Memory is bounded by
+// WithMaxKeys.
 //
 // OverLimit is safe for concurrent use. Serving a cached denial allocates nothing.
 type OverLimit struct {
 	next    sluice.Store
 	clock   sluice.Clock
 	denials *shardmap.Map[denial]
+	waiting atomic.Int64 // requests waiting for their key's store call
 }
 
-// denial is a cached store denial.
+// maxWaits is how many store calls of a key in a row a request waits for before it makes its
+// own.
+const maxWaits = 3
+
+// denial is a cached store denial; once until has passed, the mark of a key that was over its
+// limit, whose requests share one store call.
 type denial struct {
 	rule      sluice.Rule
 	n         int64 // the smallest cost known to be denied
 	until     int64 // Unix ns at which the denied request would be allowed
 	resetAt   int64 // Unix ns at which the key is back to full
 	remaining int64
+	flight    *flight // the key's store call in flight, nil if none
 }
 
-// denialRemaining lets a full shard drop the denial that expires soonest.
-func denialRemaining(e denial, now int64) int64 { return e.until - now }
+// flight is a store call of a key that concurrent requests of the key wait for.
+type flight struct {
+	done chan struct{} // closed when the call has returned and its result is cached
+	// retry, set before done is closed, sends the waiters to the store on their own: the call
+	// failed, or admitted with capacity left, and has nothing to share.
+	retry bool
+}
+
+// denialRemaining lets a full shard drop the denial that expires soonest, never one whose key
+// has a call in flight.
+func denialRemaining(e denial, now int64) int64 {
+	if e.flight != nil {
+		return shardmap.Pinned
+	}
+	return e.until - now
+}
+
+// decision is the cached denial's answer at t.
+func (e *denial) decision(t int64) sluice.Decision {
+	return sluice.Decision{Limit: e.rule.Capacity(), Remaining: e.remaining,
+		RetryAfter: time.Duration(e.until - t), ResetAfter: time.Duration(max(0, e.resetAt-t))}
+}
 
 type overLimitConfig struct {
 	clock   sluice.Clock
@@ -67,47 +109,142 @@ func NewOverLimit(next sluice.Store, opts ...Option) (*OverLimit, error) {
 
 // Take implements sluice.Store.
 func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if !decidesNow(&req) {
+		return o.call(ctx, &req, nil)
+	}
 	sh := o.denials.Shard(req.Key)
-	if decidesNow(&req) {
+	for waits := 0; ; waits++ {
 		t := now(o.clock)
 		sh.Lock()
-		if e, ok := sh.Get(req.Key); ok {
-			switch {
-			case e.rule != req.Rule || t >= e.until:
+		e, ok := sh.Get(req.Key)
+		switch {
+		case !ok:
+		case e.rule != req.Rule:
+			if e.flight == nil {
 				sh.Delete(req.Key)
-			case req.N >= e.n:
-				sh.Unlock()
-				return sluice.Decision{Limit: req.Rule.Capacity(), Remaining: e.remaining,
-					RetryAfter: time.Duration(e.until - t), ResetAfter: time.Duration(max(0, e.resetAt-t))}, nil
 			}
+		case t < e.until && req.N >= e.n:
+			sh.Unlock()
+			return e.decision(t), nil
+		case e.flight == nil: // lead the key's store call
+			f := &flight{done: make(chan struct{})}
+			e.flight = f
+			sh.Set(req.Key, e)
+			sh.Unlock()
+			return o.call(ctx, &req, f)
+		case waits < maxWaits:
+			f := e.flight
+			sh.Unlock()
+			if err := o.wait(ctx, f); err != nil {
+				return sluice.Decision{}, err
+			}
+			if f.retry {
+				return o.call(ctx, &req, nil)
+			}
+			continue
 		}
 		sh.Unlock()
+		return o.call(ctx, &req, nil)
 	}
-	d, err := o.next.Take(ctx, req)
-	if err != nil {
-		return d, err
-	}
-	switch {
-	case !d.Allowed && d.RetryAfter > 0 && decidesNow(&req):
-		t := now(o.clock)
-		sh.Lock()
-		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),
-			resetAt: t + int64(d.ResetAfter), remaining: d.Remaining}, t)
-		sh.Unlock()
-	case d.Allowed && req.N != 0:
-		sh.Lock()
-		sh.Delete(req.Key) // a refund, or an allow of fewer units: the state has changed
-		sh.Unlock()
-	}
-	return d, nil
 }
 
-// putDenial caches e under key, keeping the smallest denied cost when one is already cached.
+// wait waits for flight f to land, or for ctx to end: then it returns an error wrapping
+// sluice.ErrStoreUnavailable and the context's error, as a store call would.
+func (o *OverLimit) wait(ctx context.Context, f *flight) error {
+	o.waiting.Add(1)
+	defer o.waiting.Add(-1)
+	select {
+	case <-f.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("distributed: over-limit cache: waiting for the store: %w: %w", sluice.ErrStoreUnavailable, ctx.Err())
+	}
+}
+
+// errNoReturn stands for the result of a store call that panicked.
+var errNoReturn = errors.New("distributed: the store call did not return")
+
+// call passes req to the store and caches what the answer tells about its key. f is the key's
+// flight that req leads, or nil; call lands it whatever happens, a panic included.
+func (o *OverLimit) call(ctx context.Context, req *sluice.Request, f *flight) (d sluice.Decision, err error) {
+	if f == nil {
+		d, err = o.next.Take(ctx, *req)
+		o.land(req, nil, d, err)
+		return d, err
+	}
+	err = errNoReturn
+	defer func() { o.land(req, f, d, err) }()
+	d, err = o.next.Take(ctx, *req)
+	return d, err
+}
+
+// land caches what the store's answer (d, err) to req tells: a denial to serve, or that a
+// cached one no longer holds. With f, the flight req led, it clears the key's flight and
+// releases its waiters, telling them whether the cache now has something for them.
+func (o *OverLimit) land(req *sluice.Request, f *flight, d sluice.Decision, err error) {
+	sh := o.denials.Shard(req.Key)
+	t := now(o.clock)
+	share := false
+	sh.Lock()
+	if e, ok := sh.Get(req.Key); ok && f != nil && e.flight == f {
+		e.flight = nil
+		sh.Set(req.Key, e)
+	}
+	switch {
+	case err != nil:
+	case !d.Allowed && d.RetryAfter > 0 && decidesNow(req):
+		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),
+			resetAt: t + int64(d.ResetAfter), remaining: d.Remaining}, t)
+		share = true
+	case d.Allowed && req.N != 0:
+		// A refund, or an allow: the state has changed. An allow that left the key at its
+		// limit keeps the key's mark, so that its next request leads the next call.
+		share = f != nil && d.Remaining == 0 && expireDenial(sh, req.Key, req.Rule, t)
+		if !share {
+			dropDenial(sh, req.Key, t)
+		}
+	}
+	sh.Unlock()
+	if f != nil {
+		f.retry = !share
+		close(f.done)
+	}
+}
+
+// expireDenial ends key's cached denial under rule at t, keeping the entry as the key's mark,
+// and reports whether there was one.
+func expireDenial(sh *shardmap.Shard[denial], key string, rule sluice.Rule, t int64) bool {
+	e, ok := sh.Get(key)
+	if !ok || e.rule != rule {
+		return false
+	}
+	e.until = min(e.until, t)
+	sh.Set(key, e)
+	return true
+}
+
+// dropDenial drops key's cached denial; an entry whose key has a call in flight stays, expired,
+// for that call's waiters.
+func dropDenial(sh *shardmap.Shard[denial], key string, t int64) {
+	e, ok := sh.Get(key)
+	switch {
+	case !ok:
+	case e.flight != nil:
+		e.until = min(e.until, t)
+		sh.Set(key, e)
+	default:
+		sh.Delete(key)
+	}
+}
+
+// putDenial caches e under key, keeping the smallest denied cost when one is already cached,
+// and the key's flight.
 func putDenial(sh *shardmap.Shard[denial], key string, e denial, t int64) {
 	if old, ok := sh.Get(key); ok {
 		if old.rule == e.rule && old.until > t && old.n < e.n {
 			return // a smaller cost is already known to be denied
 		}
+		e.flight = old.flight
 		sh.Set(key, e)
 		return
 	}
