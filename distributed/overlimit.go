@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,13 +27,15 @@ const DefaultOverLimitMaxKeys = 100_000
 // denial has passed, or a request is not covered by it (fewer units), the first request goes
 // to the store and concurrent requests of the key under the same rule wait for that call
 // instead of making their own, each no longer than its context allows (then failing with
-// sluice.ErrStoreUnavailable and the context's error, as a store call would). They are then
-// answered from the cache when the call was denied and its denial covers them. When the call
-// was admitted and left the key at its limit (Remaining 0), the next of them makes the key's
-// one store call; when it left capacity, failed or its caller gave up, they make their own
-// calls, as without the cache. A caller waits for at most three calls in a row before making
-// its own. So a hot key over its limit costs its store about two calls per RetryAfter
-// instead of one per concurrent caller, and a key never denied pays nothing for it.
+// sluice.ErrStoreUnavailable and the context's error, as a store call would). When the call
+// was denied, its denial answers those it covers. When it was admitted with Remaining units
+// left, as many waiters as that go to the store on their own (all of them if there is room
+// for all and the key is back under half its capacity), and the next of the others makes the
+// key's next call. When it failed, or its caller gave up, they all go to the store on their own,
+// as without the cache, and the key's next request probes it again. A request waits for at
+// most three calls in a row before making its own. So a hot key over its limit costs its
+// store about two calls per RetryAfter instead of one per concurrent caller, every allow
+// still comes from the store, and a key never denied pays nothing for it.
 //
 // Reservations (Request.MaxDelay > 0, from Limiter.Wait) and settles (Request.Settle, which
 // apply whatever the limit) bypass the cache and never wait; a settle that changes the state
@@ -65,10 +68,13 @@ type denial struct {
 
 // flight is a store call of a key that concurrent requests of the key wait for.
 type flight struct {
-	done chan struct{} // closed when the call has returned and its result is cached
-	// retry, set before done is closed, sends the waiters to the store on their own: the call
-	// failed, or admitted with capacity left, and has nothing to share.
-	retry bool
+	done    chan struct{} // closed when the call has returned and its result is cached
+	waiters int64         // the requests that waited for it; under the shard's lock
+	// passes, set before done is closed, is how many waiters go to the store on their own
+	// (each takes one): all of them when the call failed or left room for them all, as many
+	// as it left units when fewer, none when it was denied (its denial answers them). The
+	// others try the cache again, where the next of them makes the key's next call.
+	passes atomic.Int64
 }
 
 // denialRemaining lets a full shard drop the denial that expires soonest, never one whose key
@@ -134,11 +140,12 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 			return o.call(ctx, &req, f)
 		case waits < maxWaits:
 			f := e.flight
+			f.waiters++
 			sh.Unlock()
 			if err := o.wait(ctx, f); err != nil {
 				return sluice.Decision{}, err
 			}
-			if f.retry {
+			if f.passes.Add(-1) >= 0 {
 				return o.call(ctx, &req, nil)
 			}
 			continue
@@ -180,11 +187,11 @@ func (o *OverLimit) call(ctx context.Context, req *sluice.Request, f *flight) (d
 
 // land caches what the store's answer (d, err) to req tells: a denial to serve, or that a
 // cached one no longer holds. With f, the flight req led, it clears the key's flight and
-// releases its waiters, telling them whether the cache now has something for them.
+// releases its waiters, telling how many of them go to the store on their own.
 func (o *OverLimit) land(req *sluice.Request, f *flight, d sluice.Decision, err error) {
 	sh := o.denials.Shard(req.Key)
 	t := now(o.clock)
-	share := false
+	passes := int64(math.MaxInt64)
 	sh.Lock()
 	if e, ok := sh.Get(req.Key); ok && f != nil && e.flight == f {
 		e.flight = nil
@@ -195,18 +202,23 @@ func (o *OverLimit) land(req *sluice.Request, f *flight, d sluice.Decision, err 
 	case !d.Allowed && d.RetryAfter > 0 && decidesNow(req):
 		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),
 			resetAt: t + int64(d.ResetAfter), remaining: d.Remaining}, t)
-		share = true
+		passes = 0
 	case d.Allowed && req.N != 0:
-		// A refund, or an allow: the state has changed. An allow that left the key at its
-		// limit keeps the key's mark, so that its next request leads the next call.
-		share = f != nil && d.Remaining == 0 && expireDenial(sh, req.Key, req.Rule, t)
-		if !share {
+		// A refund, or an allow: the state has changed, the cached denial no longer holds.
+		// An answer that leaves the key near its limit (under half its capacity, or less
+		// room than the call had waiters) keeps the key's mark, so that its requests keep
+		// sharing calls: as many waiters as it left units go to the store, the next of the
+		// others makes the key's next call.
+		near := 2*d.Remaining < req.Rule.Capacity() || (f != nil && d.Remaining < f.waiters)
+		if near && expireDenial(sh, req.Key, req.Rule, t) {
+			passes = d.Remaining
+		} else {
 			dropDenial(sh, req.Key, t)
 		}
 	}
 	sh.Unlock()
 	if f != nil {
-		f.retry = !share
+		f.passes.Store(passes)
 		close(f.done)
 	}
 }
