@@ -216,25 +216,34 @@ func TestOverLimitSingleFlightAdmittedAtLimit(t *testing.T) {
 	noFlight(t, h.o)
 }
 
+// admitted has the hot key's store give 2 units back, holds a leader at the store while n
+// requests wait for it, then lets them all go: the leader is admitted with 1 unit left. It
+// returns the requests admitted and the store calls made.
+func admitted(t *testing.T, h *hotKey, n int) (allowed int, calls int64) {
+	t.Helper()
+	h.refund(t, 2)
+	before := h.cs.Calls()
+	leader := h.lead(t, context.Background())
+	chs := h.waiters(t, n)
+	h.held.holding.Store(false)
+	h.held.release <- struct{}{}
+	allowed, _ = collect(t, append(chs, leader))
+	return allowed, h.cs.Calls() - before
+}
+
 // A call admitted with room left for some of its waiters sends that many of them to the store
 // on their own; the next of the others makes the key's next call, whose denial answers the
 // rest. The store decides each allow.
 func TestOverLimitSingleFlightAdmittedWithRoomForSome(t *testing.T) {
 	h := newHotKey(t)
-	h.refund(t, 2)
-	before := h.cs.Calls()
-	leader := h.lead(t, context.Background())
-	chs := h.waiters(t, 50)
-	h.held.holding.Store(false)
-	h.held.release <- struct{}{}
-	chs = append(chs, leader)
-	if allowed, _ := collect(t, chs); allowed != 2 {
+	allowed, calls := admitted(t, h, 50)
+	if allowed != 2 {
 		t.Fatalf("%d allowed, want 2 (the store's two units)", allowed)
 	}
 	// The leader, the waiter with a pass and the next leader; one more when the next leader
 	// took the last unit before the waiter with a pass.
-	if got := h.cs.Calls() - before; got != 3 && got != 4 {
-		t.Fatalf("%d store calls, want 3 or 4", got)
+	if calls != 3 && calls != 4 {
+		t.Fatalf("%d store calls, want 3 or 4", calls)
 	}
 	noFlight(t, h.o)
 }
@@ -243,17 +252,8 @@ func TestOverLimitSingleFlightAdmittedWithRoomForSome(t *testing.T) {
 // the cache, and drops the key's mark.
 func TestOverLimitSingleFlightAdmittedWithRoomForAll(t *testing.T) {
 	h := newHotKey(t)
-	h.refund(t, 2)
-	before := h.cs.Calls()
-	leader := h.lead(t, context.Background())
-	chs := h.waiters(t, 1)
-	h.held.holding.Store(false)
-	h.held.release <- struct{}{}
-	if allowed, _ := collect(t, append(chs, leader)); allowed != 2 {
-		t.Fatalf("%d allowed, want 2", allowed)
-	}
-	if got := h.cs.Calls() - before; got != 2 {
-		t.Fatalf("%d store calls, want 2", got)
+	if allowed, calls := admitted(t, h, 1); allowed != 2 || calls != 2 {
+		t.Fatalf("%d allowed in %d store calls, want 2 in 2", allowed, calls)
 	}
 	if n := h.o.Len(); n != 0 {
 		t.Fatalf("%d entries, want none: the key has room", n)
