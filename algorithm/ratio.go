@@ -5,68 +5,65 @@ import (
 	"math/bits"
 )
 
-// ratio multiplies by num/den exactly without dividing on the hot path: it keeps num/den as a
-// whole part and a 64-bit binary fraction (rounded down), estimates x*num/den with two
-// multiplications, and corrects the estimate, which is at most one too small, with a 128-bit
-// comparison. Compile builds ratios once per rule.
+// ratio multiplies by num/den exactly without dividing on the hot path. It keeps num/den as a
+// whole part and a 128-bit binary fraction, once rounded down (lo) and once rounded up (hi),
+// and computes x*num/den for x >= 0 with three independent multiplications and no correction
+// step. Compile builds ratios once per rule.
+//
+// Why it is exact: let x*num/den = q + r/den with 0 <= r < den. The fraction's rounding moves
+// the product by less than x/2^128, which is below 1/den since x and den are below 2^63. So
+// the product with the fraction rounded up lies in [q + r/den, q + (r+1)/den), whose floor is
+// q; with the fraction rounded down it lies in (q + (r-1)/den, q + r/den], whose ceiling is q
+// when r = 0 and q+1 otherwise.
 type ratio struct {
-	num, den    uint64
-	whole, frac uint64 // num/den = whole + frac/2^64 - epsilon
+	whole    uint64 // floor(num/den)
+	dn1, dn2 uint64 // the fraction num/den - whole, rounded down, as dn1/2^64 + dn2/2^128
+	up1, up2 uint64 // the same rounded up
 }
 
+// newRatio returns the ratio num/den for num >= 0 and den > 0.
 func newRatio(num, den int64) ratio {
-	r := ratio{num: uint64(num), den: uint64(den), whole: uint64(num / den)}
-	r.frac, _ = bits.Div64(uint64(num%den), 0, uint64(den))
+	r := ratio{whole: uint64(num / den)}
+	var rem uint64
+	r.dn1, rem = bits.Div64(uint64(num%den), 0, uint64(den))
+	r.dn2, rem = bits.Div64(rem, 0, uint64(den))
+	r.up1, r.up2 = r.dn1, r.dn2
+	if rem != 0 { // the fraction has more bits: round up (it is below 1 - 1/den, so no carry out)
+		var c uint64
+		r.up2, c = bits.Add64(r.dn2, 1, 0)
+		r.up1 += c
+	}
 	return r
 }
 
 // floor returns floor(x*num/den) for x >= 0, saturating at math.MaxInt64.
 func (r *ratio) floor(x int64) int64 {
-	q, rem, ok := r.divide(x)
+	q, _, ok := r.product(uint64(x), r.up1, r.up2)
 	if !ok {
 		return math.MaxInt64
 	}
-	_ = rem
-	return q
+	return int64(q)
 }
 
 // ceil returns ceil(x*num/den) for x >= 0, saturating at math.MaxInt64.
 func (r *ratio) ceil(x int64) int64 {
-	q, rem, ok := r.divide(x)
-	if !ok || (rem != 0 && q == math.MaxInt64) {
-		return math.MaxInt64
-	}
-	if rem != 0 {
+	q, frac, ok := r.product(uint64(x), r.dn1, r.dn2)
+	if frac {
 		q++
 	}
-	return q
+	if !ok || q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
 }
 
-// divide returns the quotient and remainder of x*num/den: an estimate from the whole and
-// fractional parts (at most one too small), corrected with one 128-bit product. ok is false
-// when the quotient does not fit in an int64.
-func (r *ratio) divide(x int64) (q int64, rem uint64, ok bool) {
-	ux := uint64(x)
-	hiW, uq := bits.Mul64(ux, r.whole)
-	if hiW != 0 {
-		return 0, 0, false
-	}
-	fr, _ := bits.Mul64(ux, r.frac)
-	uq, carry := bits.Add64(uq, fr, 0)
-	if carry != 0 || uq > math.MaxInt64 {
-		return 0, 0, false
-	}
-	// rem = x*num - uq*den, in 128 bits; it is below 2*den.
-	xh, xl := bits.Mul64(ux, r.num)
-	ph, pl := bits.Mul64(uq, r.den)
-	lo, borrow := bits.Sub64(xl, pl, 0)
-	hi, _ := bits.Sub64(xh, ph, borrow)
-	if hi != 0 || lo >= r.den {
-		if uq == math.MaxInt64 {
-			return 0, 0, false
-		}
-		uq++
-		lo -= r.den // hi:lo < 2*den, so the result fits in 64 bits
-	}
-	return int64(uq), lo, true
+// product returns the integer part of x*(whole + f1/2^64 + f2/2^128), whether its fractional
+// part is non-zero, and ok false when the integer part does not fit in an int64.
+func (r *ratio) product(x, f1, f2 uint64) (q uint64, frac, ok bool) {
+	hw, lw := bits.Mul64(x, r.whole)
+	h1, l1 := bits.Mul64(x, f1)
+	h2, l2 := bits.Mul64(x, f2)
+	mid, c := bits.Add64(l1, h2, 0)
+	q, c2 := bits.Add64(lw, h1, c)
+	return q, mid|l2 != 0, hw|c2 == 0 && q <= math.MaxInt64
 }

@@ -1,6 +1,7 @@
 package algorithm
 
 import (
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -9,36 +10,81 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
+// checkRatio checks r.floor(x) and r.ceil(x) against exact arithmetic: floor(x*num/den) and
+// ceil(x*num/den), or math.MaxInt64 when that does not fit in an int64.
+func checkRatio(t *testing.T, num, den, x int64) {
+	t.Helper()
+	r := newRatio(num, den)
+	prod := new(big.Int).Mul(big.NewInt(x), big.NewInt(num))
+	fl, rem := new(big.Int).QuoRem(prod, big.NewInt(den), new(big.Int))
+	ce := new(big.Int).Set(fl)
+	if rem.Sign() != 0 {
+		ce.Add(ce, big.NewInt(1))
+	}
+	want := func(v *big.Int) int64 {
+		if v.IsInt64() {
+			return v.Int64()
+		}
+		return math.MaxInt64
+	}
+	if got := r.floor(x); got != want(fl) {
+		t.Fatalf("floor(%d*%d/%d) = %d, want %s", x, num, den, got, fl)
+	}
+	if got := r.ceil(x); got != want(ce) {
+		t.Fatalf("ceil(%d*%d/%d) = %d, want %s", x, num, den, got, ce)
+	}
+}
+
+// edgy returns a random value in [0, 2^62] drawn to hit the edges of the arithmetic: small
+// numbers, powers of two and their neighbours, multiples of powers of ten.
+func edgy(rng *rand.Rand) int64 {
+	switch rng.IntN(4) {
+	case 0:
+		return rng.Int64N(1 << (1 + rng.IntN(62)))
+	case 1:
+		return max(0, int64(1)<<rng.IntN(63)+rng.Int64N(5)-2)
+	case 2:
+		p := int64(1)
+		for range rng.IntN(19) {
+			p *= 10
+		}
+		return p * (1 + rng.Int64N(9))
+	}
+	return rng.Int64N(1000)
+}
+
 func TestRatioExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	check := func(num, den, x int64) {
-		r := newRatio(num, den)
-		prod := new(big.Int).Mul(big.NewInt(x), big.NewInt(num))
-		fl, rem := new(big.Int).QuoRem(prod, big.NewInt(den), new(big.Int))
-		ce := new(big.Int).Set(fl)
-		if rem.Sign() != 0 {
-			ce.Add(ce, big.NewInt(1))
-		}
-		if fl.IsInt64() {
-			if got := r.floor(x); got != fl.Int64() {
-				t.Fatalf("floor(%d*%d/%d) = %d, want %s", x, num, den, got, fl)
+	for i := 0; i < 400000; i++ {
+		num, den, x := edgy(rng), max(1, edgy(rng)), edgy(rng)
+		if i%2 == 0 { // the ratios the buckets use: fixed-point rates over periods
+			num = (1 + rng.Int64N(sluice.MaxLimit)) * Scale
+			den = 1 + rng.Int64N(int64(sluice.MaxPeriod))
+			if rng.IntN(2) == 0 {
+				num, den = den, num
 			}
 		}
-		if ce.IsInt64() {
-			if got := r.ceil(x); got != ce.Int64() {
-				t.Fatalf("ceil(%d*%d/%d) = %d, want %s", x, num, den, got, ce)
-			}
+		checkRatio(t, num, den, x)
+	}
+	for _, c := range [][3]int64{{3, 1, 0}, {1, 3, 3}, {1_000_000_000, 3_000_000_000, 2_999_999_999},
+		{math.MaxInt64, 1, 1}, {math.MaxInt64, 1, 2}, {1, math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64 - 1, math.MaxInt64, math.MaxInt64}, {math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 1},
+		{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64}, {1 << 62, 3, 1}, {1 << 62, 3, 2}, {1, 1 << 62, 1 << 62},
+		{0, 7, math.MaxInt64}, {7, 7, math.MaxInt64}} {
+		checkRatio(t, c[0], c[1], c[2])
+	}
+}
+
+// FuzzRatio: floor and ceil are exact for any num >= 0, den > 0 and x >= 0.
+func FuzzRatio(f *testing.F) {
+	f.Add(int64(1_000_000_000), int64(3_000_000_000), int64(2_999_999_999))
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64-1), int64(math.MaxInt64-1))
+	f.Fuzz(func(t *testing.T, num, den, x int64) {
+		if num < 0 || den <= 0 || x < 0 {
+			return
 		}
-	}
-	for i := 0; i < 200000; i++ {
-		num := 1 + rng.Int64N(1<<(1+rng.IntN(62)))
-		den := 1 + rng.Int64N(1<<(1+rng.IntN(62)))
-		x := rng.Int64N(1 << (1 + rng.IntN(62)))
-		check(num, den, x)
-	}
-	check(3, 1, 0)
-	check(1, 3, 3)
-	check(1_000_000_000, 3_000_000_000, 2_999_999_999)
+		checkRatio(t, num, den, x)
+	})
 }
 
 func TestToleratesTick(t *testing.T) {

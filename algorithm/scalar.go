@@ -9,20 +9,17 @@ import "github.com/sluicehq/sluice/internal/fastpath"
 
 // TakeScalar is Take in registers, for store/memory (see above).
 func (s *GCRA) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
-	allowed, remaining, retryAfter, resetAfter, _ = s.decide(now, p, n, 0)
-	return allowed, remaining, retryAfter, resetAfter
+	return s.allow(now, p, n)
 }
 
 // TakeScalar is Take in registers, for store/memory (see above).
 func (s *TokenBucket) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
-	allowed, remaining, retryAfter, resetAfter, _ = s.take(now, p, n, 0, false)
-	return allowed, remaining, retryAfter, resetAfter
+	return s.allow(now, p, n)
 }
 
 // TakeScalar is Take in registers, for store/memory (see above).
 func (s *LeakyBucket) TakeScalar(_ fastpath.Token, now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
-	allowed, remaining, retryAfter, resetAfter, _ = s.take(now, p, n, 0, true)
-	return allowed, remaining, retryAfter, resetAfter
+	return s.allow(now, p, n)
 }
 
 // TakeScalar is Take in registers, for store/memory (see above).

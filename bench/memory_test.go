@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,9 @@ import (
 // the 10k-key runs are mostly admissions.
 //
 // Run the whole benchmark several times rather than with -count, which repeats each
-// contender back to back; compare medians:
+// contender back to back; compare medians. Each row also reports cpu-ns/op, the process's CPU
+// time per decision (processCPU): on a machine shared with other work it is steadier than
+// ns/op, which counts the time other processes held the CPU.
 //
 //	cd bench && for i in $(seq 8); do go test -run '^$' -bench 'Memory/' -benchmem; done | tee memory.txt
 
@@ -85,20 +88,27 @@ func BenchmarkMemory(b *testing.B) {
 		for _, k := range keys { // warm: every key exists, as in a running service
 			c.decide(k)
 		}
+		// Collect the warm-up's garbage (outgrown index tables, the peers' sync.Map nodes) now:
+		// cpu-ns/op counts the whole process, so a collection that started during a measured
+		// row would be charged to whichever contender ran then.
+		runtime.GC()
 		b.Run("one_key/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b, processCPU())
 			for i := 0; i < b.N; i++ {
 				c.decide("user:1")
 			}
 		})
 		b.Run("10k_keys/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b, processCPU())
 			for i := 0; i < b.N; i++ {
 				c.decide(keys[i%len(keys)])
 			}
 		})
 		b.Run("10k_keys_parallel/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportCPU(b, processCPU())
 			var seed sync.Mutex
 			next := 0
 			b.RunParallel(func(pb *testing.PB) {

@@ -39,6 +39,10 @@ func coarseNow() int64 {
 	return coarse.now.Load()
 }
 
+// coarseMarked reports whether the coarse clock runs and has been read since its last tick:
+// then coarseNow is coarse.now.Load().
+func coarseMarked() bool { return coarse.state.Load() == coarseRunning && coarse.used.Load() }
+
 func coarseStart() int64 {
 	n := monotime.UnixNano()
 	if coarse.state.CompareAndSwap(coarseParked, coarseRunning) {

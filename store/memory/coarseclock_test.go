@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/fastpath"
 	"github.com/sluicehq/sluice/internal/monotime"
 )
 
@@ -69,5 +70,41 @@ func TestCoarseClockOption(t *testing.T) {
 				t.Fatalf("coarse %v, rule %s: read %v behind the precise clock", c.s.coarse, c.p.Rule, time.Duration(before-got))
 			}
 		}
+	}
+}
+
+// TestEntryClockFollowsRule checks the clock choice an entry keeps for its rule (entry.coarse,
+// which TakeLocal reads): set when the key is created, changed with its rule, and never set
+// with a clock of the caller's or WithCoarseClock(false).
+func TestEntryClockFollowsRule(t *testing.T) {
+	tolerant := sluice.TokenBucket(1_000_000, time.Second, 0) // 500 per tick of 10^6
+	strict := sluice.TokenBucket(10_000, time.Second, 1)      // 5 per tick, burst of 1
+	for _, c := range []struct {
+		name string
+		opts []Option
+		on   bool // whether the tolerant rule reads the coarse clock
+	}{{"default", nil, true}, {"WithCoarseClock(false)", []Option{WithCoarseClock(false)}, false}, {"WithClock", []Option{WithClock(sluice.SystemClock{})}, false}} {
+		s, err := New(c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, step := range []struct {
+			rule   sluice.Rule
+			coarse bool
+		}{{tolerant, c.on}, {strict, false}, {tolerant, c.on}, {strict, false}} {
+			if _, _, _, _, err := s.TakeLocal(fastpath.Token{}, "k", step.rule, 1); err != nil {
+				t.Fatal(err)
+			}
+			_, _, e := s.locked("k", &step.rule)
+			if e == nil {
+				t.Fatalf("%s step %d: no entry under %s", c.name, i, step.rule)
+			}
+			got := e.coarse
+			e.mu.Unlock()
+			if got != step.coarse {
+				t.Errorf("%s step %d, %s: entry reads the coarse clock %v, want %v", c.name, i, step.rule, got, step.coarse)
+			}
+		}
+		s.Close()
 	}
 }

@@ -180,6 +180,7 @@ func (sh *shard) remove(sl *slot, bytes *atomic.Int64) {
 type entry struct {
 	mu      sync.Mutex
 	dead    bool              // removed from the index
+	coarse  bool              // decisions under params read the coarse clock (Store.coarseFor)
 	bytes   uint32            // the entry's charge against WithMaxBytes (entryBytes)
 	expires int64             // Unix ns at which the state is back to full
 	params  *algorithm.Params // the rule of the last decision, compiled

@@ -186,10 +186,16 @@ func (s *Store) nowFor(p *algorithm.Params) int64 {
 	switch {
 	case s.clock != nil:
 		return s.clock.Now().UnixNano()
-	case s.coarse && p != nil && p.ToleratesTick(int64(coarseResolution)):
+	case s.coarseFor(p):
 		return coarseNow()
 	}
 	return monotime.UnixNano()
+}
+
+// coarseFor reports whether decisions under p read the coarse clock (see nowFor). Entries
+// keep the answer for their rule (entry.coarse), which saves TakeLocal the test.
+func (s *Store) coarseFor(p *algorithm.Params) bool {
+	return s.clock == nil && s.coarse && p != nil && p.ToleratesTick(int64(coarseResolution))
 }
 
 // hash returns the key's 64-bit hash, never 0 (an empty slot of the index).
@@ -245,7 +251,14 @@ func (s *Store) TakeLocal(_ fastpath.Token, key string, rule sluice.Rule, n int6
 		}
 		// The small states are called directly rather than through the interface, and answer
 		// in registers: both save copying a Decision through memory.
-		now := s.nowFor(e.params)
+		// nowFor(e.params), its common case inline: a running coarse clock already read
+		// this tick (a call and the rule's test saved).
+		var now int64
+		if e.coarse && coarseMarked() {
+			now = coarse.now.Load()
+		} else {
+			now = s.nowFor(e.params)
+		}
 		var retry, reset int64
 		tok := fastpath.Token{}
 		switch st := e.state.(type) {
@@ -317,7 +330,7 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 		if e.state.Algorithm() != req.Rule.Algorithm {
 			e.state = e.newState(req.Rule.Algorithm) // a new algorithm starts from full
 		}
-		e.params = params
+		e.params, e.coarse = params, s.coarseFor(params)
 		grew := charge > e.bytes
 		if charge != e.bytes { // a new rule: its state may hold more (or less)
 			s.bytes.Add(int64(charge) - int64(e.bytes))
@@ -416,6 +429,7 @@ func (s *Store) makeRoom(sh *shard, now int64, need int64) {
 func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorithm.Params, charge uint32) sluice.Decision {
 	now := s.nowFor(params)
 	e := newEntry(req.Rule.Algorithm, req.Key, params)
+	e.coarse = s.coarseFor(params)
 	e.bytes = charge
 	d := algorithm.Apply(e.state, now, params, &req)
 	if d.ResetAfter <= 0 {
