@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The client's and the server's CPU per decision on Redis (BenchmarkRedisClientCPU in
+# redis_client_cpu_test.go), for this tree's store and, with BEFORE=<commit>, that commit's
+# (the current benchmark files copied into an archive of it), rounds alternating between the
+# two binaries, both against one redis-server. The summary gives, per contender and metric,
+# the minimum and the median over rounds (on a shared machine other jobs only ever add time)
+# and every round's figure, with the load average.
+#
+# Usage: SLUICE_REDIS_ADDR=127.0.0.1:6379 [ROUNDS=3] [BEFORE=main] [BENCHTIME=20000x] \
+#        [SLUICE_BENCH_CONTENDERS=store/,rueidis/] bench/redis_client_cpu.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+: "${SLUICE_REDIS_ADDR:?set SLUICE_REDIS_ADDR to a redis-server host:port}"
+ROUNDS=${ROUNDS:-3}
+BENCHTIME=${BENCHTIME:-20000x}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+go test -c -o "$WORK/after.test" .
+trees=(after)
+if [ -n "${BEFORE:-}" ]; then
+	mkdir "$WORK/old"
+	git -C .. archive "$BEFORE" | tar -x -C "$WORK/old"
+	cp go.mod go.sum redis_test.go redis_cpu_test.go redis_client_cpu_test.go "$WORK/old/bench/"
+	(cd "$WORK/old/bench" && go test -c -o "$WORK/before.test" .)
+	trees=(before after)
+fi
+loads=()
+for r in $(seq 1 "$ROUNDS"); do
+	for tree in "${trees[@]}"; do
+		loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+		"$WORK/$tree.test" -test.run '^$' -test.bench 'RedisClientCPU' -test.benchtime "$BENCHTIME" |
+			awk -v t="$tree" '/^BenchmarkRedisClientCPU\// {
+				name = $1; sub(/-[0-9]+$/, "", name); sub(/^BenchmarkRedisClientCPU\//, "", name)
+				for (i = 3; i <= NF; i++)
+					if ($i ~ /µs\/op$|^decisions\/call$/) print t ":" name ":" $i, $(i - 1)
+			}' >>"$WORK/out"
+	done
+done
+
+echo "# $(date -u +%FT%TZ), $ROUNDS rounds x ${#trees[@]} trees, benchtime $BENCHTIME, load average at each run: ${loads[*]}"
+echo "# tree:contender/algorithm/goroutines:metric   min / median   (each round)"
+awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' "$WORK/out" | sort | while read -r name vals; do
+	sorted=$(echo "$vals" | tr ' ' '\n' | sort -g | tr '\n' ' ')
+	n=$(echo "$sorted" | wc -w)
+	min=$(echo "$sorted" | cut -d' ' -f1)
+	med=$(echo "$sorted" | cut -d' ' -f$(((n + 1) / 2)))
+	printf '%-64s %8s / %8s   (%s)\n' "$name" "$min" "$med" "$vals"
+done
