@@ -29,15 +29,17 @@ loads=()
 for r in $(seq 1 "$ROUNDS"); do
 	for tree in "${trees[@]}"; do
 		loads+=("$(cut -d' ' -f1 /proc/loadavg)")
-		"$WORK/$tree.test" -test.run '^$' -test.bench 'RedisClientCPU' -test.benchtime "$BENCHTIME" |
+		{ "$WORK/$tree.test" -test.run '^$' -test.bench 'RedisClientCPU' -test.benchtime "$BENCHTIME" 2>&1 || true; } |
+			tee -a "$WORK/log" |
 			awk -v t="$tree" '/^BenchmarkRedisClientCPU\// {
 				name = $1; sub(/-[0-9]+$/, "", name); sub(/^BenchmarkRedisClientCPU\//, "", name)
 				for (i = 3; i <= NF; i++)
-					if ($i ~ /µs\/op$|^decisions\/call$/) print t ":" name ":" $i, $(i - 1)
+					if ($i ~ /µs\/op$|^ns\/op$|^decisions\/call$/) print t ":" name ":" $i, $(i - 1)
 			}' >>"$WORK/out"
 	done
 done
 
+grep -h -A3 -- '--- FAIL' "$WORK/log" >&2 || true
 echo "# $(date -u +%FT%TZ), $ROUNDS rounds x ${#trees[@]} trees, benchtime $BENCHTIME, load average at each run: ${loads[*]}"
 echo "# tree:contender/algorithm/goroutines:metric   min / median   (each round)"
 awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' "$WORK/out" | sort | while read -r name vals; do
