@@ -96,3 +96,36 @@ func TestCombiningCallersGiveUp(t *testing.T) {
 }
 
 func keyOf(g, i int) string { return string(rune('a'+g%26)) + string(rune('a'+i%26)) }
+
+// TestDefaultPipelinesInFlight: by default at most 2 pipelines are in flight at once (fewer,
+// fuller pipelines cost Redis less CPU per decision; see WithMaxInFlight), each on a
+// connection of its own, plus the one of a caller that found the store idle (the direct
+// path). 64 callers decide at once on a server that never answers: by 300 ms, well before
+// their 2 s timeout, at most 3 connections have been opened.
+func TestDefaultPipelinesInFlight(t *testing.T) {
+	f := newFakeServer(t)
+	c := goredis.NewClient(&goredis.Options{Addr: f.addr(), MaxRetries: -1, ContextTimeoutEnabled: true, PoolSize: 64})
+	defer c.Close()
+	s, err := redis.New(c, redis.WithTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = s.Take(context.Background(), sluice.Request{Key: keyOf(g, 0), Rule: sluice.GCRA(10, time.Second, 0), N: 1})
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	conns := f.conns.Load()
+	wg.Wait()
+	if conns > 1+2 {
+		t.Fatalf("%d connections opened by 64 concurrent callers, want at most 3 (2 pipelines in flight and the direct path)", conns)
+	}
+	if redis.DefaultMaxInFlight != 2 {
+		t.Fatalf("DefaultMaxInFlight = %d, want 2", redis.DefaultMaxInFlight)
+	}
+}

@@ -12,7 +12,7 @@ const (
 	DefaultTimeout     = 250 * time.Millisecond
 	DefaultPrefix      = "sluice:"
 	DefaultMaxBatch    = 128
-	DefaultMaxInFlight = 4
+	DefaultMaxInFlight = 2
 	// maxMaxBatch and maxMaxInFlight bound the options: each pipeline in flight holds a
 	// batcher of maxBatch calls and a connection.
 	maxMaxBatch    = 1 << 16
