@@ -10,6 +10,7 @@
 #        [SLUICE_BENCH_CONTENDERS=store/,rueidis/] bench/redis_client_cpu.sh
 set -euo pipefail
 cd "$(dirname "$0")"
+. ./minmed.sh
 : "${SLUICE_REDIS_ADDR:?set SLUICE_REDIS_ADDR to a redis-server host:port}"
 ROUNDS=${ROUNDS:-3}
 BENCHTIME=${BENCHTIME:-20000x}
@@ -42,10 +43,4 @@ done
 grep -h -A3 -- '--- FAIL' "$WORK/log" >&2 || true
 echo "# $(date -u +%FT%TZ), $ROUNDS rounds x ${#trees[@]} trees, benchtime $BENCHTIME, load average at each run: ${loads[*]}"
 echo "# tree:contender/algorithm/goroutines:metric   min / median   (each round)"
-awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' "$WORK/out" | sort | while read -r name vals; do
-	sorted=$(echo "$vals" | tr ' ' '\n' | sort -g | tr '\n' ' ')
-	n=$(echo "$sorted" | wc -w)
-	min=$(echo "$sorted" | cut -d' ' -f1)
-	med=$(echo "$sorted" | cut -d' ' -f$(((n + 1) / 2)))
-	printf '%-64s %8s / %8s   (%s)\n' "$name" "$min" "$med" "$vals"
-done
+minmed "$WORK/out" 64
