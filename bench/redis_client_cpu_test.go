@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,7 +127,7 @@ func runClientCPU(b *testing.B, c *goredis.Client, g int, decide func(ctx contex
 	run(b.N)
 	b.StopTimer()
 	client := processCPU() - client0
-	server := redisCPU(b, c) - server0
+	server := time.Duration((redisCPU(b, c) - server0) * float64(time.Second)) // INFO cpu, overlimit_hot_test.go
 	calls, _ := commandStats(b, c)
 	b.ReportMetric(float64(client.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(server.Microseconds())/float64(b.N), "redis-µs/op")
@@ -136,26 +135,6 @@ func runClientCPU(b *testing.B, c *goredis.Client, g int, decide func(ctx contex
 	if f := failed.Load(); f*100 > int64(b.N) {
 		b.Errorf("%d of %d decisions failed", f, b.N)
 	}
-}
-
-// redisCPU returns the server's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys).
-func redisCPU(b *testing.B, c *goredis.Client) time.Duration {
-	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sec float64
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu: %s: %v", line, err)
-			}
-			sec += x
-		}
-	}
-	return time.Duration(sec * float64(time.Second))
 }
 
 // rueidisDecider returns a decision through rueidis: the single-key EVALSHA the store sends

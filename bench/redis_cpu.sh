@@ -13,6 +13,10 @@
 #     anchors, INCR), where the Go client shares the cores with the server: the script calls'
 #     total usec over the decisions made (the store batches concurrent decisions into one
 #     script call, so a call may decide many keys); decisions_per_call: how many on average;
+#   - process_cpu / process_cmd_usec: BenchmarkRedisCPUProcess (bench/redis_cpu_process_test.go:
+#     Redis's whole process CPU per decision, INFO cpu used_cpu_user + used_cpu_sys, and the
+#     commandstats usec of the commands sent, at 1 and 64 callers (SLUICE_BENCH_CALLERS), for
+#     the store and envoyproxy/ratelimit's pipelined INCRBY+EXPIRE);
 #   - with BEFORE=<commit>, BenchmarkRedisCPU again on that commit's store (the current
 #     benchmark file copied into an archive of it), for a before/after comparison.
 # Rounds alternate between the contenders; the summary gives the minimum and the median over
@@ -39,7 +43,7 @@ usec() { cli INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:.*usec_
 if [ -n "${BEFORE:-}" ]; then
 	OLD=$(mktemp -d)
 	git -C .. archive "$BEFORE" | tar -x -C "$OLD"
-	cp redis_test.go redis_cpu_test.go "$OLD/bench/"
+	cp redis_test.go redis_cpu_test.go redis_cpu_process_test.go "$OLD/bench/"
 fi
 
 plain=$(sed -n '/^const plainBucketLua = `/,/^`/p' redis_test.go | sed '1d;$d')
@@ -68,8 +72,14 @@ for r in $(seq 1 "$ROUNDS"); do
 				kind = "per_decision"
 				if (name ~ /^BenchmarkRedisCPUReplay\//) kind = "single_call"
 				if (name ~ /\/batch_of_[0-9]+$/) kind = "replay_batch"
-				sub(/^BenchmarkRedisCPU(Replay)?\//, "", name)
+				if (name ~ /^BenchmarkRedisCPUProcess\//) kind = "process"
+				sub(/^BenchmarkRedisCPU(Replay|Process)?\//, "", name)
 				for (i = 3; i <= NF; i++) {
+					if (kind == "process") {
+						if ($i == "redis-cpu-µs/decision") print t ":process_cpu:" name, $(i - 1)
+						if ($i == "cmd-µs/decision") print t ":process_cmd_usec:" name, $(i - 1)
+						continue
+					}
 					if ($i == "redis-µs/call" || $i == "redis-µs/decision") print t ":" kind ":" name, $(i - 1)
 					if ($i == "decisions/call" && kind == "per_decision") print t ":decisions_per_call:" name, $(i - 1)
 				}

@@ -242,18 +242,22 @@ return {allowed, tokens}
 // cpuWorkers are the goroutine counts BenchmarkRedisCPU decides from
 // (SLUICE_BENCH_CPU_WORKERS, comma-separated; default 4 and 64): 4 steals little CPU from
 // the server it measures (as redis-benchmark -c 4) and seldom batches; 64 batches.
-var cpuWorkers = func() []int {
+var cpuWorkers = envCounts("SLUICE_BENCH_CPU_WORKERS", 4, 64)
+
+// envCounts returns the positive integers listed, comma-separated, in the environment
+// variable name, or def when it lists none.
+func envCounts(name string, def ...int) []int {
 	var out []int
-	for _, f := range strings.Split(os.Getenv("SLUICE_BENCH_CPU_WORKERS"), ",") {
+	for _, f := range strings.Split(os.Getenv(name), ",") {
 		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
 			out = append(out, n)
 		}
 	}
 	if len(out) == 0 {
-		out = []int{4, 64}
+		out = def
 	}
 	return out
-}()
+}
 
 // BenchmarkRedisCPU: Redis server CPU per decision (INFO commandstats: the usec of the script
 // calls, EVALSHA and EVAL, after CONFIG RESETSTAT, over the decisions made), for each
@@ -368,26 +372,10 @@ func usedMemory(b *testing.B, c *goredis.Client) int64 {
 
 // commandStats sums calls and usec of the commands that made decisions (scripts, INCR).
 func commandStats(b *testing.B, c *goredis.Client) (calls int64, usec float64) {
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		name, fields, ok := strings.Cut(line, ":")
-		if !ok || !slices.Contains([]string{"cmdstat_evalsha", "cmdstat_eval", "cmdstat_incr"}, name) {
-			continue
-		}
-		for _, f := range strings.Split(fields, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "calls":
-				n, _ := strconv.ParseInt(v, 10, 64)
-				calls += n
-			case "usec":
-				x, _ := strconv.ParseFloat(v, 64)
-				usec += x
-			}
-		}
+	info := redisInfo(b, c, "commandstats")
+	for _, name := range []string{"evalsha", "eval", "incr"} {
+		calls += int64(info["calls:"+name])
+		usec += info["usec:"+name]
 	}
 	if calls == 0 {
 		b.Fatal("no script calls in INFO commandstats")

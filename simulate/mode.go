@@ -204,7 +204,7 @@ func ParseModes(list string, nodes int, routings []Routing) ([]Mode, error) {
 
 // ModeNames lists the mode names ParseModes accepts.
 func ModeNames() []string {
-	return []string{"single", "sync", "async_INTERVAL (e.g. async_50ms)", "quota_INTERVAL (e.g. quota_1s)", "fallback", "fallback_fail_open", "fallback_fail_closed"}
+	return []string{"single", "sync", "overlimit", "async_INTERVAL (e.g. async_50ms)", "quota_INTERVAL (e.g. quota_1s)", "fallback", "fallback_fail_open", "fallback_fail_closed"}
 }
 
 // distributedMode returns the constructor of the named distributed mode.
@@ -212,6 +212,8 @@ func distributedMode(name string) (func(nodes int, r Routing) Mode, error) {
 	switch name {
 	case "sync":
 		return Sync, nil
+	case "overlimit":
+		return OverLimit, nil
 	case "fallback":
 		return func(nodes int, r Routing) Mode { return Fallback(nodes, r, distributed.FailLocal) }, nil
 	case "fallback_fail_open":

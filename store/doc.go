@@ -16,7 +16,8 @@
 // The URL names the store: "memory" (also "" and "memory://"), or a Redis URL as
 // redis.NewFromURL reads it (redis://, rediss://, redis-cluster://, redis-sentinel://), or a
 // memcached URL as memcached.NewFromURL reads it (memcached://host:port,host:port).
-// The mode is one of package distributed's decorators ("sync": none, "overlimit", "async"),
+// The mode is one of package distributed's decorators ("sync": none; "overlimit": denials
+// cached, one store call at a time per key once denied; "async"),
 // and the fallback wraps the result in distributed.NewFallback with a policy ("local",
 // "fail_open", "fail_closed"). The composed store is returned as it is, so the optional
 // interfaces of the outermost store (sluice.WindowCounter, sluice.Heartbeater,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -252,8 +253,8 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 	slices.Sort(latencies)
 	p99 := latencies[len(latencies)*99/100]
 	end := answers[len(answers)-1].done
-	worst, worstAt := fleetWorstWindow(hotSpans, fleetWarmup)
-	warmWorst, _ := fleetWorstWindow(hotSpans, 0)
+	worst, _, worstAt := fleetWorstWindow(hotSpans, fleetWarmup, nil)
+	warmWorst, _, _ := fleetWorstWindow(hotSpans, 0, nil)
 	midWorst, midAt := fleetWorstMid(hot, fleetWarmup)
 	bound, boundWhy := fleetLimit+fleetLimit/20, "limit + 5%"
 	if a, _ := sluice.ParseAlgorithm(alg); a.Bucket() {
@@ -265,12 +266,18 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 		bound += fleetLimit * int(distributed.DefaultProbeInterval) / int(fleetPeriod)
 		boundWhy = "limit + 5% + the rate x the probe interval"
 	}
+	approx := 0 // the sliding window's own error in the worst window
 	if alg == "sliding_window" {
 		// The two-window approximation has an error of its own, in sync mode too: it assumes
-		// the previous window's units were spread evenly, and admits up to 1.10 x the limit in
-		// a period of one on docs/ACCURACY.md's many_clients. After a switch back it measured
-		// 101-106 here (the store's window holds the fleet's written-back units at one instant).
-		bound, boundWhy = fleetLimit+fleetLimit/10, "limit + 10% (the approximation's own error)"
+		// the previous window's units were spread evenly. Under this steady flood that is
+		// within 10% (docs/ACCURACY.md's many_clients: 1.10 x the limit), but after an outage
+		// the store's window holds the fleet's written-back units at one instant, or none,
+		// and the next window admits again what the previous one admitted late (a CI run on a
+		// loaded machine: 125, after half a second of denials). So each window's bound adds
+		// what the approximation lets through in it, computed from the admissions themselves.
+		worst, approx, worstAt = fleetWorstWindow(hotSpans, fleetWarmup, fleetApproxError(hot, load.start))
+		bound += approx
+		boundWhy = fmt.Sprintf("limit + 5%% + the approximation's own error in that window (%d)", approx)
 	}
 	if alg == "fixed_window" {
 		// No window of its own: a fixed window admits its limit per window of the epoch, and
@@ -311,12 +318,13 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 	}
 }
 
-// fleetWorstWindow returns the most admissions certainly inside one window [s, s+fleetPeriod)
-// (each decided between the instant its request was sent and the instant its answer came
-// back, so certainly inside when both are), with s each sending instant at or after from, and
-// the window's start. Admissions are sorted by sending instant.
-func fleetWorstWindow(adm []fleetAnswer, from time.Duration) (int, time.Duration) {
-	worst, at := 0, time.Duration(0)
+// fleetWorstWindow returns the window [s, s+fleetPeriod), s each sending instant at or after
+// from, whose admissions certainly inside (each decided between the instant its request was
+// sent and the instant its answer came back, so certainly inside when both are) exceed the
+// window's allowance (nil: none) the most: their count, the allowance and s. Admissions are
+// sorted by sending instant.
+func fleetWorstWindow(adm []fleetAnswer, from time.Duration, allowance func(s time.Duration) int) (worst, allowed int, at time.Duration) {
+	most := math.MinInt
 	for i, a := range adm {
 		if a.sent < from {
 			continue
@@ -330,11 +338,31 @@ func fleetWorstWindow(adm []fleetAnswer, from time.Duration) (int, time.Duration
 				n++
 			}
 		}
-		if n > worst {
-			worst, at = n, a.sent
+		extra := 0
+		if allowance != nil {
+			extra = allowance(a.sent)
+		}
+		if n-extra > most {
+			most, worst, allowed, at = n-extra, n, extra, a.sent
 		}
 	}
-	return worst, at
+	return worst, allowed, at
+}
+
+// fleetApproxError returns, for a window [s, s+fleetPeriod), what the two-window approximation
+// (the sliding window with one sub-window) may admit in it beyond its limit: it weighs the
+// previous window of the epoch, [b-P, b) with b the first boundary after s, as if its units
+// were spread evenly, so the units of that window's last b-s beyond their even share are
+// admitted again. Computed from the admissions' instants (sorted midpoints); start is the
+// load's start.
+func fleetApproxError(mids []time.Duration, start time.Time) func(s time.Duration) int {
+	return func(s time.Duration) int {
+		at := start.Add(s).UnixNano()
+		b := s + time.Duration(int64(fleetPeriod)-at%int64(fleetPeriod)) // the next boundary, since start
+		tail := countIn(mids, s, b)
+		share := int64(countIn(mids, b-fleetPeriod, b)) * int64(b-s) / int64(fleetPeriod)
+		return max(0, tail-int(share))
+	}
 }
 
 // fleetWorstFixed returns the most admissions in one fixed window of the epoch (told by each

@@ -57,7 +57,7 @@ type script struct {
 	// reserve decides a request with a criticality reserve (lua/reserve.lua); nil for the
 	// variants themselves.
 	reserve *script
-	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi)
+	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi); none does today
 }
 
 // newScript returns the script name of source src, with its batched variant of source multi
@@ -77,7 +77,7 @@ func newScript(name string, extra bool, src, multi, reserve string) *script {
 var (
 	fixedWindowScript   = newScript("fixed_window", false, fixedWindowLua, fixedWindowMultiLua, fixedWindowReserveLua)
 	slidingLogScript    = newScript("sliding_log", false, slidingLogLua, "", slidingLogReserveLua)
-	slidingWindowScript = newScript("sliding_window", true, slidingWindowLua, slidingWindowMultiLua, slidingWindowReserveLua)
+	slidingWindowScript = newScript("sliding_window", false, slidingWindowLua, slidingWindowMultiLua, slidingWindowReserveLua)
 	bucketScript        = newScript("bucket", false, bucketLua, bucketMultiLua, bucketReserveLua)
 	gcraScript          = newScript("gcra", false, gcraLua, gcraMultiLua, gcraReserveLua)
 )
@@ -132,8 +132,9 @@ func scriptArgs(p params, req *sluice.Request) (*script, params) {
 	}
 }
 
-// windowFormats[w] is the struct format of a sliding window's state with w sub-windows, passed
-// to the script as ARGV[2] so that it builds no string (see lua/sliding_window.lua).
+// windowFormats[w] is the struct format of a sliding window's state with w sub-windows. The
+// scripts no longer read it (lua/sliding_window.lua: a constant for one sub-window, built for
+// more); a single call still sends it as ARGV[2], the slot the criticality variant keeps.
 var windowFormats = func() []string {
 	f := make([]string, sluice.MaxSubWindows+1)
 	for w := range f {

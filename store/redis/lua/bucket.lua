@@ -29,7 +29,7 @@ queue = queue == 1
 
 local tag, last_ms, last_sub, U, F, exp = 0, now_ms, now_sub, 0, 0, 0
 local dirty = false
-local v = redis.pcall('GET', key)
+--@read()
 if v then
   if #v == 41 then tag, last_ms, last_sub, U, F, exp = struct.unpack('<Bddddd', v) end
   if tag ~= want then -- another algorithm's state (or type): a new algorithm starts from full

@@ -4,7 +4,7 @@ local n, limit, pms, debt = P1, P2, P3, P7
 
 local tag, end_ms, count, exp = 0, 0, 0, 0
 local dirty = false
-local v = redis.pcall('GET', key)
+--@read()
 if v then
   if #v == 25 then tag, end_ms, count, exp = struct.unpack('<Bddd', v) end
   if tag ~= 102 then -- another algorithm's state (or type): a new algorithm starts from full

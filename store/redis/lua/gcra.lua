@@ -6,7 +6,7 @@ local n, max_delay, t, window, capacity, debt = P1, P2, P3, P4, P5, P7
 local ahead = 0 -- max(TAT, now) - now, ns
 local stale = false -- TAT is before now: an admitted request moves it to now
 local tag, ms, sub, exp = 0, 0, 0, 0
-local v = redis.pcall('GET', key)
+--@read()
 if v then
   if #v == 25 then tag, ms, sub, exp = struct.unpack('<Bddd', v) end
   if tag == 103 then

@@ -1,7 +1,16 @@
--- Snippets that write a decision's state, spliced by the generator (see prelude.lua) into the
--- scripts' text where a line holds "--@persist(...)" or "--@persist_ms(...)": the code runs
--- inline, with no function defined per call. A snippet's parameters stand for the arguments
--- of its line; it also uses the script's own key, now_ms and ttl_floor (see prelude.lua).
+-- Snippets that read and write a decision's state, spliced by the generator (see prelude.lua)
+-- into the scripts' text where a line holds "--@read()", "--@persist(...)" or
+-- "--@persist_ms(...)": the code runs inline, with no function defined per call. A snippet's
+-- parameters stand for the arguments of its line; it also uses the script's own key, now_ms,
+-- ttl_floor and got (see prelude.lua).
+--
+-- read() declares v, the key's value: got, when the batched script read it already with one
+-- MGET for all its keys (multi.lua: false for a missing key, or one that holds another type),
+-- else GET's (an error table for another type).
+--@define read()
+local v = got
+if v == nil then v = redis.pcall('GET', key) end
+--@end
 --
 -- persist(ns, exp, state) writes the state, which matters for ns more nanoseconds (0: it is
 -- back to full, and kept GRACE ms so that a clock stepping back still sees it): exp is the
@@ -29,6 +38,6 @@ else
   local px = need + SLACK
   if px > MAX_TTL then px = MAX_TTL end
   exp = now_ms + px
-  redis.call('SET', key, state, 'PX', px)
+  redis.call('SET', key, state, 'PX', string.format('%d', px))
 end
 --@end

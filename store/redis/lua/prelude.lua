@@ -19,18 +19,22 @@
 -- applies a refund (n < 0) or a settle first and then decides as a peek (n = 0), as
 -- algorithm.settle does; the reply is then allowed, with retry-after 0 for a refund and, for
 -- a settle, the peek's: how long until the debt is paid. ARGV[2], X1 in
--- the body, is an algorithm's extra argument (the sliding window's struct format). Times are
+-- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
+-- sliding window's struct format, passed there before, is a constant of its script), so a
+-- store may send any value or none there, and the criticality variant keeps the slot
+-- (reserve.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
 -- arithmetic (retry -1 is never).
 --
 -- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
--- ones no table, call Redis twice (GET, then SET only when the state changed) and skip TIME
--- when the client passes the time. States carry the instant their key expires (script clock,
--- ms): while it covers what the state needs, and by at most SLACK more, the state is rewritten
--- with KEEPTTL, which costs Redis far less than PX; otherwise PX sets a TTL of what the state
--- needs plus SLACK (persist.lua). So no key lives more than SLACK ms longer than its state
+-- ones no table, call Redis twice (GET, then SET only when the state changed; in a batched
+-- call one MGET reads every key) and skip TIME when the client passes the time. States carry
+-- the instant their key expires (script clock, ms): while it covers what the state needs, and
+-- by at most SLACK more, the state is rewritten with KEEPTTL, which costs Redis far less than
+-- PX; otherwise PX sets a TTL of what the state needs plus SLACK (persist.lua). So no key
+-- lives more than SLACK ms longer than its state
 -- matters, and none lives for ever.
 --
 -- The lease scripts (lease_*.lua, sluice.Leaser) share this clock and ARGV[1] layout, with
@@ -51,8 +55,9 @@ local key = KEYS[1]
 local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', ARGV[1])
 if ttl_floor == 0 then
   local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  now_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
+  local us = t[2] + 0 -- one conversion (tonumber converts twice)
+  now_ms = t[1] * 1000 + floor(us / 1000)
   now_sub = (us % 1000) * 1000
 end
 local X1 = ARGV[2]
+local got -- nil: the body reads the key itself (persist.lua, read)

@@ -2,8 +2,8 @@
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
 -- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take
--- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] the
--- algorithm's extra argument (X1), ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
+-- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
+-- no script reads, ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
 -- window paces the class's share over (0: no pace) and ARGV[5] the capacity. The take holds
 -- back `held`: the reserve, or in a fixed window the capacity minus the class's share paced by
 -- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
@@ -11,7 +11,7 @@
 -- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
 -- consumes nothing; a refused request of a paced class retries at the first ms whose paced
 -- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
-local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
+local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 --@body
 end
 
@@ -30,10 +30,10 @@ if pms > 0 and reserve < capacity then
   held = capacity - paced
 end
 local allowed, remaining, retry, reset, delay = struct.unpack('<ddddd',
-  decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, X1))
+  decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, got))
 if allowed == 1 then
   local _, back_remaining, _, back_reset = struct.unpack('<ddddd',
-    decide(key, now_ms, now_sub, ttl_floor, -held, P2, P3, P4, P5, P6, P7, X1))
+    decide(key, now_ms, now_sub, ttl_floor, -held, P2, P3, P4, P5, P6, P7, got))
   remaining, reset = back_remaining, back_reset
 elseif n <= share then -- share is 0 unless paced
   -- the first ms k of this window (or the next, whose count starts from 0) at which the

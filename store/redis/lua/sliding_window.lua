@@ -1,7 +1,7 @@
 -- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms; P7 the settle's debt bound (see prelude.lua); X1, the extra argument,
--- is the state's struct format ('<Bdddd' and
--- N+1 'd'). State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
+-- sub-window length ms; P7 the settle's debt bound (see prelude.lua). The state's struct format
+-- is '<Bdddd' and N+1 'd': a constant of the script for one sub-window (the default), built
+-- per call for more. State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
 -- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
 -- counter) and the common path inlines what the Go code does in helpers.
 -- Its helper muldiv (muldiv.lua) is defined once per script; below "--@decide", the body (see
@@ -9,7 +9,8 @@
 
 --@decide
 local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
-local fmt = X1
+local fmt = '<Bdddddd' -- one sub-window: no string built
+if windows ~= 1 then fmt = '<Bdddd' .. string.rep('d', windows + 1) end
 local size = windows + 1
 local sub = sub_ms * MS
 
@@ -17,7 +18,7 @@ local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start
 local t
 local exp = 0
 local dirty = false
-local v = redis.pcall('GET', key)
+--@read()
 if v then
   local len = #v
   local nw = (len - 33) / 8 - 1

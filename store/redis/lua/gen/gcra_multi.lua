@@ -20,18 +20,22 @@
 -- applies a refund (n < 0) or a settle first and then decides as a peek (n = 0), as
 -- algorithm.settle does; the reply is then allowed, with retry-after 0 for a refund and, for
 -- a settle, the peek's: how long until the debt is paid. ARGV[2], X1 in
--- the body, is an algorithm's extra argument (the sliding window's struct format). Times are
+-- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
+-- sliding window's struct format, passed there before, is a constant of its script), so a
+-- store may send any value or none there, and the criticality variant keeps the slot
+-- (reserve.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
 -- arithmetic (retry -1 is never).
 --
 -- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
--- ones no table, call Redis twice (GET, then SET only when the state changed) and skip TIME
--- when the client passes the time. States carry the instant their key expires (script clock,
--- ms): while it covers what the state needs, and by at most SLACK more, the state is rewritten
--- with KEEPTTL, which costs Redis far less than PX; otherwise PX sets a TTL of what the state
--- needs plus SLACK (persist.lua). So no key lives more than SLACK ms longer than its state
+-- ones no table, call Redis twice (GET, then SET only when the state changed; in a batched
+-- call one MGET reads every key) and skip TIME when the client passes the time. States carry
+-- the instant their key expires (script clock, ms): while it covers what the state needs, and
+-- by at most SLACK more, the state is rewritten with KEEPTTL, which costs Redis far less than
+-- PX; otherwise PX sets a TTL of what the state needs plus SLACK (persist.lua). So no key
+-- lives more than SLACK ms longer than its state
 -- matters, and none lives for ever.
 --
 -- The lease scripts (lease_*.lua, sluice.Leaser) share this clock and ARGV[1] layout, with
@@ -50,13 +54,15 @@ local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept long
 
 -- Batched variant of a script (go generate assembles it: the prelude's constants, the
 -- algorithm's helpers, this file with the algorithm's body in place of the "--@body" line).
--- KEYS are K keys of one Cluster slot; ARGV[i] is key i's packed parameters (see prelude.lua)
--- and, for an algorithm with an extra argument, ARGV[K + i] is key i's. The server clock is
--- read once, when the first key asks for it. The body is one function, defined once, called
+-- KEYS are K keys of one Cluster slot; ARGV[i] is key i's packed parameters (see prelude.lua);
+-- ARGV[K + i], if given, is not read (no algorithm has an extra argument). The server clock is
+-- read once, when the first key asks for it, and the keys' states with one MGET, which costs
+-- Redis far less than a GET per key; a key given twice reads its state again with GET
+-- (persist.lua, read) after its first decision. The body is one function, defined once, called
 -- for each key in order, exactly as the single script would run it alone at that instant, so
 -- a key given twice sees its first decision. The reply is the K replies of 40 bytes, in order,
 -- as one string. A Redis error stops the script: the keys before it have been decided.
-local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
+local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 -- GCRA (algorithm/gcra.go). Parameters: n, max delay ns, interval T ns, window ns
 -- (capacity x T), capacity; P7 the settle's debt bound (see prelude.lua). State: byte 'g', TAT
 -- (ms, sub-ms ns), key expiry ms.
@@ -65,7 +71,8 @@ local n, max_delay, t, window, capacity, debt = P1, P2, P3, P4, P5, P7
 local ahead = 0 -- max(TAT, now) - now, ns
 local stale = false -- TAT is before now: an admitted request moves it to now
 local tag, ms, sub, exp = 0, 0, 0, 0
-local v = redis.pcall('GET', key)
+local v = got
+if v == nil then v = redis.pcall('GET', key) end
 if v then
   if #v == 25 then tag, ms, sub, exp = struct.unpack('<Bddd', v) end
   if tag == 103 then
@@ -129,7 +136,7 @@ if (moved or allowed == 1 and (n ~= 0 or stale)) and (ahead > 0 or v) then
     local px = need + SLACK
     if px > MAX_TTL then px = MAX_TTL end
     exp = now_ms + px
-    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, exp), 'PX', px)
+    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, exp), 'PX', string.format('%d', px))
   end
 end
 
@@ -174,18 +181,31 @@ end
 
 local k = #KEYS
 local out = {}
+local pre = redis.call('MGET', unpack(KEYS))
+local seen = {} -- the keys decided so far
 local t_ms, t_sub
+-- Calls of one rule carry the same parameters: Lua interns strings, so an ARGV equal to the
+-- previous key's is the same string, compared in O(1), and its unpacked values are reused.
+local prev
+local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7
 for i = 1, k do
-  local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', ARGV[i])
-  if ttl_floor == 0 then
-    if not t_ms then
-      local t = redis.call('TIME')
-      local us = tonumber(t[2])
-      t_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
-      t_sub = (us % 1000) * 1000
+  local a = ARGV[i]
+  if a ~= prev then
+    prev = a
+    now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', a)
+    if ttl_floor == 0 then
+      if not t_ms then
+        local t = redis.call('TIME')
+        local us = t[2] + 0 -- one conversion (tonumber converts twice)
+        t_ms = t[1] * 1000 + floor(us / 1000)
+        t_sub = (us % 1000) * 1000
+      end
+      now_ms, now_sub = t_ms, t_sub
     end
-    now_ms, now_sub = t_ms, t_sub
   end
-  out[i] = decide(KEYS[i], now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, ARGV[k + i])
+  local key = KEYS[i]
+  local got = pre[i]
+  if seen[key] then got = nil else seen[key] = true end
+  out[i] = decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 end
 return table.concat(out)

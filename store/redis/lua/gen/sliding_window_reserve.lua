@@ -20,18 +20,22 @@
 -- applies a refund (n < 0) or a settle first and then decides as a peek (n = 0), as
 -- algorithm.settle does; the reply is then allowed, with retry-after 0 for a refund and, for
 -- a settle, the peek's: how long until the debt is paid. ARGV[2], X1 in
--- the body, is an algorithm's extra argument (the sliding window's struct format). Times are
+-- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
+-- sliding window's struct format, passed there before, is a constant of its script), so a
+-- store may send any value or none there, and the criticality variant keeps the slot
+-- (reserve.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
 -- arithmetic (retry -1 is never).
 --
 -- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
--- ones no table, call Redis twice (GET, then SET only when the state changed) and skip TIME
--- when the client passes the time. States carry the instant their key expires (script clock,
--- ms): while it covers what the state needs, and by at most SLACK more, the state is rewritten
--- with KEEPTTL, which costs Redis far less than PX; otherwise PX sets a TTL of what the state
--- needs plus SLACK (persist.lua). So no key lives more than SLACK ms longer than its state
+-- ones no table, call Redis twice (GET, then SET only when the state changed; in a batched
+-- call one MGET reads every key) and skip TIME when the client passes the time. States carry
+-- the instant their key expires (script clock, ms): while it covers what the state needs, and
+-- by at most SLACK more, the state is rewritten with KEEPTTL, which costs Redis far less than
+-- PX; otherwise PX sets a TTL of what the state needs plus SLACK (persist.lua). So no key
+-- lives more than SLACK ms longer than its state
 -- matters, and none lives for ever.
 --
 -- The lease scripts (lease_*.lua, sluice.Leaser) share this clock and ARGV[1] layout, with
@@ -82,9 +86,9 @@ end
 
 
 -- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms; P7 the settle's debt bound (see prelude.lua); X1, the extra argument,
--- is the state's struct format ('<Bdddd' and
--- N+1 'd'). State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
+-- sub-window length ms; P7 the settle's debt bound (see prelude.lua). The state's struct format
+-- is '<Bdddd' and N+1 'd': a constant of the script for one sub-window (the default), built
+-- per call for more. State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
 -- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
 -- counter) and the common path inlines what the Go code does in helpers.
 -- Its helper muldiv (muldiv.lua) is defined once per script; below "--@decide", the body (see
@@ -94,8 +98,8 @@ end
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
 -- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take
--- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] the
--- algorithm's extra argument (X1), ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
+-- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
+-- no script reads, ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
 -- window paces the class's share over (0: no pace) and ARGV[5] the capacity. The take holds
 -- back `held`: the reserve, or in a fixed window the capacity minus the class's share paced by
 -- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
@@ -103,9 +107,10 @@ end
 -- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
 -- consumes nothing; a refused request of a paced class retries at the first ms whose paced
 -- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
-local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, X1)
+local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
-local fmt = X1
+local fmt = '<Bdddddd' -- one sub-window: no string built
+if windows ~= 1 then fmt = '<Bdddd' .. string.rep('d', windows + 1) end
 local size = windows + 1
 local sub = sub_ms * MS
 
@@ -113,7 +118,8 @@ local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start
 local t
 local exp = 0
 local dirty = false
-local v = redis.pcall('GET', key)
+local v = got
+if v == nil then v = redis.pcall('GET', key) end
 if v then
   local len = #v
   local nw = (len - 33) / 8 - 1
@@ -309,7 +315,7 @@ if (dirty and v) or reset > 0 and (dirty or not v) then
     local px = need + SLACK
     if px > MAX_TTL then px = MAX_TTL end
     t[5] = now_ms + px
-    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', px)
+    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', string.format('%d', px))
   end
 end
 local remaining = limit - used
@@ -324,11 +330,12 @@ local key = KEYS[1]
 local now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7 = struct.unpack('<dddddddddd', ARGV[1])
 if ttl_floor == 0 then
   local t = redis.call('TIME')
-  local us = tonumber(t[2])
-  now_ms = tonumber(t[1]) * 1000 + floor(us / 1000)
+  local us = t[2] + 0 -- one conversion (tonumber converts twice)
+  now_ms = t[1] * 1000 + floor(us / 1000)
   now_sub = (us % 1000) * 1000
 end
 local X1 = ARGV[2]
+local got -- nil: the body reads the key itself (persist.lua, read)
 
 local reserve, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local n = P1 - reserve
@@ -365,10 +372,10 @@ if pms > 0 and reserve < capacity then
   held = capacity - paced
 end
 local allowed, remaining, retry, reset, delay = struct.unpack('<ddddd',
-  decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, X1))
+  decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, got))
 if allowed == 1 then
   local _, back_remaining, _, back_reset = struct.unpack('<ddddd',
-    decide(key, now_ms, now_sub, ttl_floor, -held, P2, P3, P4, P5, P6, P7, X1))
+    decide(key, now_ms, now_sub, ttl_floor, -held, P2, P3, P4, P5, P6, P7, got))
   remaining, reset = back_remaining, back_reset
 elseif n <= share then -- share is 0 unless paced
   -- the first ms k of this window (or the next, whose count starts from 0) at which the
