@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The client's and the server's CPU per decision on Redis (BenchmarkRedisClientCPU in
 # redis_client_cpu_test.go), for this tree's store and, with BEFORE=<commit>, that commit's
-# (the current benchmark files copied into an archive of it), rounds alternating between the
+# (this benchmark file copied into an archive of it, which must have the bench helpers it
+# uses: main from the merge of issue 26's item 2 on), rounds alternating between the
 # two binaries, both against one redis-server. The summary gives, per contender and metric,
 # the minimum and the median over rounds (on a shared machine other jobs only ever add time)
 # and every round's figure, with the load average.
@@ -22,8 +23,9 @@ trees=(after)
 if [ -n "${BEFORE:-}" ]; then
 	mkdir "$WORK/old"
 	git -C .. archive "$BEFORE" | tar -x -C "$WORK/old"
-	cp go.mod go.sum redis_test.go redis_cpu_test.go redis_client_cpu_test.go "$WORK/old/bench/"
-	(cd "$WORK/old/bench" && go test -c -o "$WORK/before.test" .)
+	cp redis_client_cpu_test.go "$WORK/old/bench/"
+	rueidis=$(go list -m -f '{{.Path}}@{{.Version}}' github.com/redis/rueidis)
+	(cd "$WORK/old/bench" && go get "$rueidis" 2>/dev/null && go test -c -o "$WORK/before.test" .)
 	trees=(before after)
 fi
 loads=()
