@@ -27,6 +27,7 @@
 #        [SLUICE_BENCH_CPU_WORKERS=4,64] bench/redis_cpu.sh
 set -euo pipefail
 cd "$(dirname "$0")"
+. ./minmed.sh
 ADDR=${SLUICE_REDIS_ADDR:?set SLUICE_REDIS_ADDR to a redis-server host:port}
 HOST=${ADDR%:*}
 PORT=${ADDR##*:}
@@ -88,10 +89,4 @@ done
 
 echo "# $(date -u +%FT%TZ), $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# contender: min / median usec per decision (all rounds; decisions_per_call: decisions per script call)"
-awk '{v[$1] = v[$1] " " $2} END {for (k in v) print k, v[k]}' "$OUT" | sort | while read -r name vals; do
-	sorted=$(echo "$vals" | tr ' ' '\n' | sort -g | tr '\n' ' ')
-	n=$(echo "$sorted" | wc -w)
-	min=$(echo "$sorted" | cut -d' ' -f1)
-	med=$(echo "$sorted" | cut -d' ' -f$(((n + 1) / 2)))
-	printf '%-72s %6s / %6s   (%s)\n' "$name" "$min" "$med" "$vals"
-done
+minmed "$OUT" 72

@@ -17,12 +17,14 @@ type call struct {
 	script   *script
 	args     []any // "evalsha"/"eval", sha/source, 1, key, ARGV...
 	limit    int64
-	done     chan result // buffered: a worker never blocks on a caller that gave up
+	done     chan result // buffered: a leader never blocks on a caller that gave up
+	state    uint8       // queued, taken or leading (see combine.go), guarded by Store.mu
 }
 
 type result struct {
-	d   sluice.Decision
-	err error
+	d    sluice.Decision
+	err  error
+	lead *batcher // non-nil: no answer yet, the caller's turn to lead a pipeline with it
 }
 
 // noRetry marks script calls so go-redis never sends them twice: a call whose reply was
@@ -30,52 +32,6 @@ type result struct {
 type noRetry struct{ *goredis.Cmd }
 
 func (noRetry) NoRetry() bool { return true }
-
-// worker sends pipelines: it takes one call, adds whatever else is queued (waiting up to
-// MaxBatchDelay) up to MaxBatch, decides them in one pipeline (see exec) and answers each
-// caller.
-func (s *Store) worker() {
-	defer s.workers.Done()
-	batch := make([]*call, 0, s.cfg.maxBatch)
-	b := newBatcher(s.cfg.maxBatch)
-	var timer *time.Timer
-	for {
-		batch = batch[:0]
-		select {
-		case <-s.closing:
-			return
-		case c := <-s.queue:
-			batch = append(batch, c)
-		}
-		if s.cfg.maxDelay > 0 && len(batch) < s.cfg.maxBatch {
-			if timer == nil {
-				timer = time.NewTimer(s.cfg.maxDelay)
-			} else {
-				timer.Reset(s.cfg.maxDelay)
-			}
-		wait:
-			for len(batch) < s.cfg.maxBatch {
-				select {
-				case c := <-s.queue:
-					batch = append(batch, c)
-				case <-timer.C:
-					break wait
-				}
-			}
-			timer.Stop()
-		}
-	drain:
-		for len(batch) < s.cfg.maxBatch {
-			select {
-			case c := <-s.queue:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		s.exec(batch, b)
-	}
-}
 
 // exec decides the live calls of batch and answers every caller: it groups them (see
 // batcher.group), sends each group of several calls as one call of its script's batched

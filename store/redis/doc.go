@@ -28,8 +28,10 @@
 //
 // Throughput: when no other decision of the store is under way and the client honours
 // context deadlines (ContextTimeoutEnabled, as NewFromURL sets it), the caller sends its
-// script call itself; otherwise calls queue for a few workers (WithMaxInFlight), each sending
-// what has queued up as one pipeline (WithMaxBatch, WithMaxBatchDelay). Within a pipeline,
+// script call itself; otherwise concurrent calls are combined into a few pipelines in flight
+// at once (WithMaxInFlight), each sent by one of its own callers, the leader, with what has
+// queued up meanwhile (WithMaxBatch, WithMaxBatchDelay), while the others wait for their
+// answer: no goroutine stands between the callers and the socket. Within a pipeline,
 // the decisions of one algorithm (on a Cluster: of one algorithm and one hash slot) go as one
 // call of the algorithm's batched script (lua/multi.lua around the algorithm's own body),
 // which reads the server clock once and decides key after key, in queue order, exactly as

@@ -66,3 +66,10 @@ func SetLoggerClock(l *Logger, now func() time.Time) { l.now = now }
 
 // LeaseScripts returns the sources of the lease scripts, for tests that load them first.
 func LeaseScripts() []string { return []string{leaseAcquireLua, leaseRenewLua, leaseReleaseLua} }
+
+// Leaders returns how many pipelines s has under way or about to be.
+func Leaders(s *Store) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaders
+}

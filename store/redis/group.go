@@ -44,8 +44,9 @@ type groupKey struct {
 	slot   uint16
 }
 
-// batcher is one worker's reusable memory for grouping batches.
+// batcher is one pipeline leader's reusable memory for grouping batches.
 type batcher struct {
+	batch  []*call          // the calls of the pipeline (lead)
 	gid    []int            // gid[i]: the group of live call i
 	size   []int            // calls per group
 	calls  []*call          // the calls, group after group
@@ -58,6 +59,7 @@ type batcher struct {
 
 func newBatcher(maxBatch int) *batcher {
 	return &batcher{
+		batch:  make([]*call, 0, maxBatch),
 		gid:    make([]int, 0, maxBatch),
 		size:   make([]int, 0, maxBatch),
 		calls:  make([]*call, maxBatch),

@@ -30,12 +30,16 @@ type Store struct {
 	active   atomic.Int64 // decisions under way (direct, queued or in a pipeline)
 	batched  atomic.Int64 // decisions made by batched script calls (for tests)
 
-	queue     chan *call
-	closing   chan struct{}
-	drained   chan struct{} // closed when Close has stopped the workers and emptied the queue
+	// The combining of concurrent decisions into pipelines (combine.go).
+	mu      sync.Mutex
+	queued  []*call    // calls waiting for a pipeline, oldest first
+	leaders int        // pipelines under way or about to be (at most maxInFlight)
+	free    []*batcher // the memory of the leaders that are done
+	shut    bool       // Close has begun: nothing more is queued
+	idle    sync.Cond  // signalled when leaders drops to 0
+
 	closed    atomic.Bool
 	closeOnce sync.Once
-	workers   sync.WaitGroup
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -82,14 +86,8 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		batching: batchingOf(client),
 		client:   client,
 		cfg:      cfg,
-		queue:    make(chan *call, cfg.maxBatch*cfg.maxInFlight),
-		closing:  make(chan struct{}),
-		drained:  make(chan struct{}),
 	}
-	s.workers.Add(cfg.maxInFlight)
-	for i := 0; i < cfg.maxInFlight; i++ {
-		go s.worker()
-	}
+	s.idle.L = &s.mu
 	return s, nil
 }
 
@@ -101,8 +99,9 @@ func (s *Store) Key(userKey string) string { return redisKey(s.cfg.prefix, userK
 
 // Take implements sluice.Store: one script call, bounded by ctx and the store's timeout. When
 // no other decision is under way and the client bounds its I/O by the context, the caller
-// sends the call itself (no hand-off to a worker); otherwise the call is coalesced with
-// concurrent ones into a pipeline, and a batched script call (see exec).
+// sends the call itself; otherwise the call is coalesced with concurrent ones into a
+// pipeline, and a batched script call (see exec), which one of their callers sends (see
+// combine.go).
 func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
 	if err := req.Validate(s.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
@@ -125,29 +124,14 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.timeout)
 		defer cancel()
 	}
-	// Otherwise no timer per call: the worker answers the call by its deadline (see exec).
+	// Otherwise no timer per call: the pipeline answers the call by its deadline (see exec).
 	c := s.newCall(ctx, &req)
 	c.done = make(chan result, 1)
-	select {
-	case s.queue <- c:
-	case <-ctx.Done():
-		return sluice.Decision{}, unavailable(ctx.Err())
-	case <-s.closing:
-		return sluice.Decision{}, fmt.Errorf("redis: take: %w", sluice.ErrClosed)
+	b, err := s.enqueue(c)
+	if err != nil {
+		return sluice.Decision{}, err
 	}
-	select {
-	case r := <-c.done:
-		return r.d, r.err
-	case <-ctx.Done():
-		return sluice.Decision{}, unavailable(ctx.Err())
-	case <-s.drained: // queued as Close drained the queue: no worker will take it
-		select {
-		case r := <-c.done:
-			return r.d, r.err
-		default:
-			return sluice.Decision{}, fmt.Errorf("redis: take: %w", sluice.ErrClosed)
-		}
-	}
+	return s.wait(ctx, c, b)
 }
 
 // honoursContext reports whether client bounds every network wait by the context's deadline
@@ -212,24 +196,14 @@ func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p param
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
 }
 
-// Close stops the store's workers, and closes the client when the store was built by
-// NewFromURL. Decisions after Close fail with sluice.ErrClosed.
+// Close fails the decisions still queued with sluice.ErrClosed and waits for the pipelines
+// under way, and closes the client when the store was built by NewFromURL. Decisions after
+// Close fail with sluice.ErrClosed.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		close(s.closing)
-		s.workers.Wait()
-		for {
-			select {
-			case c := <-s.queue:
-				c.done <- result{err: fmt.Errorf("redis: take: %w", sluice.ErrClosed)}
-				continue
-			default:
-			}
-			break
-		}
-		close(s.drained)
+		s.shutdown()
 		if s.redial != nil {
 			s.redial.close()
 		}
