@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -131,17 +130,6 @@ func scriptArgs(p params, req *sluice.Request) (*script, params) {
 		return gcraScript, p.add(req.N).add(maxDelay).add(t).add(satMul(r.Capacity(), t)).add(r.Capacity())
 	}
 }
-
-// windowFormats[w] is the struct format of a sliding window's state with w sub-windows. The
-// scripts no longer read it (lua/sliding_window.lua: a constant for one sub-window, built for
-// more); a single call still sends it as ARGV[2], the slot the criticality variant keeps.
-var windowFormats = func() []string {
-	f := make([]string, sluice.MaxSubWindows+1)
-	for w := range f {
-		f[w] = "<Bdddd" + strings.Repeat("d", w+1)
-	}
-	return f
-}()
 
 // satMul returns a*b for a, b >= 0, saturating at math.MaxInt64.
 func satMul(a, b int64) int64 {

@@ -155,9 +155,6 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 	sc, p := scriptArgs(p, req)
 	p = settleParam(p, req)
 	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p)}
-	if sc == slidingWindowScript {
-		args = append(args, windowFormats[req.Rule.Windows()])
-	}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc, args: args, limit: req.Rule.Capacity()}
 }
 
@@ -184,15 +181,11 @@ func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p param
 	take.N += req.Reserve
 	sc, p := scriptArgs(p, &take)
 	p = settleParam(p, &take)
-	extra := ""
-	if sc == slidingWindowScript {
-		extra = windowFormats[req.Rule.Windows()]
-	}
 	var pace int64 // the window a fixed window paces a class's share over (algorithm.TakeReserved)
 	if req.Rule.Algorithm == sluice.AlgorithmFixedWindow {
 		pace = req.Rule.Period.Milliseconds()
 	}
-	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), extra, req.Reserve, pace, req.Rule.Capacity()}
+	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), "", req.Reserve, pace, req.Rule.Capacity()}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
 }
 
