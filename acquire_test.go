@@ -176,6 +176,10 @@ func TestAcquireWaitFIFO(t *testing.T) {
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 1, Lease: time.Hour}
 	first, _ := l.Acquire(ctx, "k", limit)
+	// The first lease starts the renewer, whose goroutine waits on the clock too: counted
+	// after it has, the clock's waiters tell each waiter's queueing apart (a CI run counted
+	// the renewer's wait as waiter 0's, started waiter 1, which queued first: [1 0 2]).
+	waitFor(t, "the renewer's wait", func() bool { return clock.Waiters() > 0 })
 	var mu sync.Mutex
 	var order []int
 	slots := make(chan sluice.Slot, 3)
