@@ -7,14 +7,14 @@ import (
 )
 
 // Redact returns the store URL rawURL fit for logs: a password, in the userinfo or in a
-// password query parameter (Sentinel's data nodes), is replaced by "xxxxx", as is the
-// userinfo's password wherever else the URL repeats it; the rest (the
-// scheme, hosts, database, other parameters) is kept. It works on URLs with several hosts,
-// which net/url does not parse.
+// password query parameter (Sentinel's data nodes), is replaced by "xxxxx", as are the
+// userinfo's password wherever else the URL repeats it (the scheme and user included) and the
+// value of "password=" wherever it stands; the rest (hosts, database, other parameters) is
+// kept. It works on URLs with several hosts, which net/url does not parse.
 func Redact(rawURL string) string {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return rawURL
+		return mask(rawURL, "")
 	}
 	authority, path := rest, ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
@@ -25,13 +25,8 @@ func Redact(rawURL string) string {
 	if at := strings.LastIndex(authority, "@"); at >= 0 {
 		userinfo, hosts = authority[:at+1], authority[at+1:]
 		if user, pw, hasPass := strings.Cut(authority[:at], ":"); hasPass {
-			userinfo, password = user+":xxxxx@", pw
+			userinfo, password = mask(user, pw)+":xxxxx@", pw
 		}
-	}
-	if password != "" {
-		// The same password anywhere else in the URL (a host, path or parameter repeating it).
-		hosts = strings.ReplaceAll(hosts, password, "xxxxx")
-		path = strings.ReplaceAll(path, password, "xxxxx")
 	}
 	if q := strings.IndexByte(path, '?'); q >= 0 {
 		query, frag, hasFrag := strings.Cut(path[q+1:], "#")
@@ -47,11 +42,18 @@ func Redact(rawURL string) string {
 			path += "#" + frag
 		}
 	}
-	// "password=" anywhere else (a host, a fragment, a path segment) is masked too: a log line is no
-	// place to find out whether a mistyped URL made it a parameter.
-	hosts = passwordRE.ReplaceAllString(hosts, "${1}xxxxx")
-	path = passwordRE.ReplaceAllString(path, "${1}xxxxx")
-	return scheme + "://" + userinfo + hosts + path
+	return mask(scheme, password) + "://" + userinfo + mask(hosts, password) + mask(path, password)
+}
+
+// mask hides, in one part of a URL, the userinfo's password (when not empty) wherever the part
+// repeats it, and the value of "password=" wherever it stands (a host, a fragment, a path
+// segment, even the scheme): a log line is no place to find out whether a mistyped URL made
+// it a parameter.
+func mask(part, password string) string {
+	if password != "" {
+		part = strings.ReplaceAll(part, password, "xxxxx")
+	}
+	return passwordRE.ReplaceAllString(part, "${1}xxxxx")
 }
 
 var passwordRE = regexp.MustCompile(`(?i)(password=)[^&#/?]*`)
