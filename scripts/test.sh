@@ -9,6 +9,9 @@
 # Usage: scripts/test.sh            (from the repository root)
 #        SLUICE_TEST_QUICK=1 scripts/test.sh   skips staticcheck and fuzzing
 #        SLUICE_CHAOS=1 scripts/test.sh        the long forms only (scripts/chaos.sh)
+#        scripts/test.sh CMD [ARG...]          starts the servers, runs CMD with their SLUICE_*
+#                                              variables instead of the suite, and stops them
+#                                              (e.g. scripts/test.sh go test -race ./store/redis)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -114,6 +117,13 @@ fuzz_all() {
 		echo "./$(dirname "${f#./}") $t"
 	done)
 }
+
+# --- one command with the servers up, instead of the suite -----------------------------------
+if [ $# -gt 0 ]; then
+	log "running $* (servers up)"
+	"$@"
+	exit $?
+fi
 
 # --- chaos: the long forms of the reliability tests (issue 16), then minutes of fuzzing ------
 if [ -n "${SLUICE_CHAOS:-}" ]; then
