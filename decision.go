@@ -30,3 +30,27 @@ type Decision struct {
 	// that long before acting. It is 0 for ordinary decisions.
 	Delay time.Duration
 }
+
+// ResetIn is the reset a transport reports for d, decided under a rule of period period: RLS's
+// duration_until_reset, the RateLimit header's t, X-RateLimit-Reset, Retry-After, gRPC's
+// RetryInfo. For an admitted request it is ResetAfter, the time until the state is back to
+// full (0 once it is). For a denied one it is always positive, so that a client that waits it
+// is not refused at once for being early: RetryAfter, the time until the same request would
+// be allowed; for a request that can never be allowed (RetryAfter Never) or a denial that does
+// not say (RetryAfter 0), the time until the key's state is empty, at most period, and period
+// when the state is empty already. A period <= 0 counts as one second.
+func (d Decision) ResetIn(period time.Duration) time.Duration {
+	if d.Allowed {
+		return max(d.ResetAfter, 0)
+	}
+	if d.RetryAfter > 0 {
+		return d.RetryAfter
+	}
+	if period <= 0 {
+		period = time.Second
+	}
+	if d.ResetAfter <= 0 {
+		return period
+	}
+	return min(d.ResetAfter, period)
+}

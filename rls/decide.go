@@ -484,10 +484,12 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		if !it.over {
 			v.Remaining = clampU32(d.Remaining)
 		}
-		wait := d.ResetAfter
-		if it.over && d.RetryAfter > 0 {
-			wait = d.RetryAfter
+		period := v.Rule.Period
+		if period <= 0 {
+			period = it.period()
 		}
+		d.Allowed = !it.over // in shadow mode too: the reset is the limit's own
+		wait := d.ResetIn(period)
 		if it.block {
 			if now.IsZero() {
 				now = time.Now()
