@@ -24,6 +24,8 @@ func TestResetIn(t *testing.T) {
 		{"never: at most the period", sluice.Decision{RetryAfter: sluice.Never, ResetAfter: 90 * time.Second}, time.Minute, time.Minute},
 		{"never on an empty state: the period, not 0", sluice.Decision{RetryAfter: sluice.Never}, time.Hour, time.Hour},
 		{"a denial that does not say: until empty", sluice.Decision{ResetAfter: 5 * time.Second}, time.Minute, 5 * time.Second},
+		{"a denial that does not say, beyond a period: until empty", sluice.Decision{ResetAfter: 2 * time.Second}, time.Second, 2 * time.Second},
+		{"a denial that does not say, empty: the period", sluice.Decision{}, time.Minute, time.Minute},
 		{"no period: a second", sluice.Decision{RetryAfter: sluice.Never}, 0, time.Second},
 	} {
 		if got := tc.d.ResetIn(tc.period); got != tc.want {

@@ -56,3 +56,8 @@ func (rc *readiness) check(ctx context.Context) error {
 	rc.checked.Store(now)
 	return err
 }
+
+// ProbeStore probes the store as Ready does (a write, at most once a second), whatever the
+// rules: the server holds itself not ready until the store has answered once. With a fallback
+// the probe goes through it, which answers for the store.
+func (e *Engine) ProbeStore(ctx context.Context) error { return e.readyCheck.check(ctx) }

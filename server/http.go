@@ -38,7 +38,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) AdminHandler() http.Handler { return s.adminMux(nil) }
 
 func (s *Server) adminMux(api []admin.Endpoint) *http.ServeMux {
-	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Invalid: s.metrics.httpInvalid.Inc, API: api})
+	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Waiting: s.gate.reason, Invalid: s.metrics.httpInvalid.Inc, API: api})
 }
 
 // apiEndpoints are the routes of Handler that the index page GET / lists.
@@ -170,12 +170,12 @@ type AllowResponse struct {
 	Descriptors []DecisionJSON `json:"descriptors,omitempty"`
 }
 
-// decisionJSON is d, decided under rules of period period (the longest). Durations are
-// rounded up to the millisecond, so that a client that waits them is not early; a request that
-// can never be allowed has retry_after_ms -1 and the positive reset of sluice.Decision.ResetIn.
+// decisionJSON is d, decided under rules of period period (the longest). A request that can
+// never be allowed has retry_after_ms -1 and the positive reset of sluice.Decision.ResetIn,
+// rounded up to the millisecond (never 0: a client told 0 retries at once).
 func decisionJSON(d sluice.Decision, period time.Duration) DecisionJSON {
 	out := DecisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
-		RetryAfterMs: ceilMs(d.RetryAfter), ResetAfterMs: ceilMs(d.ResetAfter)}
+		RetryAfterMs: d.RetryAfter.Milliseconds(), ResetAfterMs: d.ResetAfter.Milliseconds()}
 	if d.RetryAfter < 0 {
 		out.RetryAfterMs, out.ResetAfterMs = -1, ceilMs(d.ResetIn(period))
 	}

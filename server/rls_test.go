@@ -161,8 +161,9 @@ func TestGoldenOverrideAndHits(t *testing.T) {
 		// Request-level hits_addend.
 		{0, &rlsv3.RateLimitRequest{Domain: "golden", HitsAddend: 2, Descriptors: []*rlcommon.RateLimitDescriptor{desc("remote_address", "h")}},
 			"OK: OK 0/2 per second reset 2s"},
-		// A cost above the capacity is denied and consumes nothing; OVER_LIMIT reports 0 remaining.
-		{time.Minute, req(withHits(desc("remote_address", "big"), 1<<40)), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 0s"},
+		// A cost above the capacity is denied and consumes nothing; OVER_LIMIT reports 0 remaining,
+		// and a reset of the period, not 0 (issue 30: a client told 0 retries at once).
+		{time.Minute, req(withHits(desc("remote_address", "big"), 1<<40)), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 1s"},
 		{0, req(withHits(desc("remote_address", "big"), 1)), "OK: OK 1/2 per second reset 2s"},
 	})
 }

@@ -142,6 +142,7 @@ type Server struct {
 	health           *health.Server
 	http             *http.Server
 	ready            atomic.Bool
+	gate             *storeGate // storegate.go
 	quota            *rlqs.Service
 	quotaMetrics     *quotaMetrics // quotametrics.go
 	closeOnce        sync.Once
@@ -175,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.eng, s.log = eng, eng.Logger()
+	s.gate = newStoreGate(&s.cfg)
 	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log); err != nil {
 		_ = eng.Close()
 		return nil, err
@@ -281,6 +283,9 @@ func (s *Server) Reload() (bool, error) { return s.eng.Reload() }
 // store it opened is closed (flushing decorators). It returns the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
+	if since := time.Now(); !s.gate.probe(ctx, s.eng.ProbeStore, s.log, since) {
+		go s.gate.run(ctx, s.eng.ProbeStore, s.log, since) // not ready until the store answers
+	}
 	if s.grpc != nil {
 		s.serveHealth(ctx) // health.go
 		go func() { errc <- s.grpc.Serve(s.grpcLis) }()

@@ -275,7 +275,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer stopSRV()
-	announceStore(logger, cfg.StoreConfig)
+	logStore(logger, cfg.StoreConfig)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg); err != nil {
