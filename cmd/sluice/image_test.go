@@ -110,17 +110,25 @@ func markedUID(t *testing.T, mark string) int {
 }
 
 // TestArgsOfPeerCommand: installed as /bin/ratelimit (the image, Envoy Gateway's command),
-// sluice with no subcommand serves; its subcommands still work under that name.
+// sluice with no subcommand serves; its subcommands still work under that name. Arguments
+// that are not serve's flags are ignored, as envoyproxy/ratelimit ignores every argument
+// (issue 30: Envoy AI Gateway's Deployment passes --quotaRateLimitServiceAddr=..., which
+// stopped sluice serve with exit 2); elsewhere they are not.
 func TestArgsOfPeerCommand(t *testing.T) {
-	for _, tc := range []struct{ argv, want string }{
-		{"/bin/ratelimit", "serve"},
-		{"/bin/ratelimit --log-level debug", "serve --log-level debug"},
-		{"/bin/ratelimit check-config /data", "check-config /data"},
-		{"/usr/local/bin/sluice", ""},
-		{"sluice serve", "serve"},
+	for _, tc := range []struct{ argv, want, ignored string }{
+		{"/bin/ratelimit", "serve", ""},
+		{"/bin/ratelimit --log-level debug", "serve --log-level debug", ""},
+		{"/bin/ratelimit -log-level=debug --count-denied", "serve -log-level=debug --count-denied", ""},
+		{"/bin/ratelimit -h", "serve -h", ""},
+		{"/bin/ratelimit check-config /data", "check-config /data", ""},
+		{"/bin/ratelimit --quotaRateLimitServiceAddr=envoy-ai-gateway-ratelimit.envoy-gateway-system", "serve", "--quotaRateLimitServiceAddr"},
+		{"/bin/ratelimit --nope s3cret --log-level debug extra", "serve --log-level debug", "--nope (a value) (a value)"},
+		{"/usr/local/bin/sluice", "", ""},
+		{"sluice serve --nope", "serve --nope", ""},
 	} {
-		if got := strings.Join(argsOf(strings.Fields(tc.argv)), " "); got != tc.want {
-			t.Errorf("%s: run(%q), want %q", tc.argv, got, tc.want)
+		got, ignored := argsOf(strings.Fields(tc.argv))
+		if strings.Join(got, " ") != tc.want || strings.Join(ignored, " ") != tc.ignored {
+			t.Errorf("%s: run(%q) ignoring %q, want %q ignoring %q", tc.argv, got, ignored, tc.want, tc.ignored)
 		}
 	}
 }
