@@ -177,7 +177,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.eng, s.log = eng, eng.Logger()
 	s.gate = newStoreGate(&s.cfg)
-	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log); err != nil {
+	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log, eng.Registry()); err != nil {
 		_ = eng.Close()
 		return nil, err
 	}
