@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
@@ -76,26 +75,13 @@ func TestMeasuredCostsProperty(t *testing.T) {
 // measuredEngine is an engine of rules over a memory store on a manual clock.
 func measuredEngine(t *testing.T, rules string) (*rls.Engine, *sluicetest.ManualClock) {
 	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
 	mem, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mem.Close() })
-	e, err := rls.New(rls.Config{Rules: compiled, Store: mem, ReloadInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e, clock
+	return newEngineConfig(t, rules, rls.Config{Store: mem}), clock
 }
 
 func ptr(n uint64) *uint64 { return &n }

@@ -122,6 +122,7 @@ func TestOverLimitResetPositive(t *testing.T) {
 		}
 	}
 	denials += resetProxy(t)
+	t.Logf("%d over-limit answers checked over %d algorithms, 7 doors", denials, len(resetAlgorithms))
 	if denials < len(resetAlgorithms)*len(resetPrior)*6 {
 		t.Errorf("%d over-limit answers checked: the scenarios denied too little to test the property", denials)
 	}

@@ -87,6 +87,9 @@ type Config struct {
 	// each RLS response's dynamic_metadata (dynmeta.go), as envoyproxy/ratelimit's
 	// RESPONSE_DYNAMIC_METADATA.
 	ResponseDynamicMetadata bool
+	// Until a shared store the engine opened without a fallback has answered once, the server
+	// is not ready, whatever HealthcheckStore says (storegate.go).
+	//
 	// HealthcheckStore makes /healthcheck and the gRPC health services follow the store too:
 	// unhealthy while it cannot take a write (rls.Engine.Ready) or a fallback decides for it,
 	// as envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION (health.go). Off, they

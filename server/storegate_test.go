@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -34,7 +33,7 @@ func TestNotReadyUntilStoreAnswers(t *testing.T) {
 	health := healthpb.NewHealthClient(h.conn)
 	masked := "redis://sluice:xxxxx@" + rs.Addr() + "/0"
 	for _, path := range []string{"/healthcheck", "/readyz"} {
-		code, body := httpGet(t, h.base+path)
+		code, body := h.get(t, path)
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, masked) || !strings.Contains(body, "refused") || strings.Contains(body, "s3cret") {
 			t.Errorf("%s before Redis answered: %d %q, want 503 naming %s and the error, not the password", path, code, body, masked)
 		}
@@ -58,11 +57,11 @@ func TestNotReadyUntilStoreAnswers(t *testing.T) {
 
 	started := rs.Start()
 	took := testenv.Eventually(t, 10*time.Second, "ready once Redis answers", func() bool {
-		code, _ := httpGet(t, h.base+"/healthcheck")
+		code, _ := h.get(t, "/healthcheck")
 		return code == http.StatusOK && healthStatus(t, health, server.PeerHealthService) == healthpb.HealthCheckResponse_SERVING
 	})
 	t.Logf("ready %v after the call that found Redis up (Redis started %v before)", took, time.Since(started).Round(time.Millisecond))
-	if code, body := httpGet(t, h.base+"/readyz"); code != http.StatusOK {
+	if code, body := h.get(t, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz once Redis answers: %d %q", code, body)
 	}
 	if len(logs.Records(t, "store answered: ready")) != 1 {
@@ -74,22 +73,11 @@ func TestNotReadyUntilStoreAnswers(t *testing.T) {
 		rs.Kill()
 		h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1, StoreConfig: sc},
 			GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
-		if code, body := httpGet(t, h.base+"/healthcheck"); code != http.StatusOK {
+		if code, body := h.get(t, "/healthcheck"); code != http.StatusOK {
 			t.Errorf("store %q fallback %q: /healthcheck %d %q, want 200 at once", sc.URL, sc.Fallback, code, body)
 		}
 		rs.Start()
 	}
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 func healthStatus(t *testing.T, c healthpb.HealthClient, service string) healthpb.HealthCheckResponse_ServingStatus {
