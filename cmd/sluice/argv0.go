@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -23,7 +22,7 @@ func argsOf(argv []string) (args, ignored []string) {
 	if filepath.Base(argv[0]) != peerCommand || len(args) > 0 && (args[0] == "" || args[0][0] != '-') {
 		return args, nil
 	}
-	fs, _ := serveFlagSet(io.Discard)
+	fs, _ := serveFlagSet(io.Discard, func(string) (string, bool) { return "", false }) // the names only: no environment read, no DNS look-up
 	kept := []string{"serve"}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -51,10 +50,10 @@ func argsOf(argv []string) (args, ignored []string) {
 }
 
 // serveFlagSet is serve's flag set, its flags registered (serveFlags.register) with their
-// hidden former names, which warn on w.
-func serveFlagSet(w io.Writer) (*flag.FlagSet, *serveFlags) {
+// hidden former names, which warn on w; getenv reads the environment (os.LookupEnv).
+func serveFlagSet(w io.Writer, getenv func(string) (string, bool)) (*flag.FlagSet, *serveFlags) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	f := &serveFlags{peer: readPeerEnv(os.LookupEnv)}
+	f := &serveFlags{peer: readPeerEnv(getenv)}
 	f.register(fs)
 	alias(fs, "response-headers", "headers", w, true, nil)
 	return fs, f

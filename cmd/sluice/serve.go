@@ -172,7 +172,7 @@ func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs, f := serveFlagSet(stderr)
+	fs, f := serveFlagSet(stderr, os.LookupEnv)
 	if code, done := parseFlags("serve", fs, &serveHelp, args, stdout, stderr); done {
 		return code
 	}
