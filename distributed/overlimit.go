@@ -115,8 +115,23 @@ func NewOverLimit(next sluice.Store, opts ...Option) (*OverLimit, error) {
 
 // Take implements sluice.Store.
 func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	return o.take(ctx, req, false)
+}
+
+// TakeCountingDenied implements sluice.DeniedCounter, as envoyproxy/ratelimit's local cache
+// counts hits: a take that goes to the store and is denied there is charged all the same (by
+// the store's own TakeCountingDenied, or a settle), before its denial is cached; a denial
+// answered from the cache, or from a call the request waited for, is not charged. A charge
+// past the limit only delays when the key frees, so a cached denial stays one the store
+// would give.
+func (o *OverLimit) TakeCountingDenied(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	return o.take(ctx, req, true)
+}
+
+// take is Take, and with count TakeCountingDenied.
+func (o *OverLimit) take(ctx context.Context, req sluice.Request, count bool) (sluice.Decision, error) {
 	if !decidesNow(&req) {
-		return o.call(ctx, &req, nil)
+		return o.call(ctx, &req, nil, count)
 	}
 	sh := o.denials.Shard(req.Key)
 	for waits := 0; ; waits++ {
@@ -137,7 +152,7 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 			e.flight = f
 			sh.Set(req.Key, e)
 			sh.Unlock()
-			return o.call(ctx, &req, f)
+			return o.call(ctx, &req, f, count)
 		case waits < maxWaits:
 			f := e.flight
 			f.waiters++
@@ -146,12 +161,12 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 				return sluice.Decision{}, err
 			}
 			if f.passes.Add(-1) >= 0 {
-				return o.call(ctx, &req, nil)
+				return o.call(ctx, &req, nil, count)
 			}
 			continue
 		}
 		sh.Unlock()
-		return o.call(ctx, &req, nil)
+		return o.call(ctx, &req, nil, count)
 	}
 }
 
@@ -172,17 +187,26 @@ func (o *OverLimit) wait(ctx context.Context, f *flight) error {
 var errNoReturn = errors.New("distributed: the store call did not return")
 
 // call passes req to the store and caches what the answer tells about its key. f is the key's
-// flight that req leads, or nil; call lands it whatever happens, a panic included.
-func (o *OverLimit) call(ctx context.Context, req *sluice.Request, f *flight) (d sluice.Decision, err error) {
+// flight that req leads, or nil; call lands it whatever happens, a panic included. With
+// count, a take the store denies is charged all the same (sluice.TakeCountingDenied).
+func (o *OverLimit) call(ctx context.Context, req *sluice.Request, f *flight, count bool) (d sluice.Decision, err error) {
 	if f == nil {
-		d, err = o.next.Take(ctx, *req)
+		d, err = o.pass(ctx, req, count)
 		o.land(req, nil, d, err)
 		return d, err
 	}
 	err = errNoReturn
 	defer func() { o.land(req, f, d, err) }()
-	d, err = o.next.Take(ctx, *req)
+	d, err = o.pass(ctx, req, count)
 	return d, err
+}
+
+// pass decides req on the wrapped store, counting a denied take with count.
+func (o *OverLimit) pass(ctx context.Context, req *sluice.Request, count bool) (sluice.Decision, error) {
+	if count {
+		return sluice.TakeCountingDenied(ctx, o.next, *req)
+	}
+	return o.next.Take(ctx, *req)
 }
 
 // land caches what the store's answer (d, err) to req tells: a denial to serve, or that a
