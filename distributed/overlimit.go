@@ -18,7 +18,9 @@ const DefaultOverLimitMaxKeys = 100_000
 
 // OverLimit is a Store decorator that remembers denials: once the wrapped store denies n units
 // of a key with a RetryAfter, requests for n or more units of that key under the same rule are
-// denied locally, without a store call, until RetryAfter has passed. Allowed requests, peeks
+// denied locally, without a store call, until RetryAfter has passed. An allowed take that
+// leaves nothing and tells when the next unit frees (sluice.Decision.NextAfter: the Redis
+// store's windows) counts as a denial of one unit until then. Allowed requests, peeks
 // and refunds always go to the store, so allows are exactly as accurate as the store's, and a
 // denial served from the cache is one the store would have given (nothing is admitted
 // meanwhile by this key's cached requests; other instances can only consume more).
@@ -226,6 +228,13 @@ func (o *OverLimit) land(req *sluice.Request, f *flight, d sluice.Decision, err 
 	case !d.Allowed && d.RetryAfter > 0 && decidesNow(req):
 		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),
 			resetAt: t + int64(d.ResetAfter), remaining: d.Remaining}, t)
+		passes = 0
+	case d.Allowed && d.Remaining == 0 && d.NextAfter > 0 && decidesNow(req):
+		// A take that left nothing and tells when the next unit frees: until then the store
+		// would deny every take, so the key's next requests are denied here (which spares the
+		// call that would learn it).
+		putDenial(sh, req.Key, denial{rule: req.Rule, n: 1, until: t + int64(d.NextAfter),
+			resetAt: t + int64(d.ResetAfter)}, t)
 		passes = 0
 	case d.Allowed && req.N != 0:
 		// A refund, or an allow: the state has changed, the cached denial no longer holds.

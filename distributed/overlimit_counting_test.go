@@ -77,3 +77,54 @@ func TestTakeCountingDeniedGeneric(t *testing.T) {
 		t.Fatalf("peek: %+v %v", d, err)
 	}
 }
+
+// nextStore is a memory store whose fixed windows tell when the next unit frees after an
+// allowed take that leaves nothing (the window's end), as the Redis store's scripts do.
+type nextStore struct{ sluice.Store }
+
+func (s nextStore) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	d, err := s.Store.Take(ctx, req)
+	if d.Allowed && d.Remaining == 0 && req.N > 0 && !req.Settle {
+		d.NextAfter = d.ResetAfter
+	}
+	return d, err
+}
+
+// TestOverLimitHoldsAfterLastUnit: an allowed take that leaves nothing and says when the next
+// unit frees (Decision.NextAfter) holds the key's next requests until then without a store
+// call, as a cached denial; at that instant the store is asked again.
+func TestOverLimitHoldsAfterLastUnit(t *testing.T) {
+	ctx := context.Background()
+	clock := sluicetest.NewManualClock(t0)
+	cs := &sluicetest.CountingStore{Store: nextStore{newMemory(t, clock)}}
+	o, err := NewOverLimit(cs, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := sluice.FixedWindow(3, time.Second)
+	req := sluice.Request{Key: "k", Rule: rule, N: 1}
+	clock.Advance(250 * time.Millisecond)
+	for i := range 3 {
+		if d, err := o.Take(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("take %d: %+v %v", i, d, err)
+		}
+	}
+	before := cs.Calls()
+	for i := range 1000 {
+		d, err := o.Take(ctx, req)
+		if err != nil || d.Allowed || d.RetryAfter != t0.Add(time.Second).Sub(clock.Now()) {
+			t.Fatalf("request %d after the last unit: %+v %v, want denied until the window's end", i, d, err)
+		}
+		clock.Advance(700 * time.Microsecond)
+	}
+	if got := cs.Calls() - before; got != 0 {
+		t.Fatalf("the requests after the last unit made %d store calls, want 0", got)
+	}
+	clock.Set(t0.Add(time.Second))
+	if d, err := o.Take(ctx, req); err != nil || !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("at the window's end: %+v %v, want allowed", d, err)
+	}
+	if got := cs.Calls() - before; got != 1 {
+		t.Fatalf("%d store calls, want 1", got)
+	}
+}

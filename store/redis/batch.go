@@ -116,7 +116,7 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 	for i := range groups {
 		g := &groups[i]
 		if len(g.calls) == 1 {
-			g.calls[0].done <- answer(g.cmd, g.calls[0].limit)
+			g.calls[0].done <- answer(g.cmd, g.calls[0])
 			continue
 		}
 		reply, err := g.cmd.Text()
@@ -128,7 +128,7 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 				c.done <- result{err: unavailable(err)}
 				continue
 			}
-			d, err := decode(reply[40*j:40*j+40], c.limit)
+			d, err := c.decode(reply[40*j : 40*j+40])
 			c.done <- result{d: d, err: err}
 		}
 	}
@@ -165,14 +165,24 @@ func (s *Store) run(c *call) result {
 		cmd = noRetry{goredis.NewCmd(c.ctx, c.args...)}
 		_ = s.client.Process(c.ctx, cmd)
 	}
-	return answer(cmd, c.limit)
+	return answer(cmd, c)
 }
 
-func answer(cmd noRetry, limit int64) result {
+func answer(cmd noRetry, c *call) result {
 	reply, err := cmd.Text()
 	if err != nil {
 		return result{err: unavailable(err)}
 	}
-	d, err := decode(reply, limit)
+	d, err := c.decode(reply)
 	return result{d: d, err: err}
+}
+
+// decode turns the call's reply into its Decision (see decode): a window's script answers
+// NextAfter where the others answer Delay (lua/prelude.lua).
+func (c *call) decode(reply string) (sluice.Decision, error) {
+	d, err := decode(reply, c.limit)
+	if c.script.next {
+		d.NextAfter, d.Delay = d.Delay, 0
+	}
+	return d, err
 }
