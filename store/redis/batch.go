@@ -19,6 +19,7 @@ type call struct {
 	limit    int64
 	done     chan result // buffered: a leader never blocks on a caller that gave up
 	state    uint8       // queued, taken or leading (see combine.go), guarded by Store.mu
+	plain    *plainOp    // non-nil: decided without Lua (WithCounters, plain.go)
 }
 
 type result struct {
@@ -82,8 +83,13 @@ func (s *Store) exec(batch []*call, b *batcher) {
 func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 	groups := b.group(live, s.batching)
 	pipe := s.client.Pipeline()
+	var pb plainBatch
 	for i := range groups {
 		g := &groups[i]
+		if g.calls[0].plain != nil {
+			pb.add(ctx, s, pipe, g.calls[0])
+			continue
+		}
 		if len(g.calls) == 1 {
 			c := g.calls[0]
 			c.args[0], c.args[1] = "evalsha", c.script.sha
@@ -97,10 +103,15 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 		g.cmd = noRetry{goredis.NewCmd(ctx, g.args...)}
 		_ = pipe.Process(ctx, g.cmd)
 	}
+	pb.sent = time.Now()
 	_, _ = pipe.Exec(ctx)
+	pb.got = time.Now()
 	var again goredis.Pipeliner
 	for i := range groups {
 		g := &groups[i]
+		if g.cmd.Cmd == nil { // a decision without Lua
+			continue
+		}
 		if err := g.cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 			if again == nil {
 				again = s.client.Pipeline()
@@ -115,6 +126,9 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 	}
 	for i := range groups {
 		g := &groups[i]
+		if g.cmd.Cmd == nil {
+			continue
+		}
 		if len(g.calls) == 1 {
 			g.calls[0].done <- answer(g.cmd, g.calls[0])
 			continue
@@ -131,6 +145,9 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 			d, err := c.decode(reply[40*j : 40*j+40])
 			c.done <- result{d: d, err: err}
 		}
+	}
+	if len(pb.calls) > 0 {
+		s.finishPlain(ctx, &pb)
 	}
 }
 
@@ -157,6 +174,9 @@ func multiArgs(calls []*call, args []any) []any {
 // run sends one call on its own, in the caller's goroutine, bounded by the call's context (the
 // client honours it), with EVAL after NOSCRIPT (a script that was not found did not run).
 func (s *Store) run(c *call) result {
+	if c.plain != nil {
+		return s.runPlain(c)
+	}
 	c.args[0], c.args[1] = "evalsha", c.script.sha
 	cmd := noRetry{goredis.NewCmd(c.ctx, c.args...)}
 	_ = s.client.Process(c.ctx, cmd)
