@@ -68,38 +68,64 @@ type plainOp struct {
 	countDenied bool
 	// the pipeline's commands
 	cur, others *goredis.Cmd
+	// storage that saves allocations for up to inlineCounters counters (the default sliding
+	// window reads 2): the keys, their arguments, the counts
+	keyBuf  [inlineCounters]string
+	argv    [3 + 2*inlineCounters]any
+	seenBuf [inlineCounters]int64
+	ringBuf [inlineCounters]int64
+	res     result // the answer on the direct path (call.answer)
 }
+
+// inlineCounters is how many counters a plainOp holds without allocating more.
+const inlineCounters = 4
 
 // isCounted reports whether a rule's algorithm is kept in counters under WithCounters.
 func isCounted(a sluice.Algorithm) bool {
 	return a == sluice.AlgorithmFixedWindow || a == sluice.AlgorithmSlidingWindow
 }
 
-// counterKey is the key of window idx of a key's counters.
-func (s *Store) counterKey(key, kind string, length, idx int64) string {
-	return s.Key(key) + kind + strconv.FormatInt(length, 10) + ":" + strconv.FormatInt(idx, 10)
+// counterKeys sets op.keys to the keys of its counters, windows op.idx down to
+// op.idx-count+1: "<Key(key)>:f:<length ns>:<index>" (":s:" for a sliding window), all in one
+// string (and the key's hash-tagged form).
+func (op *plainOp) counterKeys(s *Store) {
+	kind := ":f:"
+	if op.sliding {
+		kind = ":s:"
+	}
+	base := s.Key(op.req.Key)
+	buf := make([]byte, 0, op.count*(len(base)+len(kind)+42))
+	op.keys = op.keyBuf[:0]
+	var ends [inlineCounters]int
+	end := ends[:0]
+	for j := range op.count {
+		buf = append(buf, base...)
+		buf = append(buf, kind...)
+		buf = strconv.AppendInt(buf, op.length, 10)
+		buf = append(buf, ':')
+		buf = strconv.AppendInt(buf, op.idx-int64(j), 10)
+		end = append(end, len(buf))
+	}
+	all := string(buf)
+	from := 0
+	for _, to := range end {
+		op.keys = append(op.keys, all[from:to])
+		from = to
+	}
 }
 
-// newPlainOp returns req's decision without Lua, at now (Unix ns).
-func (s *Store) newPlainOp(req *sluice.Request, now int64) *plainOp {
-	op := &plainOp{req: *req, p: s.params.Get(req.Rule), sliding: req.Rule.Algorithm == sluice.AlgorithmSlidingWindow}
+// initPlainOp sets op to req's decision without Lua, at now (Unix ns).
+func (s *Store) initPlainOp(op *plainOp, req *sluice.Request, now int64) {
+	*op = plainOp{req: *req, p: s.params.Get(req.Rule), sliding: req.Rule.Algorithm == sluice.AlgorithmSlidingWindow}
 	shape := algorithm.WindowShape(req.Rule)
 	op.length, op.count = shape.Length, int(shape.Count)
 	op.at(s, now)
-	return op
 }
 
 // at sets the instant decided at, its window and the counters' keys.
 func (op *plainOp) at(s *Store, now int64) {
 	op.now, op.idx = now, algorithm.WindowIndex(now, op.length)
-	kind := ":f:"
-	if op.sliding {
-		kind = ":s:"
-	}
-	op.keys = op.keys[:0]
-	for j := range op.count {
-		op.keys = append(op.keys, s.counterKey(op.req.Key, kind, op.length, op.idx-int64(j)))
-	}
+	op.counterKeys(s)
 	switch op.req.Kind() {
 	case sluice.KindTake, sluice.KindWait, sluice.KindTakeReserved, sluice.KindSettle:
 		op.delta = max(0, op.req.N) // a settle's refund gives back through the adjustment
@@ -125,22 +151,31 @@ const slackMs = 1000
 
 // queue adds op's commands to pipe.
 func (op *plainOp) queue(ctx context.Context, s *Store, pipe goredis.Pipeliner) {
+	// the arguments: the commands' names and values, each key boxed once
+	argv := op.argv[:]
+	if len(op.keys) > inlineCounters {
+		argv = make([]any, 3+2*len(op.keys))
+	}
+	key := any(op.keys[0])
 	if op.delta != 0 {
-		op.cur = noRetry{goredis.NewCmd(ctx, "incrby", op.keys[0], op.delta)}.Cmd
+		argv[0], argv[1], argv[2] = "incrby", key, op.delta
+		op.cur = goredis.NewCmd(ctx, argv[0:3]...)
 		_ = pipe.Process(ctx, noRetry{op.cur})
-		_ = pipe.Process(ctx, noRetry{goredis.NewCmd(ctx, "pexpire", op.keys[0], op.ttl(s, 0), "nx")})
+		argv[3], argv[4], argv[5], argv[6] = "pexpire", key, op.ttl(s, 0), "nx"
+		_ = pipe.Process(ctx, noRetry{goredis.NewCmd(ctx, argv[3:7]...)})
 	} else {
-		op.cur = goredis.NewCmd(ctx, "get", op.keys[0])
+		argv[0], argv[1] = "get", key
+		op.cur = goredis.NewCmd(ctx, argv[0:2]...)
 		_ = pipe.Process(ctx, op.cur)
 	}
 	op.others = nil
 	if len(op.keys) > 1 {
-		args := make([]any, 0, len(op.keys))
-		args = append(args, "mget")
-		for _, k := range op.keys[1:] {
-			args = append(args, k)
+		m := argv[7 : 7+len(op.keys)]
+		m[0] = "mget"
+		for j, k := range op.keys[1:] {
+			m[1+j] = k
 		}
-		op.others = goredis.NewCmd(ctx, args...)
+		op.others = goredis.NewCmd(ctx, m...)
 		_ = pipe.Process(ctx, op.others)
 	}
 }
@@ -166,7 +201,11 @@ func (op *plainOp) decide(s *Store, adj []adjust) (sluice.Decision, []adjust, er
 			return sluice.Decision{}, adj, err
 		}
 	}
-	seen := make([]int64, op.count) // counter j as read (0: after the INCRBY)
+	seen := op.seenBuf[:] // counter j as read (0: after the INCRBY)
+	if op.count > inlineCounters {
+		seen = make([]int64, op.count)
+	}
+	seen = seen[:op.count]
 	seen[0] = cur
 	for j, v := range others {
 		if seen[j+1], err = counterValue(v); err != nil {
@@ -177,7 +216,11 @@ func (op *plainOp) decide(s *Store, adj []adjust) (sluice.Decision, []adjust, er
 	var fw algorithm.FixedWindow
 	var sw algorithm.SlidingWindow
 	if op.sliding {
-		sw = algorithm.SlidingWindow{Counts: make([]int64, op.count), Newest: op.idx, Sub: op.length}
+		ring := op.ringBuf[:]
+		if op.count > inlineCounters {
+			ring = make([]int64, op.count)
+		}
+		sw = algorithm.SlidingWindow{Counts: ring[:op.count], Newest: op.idx, Sub: op.length}
 		for j, c := range seen {
 			if j == 0 {
 				c -= op.delta
@@ -329,7 +372,7 @@ func (s *Store) finishPlain(ctx context.Context, pb *plainBatch) {
 			t, err := pb.time.Result()
 			if err != nil {
 				for _, c := range pb.calls {
-					c.done <- result{err: unavailable(err)}
+					c.answer(result{err: unavailable(err)})
 				}
 				return
 			}
@@ -338,7 +381,8 @@ func (s *Store) finishPlain(ctx context.Context, pb *plainBatch) {
 		}
 		var adj []adjust
 		var redo []*call
-		answers := make([]answer, 0, len(pb.calls))
+		var inline [4]answer
+		answers := inline[:0]
 		for _, c := range pb.calls {
 			op := c.plain
 			if err := op.cur.Err(); err != nil && err != goredis.Nil {
@@ -368,19 +412,20 @@ func (s *Store) finishPlain(ctx context.Context, pb *plainBatch) {
 		}
 		s.adjust(ctx, adj)
 		for _, a := range answers {
-			a.c.done <- a.r
+			a.c.answer(a.r)
 		}
 		if len(redo) == 0 {
 			return
 		}
 		next := plainBatch{}
-		pipe := s.client.Pipeline()
+		pipe := s.pipeline()
 		for _, c := range redo {
 			next.add(ctx, s, pipe, c)
 		}
 		next.sent = time.Now()
 		_, _ = pipe.Exec(ctx)
 		next.got = time.Now()
+		s.pipes.Put(pipe)
 		*pb = next
 	}
 }
@@ -392,7 +437,8 @@ func (s *Store) adjust(ctx context.Context, adj []adjust) {
 	if len(adj) == 0 {
 		return
 	}
-	pipe := s.client.Pipeline()
+	pipe := s.pipeline()
+	defer s.pipes.Put(pipe)
 	for _, a := range adj {
 		_ = pipe.Process(ctx, noRetry{goredis.NewCmd(ctx, "incrby", a.key, a.delta)})
 		_ = pipe.Process(ctx, noRetry{goredis.NewCmd(ctx, "pexpire", a.key, a.ttl, "nx")})
@@ -402,15 +448,33 @@ func (s *Store) adjust(ctx context.Context, adj []adjust) {
 
 // runPlain decides c on its own (the direct path).
 func (s *Store) runPlain(c *call) result {
-	c.done = make(chan result, 1)
 	var pb plainBatch
-	pipe := s.client.Pipeline()
+	pipe := s.pipeline()
 	pb.add(c.ctx, s, pipe, c)
 	pb.sent = time.Now()
 	_, _ = pipe.Exec(c.ctx)
 	pb.got = time.Now()
+	s.pipes.Put(pipe)
 	s.finishPlain(c.ctx, &pb)
-	return <-c.done
+	return c.plain.res
+}
+
+// answer gives c its result: into its channel, or, on the direct path (no channel), to its
+// caller through c.plain.
+func (c *call) answer(r result) {
+	if c.done == nil {
+		c.plain.res = r
+		return
+	}
+	c.done <- r
+}
+
+// pipeline returns a pipeline of the store's client, from its pool (see Store.pipes).
+func (s *Store) pipeline() goredis.Pipeliner {
+	if p, ok := s.pipes.Get().(goredis.Pipeliner); ok {
+		return p
+	}
+	return s.client.Pipeline()
 }
 
 // plainScript stands for the decisions without Lua in the combiner's grouping: each goes

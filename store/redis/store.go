@@ -45,6 +45,7 @@ type Store struct {
 	// WithCounters (plain.go)
 	params algorithm.ParamsCache
 	offset serverOffset // the server's clock minus the client's
+	pipes  sync.Pool    // pipelines of client, empty, to reuse (a pipeline empties on Exec)
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -184,10 +185,21 @@ func (s *Store) newPlainCall(ctx context.Context, req *sluice.Request, countDeni
 	} else {
 		now = s.offset.now()
 	}
-	op := s.newPlainOp(req, now)
+	pc := &plainCall{}
+	op := &pc.op
+	s.initPlainOp(op, req, now)
 	op.countDenied = countDenied
-	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: plainScript,
-		args: []any{nil, nil, 1, op.keys[0]}, limit: req.Rule.Capacity(), plain: op}
+	pc.args = [4]any{nil, nil, 1, op.keys[0]}
+	pc.c = call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: plainScript,
+		args: pc.args[:], limit: req.Rule.Capacity(), plain: op}
+	return &pc.c
+}
+
+// plainCall is a call decided without Lua and its decision, in one allocation.
+type plainCall struct {
+	c    call
+	op   plainOp
+	args [4]any
 }
 
 // clockParams starts a script's parameters with its clock (lua/prelude.lua): the server's
