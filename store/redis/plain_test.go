@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
@@ -143,3 +144,33 @@ func TestCountersServerClock(t *testing.T) {
 }
 
 var _ = goredis.Nil
+
+// TestCountersFromURL: counters=true in the URL keeps the windows in counters (their keys are
+// the counters'), and a window's denied take counted as envoyproxy/ratelimit counts it
+// (sluice.TakeCountingDenied) keeps its units: the next window-mate is over the limit too.
+func TestCountersFromURL(t *testing.T) {
+	ctx := context.Background()
+	s, err := redis.NewFromURL("redis://"+testenv.RedisAddr(t)+"/0?counters=true", redis.WithPrefix(testPrefix(t, standalone(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rule := sluice.FixedWindow(2, time.Hour)
+	key := "url-counters"
+	for i, want := range []bool{true, false} {
+		d, err := sluice.TakeCountingDenied(ctx, s, sluice.Request{Key: key, Rule: rule, N: 2})
+		if err != nil || d.Allowed != want {
+			t.Fatalf("take %d: %+v %v, want allowed %v", i, d, err, want)
+		}
+	}
+	keys, err := s.Client().Keys(ctx, s.Key(key)+":f:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("counter keys %v %v, want the window's one", keys, err)
+	}
+	if n, err := s.Client().Get(ctx, keys[0]).Int64(); err != nil || (n != 4 && time.Now().Minute() != 0) {
+		t.Fatalf("the window's count: %d %v, want 4 (2 admitted, 2 denied and counted)", n, err)
+	}
+	if d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: -1}); err != nil || d.Remaining != 0 {
+		t.Fatalf("a refund of 1 after the counted denial: %+v %v, want still nothing left", d, err)
+	}
+}
