@@ -2,61 +2,23 @@ package redis_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
-	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
-	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestDifferentialCounters holds the windows kept in counters and decided without Lua
 // (WithCounters) to package algorithm, the memory store: the same random requests (takes,
 // peeks, refunds, settles, criticality reserves) at the same instants of a manual clock, with
-// limit changes, give the same decisions. The clock only moves forward and a rule keeps its
-// period and sub-windows (where counters differ by design: plain.go).
+// limit changes, give the same decisions (see differential).
 func TestDifferentialCounters(t *testing.T) {
-	c := standalone(t)
-	rng := storetest.Rand(t, 34)
-	keys, steps := 40, 120
-	if testing.Short() {
-		keys, steps = 10, 60
-	}
-	for _, a := range []sluice.Algorithm{sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow} {
-		t.Run(a.String(), func(t *testing.T) {
-			clock := sluicetest.NewManualClock(t0)
-			rs := newStore(t, c, redis.WithClock(clock), redis.WithCounters())
-			ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k := range keys {
-				clock.Set(t0.Add(time.Duration(rng.Int64N(1000)) * time.Millisecond))
-				key := "k" + strconv.Itoa(k) + "{" + strconv.Itoa(k%3) + "}"
-				r := storetest.RandomRule(rng, a)
-				diff := storetest.Differential{Ref: ms, Store: rs, Same: sameDecisions()}
-				for range steps {
-					if rng.IntN(30) == 0 { // a new limit, the same windows
-						n := storetest.RandomRule(rng, a)
-						n.Period, n.SubWindows = r.Period, r.SubWindows
-						if n.Validate() == nil {
-							r = n
-						}
-					}
-					clock.Advance(max(0, storetest.RandomStep(rng, r)))
-					diff.Step(t, clock.Now().Sub(t0), storetest.RandomRequest(rng, key, r))
-				}
-			}
-		})
-	}
+	differential(t, []sluice.Algorithm{sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow}, true)
 }
 
 // TestCountersClockBack states where counters differ from the scripts when the clock goes
@@ -142,8 +104,6 @@ func TestCountersServerClock(t *testing.T) {
 		t.Errorf("%d of 1280 concurrent takes admitted, want the 999 left (at most 32 fewer)", got)
 	}
 }
-
-var _ = goredis.Nil
 
 // TestCountersFromURL: counters=true in the URL keeps the windows in counters (their keys are
 // the counters'), and a window's denied take counted as envoyproxy/ratelimit counts it

@@ -19,19 +19,7 @@ import (
 // TestFloorAnswersOK calls the floor over a real gRPC connection: every request, whatever it
 // asks, is answered OK.
 func TestFloorAnswersOK(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newServer(nil)
-	go s.Serve(lis)
-	defer s.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	client := startFloor(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, req := range []*rlsv3.RateLimitRequest{
@@ -56,19 +44,7 @@ func TestFloorWaitsForRedis(t *testing.T) {
 	}
 	rc := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rc.Close()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newServer(rc)
-	go s.Serve(lis)
-	defer s.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	client := startFloor(t, rc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pings := func() int64 {
@@ -94,4 +70,22 @@ func TestFloorWaitsForRedis(t *testing.T) {
 	if got := pings() - before; got < 10 {
 		t.Errorf("10 requests made %d PINGs, want 10 (others' may add)", got)
 	}
+}
+
+// startFloor serves the floor (waiting for redis when non-nil) on a loopback port for the
+// test and returns a client of it.
+func startFloor(t *testing.T, redis *goredis.Client) rlsv3.RateLimitServiceClient {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(redis)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
 }
