@@ -44,7 +44,7 @@ import (
 // the decision's, and no TIME is sent.
 //
 // Where counters differ from the scripts' states (each a deliberate cost of deciding without
-// a read-modify-write; docs/ALGORITHMS.md): a change of a rule's period (or sub-window count)
+// a read-modify-write, as on the memcached store's counters; docs/ALGORITHMS.md): a change of a rule's period (or sub-window count)
 // starts counting in the new rule's windows at once, from their own counts, instead of
 // carrying the old window over; a clock that goes back counts in the earlier window's
 // counter (the scripts stay in the newest window); and a key decided under another
