@@ -25,38 +25,7 @@ type rlsCodec struct{ proto encoding.CodecV2 }
 
 func newRLSCodec() rlsCodec { return rlsCodec{proto: encoding.GetCodecV2(protocodec.Name)} }
 
-// Marshal encodes a message with its generated vtprotobuf code when it has some
-// (go-control-plane ships it for the RLS messages: RateLimitResponse), which sizes and writes
-// the bytes without protobuf reflection, into a pooled buffer when it is large; otherwise
-// with the standard codec.
-func (c rlsCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(vtMarshaler)
-	if !ok {
-		return c.proto.Marshal(v)
-	}
-	size := m.SizeVT()
-	if mem.IsBelowBufferPoolingThreshold(size) {
-		buf := make([]byte, size)
-		if _, err := m.MarshalToSizedBufferVTStrict(buf); err != nil {
-			return nil, err
-		}
-		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
-	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(size)
-	if _, err := m.MarshalToSizedBufferVTStrict((*buf)[:size]); err != nil {
-		pool.Put(buf)
-		return nil, err
-	}
-	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
-}
-
-// vtMarshaler is a message with vtprotobuf's generated marshalling (strict: unknown fields
-// are not kept, as a response of ours has none).
-type vtMarshaler interface {
-	SizeVT() int
-	MarshalToSizedBufferVTStrict(dAtA []byte) (int, error)
-}
+func (c rlsCodec) Marshal(v any) (mem.BufferSlice, error) { return c.proto.Marshal(v) }
 
 func (c rlsCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	call, ok := v.(*rlsCall)

@@ -1,53 +1,69 @@
 package server
 
 import (
-	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// TestCodecMarshalsAsProto: the codec's generated marshalling of a response (vtprotobuf)
-// decodes, with the standard protobuf code, to the same message, small or past the size
-// grpc-go pools buffers from, and a message without generated code goes through the
-// standard codec.
-func TestCodecMarshalsAsProto(t *testing.T) {
-	meta, err := structpb.NewStruct(map[string]any{"k": "v", "n": 2.5})
-	if err != nil {
-		t.Fatal(err)
+// BenchmarkCodecMarshal is the server's encoding of a typical response (one descriptor's
+// status with its limit, remaining and reset) by its codec (grpc-go's protobuf codec:
+// protobuf-go's generated fast path), against go-control-plane's generated vtprotobuf code
+// (vtproto: a codec that would use it, sized and written without reflection; issue 34, item
+// 4). Measured, it saves nothing at this size (the same 3 allocations, the same time within
+// noise), so the server keeps the standard codec.
+func BenchmarkCodecMarshal(b *testing.B) {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{{
+		Code:               rlsv3.RateLimitResponse_OK,
+		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 100, Unit: rlsv3.RateLimitResponse_RateLimit_SECOND},
+		LimitRemaining:     42,
+		DurationUntilReset: durationpb.New(1000000000)}}}
+	proto := encoding.GetCodecV2(protocodec.Name)
+	for name, marshal := range map[string]func(any) (mem.BufferSlice, error){"codec": newRLSCodec().Marshal, "vtproto": vtMarshal(proto)} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := marshal(resp)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data.Free()
+			}
+		})
 	}
-	status := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OVER_LIMIT,
-		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: "n", RequestsPerUnit: 7, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE},
-		LimitRemaining:     3,
-		DurationUntilReset: durationpb.New(1500000000)}
-	for name, resp := range map[string]*rlsv3.RateLimitResponse{
-		"empty": {},
-		"small": {OverallCode: rlsv3.RateLimitResponse_OVER_LIMIT, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{status},
-			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "7"}}, DynamicMetadata: meta},
-		"large": {OverallCode: rlsv3.RateLimitResponse_OK,
-			ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "x-big", Value: strings.Repeat("v", 64<<10)}}},
-	} {
-		data, err := newRLSCodec().Marshal(resp)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+}
+
+// vtMarshal returns a codec's Marshal that writes a message with its generated vtprotobuf
+// code when it has some (as grpc-go's codec pools buffers past its threshold), and with
+// fallback otherwise.
+func vtMarshal(fallback encoding.CodecV2) func(any) (mem.BufferSlice, error) {
+	type vtMarshaler interface {
+		SizeVT() int
+		MarshalToSizedBufferVTStrict([]byte) (int, error)
+	}
+	return func(v any) (mem.BufferSlice, error) {
+		m, ok := v.(vtMarshaler)
+		if !ok {
+			return fallback.Marshal(v)
 		}
-		var got rlsv3.RateLimitResponse
-		buf := data.Materialize()
-		data.Free()
-		if err := proto.Unmarshal(buf, &got); err != nil || !proto.Equal(&got, resp) {
-			t.Errorf("%s: decoded %v (%v), want %v", name, &got, err, resp)
+		size := m.SizeVT()
+		if mem.IsBelowBufferPoolingThreshold(size) {
+			buf := make([]byte, size)
+			if _, err := m.MarshalToSizedBufferVTStrict(buf); err != nil {
+				return nil, err
+			}
+			return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
 		}
-	}
-	data, err := newRLSCodec().Marshal(durationpb.New(42)) // no generated marshalling
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d durationpb.Duration
-	if err := proto.Unmarshal(data.Materialize(), &d); err != nil || d.AsDuration() != 42 {
-		t.Errorf("standard codec: %v %v", &d, err)
+		pool := mem.DefaultBufferPool()
+		buf := pool.Get(size)
+		if _, err := m.MarshalToSizedBufferVTStrict((*buf)[:size]); err != nil {
+			pool.Put(buf)
+			return nil, err
+		}
+		return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 	}
 }
