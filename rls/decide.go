@@ -262,7 +262,9 @@ func (e *Engine) decideGroup(ctx context.Context, sc *scratch) error {
 // decideCounting is decideGroup as envoyproxy/ratelimit decides (Config.CountDenied): each
 // descriptor on its own, and the hits of one over its limit are charged anyway (a settle, so
 // the key goes into debt as the peer's counter goes past the limit; a cost above the most a
-// settle takes, sluice.MaxLimit, is charged that much).
+// settle takes, sluice.MaxLimit, is charged that much; sluice.Limiter.AllowCountingDenied).
+// A denial the over-limit cache answers (--mode overlimit) is not charged, as the peer's
+// local cache does not count the hits it answers.
 func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 	for i := range sc.items {
 		it := &sc.items[i]
@@ -273,17 +275,11 @@ func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 		for j := range sc.own {
 			c := &sc.own[j]
 			lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
-			d, err := lim.AllowAll(ctx, sc.own[j:j+1])
+			d, err := lim.AllowCountingDenied(ctx, c)
 			if err != nil {
 				return e.storeError(ctx, err)
 			}
-			if !d.Allowed {
-				if _, err := lim.Settle(ctx, c.Key, c.Rule, min(c.N, sluice.MaxLimit)); err != nil {
-					return e.storeError(ctx, err)
-				}
-				it.over = true
-			}
-			c.Decision = d
+			it.over = it.over || !d.Allowed
 		}
 		sc.combine(it, sc.own)
 	}
