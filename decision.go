@@ -29,6 +29,12 @@ type Decision struct {
 	// admitted request holds a slot that starts Delay from now, and the caller should wait
 	// that long before acting. It is 0 for ordinary decisions.
 	Delay time.Duration
+	// NextAfter, on an allowed take that leaves Remaining 0, is how long until one more unit
+	// is free if nothing else is admitted meanwhile: what RetryAfter would say for a take of
+	// one unit now. 0 when units remain or the store does not tell (today only the Redis
+	// store's fixed and sliding windows do). The over-limit cache (package distributed) holds
+	// the key's next requests for that long without asking the store.
+	NextAfter time.Duration
 }
 
 // ResetIn is the reset a transport reports for d, decided under a rule of period period: RLS's

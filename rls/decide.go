@@ -79,7 +79,7 @@ func (it *item) never() bool {
 // response cost (tokens, bytes) so when the stream ends (apply_on_stream_done), as Envoy AI
 // Gateway does for its token limits: usage already served cannot be refused, and the next
 // request must see it, so it is charged whatever the answer, past the limit as the peer's
-// counter goes (decideCounted), by at most maxMeasuredDebt capacities. A request's own count
+// counter goes (decideMeasured), by at most maxMeasuredDebt capacities. A request's own count
 // (request-level hits_addend, 1 by default) over its limit consumes nothing
 // (envoyproxy/ratelimit issue #427).
 func (it *item) measured() bool {
@@ -177,9 +177,9 @@ func (e *Engine) Decide(ctx context.Context, req *Request, ans *Answer) error {
 	if e.cfg.CountDenied {
 		decideGroup = e.decideCounting
 	}
-	for i := range sc.items {
-		if it := &sc.items[i]; it.measured() && !it.decided {
-			if err := e.decideCounted(ctx, sc, it, maxMeasuredDebt); err != nil {
+	for i := range sc.items { // with CountDenied, decideCounting charges every denied cost
+		if it := &sc.items[i]; !e.cfg.CountDenied && it.measured() && !it.decided {
+			if err := e.decideMeasured(ctx, sc, it, maxMeasuredDebt); err != nil {
 				return err
 			}
 		}
@@ -301,24 +301,35 @@ func (e *Engine) decideGroup(ctx context.Context, sc *scratch) error {
 // decideCounting is decideGroup as envoyproxy/ratelimit decides (Config.CountDenied): each
 // descriptor on its own, and the hits of one over its limit are charged anyway (a settle, so
 // the key goes into debt as the peer's counter goes past the limit; a cost above the most a
-// settle takes, sluice.MaxLimit, is charged that much).
+// settle takes, sluice.MaxLimit, is charged that much; sluice.Limiter.AllowCountingDenied).
+// A denial the over-limit cache answers (--mode overlimit) is not charged, as the peer's
+// local cache does not count the hits it answers.
 func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 	for i := range sc.items {
 		it := &sc.items[i]
 		if !it.limited() || it.decided || it.hits == 0 || it.desc.IsNegativeHits {
 			continue // peeks and refunds are decided alone
 		}
-		if err := e.decideCounted(ctx, sc, it, 0); err != nil {
-			return err
+		sc.own = it.appendChecks(sc.own[:0], it.hits)
+		for j := range sc.own {
+			c := &sc.own[j]
+			lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+			d, err := lim.AllowCountingDenied(ctx, c)
+			if err != nil {
+				return e.storeError(ctx, err)
+			}
+			it.over = it.over || !d.Allowed
 		}
+		sc.combine(it, sc.own)
 	}
 	return nil
 }
 
-// decideCounted decides the item as envoyproxy/ratelimit does: each of its rules on its own,
-// and the hits of one over its limit are charged anyway (at most sluice.MaxLimit, and with
-// capacities > 0 at most that many capacities of the rule).
-func (e *Engine) decideCounted(ctx context.Context, sc *scratch, it *item, capacities int64) error {
+// decideMeasured decides an item whose cost Envoy measured (item.measured): each of its rules
+// on its own, and the cost of one over its limit charged all the same, as decideCounting
+// charges it, but by at most capacities capacities of the rule, and not at all on a bucket
+// already in debt for as long as that many capacities take to refill (maxMeasuredDebt).
+func (e *Engine) decideMeasured(ctx context.Context, sc *scratch, it *item, capacities int64) error {
 	sc.own = it.appendChecks(sc.own[:0], it.hits)
 	for j := range sc.own {
 		c := &sc.own[j]
@@ -328,12 +339,9 @@ func (e *Engine) decideCounted(ctx context.Context, sc *scratch, it *item, capac
 			return e.storeError(ctx, err)
 		}
 		if !d.Allowed {
-			charge := min(c.N, sluice.MaxLimit)
-			if capacities > 0 {
-				charge = min(charge, capacities*c.Rule.Capacity())
-				if c.Rule.Algorithm.Bucket() && d.ResetAfter >= drainOf(c.Rule, capacities) {
-					charge = 0 // in debt for that long already (maxMeasuredDebt)
-				}
+			charge := min(c.N, capacities*c.Rule.Capacity())
+			if c.Rule.Algorithm.Bucket() && d.ResetAfter >= drainOf(c.Rule, capacities) {
+				charge = 0 // in debt for that long already
 			}
 			if charge > 0 {
 				if _, err := lim.Settle(ctx, c.Key, c.Rule, charge); err != nil {
