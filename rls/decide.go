@@ -74,6 +74,36 @@ func (it *item) never() bool {
 	return false
 }
 
+// measured reports whether the item's cost is one Envoy measured and reports as usage: its
+// descriptor's own hits_addend, positive, on a limit with state. Envoy Gateway sends a
+// response cost (tokens, bytes) so when the stream ends (apply_on_stream_done), as Envoy AI
+// Gateway does for its token limits: usage already served cannot be refused, and the next
+// request must see it, so it is charged whatever the answer, past the limit as the peer's
+// counter goes (decideMeasured), by at most maxMeasuredDebt capacities. A request's own count
+// (request-level hits_addend, 1 by default) over its limit consumes nothing
+// (envoyproxy/ratelimit issue #427).
+func (it *item) measured() bool {
+	return it.desc.HitsAddend != nil && it.hits > 0 && !it.desc.IsNegativeHits && it.limited() && !it.block
+}
+
+// maxMeasuredDebt bounds the charge of a measured cost a rule denied, in capacities of the
+// rule: enough to leave the key over its limit (its state is past its capacity, so the next
+// request, a zero-cost check too, is denied), little enough that the key drains soon, as the
+// peer's counter forgets its excess when its window ends. A window's debt leaves with its
+// window (within a period or two, whatever its size); a bucket already in debt for longer
+// than that many capacities take to refill (drainOf) is not charged more, so a bucket is
+// never locked out for longer than twice that however many costs, of whatever size (2^64
+// sent by anyone who may call the service), arrive: not for the year a bucket's debt may last.
+const maxMeasuredDebt = 2
+
+// drainOf is how long capacities capacities of rule take to refill.
+func drainOf(rule sluice.Rule, capacities int64) time.Duration {
+	if rule.Limit <= 0 {
+		return 0
+	}
+	return time.Duration(float64(rule.Period) * float64(capacities*rule.Capacity()) / float64(rule.Limit))
+}
+
 // grouped reports whether the item is decided in the main group: it takes units (neither a
 // peek nor a refund) and its answer alone denies the request (neither shadow nor quota mode).
 func (it *item) grouped() bool {
@@ -115,9 +145,11 @@ const maxHits = sluice.MaxLimit + 1
 
 // Decide decides a request against the rules in force and fills ans: every limit of every
 // descriptor must admit, and when one does not, nothing is consumed from any of them (but for
-// shadow-mode, quota-mode, peek and refund descriptors, decided on their own; Config.CountDenied
-// decides as envoyproxy/ratelimit). An unknown domain, an unmatched or unlimited descriptor
-// are OK without a store call. The decision is counted in the metrics.
+// shadow-mode, quota-mode, peek and refund descriptors, decided on their own, and descriptors
+// with their own positive hits_addend, a measured cost charged whatever the answer: see
+// item.measured; Config.CountDenied decides every descriptor as envoyproxy/ratelimit). An
+// unknown domain, an unmatched or unlimited descriptor are OK without a store call. The
+// decision is counted in the metrics.
 //
 // Errors are *Error: KindInvalid for a request the rules or the bounds refuse (before any
 // store call), KindUnavailable when the store fails without a fallback, KindCanceled or
@@ -144,6 +176,13 @@ func (e *Engine) Decide(ctx context.Context, req *Request, ans *Answer) error {
 	decideGroup := e.decideGroup
 	if e.cfg.CountDenied {
 		decideGroup = e.decideCounting
+	}
+	for i := range sc.items { // with CountDenied, decideCounting charges every denied cost
+		if it := &sc.items[i]; !e.cfg.CountDenied && it.measured() && !it.decided {
+			if err := e.decideMeasured(ctx, sc, it, maxMeasuredDebt); err != nil {
+				return err
+			}
+		}
 	}
 	if err := decideGroup(ctx, sc); err != nil {
 		return err
@@ -283,6 +322,37 @@ func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 		}
 		sc.combine(it, sc.own)
 	}
+	return nil
+}
+
+// decideMeasured decides an item whose cost Envoy measured (item.measured): each of its rules
+// on its own, and the cost of one over its limit charged all the same, as decideCounting
+// charges it, but by at most capacities capacities of the rule, and not at all on a bucket
+// already in debt for as long as that many capacities take to refill (maxMeasuredDebt).
+func (e *Engine) decideMeasured(ctx context.Context, sc *scratch, it *item, capacities int64) error {
+	sc.own = it.appendChecks(sc.own[:0], it.hits)
+	for j := range sc.own {
+		c := &sc.own[j]
+		lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+		d, err := lim.AllowAll(ctx, sc.own[j:j+1])
+		if err != nil {
+			return e.storeError(ctx, err)
+		}
+		if !d.Allowed {
+			charge := min(c.N, capacities*c.Rule.Capacity())
+			if c.Rule.Algorithm.Bucket() && d.ResetAfter >= drainOf(c.Rule, capacities) {
+				charge = 0 // in debt for that long already
+			}
+			if charge > 0 {
+				if _, err := lim.Settle(ctx, c.Key, c.Rule, charge); err != nil {
+					return e.storeError(ctx, err)
+				}
+			}
+			it.over = true
+		}
+		c.Decision = d
+	}
+	sc.combine(it, sc.own)
 	return nil
 }
 
@@ -480,10 +550,12 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		if !it.over {
 			v.Remaining = clampU32(d.Remaining)
 		}
-		wait := d.ResetAfter
-		if it.over && d.RetryAfter > 0 {
-			wait = d.RetryAfter
+		period := v.Rule.Period
+		if period <= 0 {
+			period = it.period()
 		}
+		d.Allowed = !it.over // in shadow mode too: the reset is the limit's own
+		wait := d.ResetIn(period)
 		if it.block {
 			if now.IsZero() {
 				now = time.Now()

@@ -35,7 +35,8 @@ func newEngine(t *testing.T, rules string) *rls.Engine {
 	return newEngineConfig(t, rules, rls.Config{})
 }
 
-// newEngineConfig is newEngine with the other fields of cfg.
+// newEngineConfig is newEngine with the other fields of cfg (its Store, when set, in place of
+// the memory store).
 func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
 	t.Helper()
 	doc, err := config.Decode("rules.yaml", []byte(rules))
@@ -46,12 +47,15 @@ func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := memory.New(memory.WithSweepInterval(-1))
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Store == nil {
+		mem, err := memory.New(memory.WithSweepInterval(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mem.Close() })
+		cfg.Store = mem
 	}
-	t.Cleanup(func() { mem.Close() })
-	cfg.Rules, cfg.Store, cfg.ReloadInterval = compiled, mem, -1
+	cfg.Rules, cfg.ReloadInterval = compiled, -1
 	e, err := rls.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -49,10 +49,21 @@ func (rc *readiness) check(ctx context.Context) error {
 			return nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
+	err := rc.probe(ctx)
 	rc.ok.Store(err == nil)
 	rc.checked.Store(now)
 	return err
 }
+
+// probe takes one unit of the readiness key now, whatever the last check found.
+func (rc *readiness) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
+	return err
+}
+
+// ProbeStore probes the store now, with the write Ready makes, whatever the rules and without
+// touching what Ready remembers: the server holds itself not ready until the store has
+// answered once. With a fallback the probe goes through it, which answers for the store.
+func (e *Engine) ProbeStore(ctx context.Context) error { return e.readyCheck.probe(ctx) }

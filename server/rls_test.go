@@ -161,9 +161,18 @@ func TestGoldenOverrideAndHits(t *testing.T) {
 		// Request-level hits_addend.
 		{0, &rlsv3.RateLimitRequest{Domain: "golden", HitsAddend: 2, Descriptors: []*rlcommon.RateLimitDescriptor{desc("remote_address", "h")}},
 			"OK: OK 0/2 per second reset 2s"},
-		// A cost above the capacity is denied and consumes nothing; OVER_LIMIT reports 0 remaining.
-		{time.Minute, req(withHits(desc("remote_address", "big"), 1<<40)), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 0s"},
+		// A request's cost above the capacity is denied and consumes nothing (#427); OVER_LIMIT
+		// reports 0 remaining, and a reset of the period, not 0 (issue 30: a client told 0
+		// retries at once).
+		{time.Minute, &rlsv3.RateLimitRequest{Domain: "golden", HitsAddend: 1 << 31, Descriptors: []*rlcommon.RateLimitDescriptor{desc("remote_address", "big")}},
+			"OVER_LIMIT: OVER_LIMIT 0/2 per second reset 1s"},
 		{0, req(withHits(desc("remote_address", "big"), 1)), "OK: OK 1/2 per second reset 2s"},
+		// A descriptor's own cost is usage Envoy measured (Envoy Gateway's response cost, AI
+		// Gateway's tokens at stream end): charged whatever the answer, at most two capacities,
+		// so the key is over its limit, a zero-cost check too, until it drains.
+		{0, req(withHits(desc("remote_address", "big"), 1<<40)), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 1s"},
+		{0, req(withHits(desc("remote_address", "big"), 0)), "OVER_LIMIT: OVER_LIMIT 0/2 per second reset 2s"},
+		{3 * time.Second, req(withHits(desc("remote_address", "big"), 0)), "OK: OK 2/2 per second reset 0s"},
 	})
 }
 

@@ -87,6 +87,9 @@ type Config struct {
 	// each RLS response's dynamic_metadata (dynmeta.go), as envoyproxy/ratelimit's
 	// RESPONSE_DYNAMIC_METADATA.
 	ResponseDynamicMetadata bool
+	// Until a shared store the engine opened without a fallback has answered once, the server
+	// is not ready, whatever HealthcheckStore says (storegate.go).
+	//
 	// HealthcheckStore makes /healthcheck and the gRPC health services follow the store too:
 	// unhealthy while it cannot take a write (rls.Engine.Ready) or a fallback decides for it,
 	// as envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION (health.go). Off, they
@@ -142,6 +145,7 @@ type Server struct {
 	health           *health.Server
 	http             *http.Server
 	ready            atomic.Bool
+	gate             *storeGate // storegate.go
 	quota            *rlqs.Service
 	quotaMetrics     *quotaMetrics // quotametrics.go
 	closeOnce        sync.Once
@@ -175,7 +179,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.eng, s.log = eng, eng.Logger()
-	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log); err != nil {
+	s.gate = newStoreGate(&s.cfg)
+	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log, eng.Registry()); err != nil {
 		_ = eng.Close()
 		return nil, err
 	}
@@ -281,6 +286,9 @@ func (s *Server) Reload() (bool, error) { return s.eng.Reload() }
 // store it opened is closed (flushing decorators). It returns the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 2)
+	if since := time.Now(); !s.gate.probe(ctx, s.eng.ProbeStore, s.log, since) {
+		go s.gate.run(ctx, s.eng.ProbeStore, s.log, since) // not ready until the store answers
+	}
 	if s.grpc != nil {
 		s.serveHealth(ctx) // health.go
 		go func() { errc <- s.grpc.Serve(s.grpcLis) }()

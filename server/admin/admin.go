@@ -22,6 +22,9 @@ type Config struct {
 	// Serving reports whether the transport serves: /readyz answers 503 while it does not
 	// (starting, shutting down). Nil: always serving.
 	Serving func() bool
+	// Waiting, when set, says why the transport is not ready yet ("" when it is): /readyz
+	// answers 503 with it (server: until the store has answered once).
+	Waiting func() string
 	// Invalid, when set, is called for each request answered 400.
 	Invalid func()
 	// API lists the caller's own routes, which the index page GET / shows after the
@@ -74,6 +77,12 @@ func (h handler) ready(w http.ResponseWriter, r *http.Request) {
 	if h.Serving != nil && !h.Serving() {
 		WriteText(w, http.StatusServiceUnavailable, "not ready: starting or shutting down")
 		return
+	}
+	if h.Waiting != nil {
+		if why := h.Waiting(); why != "" {
+			WriteText(w, http.StatusServiceUnavailable, "not ready: "+why)
+			return
+		}
 	}
 	why, err := h.Engine.Ready(r.Context())
 	if err != nil {
