@@ -5,13 +5,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -52,11 +56,33 @@ func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
 	}
 	t.Cleanup(func() { mem.Close() })
 	cfg.Rules, cfg.Store, cfg.ReloadInterval = compiled, mem, -1
+	return observed(t, cfg)
+}
+
+// registries are the registries of the engines observed by the tests' metrics (metric).
+var registries sync.Map // *rls.Engine -> *prometheus.Registry
+
+// observed builds an engine of cfg whose Observer, unless cfg has one, is the metrics of
+// package rlsmetrics on a registry of its own (read by metric).
+func observed(t *testing.T, cfg rls.Config) *rls.Engine {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := rlsmetrics.New(reg, rlsmetrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = m
+	}
 	e, err := rls.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
+	if err := m.Attach(e); err != nil {
+		t.Fatal(err)
+	}
+	registries.Store(e, reg)
 	return e
 }
 
@@ -73,7 +99,8 @@ func desc(kv ...string) rls.Descriptor {
 func metric(t *testing.T, e *rls.Engine, prefix string) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(e.Registry(), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	reg, _ := registries.Load(e)
+	promhttp.HandlerFor(reg.(*prometheus.Registry), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	for _, line := range strings.Split(rec.Body.String(), "\n") {
 		if strings.HasPrefix(line, prefix) {
 			return line
@@ -143,5 +170,29 @@ descriptors:
 	v := ans.Verdicts[0]
 	if ans.Code != rls.CodeOverLimit || !v.Limited || !v.Block || !v.Denied() || !v.Never || v.Remaining != 0 || v.Reset != time.Second {
 		t.Errorf("answer %v, verdict %+v; want a block over its limit, reset in 1s", ans.Code, v)
+	}
+}
+
+// TestEngineClock: the engine reads the time of Config.Clock, not the system's: a block's
+// reset is the rest of its window on that clock.
+func TestEngineClock(t *testing.T) {
+	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC))
+	e := newEngineConfig(t, `
+domain: edge
+descriptors:
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: minute, requests_per_unit: 0}
+`, rls.Config{Clock: clock})
+	req := &rls.Request{Domain: "edge", Descriptors: []rls.Descriptor{desc("remote_address", "50.0.0.5")}}
+	for _, want := range []time.Duration{50 * time.Second, 30 * time.Second} {
+		var ans rls.Answer
+		if err := e.Decide(context.Background(), req, &ans); err != nil {
+			t.Fatal(err)
+		}
+		if got := ans.Verdicts[0].Reset; got != want {
+			t.Errorf("block's reset at %v: %v, want %v", clock.Now().Format(time.TimeOnly), got, want)
+		}
+		clock.Advance(20 * time.Second)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -131,6 +132,11 @@ type Verdict struct {
 	// (Limit.InFlight): the transport leases the request's slot under it (Engine.Limiter).
 	// Empty otherwise.
 	Key string
+	// Adaptive is the in-flight limit in force when the max_in_flight is adaptive
+	// (Limit.InFlight.Adaptive): the engine's runtime state of the limit, kept across
+	// reloads that keep its settings. The transport acquires with its Limit and tells it
+	// each request's round trip. Nil otherwise.
+	Adaptive *adaptive.Gradient
 }
 
 // Denied reports whether the descriptor denies the request: over its limit and not in

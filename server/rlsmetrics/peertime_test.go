@@ -1,14 +1,32 @@
-package rls_test
+package rlsmetrics_test
 
 import (
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/rls"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 )
+
+// metric returns the line of reg's metrics page that starts with prefix, or "".
+func metric(t *testing.T, reg *prometheus.Registry, prefix string) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}
 
 // TestResponseTimeUnit: ratelimit_service_response_time_seconds is in seconds by default and,
 // with ResponseTimeMilliseconds (the peer's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS), in
@@ -22,8 +40,12 @@ func TestResponseTimeUnit(t *testing.T) {
 		{false, 1.5007, " 1"}, // 1.5007 s falls below le="10"
 		{true, 1500, " 0"},    // 1500 (whole ms) is past every default bucket but +Inf
 	} {
-		e := newEngineConfig(t, decideRules, rls.Config{ResponseTimeMilliseconds: tc.ms})
-		e.ObserveShouldRateLimit(1500*time.Millisecond+700*time.Microsecond, false)
+		e := prometheus.NewRegistry()
+		m, err := rlsmetrics.New(e, rlsmetrics.Options{ResponseTimeMilliseconds: tc.ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ObserveShouldRateLimit(1500*time.Millisecond+700*time.Microsecond, false)
 		const name = `ratelimit_service_response_time_seconds`
 		line := metric(t, e, name+`_sum{grpc_method="ShouldRateLimit"}`)
 		if sum, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err != nil || math.Abs(sum-tc.sum) > 1e-9 {
