@@ -146,4 +146,3 @@ func TestGoldenSeveralLimitsOnOneDescriptor(t *testing.T) {
 		{time.Second, tiered(), "OVER_LIMIT: OVER_LIMIT 0/3 per 30xsecond reset 38s"},
 	})
 }
-
