@@ -257,6 +257,9 @@ func (e *Engine) openStore() error {
 	e.store = e.cfg.Store
 	if e.store == nil {
 		sc := e.cfg.StoreConfig
+		if sc.Logger == nil {
+			sc.Logger = e.log
+		}
 		if sc.Fallback != "" {
 			e.fallback = watchFallback(&sc, sc.Fallback, e.log, e.clock, e.obs, e.fallbackError)
 		}

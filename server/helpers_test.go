@@ -161,12 +161,12 @@ type serverConfig = server.Config
 func startReal(t *testing.T, rules, storeURL string) *server.Server {
 	t.Helper()
 	h := &harness{}
-	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: store.Config{URL: storeURL}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
+	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: store.Config{Backend: store.Backend{URL: storeURL}}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 	return h.run(t, cfg).srv
 }
 
 func redisConfig(t *testing.T, url string) server.Config {
-	return server.Config{Config: rls.Config{Rules: compile(t, sharedRules), StoreConfig: store.Config{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
+	return server.Config{Config: rls.Config{Rules: compile(t, sharedRules), StoreConfig: store.Config{Backend: store.Backend{URL: url, Timeout: 5 * time.Second}}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 }
 
 func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }
