@@ -181,3 +181,29 @@ func TestTLSConfigErrors(t *testing.T) {
 		t.Errorf("zero TLS: ClientConfig() = %v, %v; want nil, nil", tc, err)
 	}
 }
+
+// TestTLSClientCertificateRotated: the client certificate of a store's TLS is read again when
+// it is rotated in place, as the xDS client's (both are internal/certfile's Client, whose
+// TestClientFollowsRotation shows a rotation that does not load keeping the previous pair):
+// a handshake after the rotation presents the new one.
+func TestTLSClientCertificateRotated(t *testing.T) {
+	ca := testenv.NewCA(t, "ca", "")
+	first := ca.Issue(t, "client", "sluice-test-client")
+	c, err := store.TLS{CAFile: ca.CAFile, CertFile: first.CertFile, KeyFile: first.KeyFile}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string {
+		t.Helper()
+		cert, err := c.GetClientCertificate(nil)
+		if err != nil || cert == nil {
+			t.Fatalf("GetClientCertificate: %v, %v; want a certificate", cert, err)
+		}
+		return cert.Leaf.SerialNumber.String()
+	}
+	if got := serial(); got != first.Cert.SerialNumber.String() {
+		t.Fatalf("serial %s, want %s", got, first.Cert.SerialNumber)
+	}
+	second := ca.Issue(t, "client", "sluice-test-client") // the whole pair, rotated in place
+	testenv.Eventually(t, 10*time.Second, "the rotated certificate", func() bool { return serial() == second.Cert.SerialNumber.String() })
+}

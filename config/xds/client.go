@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/certfile"
 )
 
 // Defaults of Options' zero values: envoyproxy/ratelimit's (CONFIG_GRPC_XDS_NODE_ID,
@@ -148,8 +149,7 @@ func New(o Options) (*Client, error) {
 	}
 	if o.TLS != nil {
 		t := *o.TLS // the caller's TLS is not written to
-		t.files = &tlsFiles{}
-		if _, err := t.config(); err != nil {
+		if err := t.load(); err != nil {
 			return nil, err
 		}
 		o.TLS = &t
@@ -206,11 +206,7 @@ func (c *Client) Run(ctx context.Context, apply func(*config.Config), reject fun
 // stream runs one ADS stream until it fails; delivered reports whether it received a
 // snapshot.
 func (c *Client) stream(ctx context.Context, inForce *snapshotState, apply func(*config.Config), reject func(error)) (delivered bool, err error) {
-	opts, err := c.dialOptions()
-	if err != nil {
-		return false, err
-	}
-	conn, err := grpc.NewClient(c.opts.Server, opts...)
+	conn, err := grpc.NewClient(c.opts.Server, c.dialOptions()...)
 	if err != nil {
 		return false, fmt.Errorf("xds: server %s: %w", c.opts.Server, err)
 	}
@@ -327,14 +323,10 @@ func nackMessage(err error) string {
 	return msg
 }
 
-func (c *Client) dialOptions() ([]grpc.DialOption, error) {
+func (c *Client) dialOptions() []grpc.DialOption {
 	creds := insecure.NewCredentials()
 	if c.opts.TLS != nil {
-		tc, err := c.opts.TLS.config()
-		if err != nil {
-			return nil, err
-		}
-		creds = credentials.NewTLS(tc)
+		creds = credentials.NewTLS(c.opts.TLS.config())
 	}
 	bc := grpcbackoff.DefaultConfig
 	bc.BaseDelay = c.opts.ConnectRetryInterval
@@ -344,11 +336,12 @@ func (c *Client) dialOptions() ([]grpc.DialOption, error) {
 	}
 	// twice the bound, so that a snapshot above it is received and NACKed (compile)
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(min(2*int64(c.opts.MaxMessageBytes), math.MaxInt32)))))
-	return opts, nil
+	return opts
 }
 
 // TLS secures the connection to the xDS server. The files are read again when they change
-// (at the next connection for the CA bundle, at the next handshake for the key pair).
+// (internal/certfile, as a shared store's TLS): the CA bundle at the next connection, the key
+// pair at the next handshake; a rotated file that does not load keeps the previous one.
 type TLS struct {
 	// CAFile is a PEM bundle of the CAs the server's certificate must chain to (the peer's
 	// CONFIG_GRPC_XDS_SERVER_TLS_CACERT); empty: the system's roots.
@@ -360,5 +353,5 @@ type TLS struct {
 	// CONFIG_GRPC_XDS_SERVER_TLS_SAN); empty: the host of Server.
 	ServerName string
 
-	files *tlsFiles
+	files *certfile.Client // read by New
 }
