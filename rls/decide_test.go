@@ -2,36 +2,31 @@ package rls_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-const decideRules = `
-domain: d
-descriptors:
-  - key: a
-    rate_limits:
-      - {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
-      - {unit: hour, requests_per_unit: 10, algorithm: fixed_window}
-  - key: shadow
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
-  - key: free
-    rate_limit: {unlimited: true}
-`
+// decideRules are the rules of the decision tests.
+var decideRules = readTestdata("decide.yaml")
+
+// readTestdata returns the text of a file of testdata.
+func readTestdata(name string) string {
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // newEngine builds an engine of rules (YAML text) over a memory store.
 func newEngine(t *testing.T, rules string) *rls.Engine {
@@ -42,14 +37,7 @@ func newEngine(t *testing.T, rules string) *rls.Engine {
 // newEngineConfig is newEngine with the other fields of cfg.
 func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
 	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	compiled := testenv.Rules(t, rules)
 	mem, err := memory.New(memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -98,15 +86,8 @@ func desc(kv ...string) rls.Descriptor {
 // metric returns the line of the engine's metrics page that starts with prefix, or "".
 func metric(t *testing.T, e *rls.Engine, prefix string) string {
 	t.Helper()
-	rec := httptest.NewRecorder()
 	reg, _ := registries.Load(e)
-	promhttp.HandlerFor(reg.(*prometheus.Registry), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			return line
-		}
-	}
-	return ""
+	return testenv.MetricLine(t, reg.(*prometheus.Registry), prefix)
 }
 
 // TestDecideInProcess: Decide answers with one verdict per descriptor: the binding rule,

@@ -12,27 +12,8 @@ import (
 // The golden decisions of the engine, as package server answers them over RLS (its tests
 // of the transport render the same summaries).
 
-const goldenRules = `
-domain: golden
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 2}
-  - key: path
-    value: /login
-    rate_limit: {unit: minute, requests_per_unit: 3}
-    descriptors:
-      - key: user
-        rate_limit: {name: per_user_login, unit: hour, requests_per_unit: 1}
-  - key: static
-    rate_limit: {unlimited: true}
-  - key: shadow
-    shadow_mode: true
-    rate_limit: {unit: second, requests_per_unit: 1}
-  - key: tiered
-    rate_limits:
-      - {period: 1s, requests_per_unit: 2, algorithm: token_bucket, burst: 2}
-      - {period: 30s, requests_per_unit: 3}
-`
+// goldenRules are the rules the golden decisions are decided under.
+var goldenRules = readTestdata("golden.yaml")
 
 func req(descs ...rls.Descriptor) *rls.Request {
 	return &rls.Request{Domain: "golden", Descriptors: descs}

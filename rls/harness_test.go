@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
@@ -38,26 +38,13 @@ func start(t *testing.T, rules string, mutate ...func(*rls.Config)) *harness {
 	h := &harness{store: &sluicetest.CountingStore{Store: mem}, clock: clock}
 	cfg := rls.Config{Store: h.store, ReloadInterval: -1}
 	if rules != "" {
-		cfg.Rules = compileRules(t, rules)
+		cfg.Rules = testenv.Rules(t, rules)
 	}
 	for _, m := range mutate {
 		m(&cfg)
 	}
 	h.e = observed(t, cfg)
 	return h
-}
-
-func compileRules(t testing.TB, rules string) *config.Config {
-	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // ask decides a request of descs in domain.

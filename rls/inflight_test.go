@@ -87,13 +87,8 @@ func TestInFlightRefusedWithoutATransportThatEnforcesIt(t *testing.T) {
 const adaptiveRules = `
 domain: d
 descriptors:
-  - key: route
-    value: /report
-    max_in_flight: 3
-  - key: route
-    value: /llm
-    max_in_flight:
-      adaptive: {floor: 2, ceiling: 40, initial: 8}
+  - {key: route, value: /report, max_in_flight: 3}
+  - {key: route, value: /llm, max_in_flight: {adaptive: {floor: 2, ceiling: 40, initial: 8}}}
 `
 
 // TestAdaptiveInFlightState: the rules hold an adaptive max_in_flight as settings; the engine
@@ -136,7 +131,7 @@ func TestAdaptiveInFlightState(t *testing.T) {
 		t.Errorf("adaptive limit %d after steady samples, want above 8", grown)
 	}
 	// a reload that keeps the settings keeps the limit (another limit changes meanwhile)
-	if err := os.WriteFile(path, []byte(strings.Replace(adaptiveRules, "max_in_flight: 3", "max_in_flight: 4", 1)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Replace(adaptiveRules, "max_in_flight: 3}", "max_in_flight: 4}", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := e.Reload(); !ok || err != nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -93,18 +94,7 @@ func (h *harness) run(t *testing.T, cfg server.Config) *harness {
 	return h
 }
 
-func compile(t testing.TB, rules string) *config.Config {
-	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func compile(t testing.TB, rules string) *config.Config { return testenv.Rules(t, rules) }
 
 func writeFile(t *testing.T, dir, name, body string) string {
 	t.Helper()

@@ -4,48 +4,34 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 
 	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-const peerStatsRules = `
-domain: d
-descriptors:
-  - key: a
-    rate_limits:
-      - {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
-      - {unit: hour, requests_per_unit: 10, algorithm: fixed_window}
-  - key: shadow
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
-  - key: free
-    rate_limit: {unlimited: true}
-`
+// peerStatsRules are package rls's decision tests' rules.
+var peerStatsRules = func() string {
+	b, err := os.ReadFile("../rls/testdata/decide.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 // peerStatsEngine is an engine of peerStatsRules on a memory store, observed by the metrics of
 // package rlsmetrics on reg with the peer's statsd stats in stats.
 func peerStatsEngine(t *testing.T, reg *prometheus.Registry, stats gostats.Store, tags map[string]string) *rls.Engine {
 	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(peerStatsRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := testenv.Rules(t, peerStatsRules)
 	mem, err := memory.New(memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
@@ -61,19 +47,6 @@ func peerStatsEngine(t *testing.T, reg *prometheus.Registry, stats gostats.Store
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
-}
-
-// metric returns the line of reg's metrics page that starts with prefix, or "".
-func metric(t *testing.T, reg *prometheus.Registry, prefix string) string {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			return line
-		}
-	}
-	return ""
 }
 
 // desc builds a descriptor from alternating keys and values.
@@ -107,7 +80,7 @@ func TestPeerStatsMatchSeries(t *testing.T) {
 		for _, key := range []string{"a", "shadow"} {
 			for _, stat := range []string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"} {
 				got := scope.NewCounter("d." + key + "." + stat).Value()
-				line := metric(t, reg, fmt.Sprintf(`ratelimit_service_rate_limit_%s{domain="d",key1="%s",key2=""}`, stat, key))
+				line := testenv.MetricLine(t, reg, fmt.Sprintf(`ratelimit_service_rate_limit_%s{domain="d",key1="%s",key2=""}`, stat, key))
 				want := uint64(0)
 				if line != "" {
 					f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)

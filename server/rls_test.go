@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -15,27 +16,15 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-const goldenRules = `
-domain: golden
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 2}
-  - key: path
-    value: /login
-    rate_limit: {unit: minute, requests_per_unit: 3}
-    descriptors:
-      - key: user
-        rate_limit: {name: per_user_login, unit: hour, requests_per_unit: 1}
-  - key: static
-    rate_limit: {unlimited: true}
-  - key: shadow
-    shadow_mode: true
-    rate_limit: {unit: second, requests_per_unit: 1}
-  - key: tiered
-    rate_limits:
-      - {period: 1s, requests_per_unit: 2, algorithm: token_bucket, burst: 2}
-      - {period: 30s, requests_per_unit: 3}
-`
+// goldenRules are the engine's golden rules (rls/testdata/golden.yaml, package rls's golden
+// decisions).
+var goldenRules = func() string {
+	b, err := os.ReadFile("../rls/testdata/golden.yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 // summary renders a response compactly: overall code, then per descriptor
 // "CODE remaining/limit per unit[xN] reset".

@@ -2,31 +2,16 @@ package rlsmetrics_test
 
 import (
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
 )
-
-// metric returns the line of reg's metrics page that starts with prefix, or "".
-func metric(t *testing.T, reg *prometheus.Registry, prefix string) string {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			return line
-		}
-	}
-	return ""
-}
 
 // TestResponseTimeUnit: ratelimit_service_response_time_seconds is in seconds by default and,
 // with ResponseTimeMilliseconds (the peer's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS), in
@@ -47,14 +32,14 @@ func TestResponseTimeUnit(t *testing.T) {
 		}
 		m.ObserveShouldRateLimit(1500*time.Millisecond+700*time.Microsecond, false)
 		const name = `ratelimit_service_response_time_seconds`
-		line := metric(t, e, name+`_sum{grpc_method="ShouldRateLimit"}`)
+		line := testenv.MetricLine(t, e, name+`_sum{grpc_method="ShouldRateLimit"}`)
 		if sum, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err != nil || math.Abs(sum-tc.sum) > 1e-9 {
 			t.Errorf("ms=%v: got %q, want sum %v", tc.ms, line, tc.sum)
 		}
-		if got := metric(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`); got != name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`+tc.bucket10s {
+		if got := testenv.MetricLine(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`); got != name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`+tc.bucket10s {
 			t.Errorf("ms=%v: got %q, want le=10 bucket%s", tc.ms, got, tc.bucket10s)
 		}
-		if got := metric(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="+Inf"}`); got == "" || got[len(got)-2:] != " 1" {
+		if got := testenv.MetricLine(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="+Inf"}`); got == "" || got[len(got)-2:] != " 1" {
 			t.Errorf("ms=%v: +Inf bucket %q, want 1", tc.ms, got)
 		}
 	}
