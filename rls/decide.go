@@ -93,11 +93,12 @@ func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 }
 
 type scratch struct {
-	items  []item
-	checks []sluice.Check
-	own    []sluice.Check
-	shared []string          // config.LookupShared's buffer
-	rules  []sluice.Decision // each rule's own decision, per item (item.rulesAt)
+	items   []item
+	checks  []sluice.Check
+	own     []sluice.Check
+	shared  []string          // config.LookupShared's buffer
+	rules   []sluice.Decision // each rule's own decision, per item (item.rulesAt)
+	outcome Outcome           // what the Observer is told of one item (count)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -107,6 +108,7 @@ func (sc *scratch) release() {
 	clear(sc.checks)
 	clear(sc.own)
 	sc.items, sc.checks, sc.own, sc.rules = sc.items[:0], sc.checks[:0], sc.own[:0], sc.rules[:0]
+	sc.outcome = Outcome{}
 	scratchPool.Put(sc)
 }
 
@@ -452,7 +454,8 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 			switch {
 			case it.limit != nil && it.limit.Unlimited:
 				v.Remaining = math.MaxUint32
-				e.limitObserver(st, it.limit).Decided(Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Unlimited: true})
+				sc.outcome = Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Unlimited: true}
+				e.limitObserver(st, it.limit).Decided(&sc.outcome)
 			case dom != nil:
 				e.domainObserver(st, req.Domain).NoRule()
 			}
@@ -494,7 +497,7 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 			wait = p - time.Duration(now.UnixNano()%int64(p))
 		}
 		v.Reset = (wait + time.Second - 1) / time.Second * time.Second // whole seconds, rounded up as the peer's
-		e.count(st, dom, it)
+		e.count(st, dom, it, &sc.outcome)
 		// The headers describe the descriptor closest to its limit; the last one over it wins.
 		if t := ans.Tightest; t < 0 || (over && !it.quota) || v.Remaining < ans.Verdicts[t].Remaining {
 			ans.Tightest = i
@@ -525,9 +528,10 @@ func (it *item) period() time.Duration {
 	return it.limit.Unit.Duration() * time.Duration(max(it.limit.UnitMultiplier, 1))
 }
 
-// count tells the Observer the decision, and the live view's sketch the key.
-func (e *Engine) count(st *rules, dom *config.Domain, it *item) {
-	o := Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Hits: it.hits, Refund: it.desc.IsNegativeHits,
+// count tells the Observer the decision (in o, the scratch's: no copy, no allocation), and
+// the live view's sketch the key.
+func (e *Engine) count(st *rules, dom *config.Domain, it *item, o *Outcome) {
+	*o = Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Hits: it.hits, Refund: it.desc.IsNegativeHits,
 		Over: it.over, Shadow: it.shadow(), Block: it.block, Decision: it.decision}
 	if it.overridden() {
 		o.Limit = nil

@@ -45,18 +45,18 @@ type Observer interface {
 
 // LimitObserver is told the decisions of one configured limit (Observer.Limit).
 type LimitObserver interface {
-	Decided(o Outcome)
+	Decided(o *Outcome)
 }
 
 // DomainObserver is told a domain's requests that match no limit (NoRule) and the
 // decisions of its limit overrides (Override; Outcome.Limit is nil).
 type DomainObserver interface {
 	NoRule()
-	Override(o Outcome)
+	Override(o *Outcome)
 }
 
-// Outcome is one descriptor's decision as an Observer is told it. It refers to the request
-// and is valid only during the call.
+// Outcome is one descriptor's decision as an Observer is told it. It and what it refers to
+// (the request) are valid only during the call: an observer must not keep it.
 type Outcome struct {
 	// Limit is the configured limit the descriptor matched (nil for a limit override);
 	// Domain its domain in the rules, Entries the descriptor's entries (config.MetricKey
@@ -92,6 +92,6 @@ func (nopObserver) UnknownDomain()                      {}
 func (nopObserver) GlobalShadow()                       {}
 func (nopObserver) UnknownCriticality()                 {}
 func (nopObserver) FallbackChanged(distributed.Circuit) {}
-func (nopObserver) Decided(Outcome)                     {}
+func (nopObserver) Decided(*Outcome)                    {}
 func (nopObserver) NoRule()                             {}
-func (nopObserver) Override(Outcome)                    {}
+func (nopObserver) Override(*Outcome)                   {}

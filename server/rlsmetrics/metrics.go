@@ -213,7 +213,7 @@ type limitSeries struct {
 }
 
 // Decided implements rls.LimitObserver: the decision in Sluice's series and in the peer's.
-func (s *limitSeries) Decided(o rls.Outcome) {
+func (s *limitSeries) Decided(o *rls.Outcome) {
 	if o.Unlimited {
 		s.unlimited.Inc()
 		return
@@ -252,7 +252,7 @@ type domainSeries struct {
 func (s *domainSeries) NoRule() { s.noRule.Inc() }
 
 // Override implements rls.DomainObserver.
-func (s *domainSeries) Override(o rls.Outcome) {
+func (s *domainSeries) Override(o *rls.Outcome) {
 	if o.Over {
 		s.overrideNo.Inc()
 	} else {

@@ -195,7 +195,7 @@ func (m *peerMetrics) statKey(key string) PeerKey {
 // shadow_mode limit also count in shadow_mode. The counts are the binding rule's: limit -
 // remaining after the hits when admitted, before them when denied (Sluice does not count
 // denied hits). A peek or a refund counts nothing.
-func PeerCountsOf(o rls.Outcome, ratio float64) PeerCounts {
+func PeerCountsOf(o *rls.Outcome, ratio float64) PeerCounts {
 	hits := o.Hits
 	if hits <= 0 || o.Refund {
 		return PeerCounts{}
