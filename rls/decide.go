@@ -119,7 +119,7 @@ const maxHits = sluice.MaxLimit + 1
 // descriptor must admit, and when one does not, nothing is consumed from any of them (but for
 // shadow-mode, quota-mode, peek and refund descriptors, decided on their own; Config.CountDenied
 // decides as envoyproxy/ratelimit). An unknown domain, an unmatched or unlimited descriptor
-// are OK without a store call. The decision is counted in the metrics.
+// are OK without a store call. The decision is told to the Observer.
 //
 // Errors are *Error: KindInvalid for a request the rules or the bounds refuse (before any
 // store call), KindUnavailable when the store fails without a fallback, KindCanceled or

@@ -70,8 +70,9 @@ type Config struct {
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
 	// fallback and per-call timeout (default: memory, sync mode, no fallback). With a
 	// fallback, the engine hooks its OnStateChange and OnStoreError (calling any set here
-	// too) to log each change, count the failures and report the state in the metrics and
-	// Ready; a fallback inside a Store passed above is not observed.
+	// too) to log each change, tell the Observer of the failures and report the state in
+	// Ready and Fallback; a fallback inside a Store passed above is not observed. Its Logger,
+	// when nil, is the engine's.
 	StoreConfig store.Config
 	// WrapStore, when set, wraps the store the engine decides on (Store, or the one
 	// StoreConfig opened): the server's tracing makes each store call a child span with it.

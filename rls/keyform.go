@@ -62,7 +62,7 @@ var unlimitedKey = sluice.Decision{Allowed: true, Limit: -1, Remaining: -1}
 // named limit count under key + "|#N", as descriptors do; per-instance rules on the
 // instance's memory): all must admit. criticality is the request's class ("" is CRITICAL);
 // a supplied rule then shares its capacity by sluice.DefaultShares. A limit without rules
-// (unlimited) allows with Limit and Remaining -1. The decision is counted in the metrics;
+// (unlimited) allows with Limit and Remaining -1. The decision is told to the Observer;
 // errors are Decide's.
 func (e *Engine) DecideKey(ctx context.Context, key string, lim *config.Limit, n int64, criticality string) (sluice.Decision, error) {
 	if len(lim.Rules) == 0 {
