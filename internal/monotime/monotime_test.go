@@ -12,8 +12,8 @@ var sink int64
 // The clock reads a decision may take, side by side (docs/BENCHMARKS.md, "internal/monotime"):
 // UnixNano (time.Since of a time.Time that carries a monotonic reading) and time.Now. Each
 // reports the thread's CPU time per read (cpu-ns/op) beside the wall time, so that a busy
-// machine's waits for a CPU do not count. (BenchmarkClockLinkname, runtime.nanotime through
-// go:linkname, was measured beside them before the linkname was dropped.)
+// machine's waits for a CPU do not count. (BenchmarkClockLinkname, runtime.nanotime reached
+// through a linkname directive, was measured beside them before the linkname was dropped.)
 
 func BenchmarkClockSince(b *testing.B) {
 	benchCPU(b, func() { sink += UnixNano() })
