@@ -269,12 +269,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer closeQuota()
-	stopSRV, err := f.startSRVRefresh(&cfg, logger)
-	if err != nil {
+	if err := f.setSRVRefresh(&cfg, logger); err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	defer stopSRV()
 	logStore(logger, cfg.StoreConfig)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -182,7 +182,7 @@ func simulateStore(cfg *simulate.Config, url string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, closer, err := store.Open(ctx, store.Config{URL: url, Ping: true})
+	_, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: url, Ping: true}})
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func simulateStore(cfg *simulate.Config, url string) error {
 	var n atomic.Int64
 	cfg.Store = func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
 		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
-		return store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second})
+		return store.Open(context.Background(), store.Config{Backend: store.Backend{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second}})
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package rls_test
+package rlsmetrics_test
 
 import (
 	"math"
@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/rls"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 )
 
 // TestResponseTimeUnit: ratelimit_service_response_time_seconds is in seconds by default and,
@@ -22,17 +25,21 @@ func TestResponseTimeUnit(t *testing.T) {
 		{false, 1.5007, " 1"}, // 1.5007 s falls below le="10"
 		{true, 1500, " 0"},    // 1500 (whole ms) is past every default bucket but +Inf
 	} {
-		e := newEngineConfig(t, decideRules, rls.Config{ResponseTimeMilliseconds: tc.ms})
-		e.ObserveShouldRateLimit(1500*time.Millisecond+700*time.Microsecond, false)
+		e := prometheus.NewRegistry()
+		m, err := rlsmetrics.New(e, rlsmetrics.Options{ResponseTimeMilliseconds: tc.ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ObserveShouldRateLimit(1500*time.Millisecond+700*time.Microsecond, false)
 		const name = `ratelimit_service_response_time_seconds`
-		line := metric(t, e, name+`_sum{grpc_method="ShouldRateLimit"}`)
+		line := testenv.MetricLine(t, e, name+`_sum{grpc_method="ShouldRateLimit"}`)
 		if sum, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err != nil || math.Abs(sum-tc.sum) > 1e-9 {
 			t.Errorf("ms=%v: got %q, want sum %v", tc.ms, line, tc.sum)
 		}
-		if got := metric(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`); got != name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`+tc.bucket10s {
+		if got := testenv.MetricLine(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`); got != name+`_bucket{grpc_method="ShouldRateLimit",le="10"}`+tc.bucket10s {
 			t.Errorf("ms=%v: got %q, want le=10 bucket%s", tc.ms, got, tc.bucket10s)
 		}
-		if got := metric(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="+Inf"}`); got == "" || got[len(got)-2:] != " 1" {
+		if got := testenv.MetricLine(t, e, name+`_bucket{grpc_method="ShouldRateLimit",le="+Inf"}`); got == "" || got[len(got)-2:] != " 1" {
 			t.Errorf("ms=%v: +Inf bucket %q, want 1", tc.ms, got)
 		}
 	}

@@ -1,9 +1,11 @@
-package rls
+package server
 
 import (
 	"time"
 
 	gostats "github.com/lyft/gostats"
+
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 )
 
 // peerStats are envoyproxy/ratelimit's statsd stats, under the names its stats manager
@@ -14,10 +16,12 @@ import (
 //	ratelimit.service.call.should_rate_limit.{redis_error,service_error}
 //	ratelimit_server.ShouldRateLimit.{total_requests,response_time}
 //
-// They are counted next to the Prometheus series of peerMetrics, in a gostats store that
-// Config.PeerStats names; its sinks (statsd, the statsd_exporter mapping) send them. The
-// stats keys are sanitized as the peer sanitizes them (peerLabels' replacements). Config.
-// PeerStatsTags are added to every stat, as the peer adds EXTRA_TAGS.
+// They are counted next to the Prometheus series of package rlsmetrics (the
+// rlsmetrics.PeerStats they are), in a gostats store that Config.PeerStats names; its sinks
+// (statsd, the statsd_exporter mapping) send them. The stats keys are sanitized as the peer
+// sanitizes them (rlsmetrics.SanitizeStatName). Config.PeerStatsTags are added to every
+// stat, as the peer adds EXTRA_TAGS. The counters of a stats key are created at its first
+// count.
 type peerStats struct {
 	rateLimit                          gostats.Scope
 	configLoadSuccess, configLoadError gostats.Counter
@@ -26,6 +30,8 @@ type peerStats struct {
 	totalRequests                      gostats.Counter
 	responseTime                       gostats.Timer
 }
+
+var _ rlsmetrics.PeerStats = (*peerStats)(nil)
 
 // peerStatCounters are the statsd counters of one stats key.
 type peerStatCounters struct {
@@ -52,12 +58,9 @@ func newPeerStats(store gostats.Store, tags map[string]string) *peerStats {
 	}
 }
 
-// counters returns the statsd counters of a peer stats key; nil without stats.
-func (s *peerStats) counters(key string) *peerStatCounters {
-	if s == nil {
-		return nil
-	}
-	key = sanitizeStatName(key)
+// Key implements rlsmetrics.PeerStats: the statsd counters of a peer stats key.
+func (s *peerStats) Key(key string) rlsmetrics.PeerKey {
+	key = rlsmetrics.SanitizeStatName(key)
 	return &peerStatCounters{
 		total:  s.rateLimit.NewCounter(key + ".total_hits"),
 		over:   s.rateLimit.NewCounter(key + ".over_limit"),
@@ -67,24 +70,36 @@ func (s *peerStats) counters(key string) *peerStatCounters {
 	}
 }
 
-// add counts an item's hits in the statsd counters (nil: none).
-func (c *peerStatCounters) add(n peerCounts) {
-	if c == nil {
-		return
-	}
-	c.total.Add(uint64(n.total))
-	c.over.Add(uint64(n.over))
-	c.near.Add(uint64(n.near))
-	c.within.Add(uint64(n.within))
-	c.shadow.Add(uint64(n.shadow))
+// Add implements rlsmetrics.PeerKey: a decision's counts.
+func (c *peerStatCounters) Add(n rlsmetrics.PeerCounts) {
+	c.total.Add(uint64(n.Total))
+	c.over.Add(uint64(n.Over))
+	c.near.Add(uint64(n.Near))
+	c.within.Add(uint64(n.Within))
+	c.shadow.Add(uint64(n.Shadow))
 }
 
-// observe counts one ShouldRateLimit call: its time in whole milliseconds, as the peer's
-// gRPC reporter does.
-func (s *peerStats) observe(took time.Duration) {
-	if s == nil {
-		return
+// ConfigLoad implements rlsmetrics.PeerStats.
+func (s *peerStats) ConfigLoad(ok bool) {
+	if ok {
+		s.configLoadSuccess.Inc()
+	} else {
+		s.configLoadError.Inc()
 	}
+}
+
+// RedisError implements rlsmetrics.PeerStats.
+func (s *peerStats) RedisError() { s.redisError.Inc() }
+
+// ServiceError implements rlsmetrics.PeerStats.
+func (s *peerStats) ServiceError() { s.serviceError.Inc() }
+
+// GlobalShadow implements rlsmetrics.PeerStats.
+func (s *peerStats) GlobalShadow() { s.globalShadow.Inc() }
+
+// ShouldRateLimit implements rlsmetrics.PeerStats: one ShouldRateLimit call, its time in
+// whole milliseconds, as the peer's gRPC reporter counts it.
+func (s *peerStats) ShouldRateLimit(took time.Duration) {
 	s.totalRequests.Inc()
 	s.responseTime.AddValue(float64(took.Milliseconds()))
 }

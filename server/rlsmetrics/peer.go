@@ -1,4 +1,4 @@
-package rls
+package rlsmetrics
 
 import (
 	"math"
@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
-	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/rls"
 )
 
 // peerMetrics are envoyproxy/ratelimit's Prometheus series, with the names and labels its
@@ -26,53 +27,81 @@ type peerMetrics struct {
 	grpcTimeMS                                               bool // grpcTime in whole milliseconds (PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS)
 	globalShadow                                             peerCounter
 	unknownDomains                                           prometheus.Counter
-	stats                                                    *peerStats // the same as statsd stats; nil: none
+	stats                                                    PeerStats // told the same counts; nil: none
+}
+
+// PeerStats are told envoyproxy/ratelimit's counts as they are added to its series
+// (Options.Peer): package server keeps them as the peer's statsd stats. Their methods are
+// called on the decision path: they must be cheap and safe for concurrent use.
+type PeerStats interface {
+	// Key returns the counts of one stats key ("domain.key_value.subkey", as the peer
+	// writes it: PeerLabels' sanitizing is the receiver's to apply), created at its first
+	// count.
+	Key(key string) PeerKey
+	// ConfigLoad counts a rules load: config_load_success, or config_load_error.
+	ConfigLoad(ok bool)
+	// RedisError and ServiceError count a failed ShouldRateLimit call: the store failed, or
+	// the request was refused as invalid.
+	RedisError()
+	ServiceError()
+	// GlobalShadow counts a request over its limit answered OK by the global shadow mode.
+	GlobalShadow()
+	// ShouldRateLimit counts one RLS call of a gRPC transport and its time.
+	ShouldRateLimit(took time.Duration)
+}
+
+// PeerKey receives the counts of one stats key.
+type PeerKey interface {
+	Add(n PeerCounts)
 }
 
 // peerCounters are the counters of one stats key.
 type peerCounters struct {
 	total, over, near, within, shadow prometheus.Counter
-	stat                              *peerStatCounters // nil without statsd stats
+	stat                              PeerKey // nil without PeerStats
 }
 
-// peerCounts are the amounts record adds to the counters of one stats key.
-type peerCounts struct {
-	total, over, near, within, shadow int64
+// PeerCounts are the amounts a decision adds to the counters of one stats key, as the peer
+// counts them (PeerCountsOf).
+type PeerCounts struct {
+	Total, Over, Near, Within, Shadow int64
 }
 
-func (c peerCounters) add(n peerCounts) {
-	c.total.Add(float64(n.total))
-	if n.over > 0 {
-		c.over.Add(float64(n.over))
+func (c peerCounters) add(n PeerCounts) {
+	c.total.Add(float64(n.Total))
+	if n.Over > 0 {
+		c.over.Add(float64(n.Over))
 	}
-	if n.near > 0 {
-		c.near.Add(float64(n.near))
+	if n.Near > 0 {
+		c.near.Add(float64(n.Near))
 	}
-	if n.within > 0 {
-		c.within.Add(float64(n.within))
+	if n.Within > 0 {
+		c.within.Add(float64(n.Within))
 	}
-	if n.shadow > 0 {
-		c.shadow.Add(float64(n.shadow))
+	if n.Shadow > 0 {
+		c.shadow.Add(float64(n.Shadow))
 	}
-	c.stat.add(n)
+	if c.stat != nil {
+		c.stat.Add(n)
+	}
 }
 
-// peerCounter is one of the peer's counters: its Prometheus series and, with statsd stats,
-// its statsd stat.
+// peerCounter is one of the peer's counters: its Prometheus series and, with PeerStats, its
+// count there.
 type peerCounter struct {
 	prom prometheus.Counter
-	stat gostats.Counter // nil without statsd stats
+	stat func() // nil without PeerStats
 }
 
 // Inc adds one to both.
 func (c peerCounter) Inc() {
 	c.prom.Inc()
 	if c.stat != nil {
-		c.stat.Inc()
+		c.stat()
 	}
 }
 
-func newPeerMetrics(reg prometheus.Registerer, stats *peerStats, timeMS bool) (*peerMetrics, error) {
+func newPeerMetrics(reg prometheus.Registerer, stats PeerStats, timeMS bool) (*peerMetrics, error) {
 	labels := []string{"domain", "key1", "key2"}
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
@@ -112,9 +141,9 @@ func newPeerMetrics(reg prometheus.Registerer, stats *peerStats, timeMS bool) (*
 	m.grpcRequests, m.grpcTime = reqs.WithLabelValues("ShouldRateLimit"), times.WithLabelValues("ShouldRateLimit")
 	m.globalShadow, m.unknownDomains = peerCounter{prom: shadow}, unknown
 	if stats != nil {
-		m.configLoadSuccess.stat, m.configLoadError.stat = stats.configLoadSuccess, stats.configLoadError
-		m.redisError.stat, m.serviceError.stat = stats.redisError, stats.serviceError
-		m.globalShadow.stat = stats.globalShadow
+		m.configLoadSuccess.stat, m.configLoadError.stat = func() { stats.ConfigLoad(true) }, func() { stats.ConfigLoad(false) }
+		m.redisError.stat, m.serviceError.stat = stats.RedisError, stats.ServiceError
+		m.globalShadow.stat = stats.GlobalShadow
 	}
 	return m, nil
 }
@@ -126,15 +155,15 @@ var ipv4 = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
 // the peer sanitizes stat names (':' and '|' to '_', the dots of IPv4 addresses to '_'),
 // then split at its dots as the peer's statsd mapping does.
 func peerLabels(key string) (domain, key1, key2 string) {
-	domain, rest, _ := strings.Cut(sanitizeStatName(key), ".")
+	domain, rest, _ := strings.Cut(SanitizeStatName(key), ".")
 	key1, rest, _ = strings.Cut(rest, ".")
 	key2, _, _ = strings.Cut(rest, ".")
 	return domain, key1, key2
 }
 
-// sanitizeStatName sanitizes a stats key as the peer sanitizes stat names: ':' and '|' to
+// SanitizeStatName sanitizes a stats key as the peer sanitizes stat names: ':' and '|' to
 // '_', the dots of IPv4 addresses to '_'.
-func sanitizeStatName(key string) string {
+func SanitizeStatName(key string) string {
 	key = strings.NewReplacer(":", "_", "|", "_").Replace(key)
 	return ipv4.ReplaceAllStringFunc(key, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }
@@ -148,76 +177,83 @@ func (m *peerMetrics) counters(key string) peerCounters {
 		near:   m.nearLimit.WithLabelValues(d, k1, k2),
 		within: m.withinLimit.WithLabelValues(d, k1, k2),
 		shadow: m.shadowMode.WithLabelValues(d, k1, k2),
-		stat:   m.stats.counters(key),
+		stat:   m.statKey(key),
 	}
 }
 
-// record counts a decided item as the peer counts it: the hits in total_hits, and then, from
-// the counts before and after the hits, how many were over the limit, past the near-limit
-// threshold (floor(limit x ratio)) or within it; hits over a shadow_mode limit also count in
-// shadow_mode. The counts are the item's binding rule's: limit - remaining after the hits when
-// admitted, before them when denied (Sluice does not count denied hits).
-func (m *peerMetrics) record(c peerCounters, it *item, ratio float64) {
-	c.add(peerCountsOf(it, ratio))
+// statKey is the PeerStats' counts of a stats key; nil without PeerStats.
+func (m *peerMetrics) statKey(key string) PeerKey {
+	if m.stats == nil {
+		return nil
+	}
+	return m.stats.Key(key)
 }
 
-// peerCountsOf is what record counts for a decided item.
-func peerCountsOf(it *item, ratio float64) peerCounts {
-	hits := it.hits
-	if hits <= 0 || it.desc.IsNegativeHits {
-		return peerCounts{}
+// PeerCountsOf is what a decision adds to the peer's counters of its stats key: the hits in
+// total_hits, and then, from the counts before and after the hits, how many were over the
+// limit, past the near-limit threshold (floor(limit x ratio)) or within it; hits over a
+// shadow_mode limit also count in shadow_mode. The counts are the binding rule's: limit -
+// remaining after the hits when admitted, before them when denied (Sluice does not count
+// denied hits). A peek or a refund counts nothing.
+func PeerCountsOf(o *rls.Outcome, ratio float64) PeerCounts {
+	hits := o.Hits
+	if hits <= 0 || o.Refund {
+		return PeerCounts{}
 	}
-	n := peerCounts{total: hits}
+	n := PeerCounts{Total: hits}
 	limit := int64(0)
-	if !it.block {
-		limit = it.decision.Limit
+	if !o.Block {
+		limit = o.Decision.Limit
 	}
 	var before, after int64
-	if it.over {
-		before = max(0, limit-it.decision.Remaining)
+	if o.Over {
+		before = max(0, limit-o.Decision.Remaining)
 		after = before + hits
 	} else {
-		after = max(0, limit-it.decision.Remaining)
+		after = max(0, limit-o.Decision.Remaining)
 		before = max(0, after-hits)
 	}
 	near := int64(math.Floor(float64(limit) * ratio))
 	if after > limit {
-		n.over = after - limit
+		n.Over = after - limit
 		if before >= limit {
-			n.over = hits
+			n.Over = hits
 		} else {
-			n.near = limit - max(near, before)
+			n.Near = limit - max(near, before)
 		}
-		if it.shadow() {
-			n.shadow = n.over
+		if o.Shadow {
+			n.Shadow = n.Over
 		}
 		return n
 	}
 	if after > near {
 		if before >= near {
-			n.near = hits
+			n.Near = hits
 		} else {
-			n.near = after - near
+			n.Near = after - near
 		}
 	}
-	n.within = hits
+	n.Within = hits
 	return n
 }
 
 // ObserveShouldRateLimit counts one RLS ShouldRateLimit call of a gRPC transport in
 // envoyproxy/ratelimit's series: its time in ratelimit_service_response_time_seconds (in
-// milliseconds with Config.ResponseTimeMilliseconds, as the peer's name says not) and
+// milliseconds with Options.ResponseTimeMilliseconds, as the peer's name says not) and
 // ratelimit_service_total_requests and, when invalid, a service_error in
 // ratelimit_service_should_rate_limit_error (next to the store's redis_error).
-func (e *Engine) ObserveShouldRateLimit(took time.Duration, invalid bool) {
-	e.peer.grpcRequests.Inc()
-	if e.peer.grpcTimeMS {
-		e.peer.grpcTime.Observe(float64(took.Milliseconds())) // the peer's timer: whole milliseconds, unscaled
+func (m *Metrics) ObserveShouldRateLimit(took time.Duration, invalid bool) {
+	p := m.peer
+	p.grpcRequests.Inc()
+	if p.grpcTimeMS {
+		p.grpcTime.Observe(float64(took.Milliseconds())) // the peer's timer: whole milliseconds, unscaled
 	} else {
-		e.peer.grpcTime.Observe(took.Seconds())
+		p.grpcTime.Observe(took.Seconds())
 	}
 	if invalid {
-		e.peer.serviceError.Inc()
+		p.serviceError.Inc()
 	}
-	e.peer.stats.observe(took)
+	if p.stats != nil {
+		p.stats.ShouldRateLimit(took)
+	}
 }
