@@ -49,6 +49,11 @@ type replayer struct {
 	order []*ruleStats   // in the order first seen
 
 	invalid, denied int64
+
+	// rawOf, when set, is a value (Compare's client) to look for in the descriptors: raw says
+	// whether a limit met by the request shows it raw (config.Limit.RawValues).
+	rawOf string
+	raw   bool
 }
 
 // newReplayer builds the store, the instances and their engines, starting at instant start.
@@ -140,6 +145,11 @@ func (r *replayer) observe(domain string, descs []rls.Descriptor, at, n int64) {
 			continue
 		}
 		l := v.Limit
+		if r.rawOf != "" && !r.raw {
+			for k, e := range descs[i].Entries {
+				r.raw = r.raw || (e.Value == r.rawOf && k < len(l.RawValues) && l.RawValues[k])
+			}
+		}
 		key := rls.CounterKey(r.rules, domain, descs[i].Entries)
 		consumed := passed
 		if v.Shadow || v.Quota { // decided on their own

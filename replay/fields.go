@@ -75,12 +75,14 @@ func (f *field) set(rec *Record, v string, ts *timeCache) error {
 		}
 		rec.Cost = n
 	case kindRequestLine:
-		method, rest, ok1 := strings.Cut(v, " ")
-		target, _, ok2 := strings.Cut(rest, " ")
-		if !ok1 || !ok2 || method == "" || target == "" {
+		// The target is all between the method and the protocol: nginx logs a request line
+		// as it came, spaces in its target included.
+		method, rest, ok := strings.Cut(v, " ")
+		end := strings.LastIndexByte(rest, ' ')
+		if !ok || method == "" || end <= 0 {
 			return errors.New("request line: not METHOD TARGET PROTOCOL")
 		}
-		rec.Method, rec.Target = method, target
+		rec.Method, rec.Target = method, rest[:end]
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 )
 
@@ -89,6 +90,8 @@ type RuleReport struct {
 	DroppedActive  int64 `json:"dropped_active"`
 
 	rates histogram
+	limit *config.Limit
+	j     int
 }
 
 // ClientReport is one client of a rule.
@@ -127,7 +130,8 @@ func (s *ruleStats) report() RuleReport {
 		Denials: s.denials, ExactDenials: s.agreed, NeedlessDenials: s.denials - s.agreed, ExactViolations: s.violations,
 		FirstDenial: instant(s.firstDenial), ClientsDenied: s.clientsDenied,
 		Peak: rates.max, P50: rates.quantile(0.50), P90: rates.quantile(0.90), P99: rates.quantile(0.99),
-		Series: s.series.points(), DroppedClients: s.clients.dropped, DroppedActive: s.clients.droppedLive, rates: rates}
+		Series: s.series.points(), DroppedClients: s.clients.dropped, DroppedActive: s.clients.droppedLive, rates: rates,
+		limit: l, j: s.j}
 	switch {
 	case l.Block:
 		r.Limit, r.Period = "blocked", time.Duration(s.clients.period)

@@ -102,9 +102,17 @@ func Run(ctx context.Context, cfg Config, in Input) (*Report, error) {
 	return reps[0], nil
 }
 
+// observer watches a replay through several sets of rules: group names the request's group
+// (Compare's client), and each receives every request's group, outcome under each set, and
+// whether a limit of a set shows the group raw.
+type observer interface {
+	group(q *request) string
+	each(group string, denied []bool, raw bool)
+}
+
 // runAll replays the log through each set of rules side by side, each on its own store
-// and clock, and calls each (when set) with every request's outcome under each set.
-func runAll(ctx context.Context, cfg Config, in Input, rules []*config.Config, each func(q *request, denied []bool)) ([]*Report, error) {
+// and clock, and tells obs (when set) every request's outcome under each set.
+func runAll(ctx context.Context, cfg Config, in Input, rules []*config.Config, obs observer) ([]*Report, error) {
 	cfg, resolver, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -147,15 +155,21 @@ func runAll(ctx context.Context, cfg Config, in Input, rules []*config.Config, e
 		records++
 		cost := max(rec.Cost, 1)
 		q.reset(rec, resolver)
+		group := ""
+		if obs != nil {
+			group = obs.group(&q)
+		}
+		raw := false
 		for i, r := range reps {
+			r.rawOf, r.raw = group, false
 			d, err := r.decide(ctx, &q, at, cost)
 			if err != nil {
 				return fmt.Errorf("line %d: %w", rec.Line, err)
 			}
-			denied[i] = d
+			denied[i], raw = d, raw || r.raw
 		}
-		if each != nil {
-			each(&q, denied)
+		if obs != nil {
+			obs.each(group, denied, raw)
 		}
 		return nil
 	})
