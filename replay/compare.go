@@ -68,6 +68,9 @@ func Compare(ctx context.Context, cfg Config, other *config.Config, by, nameA, n
 	if by != "client" && (!isHeader || header == "") {
 		return nil, fmt.Errorf("replay: by: want client or header:NAME, got %q", by)
 	}
+	if !isHeader {
+		header = ""
+	}
 	cfg, _, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err

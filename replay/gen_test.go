@@ -58,9 +58,15 @@ func testTraffic() []event {
 	for range 10 {
 		evs = append(evs, event{at: edge.Add(-time.Second), client: burster, path: "/api/cart"}, event{at: edge, client: burster, path: "/api/cart"})
 	}
-	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+	sortEvents(evs)
 	return evs
 }
+
+func sortEvents(evs []event) {
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at.Before(evs[j].at) })
+}
+
+func fmtAddr(net, i int) string { return fmt.Sprintf("10.%d.%d.%d", net, i/250, i%250+1) }
 
 // testFormat is how the test writes a log of one format, and the format and fields that
 // read it.

@@ -99,13 +99,13 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 		return nil, err
 	}
 	var out []Suggestion
-	var targets []*yaml.Node
+	var targets []*yaml.Node // the key each suggestion's comment goes above
 	for i := range first.Rules {
 		r := &first.Rules[i]
 		if r.limit.Block || r.LimitUnits <= 0 || r.limit.File != rulesPath {
 			continue
 		}
-		node, err := rateLimitNode(doc, r.limit.Line, r.j)
+		key, node, err := rateLimitNode(doc, r.limit.Line, r.j)
 		if err != nil {
 			return nil, fmt.Errorf("replay: rules: %s: %w", r.Rule, err)
 		}
@@ -117,7 +117,7 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 			return nil, fmt.Errorf("replay: rules: %s: %w", r.Rule, err)
 		}
 		out = append(out, s)
-		targets = append(targets, node)
+		targets = append(targets, key)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("replay: no rule of the rules file met a request of the log: nothing to suggest")
@@ -141,7 +141,15 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 				out[i].ClientsDenied, out[i].Denied, out[i].Top = r.ClientsDenied, r.Denials, r.Top
 			}
 		}
-		targets[i].HeadComment = evidence(&out[i], sc, first)
+	}
+	for i := range out { // several rate_limits of one descriptor: their comments in order
+		targets[i].HeadComment = ""
+	}
+	for i := range out {
+		if targets[i].HeadComment != "" {
+			targets[i].HeadComment += "\n"
+		}
+		targets[i].HeadComment += evidence(&out[i], sc, first)
 	}
 	if rules, err = encodeRules(doc); err != nil {
 		return nil, err
@@ -155,11 +163,13 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 // evidence is the comment above a suggested rate limit.
 func evidence(s *Suggestion, sc SuggestConfig, rep *Report) string {
 	per := shortDuration(s.Period)
-	return fmt.Sprintf("sluice suggest: %d/%s -> %d/%s: p%s of the per-client peak rates (%d) x %s, from %s\n"+
-		"(%d requests of %d clients, %s to %s). Per-client peak requests per %s: p50 %d, p90 %d, p99 %d, max %d.\n"+
+	return fmt.Sprintf("sluice suggest: %s: %d/%s -> %d/%s, the p%s of the per-client peak rates (%d) x %s.\n"+
+		"From %s: %d requests of %d clients, %s to %s.\n"+
+		"Per-client peak requests per %s: p50 %d, p90 %d, p99 %d, max %d.\n"+
 		"Replayed under %d/%s: denies %d of %d requests (%s) and %d of %d clients (%s).",
-		s.Current, per, s.Suggested, per, trimFloat(sc.Percentile*100), s.Quantile, trimFloat(sc.Headroom), filepath.Base(rep.Log),
-		s.Requests, s.Clients, rep.Start.Format(time.RFC3339), rep.End.Format(time.RFC3339), per, s.P50, s.P90, s.P99, s.Peak,
+		s.Rule, s.Current, per, s.Suggested, per, trimFloat(sc.Percentile*100), s.Quantile, trimFloat(sc.Headroom),
+		filepath.Base(rep.Log), s.Requests, s.Clients, rep.Start.Format(time.RFC3339), rep.End.Format(time.RFC3339),
+		per, s.P50, s.P90, s.P99, s.Peak,
 		s.Suggested, per, s.Denied, s.Requests, percent(s.Denied, s.Requests), s.ClientsDenied, s.Clients, percent(s.ClientsDenied, s.Clients))
 }
 
@@ -182,12 +192,13 @@ func parseRules(src []byte) (*yaml.Node, error) {
 }
 
 // rateLimitNode finds rate limit j of the descriptor whose mapping starts at line: its
-// rate_limit mapping, or item j of its rate_limits.
-func rateLimitNode(doc *yaml.Node, line, j int) (*yaml.Node, error) {
+// rate_limit mapping, or item j of its rate_limits, with the key (rate_limit or
+// rate_limits) it sits under.
+func rateLimitNode(doc *yaml.Node, line, j int) (key, node *yaml.Node, err error) {
 	var found []*yaml.Node
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
-		if n.Kind == yaml.MappingNode && n.Line == line && (mapValue(n, "rate_limit") != nil || mapValue(n, "rate_limits") != nil) {
+		if n.Kind == yaml.MappingNode && n.Line == line && (mapKey(n, "rate_limit") != nil || mapKey(n, "rate_limits") != nil) {
 			found = append(found, n)
 		}
 		for _, c := range n.Content {
@@ -197,20 +208,34 @@ func rateLimitNode(doc *yaml.Node, line, j int) (*yaml.Node, error) {
 	walk(doc)
 	switch len(found) {
 	case 0:
-		return nil, fmt.Errorf("no descriptor with a rate limit at line %d", line)
+		return nil, nil, fmt.Errorf("no descriptor with a rate limit at line %d", line)
 	case 1:
 	default:
-		return nil, fmt.Errorf("%d descriptors at line %d: write one a line to have their limits suggested", len(found), line)
+		return nil, nil, fmt.Errorf("%d descriptors at line %d: write one a line to have their limits suggested", len(found), line)
 	}
-	if rl := mapValue(found[0], "rate_limit"); rl != nil && j == 0 {
-		return rl, nil
+	if k := mapKey(found[0], "rate_limit"); k != nil && j == 0 {
+		return k, mapValue(found[0], "rate_limit"), nil
 	}
 	if rls := mapValue(found[0], "rate_limits"); rls != nil && rls.Kind == yaml.SequenceNode && j < len(rls.Content) {
-		return rls.Content[j], nil
+		return mapKey(found[0], "rate_limits"), rls.Content[j], nil
 	}
-	return nil, fmt.Errorf("descriptor at line %d has no rate limit %d", line, j)
+	return nil, nil, fmt.Errorf("descriptor at line %d has no rate limit %d", line, j)
 }
 
+// mapKey returns the key node of key in the mapping n, or nil.
+func mapKey(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
+// mapValue returns the value node of key in the mapping n, or nil.
 func mapValue(n *yaml.Node, key string) *yaml.Node {
 	if n.Kind != yaml.MappingNode {
 		return nil
