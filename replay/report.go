@@ -223,9 +223,12 @@ func (rep *Report) writeSummary(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if rep.Malformed.Count > 0 {
-		fmt.Fprintf(w, "%d malformed lines skipped:", rep.Malformed.Count)
-		for _, l := range rep.Malformed.Lines {
-			fmt.Fprintf(w, " %d (%s);", l.Line, l.Reason)
+		fmt.Fprintf(w, "%d malformed %s skipped:", rep.Malformed.Count, plural(rep.Malformed.Count, "line", "lines"))
+		for i, l := range rep.Malformed.Lines {
+			if i > 0 {
+				fmt.Fprint(w, ";")
+			}
+			fmt.Fprintf(w, " line %d (%s)", l.Line, l.Reason)
 		}
 		if int64(len(rep.Malformed.Lines)) < rep.Malformed.Count {
 			fmt.Fprint(w, " ...")
@@ -254,6 +257,13 @@ func (rep *Report) rows() [][]string {
 		}
 	}
 	return rows
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(command{name: "replay", summary: "replay an access log through rules: would-be denials per rule and client, --compare two rule files", run: runReplay})
+	register(command{name: "replay", summary: "replay an access log through rules: would-be denials per rule and client", run: runReplay})
 	register(command{name: "suggest", summary: "suggest a limit per rule from an access log, written as a rules file", run: runSuggest})
 }
 
