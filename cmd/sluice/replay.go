@@ -69,8 +69,8 @@ twice: give a file.`,
 // replayFlags are the flags replay and suggest share.
 type replayFlags struct {
 	rules, input, inputFormat, fields, trustedProxies, defaultAlgorithm string
-	maxClients                                                         int
-	strict, quiet                                                      bool
+	maxClients                                                          int
+	strict, quiet                                                       bool
 }
 
 func (f *replayFlags) register(fs *flag.FlagSet) {

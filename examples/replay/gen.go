@@ -57,7 +57,9 @@ func main() {
 	// A scraper from 12:02 to 12:07: 4 requests a second.
 	every("203.0.113.66", "python-requests/2.31.0", start.Add(2*time.Minute), start.Add(7*time.Minute),
 		func() time.Duration { return 250 * time.Millisecond },
-		func() (string, string) { return "GET", fmt.Sprintf("/api/products/%d?page=%d", rng.IntN(500), rng.IntN(9)) })
+		func() (string, string) {
+			return "GET", fmt.Sprintf("/api/products/%d?page=%d", rng.IntN(500), rng.IntN(9))
+		})
 	// A credential stuffer from 12:03 to 12:07: /login every 2 s.
 	every("203.0.113.99", "Go-http-client/1.1", start.Add(3*time.Minute), start.Add(7*time.Minute),
 		func() time.Duration { return 2 * time.Second }, func() (string, string) { return "POST", "/login" })
