@@ -129,7 +129,7 @@ func checkReport(t *testing.T, rep *Report, evs []event, a sluice.Algorithm) {
 	}
 	got := map[string]int64{}
 	for _, c := range r.Top {
-		got[strings.TrimPrefix(c.Client, "edge|remote_address=")] = c.Denials
+		got[strings.TrimPrefix(c.Client, "remote_address=")] = c.Denials
 	}
 	for client, n := range x.denials {
 		if got[client] != n {
@@ -163,7 +163,7 @@ func checkReport(t *testing.T, rep *Report, evs []event, a sluice.Algorithm) {
 			r.Clients, r.Peak, r.P50, r.P90, r.P99, peaks.quantile(.5), peaks.quantile(.9))
 	}
 	for _, c := range r.Top {
-		if c.Peak != x.peak[strings.TrimPrefix(c.Client, "edge|remote_address=")] {
+		if c.Peak != x.peak[strings.TrimPrefix(c.Client, "remote_address=")] {
 			t.Errorf("%s: peak %d, want %d", c.Client, c.Peak, x.peak[c.Client])
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -96,8 +97,9 @@ type RuleReport struct {
 
 // ClientReport is one client of a rule.
 type ClientReport struct {
-	// Client is the client's counter key ("domain|key=value"), each value hashed unless the
-	// rules show it raw (telemetry: raw, or a value the descriptor names).
+	// Client is the client's counter key without its domain ("key=value|key=value"), each
+	// value hashed unless the rules show it raw (telemetry: raw, or a value the descriptor
+	// names).
 	Client       string     `json:"client"`
 	Requests     int64      `json:"requests"`
 	Denials      int64      `json:"denials"`
@@ -145,7 +147,8 @@ func (s *ruleStats) report() RuleReport {
 		}
 	}
 	for _, c := range top {
-		r.Top = append(r.Top, ClientReport{Client: rls.RedactKey(c.key, l.RawValues), Requests: c.requests,
+		_, shown, _ := strings.Cut(rls.RedactKey(c.key, l.RawValues), "|") // the domain is the rule's
+		r.Top = append(r.Top, ClientReport{Client: shown, Requests: c.requests,
 			Denials: c.denials, ExactDenials: c.agreed, FirstDenial: instant(c.firstDenial), Peak: c.peak})
 	}
 	return r
@@ -192,18 +195,8 @@ func WriteTable(w io.Writer, rep *Report, format string) error {
 	case "text":
 		var b bytes.Buffer
 		rep.writeSummary(&b)
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, row := range append([][]string{Columns}, rep.rows()...) {
-			for i, c := range row {
-				sep := "\t"
-				if i == len(row)-1 {
-					sep = "\n"
-				}
-				fmt.Fprint(tw, c, sep)
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
+		for i := range rep.Rules {
+			rep.Rules[i].writeText(&b)
 		}
 		_, err := w.Write(b.Bytes())
 		return err
@@ -218,6 +211,9 @@ func (rep *Report) writeSummary(w io.Writer) {
 		span = fmt.Sprintf("%s to %s", rep.Start.Format(time.RFC3339), rep.End.Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, "%s (%s): %d lines, %d requests, %s; %d denied", rep.Log, rep.Format, rep.Lines, rep.Requests, span, rep.Denied)
+	if rep.Nodes > 1 || rep.Mode != "sync" {
+		fmt.Fprintf(w, " (mode %s, %d instances)", rep.Mode, rep.Nodes)
+	}
 	if rep.Invalid > 0 {
 		fmt.Fprintf(w, ", %d refused (invalid descriptor)", rep.Invalid)
 	}
@@ -237,6 +233,31 @@ func (rep *Report) writeSummary(w io.Writer) {
 	}
 	if rep.OutOfOrder > 0 {
 		fmt.Fprintf(w, "%d requests logged out of order (decided up to %v late)\n", rep.OutOfOrder, rep.MaxLag)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeText writes the rule's figures, then a table of its top denied clients.
+func (r *RuleReport) writeText(w io.Writer) {
+	shadow := ""
+	if r.Shadow {
+		shadow = " (shadow mode: would-be denials)"
+	}
+	per := shortDuration(r.Period)
+	fmt.Fprintf(w, "%s: %s%s\n", r.Rule, r.Limit, shadow)
+	fmt.Fprintf(w, "  %d requests from %d clients; %d denied", r.Requests, r.Clients, r.Denials)
+	if r.Denials > 0 {
+		fmt.Fprintf(w, " (%d by the exact sliding log too), the first at %s; %d %s denied",
+			r.ExactDenials, r.FirstDenial.Format(time.RFC3339), r.ClientsDenied, plural(r.ClientsDenied, "client", "clients"))
+	}
+	fmt.Fprintf(w, "\n  per-client peak requests per %s: p50 %d, p90 %d, p99 %d, max %d\n", per, r.P50, r.P90, r.P99, r.Peak)
+	if len(r.Top) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  client\trequests\tdenials\texact_denials\tfirst_denial\tpeak")
+		for _, c := range r.Top {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%d\n", c.Client, c.Requests, c.Denials, c.ExactDenials, when(c.FirstDenial), c.Peak)
+		}
+		_ = tw.Flush()
 	}
 	fmt.Fprintln(w)
 }

@@ -21,7 +21,7 @@ func TestReplayCommand(t *testing.T) {
 			t.Fatalf("%s: exit %d: %s", format, code, stderr.String())
 		}
 		out := stdout.String()
-		if !strings.Contains(out, "shop|remote_address=203.0.113.66") || !strings.Contains(out, "shop|path=/login|remote_address=203.0.113.99") {
+		if !strings.Contains(out, "remote_address=203.0.113.66") || !strings.Contains(out, "path=/login|remote_address=203.0.113.99") {
 			t.Errorf("%s: the scraper and the credential stuffer are not named:\n%s", format, out)
 		}
 		if stderr.Len() != 0 {
