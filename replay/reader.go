@@ -125,8 +125,9 @@ func (r *logReader) read(ctx context.Context, in Input, fn func(*Record) error) 
 		if err != nil {
 			return fmt.Errorf("replay: log: gzip: %w", err)
 		}
-		defer zr.Close()
-		src = bufio.NewReaderSize(zr, 256<<10)
+		ahead := readAhead(zr) // decompressed on another core while this one decides
+		defer ahead.Close()
+		src = ahead
 	}
 	lines := bufio.NewReaderSize(src, 64<<10)
 	var rec Record
@@ -156,6 +157,9 @@ func (r *logReader) read(ctx context.Context, in Input, fn func(*Record) error) 
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+		}
+		if len(long)+len(bytes.TrimRight(chunk, "\r\n")) > MaxLineBytes {
+			tooLong = true
 		}
 		var ferr error
 		switch {
@@ -219,5 +223,81 @@ func (r *logReader) bad(err error) error {
 		return fmt.Errorf("replay: log: %w (--strict: a malformed line is fatal)", &LineError{Line: r.lines, Reason: err.Error()})
 	}
 	r.malformed.add(r.lines, err)
+	return nil
+}
+
+// aheadReader reads its source in a goroutine of its own, a few blocks ahead of its reader.
+type aheadReader struct {
+	blocks chan []byte
+	free   chan []byte
+	done   chan struct{}
+	block  []byte // the block being read, whole
+	cur    []byte // what is left of it
+	err    error
+	errc   chan error
+}
+
+const aheadBlock, aheadBlocks = 256 << 10, 4
+
+// readAhead starts reading src ahead. Close stops it.
+func readAhead(src io.Reader) *aheadReader {
+	a := &aheadReader{blocks: make(chan []byte, aheadBlocks), free: make(chan []byte, aheadBlocks+1),
+		done: make(chan struct{}), errc: make(chan error, 1)}
+	for range aheadBlocks + 1 {
+		a.free <- make([]byte, aheadBlock)
+	}
+	go func() {
+		defer close(a.blocks)
+		for {
+			var b []byte
+			select {
+			case b = <-a.free:
+			case <-a.done:
+				return
+			}
+			n, err := io.ReadFull(src, b)
+			if n > 0 {
+				select {
+				case a.blocks <- b[:n]:
+				case <-a.done:
+					return
+				}
+			}
+			if err != nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) {
+					err = io.EOF
+				}
+				a.errc <- err
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (a *aheadReader) Read(p []byte) (int, error) {
+	if len(a.cur) == 0 {
+		if a.block != nil {
+			a.free <- a.block // never blocks: free holds every block
+			a.block = nil
+		}
+		if a.err != nil {
+			return 0, a.err
+		}
+		b, ok := <-a.blocks
+		if !ok {
+			a.err = <-a.errc
+			return 0, a.err
+		}
+		a.block, a.cur = b[:cap(b)], b
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	return n, nil
+}
+
+// Close stops the reading goroutine.
+func (a *aheadReader) Close() error {
+	close(a.done)
 	return nil
 }
