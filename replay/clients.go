@@ -12,10 +12,14 @@ type client struct {
 	key                       string
 	requests, denials, agreed int64
 	firstDenial, last         int64
-	peak                      int64           // the most units it asked for in a period
-	admitted, offered         simulate.Window // units admitted, and asked for, in the trailing period
-	prev, next                *client         // in the live or the idle list
-	idle                      bool
+	peak                      int64    // the most units it asked for in a period
+	w                         *windows // while live; nil once idle
+	prev, next                *client  // in the live or the idle list
+}
+
+// windows are the units a live client was admitted, and asked for, in the trailing period.
+type windows struct {
+	admitted, offered simulate.Window
 }
 
 // summary is a client's figures, kept after the client itself is dropped.
@@ -99,13 +103,15 @@ func (t *clientTable) get(key string, at int64) *client {
 		if len(t.byKey) >= t.maxClients {
 			t.drop()
 		}
-		c = &client{key: key, admitted: simulate.Window{Period: t.period}, offered: simulate.Window{Period: t.period}}
+		c = &client{key: key}
 		t.byKey[key] = c
-	case c.idle:
+	case c.w == nil:
 		t.idle.remove(c)
-		c.idle = false
 	default:
 		t.live.remove(c)
+	}
+	if c.w == nil {
+		c.w = t.windows()
 	}
 	c.last = at
 	t.live.pushBack(c)
@@ -116,12 +122,18 @@ func (t *clientTable) get(key string, at int64) *client {
 func (t *clientTable) expire(at int64) {
 	for c := t.live.front; c != nil && c.last <= at-t.period; c = t.live.front {
 		t.live.remove(c)
-		c.admitted.Reset()
-		c.offered.Reset()
-		c.idle = true
+		t.release(c)
 		t.idle.pushBack(c)
 	}
 }
+
+// windows returns the empty windows of a client turning live.
+func (t *clientTable) windows() *windows {
+	return &windows{admitted: simulate.Window{Period: t.period}, offered: simulate.Window{Period: t.period}}
+}
+
+// release frees a client's windows: an idle client's are empty, and would change no count.
+func (t *clientTable) release(c *client) { c.w = nil }
 
 // drop drops one client to make room.
 func (t *clientTable) drop() {
@@ -132,6 +144,7 @@ func (t *clientTable) drop() {
 	}
 	c := from.front
 	from.remove(c)
+	t.release(c)
 	delete(t.byKey, c.key)
 	t.rates.add(c.peak, 1)
 	t.top.offer(c.summary())

@@ -45,14 +45,14 @@ func (s *ruleStats) observe(key string, at, n int64, denied, consumed bool) {
 	s.requests++
 	s.units += n
 	c.requests++
-	c.offered.Add(at, n)
-	c.peak = max(c.peak, c.offered.Count(at))
+	c.w.offered.Add(at, n)
+	c.peak = max(c.peak, c.w.offered.Count(at))
 	exactDenies := true // a block denies everything, as the reference of a limit of 0
 	if s.rule.Limit > 0 {
-		before := c.admitted.Count(at)
+		before := c.w.admitted.Count(at)
 		exactDenies = before+n > s.rule.Limit
 		if consumed && !denied {
-			c.admitted.Add(at, n)
+			c.w.admitted.Add(at, n)
 			s.maxAdmitted = max(s.maxAdmitted, before+n)
 			if exactDenies {
 				s.violations++

@@ -39,9 +39,3 @@ func (w *Window) Count(t int64) int64 {
 	}
 	return w.sum
 }
-
-// Empty reports whether the window holds no units (after Count dropped the old ones).
-func (w *Window) Empty() bool { return w.head == len(w.at) }
-
-// Reset empties the window and frees its memory.
-func (w *Window) Reset() { *w = Window{Period: w.Period} }
