@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"container/heap"
 	"sort"
 
 	"github.com/sluicehq/sluice/simulate"
@@ -83,15 +82,15 @@ type clientTable struct {
 	maxClients  int
 	byKey       map[string]*client
 	live, idle  list
-	rates       histogram // the peaks of the dropped clients
-	top         *topSet
-	dropped     int64 // clients dropped
-	droppedLive int64 // of which live: their reference restarted if they came back within a period
+	rates       histogram        // the peaks of the dropped clients
+	top         *topSet[summary] // dropped clients with denials
+	dropped     int64            // clients dropped
+	droppedLive int64            // of which live: their reference restarted if they came back within a period
 }
 
 func newClientTable(period int64, maxClients, topK int) *clientTable {
 	return &clientTable{period: period, maxClients: maxClients, byKey: make(map[string]*client),
-		top: newTopSet(topK)}
+		top: newTopDenied(topK)}
 }
 
 // get returns the client of key at instant at, moved to the back of the live list.
@@ -147,7 +146,9 @@ func (t *clientTable) drop() {
 	t.release(c)
 	delete(t.byKey, c.key)
 	t.rates.add(c.peak, 1)
-	t.top.offer(c.summary())
+	if c.denials > 0 {
+		t.top.offer(c.summary())
+	}
 	t.dropped++
 }
 
@@ -158,86 +159,70 @@ func (t *clientTable) finish() (histogram, []summary) {
 	h.merge(&t.rates)
 	for _, c := range t.byKey {
 		h.add(c.peak, 1)
-		t.top.offer(c.summary())
+		if c.denials > 0 {
+			t.top.offer(c.summary())
+		}
 	}
 	return h, t.top.sorted()
 }
 
-// topSet keeps the k summaries with the most denials (then requests), merging the visits of
-// one key. It holds at most k + the keys offered twice.
-type topSet struct {
+// topSet keeps the k items with the most weight (worse orders them), merging the items of
+// one key, in bounded memory: it holds at most 2 x k, and when it would hold more, keeps
+// the k best. An item dropped then offered again starts afresh.
+type topSet[T any] struct {
 	k     int
-	byKey map[string]*topEntry
-	heap  topHeap
+	key   func(*T) string
+	worse func(a, b *T) bool
+	merge func(into *T, from T)
+	byKey map[string]*T
 }
 
-type topEntry struct {
-	s     summary
-	index int
+func newTopSet[T any](k int, key func(*T) string, worse func(a, b *T) bool, merge func(into *T, from T)) *topSet[T] {
+	return &topSet[T]{k: k, key: key, worse: worse, merge: merge, byKey: make(map[string]*T)}
 }
 
-func newTopSet(k int) *topSet { return &topSet{k: k, byKey: make(map[string]*topEntry)} }
-
-// worse orders summaries: fewer denials, then fewer requests, then the greater key.
-func worse(a, b *summary) bool {
-	if a.denials != b.denials {
-		return a.denials < b.denials
-	}
-	if a.requests != b.requests {
-		return a.requests < b.requests
-	}
-	return a.key > b.key
-}
-
-func (t *topSet) offer(s summary) {
-	if t.k <= 0 || s.denials == 0 {
+func (t *topSet[T]) offer(x T) {
+	if t.k <= 0 {
 		return
 	}
-	if e := t.byKey[s.key]; e != nil {
-		e.s.merge(s)
-		heap.Fix(&t.heap, e.index)
+	k := t.key(&x)
+	if e := t.byKey[k]; e != nil {
+		t.merge(e, x)
 		return
 	}
-	if len(t.heap) < t.k {
-		e := &topEntry{s: s}
-		t.byKey[s.key] = e
-		heap.Push(&t.heap, e)
-		return
-	}
-	if min := t.heap[0]; worse(&min.s, &s) {
-		delete(t.byKey, min.s.key)
-		min.s = s
-		t.byKey[s.key] = min
-		heap.Fix(&t.heap, 0)
+	t.byKey[k] = &x
+	if len(t.byKey) > 2*t.k {
+		for _, y := range t.all()[t.k:] {
+			delete(t.byKey, t.key(&y))
+		}
 	}
 }
 
-// sorted returns the summaries, most denials first.
-func (t *topSet) sorted() []summary {
-	out := make([]summary, 0, len(t.heap))
-	for _, e := range t.heap {
-		out = append(out, e.s)
+// all returns every item held, the best first.
+func (t *topSet[T]) all() []T {
+	out := make([]T, 0, len(t.byKey))
+	for _, x := range t.byKey {
+		out = append(out, *x)
 	}
-	sort.Slice(out, func(i, j int) bool { return worse(&out[j], &out[i]) })
+	sort.Slice(out, func(i, j int) bool { return t.worse(&out[j], &out[i]) })
 	return out
 }
 
-type topHeap []*topEntry
+// sorted returns the k best, the best first.
+func (t *topSet[T]) sorted() []T {
+	all := t.all()
+	return all[:min(len(all), t.k)]
+}
 
-func (h topHeap) Len() int           { return len(h) }
-func (h topHeap) Less(i, j int) bool { return worse(&h[i].s, &h[j].s) }
-func (h topHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *topHeap) Push(x any) {
-	e := x.(*topEntry)
-	e.index = len(*h)
-	*h = append(*h, e)
-}
-func (h *topHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+// newTopDenied is the top of a rule's clients: the most denials, then the most requests.
+func newTopDenied(k int) *topSet[summary] {
+	return newTopSet(k, func(s *summary) string { return s.key }, func(a, b *summary) bool {
+		if a.denials != b.denials {
+			return a.denials < b.denials
+		}
+		if a.requests != b.requests {
+			return a.requests < b.requests
+		}
+		return a.key > b.key
+	}, func(into *summary, from summary) { into.merge(from) })
 }

@@ -3,11 +3,8 @@ package replay
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -75,7 +72,19 @@ func Compare(ctx context.Context, cfg Config, other *config.Config, by, nameA, n
 	if err != nil {
 		return nil, err
 	}
-	c := &comparer{header: header, maxClients: cfg.MaxClients, top: cfg.Top, byKey: map[string]*ChangedClient{}}
+	c := &comparer{header: header, maxClients: cfg.MaxClients, byKey: map[string]*ChangedClient{},
+		kept: newTopSet(cfg.Top, func(c *ChangedClient) string { return c.Client }, func(a, b *ChangedClient) bool {
+			if a.changes() != b.changes() {
+				return a.changes() < b.changes()
+			}
+			if a.Requests != b.Requests {
+				return a.Requests < b.Requests
+			}
+			return a.Client > b.Client
+		}, func(into *ChangedClient, from ChangedClient) {
+			into.Requests, into.DeniedA, into.DeniedB = into.Requests+from.Requests, into.DeniedA+from.DeniedA, into.DeniedB+from.DeniedB
+			into.NewlyDenied, into.NewlyAllowed, into.raw = into.NewlyDenied+from.NewlyDenied, into.NewlyAllowed+from.NewlyAllowed, into.raw || from.raw
+		})}
 	reps, err := runAll(ctx, cfg, in, []*config.Config{cfg.Rules, other}, c)
 	if err != nil {
 		return nil, err
@@ -83,33 +92,16 @@ func Compare(ctx context.Context, cfg Config, other *config.Config, by, nameA, n
 	out := &CompareReport{A: reps[0], B: reps[1], NameA: nameA, NameB: nameB, By: by, Requests: reps[0].Requests,
 		DeniedA: reps[0].Denied + reps[0].Invalid, DeniedB: reps[1].Denied + reps[1].Invalid,
 		NewlyDenied: c.newlyDenied, NewlyAllowed: c.newlyAllowed, DroppedClients: c.dropped}
-	var changed []*ChangedClient
-	for _, k := range c.kept { // a dropped client seen again: one client
-		if cl := c.byKey[k.Client]; cl != nil {
-			cl.Requests, cl.DeniedA, cl.DeniedB = cl.Requests+k.Requests, cl.DeniedA+k.DeniedA, cl.DeniedB+k.DeniedB
-			cl.NewlyDenied, cl.NewlyAllowed, cl.raw = cl.NewlyDenied+k.NewlyDenied, cl.NewlyAllowed+k.NewlyAllowed, cl.raw || k.raw
-			continue
-		}
-		changed = append(changed, k)
-	}
+	out.ClientsChanged = c.droppedChanged
 	for _, cl := range c.byKey {
 		if cl.changes() > 0 {
-			changed = append(changed, cl)
+			out.ClientsChanged++
+			c.kept.offer(*cl) // a dropped client seen again merges with its first visit
 		}
 	}
-	out.ClientsChanged = int64(len(changed)) + c.droppedChanged
-	sort.Slice(changed, func(i, j int) bool {
-		a, b := changed[i], changed[j]
-		if a.changes() != b.changes() {
-			return a.changes() > b.changes()
-		}
-		if a.Requests != b.Requests {
-			return a.Requests > b.Requests
-		}
-		return a.Client < b.Client
-	})
-	for _, cl := range changed[:min(len(changed), cfg.Top)] {
-		shown := *cl
+	changed := c.kept.sorted()
+	for _, cl := range changed {
+		shown := cl
 		if !cl.raw {
 			shown.Client = rls.RedactValue(cl.Client)
 		}
@@ -123,9 +115,9 @@ func Compare(ctx context.Context, cfg Config, other *config.Config, by, nameA, n
 // fewest of a few looked at, kept aside when it is among the top).
 type comparer struct {
 	header                    string
-	maxClients, top           int
+	maxClients                int
 	byKey                     map[string]*ChangedClient
-	kept                      []*ChangedClient // dropped clients with changes, at most top
+	kept                      *topSet[ChangedClient] // the clients with the most changes, dropped ones among them
 	newlyDenied, newlyAllowed int64
 	dropped, droppedChanged   int64
 }
@@ -190,49 +182,29 @@ func (c *comparer) drop() {
 		return
 	}
 	c.droppedChanged++
-	c.kept = append(c.kept, victim)
-	if len(c.kept) > 2*c.top { // keep the top: the most changes
-		sort.Slice(c.kept, func(i, j int) bool { return c.kept[i].changes() > c.kept[j].changes() })
-		c.kept = c.kept[:c.top]
-	}
+	c.kept.offer(*victim)
 }
 
 // WriteCompare writes the comparison in format "text", "csv" or "json".
 func WriteCompare(w io.Writer, rep *CompareReport, format string) error {
 	header := []string{"client", "requests", "denied_a", "denied_b", "newly_denied", "newly_allowed"}
-	rows := make([][]string, 0, len(rep.Clients))
-	for _, c := range rep.Clients {
-		rows = append(rows, []string{c.Client, itoa(c.Requests), itoa(c.DeniedA), itoa(c.DeniedB), itoa(c.NewlyDenied), itoa(c.NewlyAllowed)})
-	}
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
+	rows := func() [][]string {
+		out := make([][]string, 0, len(rep.Clients))
+		for _, c := range rep.Clients {
+			out = append(out, []string{c.Client, itoa(c.Requests), itoa(c.DeniedA), itoa(c.DeniedB), itoa(c.NewlyDenied), itoa(c.NewlyAllowed)})
 		}
-		_, err = w.Write(append(b, '\n'))
-		return err
-	case "csv":
-		cw := csv.NewWriter(w)
-		_ = cw.Write(header)
-		_ = cw.WriteAll(rows)
-		return cw.Error()
-	case "text":
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "a: %s: %d of %d requests denied\n", rep.NameA, rep.DeniedA, rep.Requests)
-		fmt.Fprintf(&b, "b: %s: %d of %d requests denied\n", rep.NameB, rep.DeniedB, rep.Requests)
-		fmt.Fprintf(&b, "%d requests decided differently (%d newly denied, %d newly allowed), %d clients (by %s)\n\n",
+		return out
+	}
+	return writeAs(w, format, rep, header, rows, func(b *bytes.Buffer) {
+		fmt.Fprintf(b, "a: %s: %d of %d requests denied\n", rep.NameA, rep.DeniedA, rep.Requests)
+		fmt.Fprintf(b, "b: %s: %d of %d requests denied\n", rep.NameB, rep.DeniedB, rep.Requests)
+		fmt.Fprintf(b, "%d requests decided differently (%d newly denied, %d newly allowed), %d clients (by %s)\n\n",
 			rep.NewlyDenied+rep.NewlyAllowed, rep.NewlyDenied, rep.NewlyAllowed, rep.ClientsChanged, rep.By)
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(header, "\t"))
-		for _, r := range rows {
+		for _, r := range rows() {
 			fmt.Fprintln(tw, strings.Join(r, "\t"))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		_, err := w.Write(b.Bytes())
-		return err
-	}
-	return fmt.Errorf("replay: format: unknown %q (want text, csv or json)", format)
+		_ = tw.Flush()
+	})
 }

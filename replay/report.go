@@ -173,35 +173,42 @@ var Formats = []string{"text", "csv", "json"}
 var Columns = []string{"rule", "limit", "client", "requests", "denials", "exact_denials", "first_denial",
 	"peak", "p50", "p90", "p99"}
 
-// WriteTable writes the report in format "text" (a summary, then aligned columns), "csv"
+// WriteTable writes the report in format "text" (a summary, then a block per rule), "csv"
 // (the Columns) or "json" (the Report).
 func WriteTable(w io.Writer, rep *Report, format string) error {
+	return writeAs(w, format, rep, Columns, rep.rows, func(b *bytes.Buffer) {
+		rep.writeSummary(b)
+		for i := range rep.Rules {
+			rep.Rules[i].writeText(b)
+		}
+	})
+}
+
+// writeAs writes v in format: "json" as indented JSON, "csv" as the header and the rows,
+// "text" as text writes it.
+func writeAs(w io.Writer, format string, v any, header []string, rows func() [][]string, text func(*bytes.Buffer)) error {
+	var b bytes.Buffer
 	switch format {
 	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
+		j, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return err
 		}
-		_, err = w.Write(append(b, '\n'))
-		return err
+		b.Write(append(j, '\n'))
 	case "csv":
-		cw := csv.NewWriter(w)
-		_ = cw.Write(Columns)
-		for _, row := range rep.rows() {
-			_ = cw.Write(row)
+		cw := csv.NewWriter(&b)
+		_ = cw.Write(header)
+		_ = cw.WriteAll(rows())
+		if err := cw.Error(); err != nil {
+			return err
 		}
-		cw.Flush()
-		return cw.Error()
 	case "text":
-		var b bytes.Buffer
-		rep.writeSummary(&b)
-		for i := range rep.Rules {
-			rep.Rules[i].writeText(&b)
-		}
-		_, err := w.Write(b.Bytes())
-		return err
+		text(&b)
+	default:
+		return fmt.Errorf("replay: format: unknown %q (want text, csv or json)", format)
 	}
-	return fmt.Errorf("replay: format: unknown %q (want text, csv or json)", format)
+	_, err := w.Write(b.Bytes())
+	return err
 }
 
 // writeSummary writes what was read and decided, and the malformed lines.

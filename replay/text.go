@@ -28,28 +28,39 @@ type template struct {
 }
 
 // compileEnvoy compiles an Envoy format string: %OPERATOR%, %OPERATOR(ARG)% and
-// %OPERATOR(ARG):LENGTH% between literal text.
+// %OPERATOR(ARG):LENGTH% between literal text (%% is a %).
 func compileEnvoy(format string) (*template, error) {
-	format = strings.TrimSuffix(format, "\n")
-	t := &template{}
-	var lit strings.Builder
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '%' {
-			lit.WriteByte(c)
-			continue
-		}
+	return compile(strings.TrimSuffix(format, "\n"), '%', func(i int) (string, int, error) {
 		end := strings.IndexByte(format[i+1:], '%')
 		if end < 0 {
-			return nil, fmt.Errorf("format: %% at byte %d opens no operator (want %%OPERATOR%%)", i)
+			return "", 0, fmt.Errorf("format: %% at byte %d opens no operator (want %%OPERATOR%%)", i)
 		}
-		op := format[i+1 : i+1+end]
-		i += end + 1
-		if op == "" {
-			lit.WriteByte('%')
+		return format[i+1 : i+1+end], i + end + 2, nil
+	}, envoyField)
+}
+
+// compile compiles a format of literal text and fields, each starting with the byte open:
+// at a field's start i, next returns its name and where the text after it starts; a field
+// named "" is the open byte itself, as text. fieldOf says what a name holds.
+func compile(format string, open byte, next func(i int) (string, int, error), fieldOf func(string) field) (*template, error) {
+	t := &template{}
+	var lit strings.Builder
+	for i := 0; i < len(format); {
+		if format[i] != open {
+			lit.WriteByte(format[i])
+			i++
 			continue
 		}
-		if err := t.add(&lit, envoyField(op), op); err != nil {
+		name, end, err := next(i)
+		if err != nil {
+			return nil, err
+		}
+		i = end
+		if name == "" {
+			lit.WriteByte(open)
+			continue
+		}
+		if err := t.add(&lit, fieldOf(name), string(open)+name); err != nil {
 			return nil, err
 		}
 	}
@@ -95,14 +106,7 @@ func requestHeaderField(arg string) field {
 
 // compileNginx compiles an nginx log_format: $variable and ${variable} between literal text.
 func compileNginx(format string) (*template, error) {
-	t := &template{}
-	var lit strings.Builder
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '$' {
-			lit.WriteByte(c)
-			continue
-		}
+	return compile(format, '$', func(i int) (string, int, error) {
 		j := i + 1
 		braced := j < len(format) && format[j] == '{'
 		if braced {
@@ -114,18 +118,13 @@ func compileNginx(format string) (*template, error) {
 		}
 		name := format[j:k]
 		if name == "" || (braced && (k == len(format) || format[k] != '}')) {
-			return nil, fmt.Errorf("format: $ at byte %d names no variable", i)
+			return "", 0, fmt.Errorf("format: $ at byte %d names no variable", i)
 		}
 		if braced {
 			k++
 		}
-		i = k - 1
-		if err := t.add(&lit, nginxField(name), "$"+name); err != nil {
-			return nil, err
-		}
-	}
-	t.lits = append(t.lits, lit.String())
-	return t, t.check()
+		return name, k, nil
+	}, nginxField)
 }
 
 func isVarByte(c byte) bool {
