@@ -2,9 +2,9 @@ package replay
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,6 +19,8 @@ type generated struct {
 	every    time.Duration
 	distinct bool
 	buf      []byte
+	stamp    string // the time of the current second, formatted
+	stampAt  time.Time
 }
 
 func (g *generated) Read(p []byte) (int, error) {
@@ -27,9 +29,18 @@ func (g *generated) Read(p []byte) (int, error) {
 		if !g.distinct {
 			c %= 50
 		}
-		at := testStart.Add(time.Duration(g.i) * g.every)
-		g.buf = fmt.Appendf(g.buf, "10.%d.%d.%d - - [%s] \"GET /api/items HTTP/1.1\" 200 12 \"-\" \"test\"\n",
-			c>>16&255, c>>8&255, c&255, at.Format(clfLayout))
+		if at := testStart.Add(time.Duration(g.i) * g.every).Truncate(time.Second); !at.Equal(g.stampAt) {
+			g.stamp, g.stampAt = at.Format(clfLayout), at
+		}
+		g.buf = append(g.buf, "10."...)
+		g.buf = strconv.AppendInt(g.buf, int64(c>>16&255), 10)
+		g.buf = append(g.buf, '.')
+		g.buf = strconv.AppendInt(g.buf, int64(c>>8&255), 10)
+		g.buf = append(g.buf, '.')
+		g.buf = strconv.AppendInt(g.buf, int64(c&255), 10)
+		g.buf = append(g.buf, " - - ["...)
+		g.buf = append(g.buf, g.stamp...)
+		g.buf = append(g.buf, "] \"GET /api/items HTTP/1.1\" 200 12 \"-\" \"test\"\n"...)
 		g.i++
 	}
 	if len(g.buf) == 0 {

@@ -164,9 +164,9 @@ fi
 
 log "go test -race (real-time tests deferred to the timing phase)"
 SLUICE_TIMING=defer go test -race -count=1 -timeout 30m ./...
-log "go vet and go test -race -tags plot (simulate --out, the plotting build)"
+log "go vet and go test -race -tags plot (simulate --out and replay --out, the plotting build)"
 go vet -tags plot ./cmd/sluice
-go test -race -count=1 -tags plot -run '^TestSimulate' ./cmd/sluice
+go test -race -count=1 -tags plot -run '^(TestSimulate|TestReplayOut)' ./cmd/sluice
 
 # Tests that assert real elapsed time (testenv.Timing) run again here, one package at a time,
 # so no other package's tests compete with them for the CPUs.
