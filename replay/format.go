@@ -3,7 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -207,16 +206,4 @@ func sameField(a, b field) bool {
 		return k
 	}
 	return norm(a.kind) == norm(b.kind) && a.header == b.header
-}
-
-// describe lists the mapping for messages: "time=start_time, ...".
-func describe(keys map[string]field) string {
-	var parts []string
-	for k, f := range keys {
-		if f.kind != kindSkip {
-			parts = append(parts, k)
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }

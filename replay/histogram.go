@@ -77,12 +77,3 @@ func (h *histogram) quantile(q float64) int64 {
 	}
 	return h.max
 }
-
-// above counts the values greater than v (exact when v < exactBelow, else to the bucket).
-func (h *histogram) above(v int64) int64 {
-	var n int64
-	for b := len(h.counts) - 1; b >= 0 && lowest(b) > v; b-- {
-		n += h.counts[b]
-	}
-	return n
-}

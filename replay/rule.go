@@ -14,7 +14,6 @@ type ruleStats struct {
 
 	requests, units int64
 	denials, agreed int64 // units a rule denied, and of them those the exact reference denies too
-	deniedRequests  int64
 	violations      int64 // units admitted that the exact reference would deny
 	firstDenial     int64
 	maxAdmitted     int64 // the most units admitted in a trailing period, any client

@@ -8,7 +8,7 @@ import "github.com/sluicehq/sluice/config"
 // counter exactly when their keys are equal. Package replay keys its exact reference by it.
 func CounterKey(cfg *config.Config, domain string, entries []Entry) string {
 	var buf [DefaultMaxDescriptorEntries]string
-	shared := buf[:0]
+	var shared []string
 	if len(entries) <= len(buf) {
 		shared = buf[:len(entries)]
 	} else {
