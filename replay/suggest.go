@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -34,6 +32,9 @@ type SuggestConfig struct {
 	Headroom float64
 	// Options read the rules file, as the command's --config was read.
 	Options config.Options
+	// Proxy, when set, is the proxy section the rules were given (RulesWithActions): the
+	// suggested rules file holds it.
+	Proxy string
 }
 
 // Suggestion is the limit Suggest proposes for one rule, with its evidence.
@@ -86,15 +87,11 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 	if sc.Headroom < 1 || math.IsInf(sc.Headroom, 0) || math.IsNaN(sc.Headroom) {
 		return nil, fmt.Errorf("replay: headroom: must be at least 1, got %v", sc.Headroom)
 	}
-	src, err := os.ReadFile(rulesPath)
-	if err != nil {
-		return nil, fmt.Errorf("replay: rules: %w (suggest rewrites one rules file)", err)
-	}
-	first, err := Run(ctx, cfg, in)
+	doc, err := rulesDoc(rulesPath, sc.Proxy)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := parseRules(src)
+	first, err := Run(ctx, cfg, in)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +99,7 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 	var targets []*yaml.Node // the key each suggestion's comment goes above
 	for i := range first.Rules {
 		r := &first.Rules[i]
-		if r.limit.Block || r.LimitUnits <= 0 || r.limit.File != rulesPath {
+		if r.limit.Block || r.LimitUnits <= 0 || filepath.Base(r.limit.File) != filepath.Base(rulesPath) {
 			continue
 		}
 		key, node, err := rateLimitNode(doc, r.limit.Line, r.j)
@@ -126,9 +123,9 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 	if err != nil {
 		return nil, err
 	}
-	suggested, err := loadSuggested(rulesPath, rules, sc.Options)
+	suggested, err := loadRulesText(rulesPath, rules, sc.Options)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (the suggested rules do not load: a bug, please report it)", err)
 	}
 	cfg.Rules = suggested
 	second, err := Run(ctx, cfg, in)
@@ -154,8 +151,8 @@ func Suggest(ctx context.Context, cfg Config, sc SuggestConfig, rulesPath string
 	if rules, err = encodeRules(doc); err != nil {
 		return nil, err
 	}
-	if _, err := loadSuggested(rulesPath, rules, sc.Options); err != nil {
-		return nil, err
+	if _, err := loadRulesText(rulesPath, rules, sc.Options); err != nil {
+		return nil, fmt.Errorf("%w (the suggested rules do not load: a bug, please report it)", err)
 	}
 	return &Suggested{Rules: rules, Suggestions: out}, nil
 }
@@ -269,24 +266,4 @@ func encodeRules(doc *yaml.Node) ([]byte, error) {
 		return nil, fmt.Errorf("replay: rules: %w", err)
 	}
 	return b.Bytes(), nil
-}
-
-// loadSuggested loads the suggested rules as check-config would, from a file named as the
-// original, so that the rules' File and Line name it.
-func loadSuggested(rulesPath string, rules []byte, o config.Options) (*config.Config, error) {
-	dir, err := os.MkdirTemp("", "sluice-suggest-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	p := filepath.Join(dir, filepath.Base(rulesPath))
-	if err := os.WriteFile(p, rules, 0o600); err != nil {
-		return nil, err
-	}
-	c, err := config.LoadWith(p, o)
-	if err != nil {
-		return nil, fmt.Errorf("replay: the suggested rules do not load (a bug; please report it): %s",
-			strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), ""))
-	}
-	return c, nil
 }

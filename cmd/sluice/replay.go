@@ -27,19 +27,21 @@ var replayHelp = help{
 	description: `
 Reads an access log as it is (Envoy's default format or Envoy Gateway's JSON, nginx's or
 Apache's combined format, JSON lines or CSV with --fields; gzip or not), turns each line into
-descriptors by the proxy section of the rules, as sluice proxy does, and decides them at their
-logged instants on a virtual clock, on the store and mode given, as fast as the machine allows.
-Prints, per rule and for its most denied clients, the requests, would-be denials (and those an
-exact sliding log would deny too), the first denial and the per-client rates over the rule's
-period (peak, p50, p90, p99). With --compare, prints the clients whose requests the two rule
-files decide differently instead. Client values are hashed unless the rule says telemetry: raw.`,
+descriptors by the proxy section of the rules (or --actions), as sluice proxy does, and
+decides them at their logged instants on a virtual clock, on the store and mode given, as fast
+as the machine allows. Prints, per rule and for its most denied clients, the requests,
+would-be denials (and those an exact sliding log would deny too), the first denial and the
+per-client rates over the rule's period (peak, p50, p90, p99). With --compare, prints the
+clients whose requests the two rule files decide differently instead. Client values are
+hashed unless the rule says telemetry: raw.`,
 	groups: []flagGroup{
 		{"Input", []string{"input", "input-format", "fields", "trusted-proxies", "strict"}},
-		{"Rules and deciding", []string{"config", "default-algorithm", "compare", "by", "store", "mode", "nodes", "routing", "seed"}},
+		{"Rules and deciding", []string{"config", "actions", "default-algorithm", "compare", "by", "store", "mode", "nodes", "routing", "seed"}},
 		{"Output", []string{"format", "top", "max-clients", "out", "quiet"}},
 	},
 	examples: []string{
-		"sluice replay --config examples/replay/rules.yaml --input examples/replay/access.log",
+		"sluice replay --config examples/replay/rules.yaml --input examples/replay/access.log.gz",
+		"sluice replay --config envoy-rules.yaml --actions '{rate_limits: [{actions: [{remote_address: {}}]}]}' --input access.log",
 		"sluice replay --config rules.yaml --input envoy.log.gz --input-format envoy --format csv",
 		"sluice replay --config rules.yaml --input access.log --compare stricter.yaml",
 		"sluice replay --config rules.yaml --input events.jsonl --input-format json --fields time=ts,client=ip,header:x-api-key=key",
@@ -57,24 +59,25 @@ requests and clients it would have denied), ready for sluice check-config. The l
 twice: give a file.`,
 	groups: []flagGroup{
 		{"Input", []string{"input", "input-format", "fields", "trusted-proxies", "strict"}},
-		{"Rules", []string{"config", "default-algorithm", "percentile", "headroom"}},
+		{"Rules", []string{"config", "actions", "default-algorithm", "percentile", "headroom"}},
 		{"Output", []string{"max-clients", "quiet"}},
 	},
 	examples: []string{
-		"sluice suggest --config examples/replay/rules.yaml --input examples/replay/access.log",
+		"sluice suggest --config examples/replay/rules.yaml --input examples/replay/access.log.gz",
 		"sluice suggest --config rules.yaml --input envoy.json.gz --input-format envoy-json --percentile 99.9 --headroom 2 > suggested.yaml",
 	},
 }
 
 // replayFlags are the flags replay and suggest share.
 type replayFlags struct {
-	rules, input, inputFormat, fields, trustedProxies, defaultAlgorithm string
-	maxClients                                                          int
-	strict, quiet                                                       bool
+	rules, actions, input, inputFormat, fields, trustedProxies, defaultAlgorithm string
+	maxClients                                                                   int
+	strict, quiet                                                                bool
 }
 
 func (f *replayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rules, "config", "", "rules file or directory with a proxy section (how a request becomes descriptors), as sluice proxy's; required")
+	fs.StringVar(&f.actions, "actions", "", "the proxy section to build descriptors with, as YAML, in place of the rules file's (rules written for Envoy's route rate limits have none), e.g. '{rate_limits: [{actions: [{remote_address: {}}]}]}'")
 	fs.StringVar(&f.input, "input", "", "the access log, gzip or not; - for standard input; required")
 	fs.StringVar(&f.inputFormat, "input-format", "combined", "the log's format: "+strings.Join(replay.FormatNames, ", "))
 	fs.StringVar(&f.fields, "fields", "", "for json, csv and envoy-json: the keys or columns, NAME=KEY,...: time, client, method, path, authority, scheme, cost, header:NAME (json and csv read keys named as the fields by default)")
@@ -111,16 +114,32 @@ func (f *replayFlags) load(stderr io.Writer) (replay.Config, replay.Input, confi
 	if err != nil {
 		return cfg, replay.Input{}, o, fmt.Errorf("--input: %w", err)
 	}
-	rules, err := config.LoadWith(f.rules, o)
+	rules, err := f.loadRules(f.rules, o, stderr)
 	if err != nil {
-		printProblems(stderr, err)
-		return cfg, replay.Input{}, o, fmt.Errorf("--config: %s: invalid rules", f.rules)
+		return cfg, replay.Input{}, o, fmt.Errorf("--config: %w", err)
 	}
 	cfg = replay.Config{Rules: rules, Format: format, TrustedProxies: list(f.trustedProxies), MaxClients: f.maxClients, Strict: f.strict}
 	if !f.quiet {
 		cfg.Progress = progressBar(stderr)
 	}
 	return cfg, in, o, nil
+}
+
+// loadRules loads a rules file or directory as check-config does, with --actions as its
+// proxy section when set; its problems are printed on stderr.
+func (f *replayFlags) loadRules(path string, o config.Options, stderr io.Writer) (*config.Config, error) {
+	var rules *config.Config
+	var err error
+	if f.actions != "" {
+		rules, err = replay.RulesWithActions(path, f.actions, o)
+	} else {
+		rules, err = config.LoadWith(path, o)
+	}
+	if err != nil {
+		printProblems(stderr, err)
+		return nil, fmt.Errorf("%s: invalid rules (or --actions)", path)
+	}
+	return rules, nil
 }
 
 // progressBar draws a bar on w, at most ten times a second, when w is a terminal; nil
@@ -184,9 +203,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	var other *config.Config
 	if err == nil && *compare != "" {
-		if other, err = config.LoadWith(*compare, o); err != nil {
-			printProblems(stderr, err)
-			err = fmt.Errorf("--compare: %s: invalid rules", *compare)
+		if other, err = f.loadRules(*compare, o, stderr); err != nil {
+			err = fmt.Errorf("--compare: %w", err)
 		}
 	}
 	if err != nil {
@@ -287,7 +305,7 @@ func runSuggest(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := replay.Suggest(ctx, cfg, replay.SuggestConfig{Percentile: *percentile / 100, Headroom: *headroom, Options: o}, f.rules, in)
+	res, err := replay.Suggest(ctx, cfg, replay.SuggestConfig{Percentile: *percentile / 100, Headroom: *headroom, Options: o, Proxy: f.actions}, f.rules, in)
 	endProgress(cfg, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice suggest: %v\n", err)

@@ -143,3 +143,31 @@ func TestReplayStdinAndStrict(t *testing.T) {
 		t.Errorf("strict: exit %d: %s", code, stderr.String())
 	}
 }
+
+// TestReplayActionsFlag: rules without a proxy section replay with --actions as theirs;
+// without it they are refused, saying why.
+func TestReplayActionsFlag(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "envoy.yaml")
+	src := "domain: shop\ndescriptors:\n  - key: remote_address\n    telemetry: raw\n    rate_limit: {unit: minute, requests_per_unit: 60}\n"
+	if err := os.WriteFile(rules, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"replay", "--config", rules, "--input", "../../examples/replay/access.log.gz"}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "no document has a proxy section") {
+		t.Errorf("without --actions: exit %d: %s", code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	args = append(args, "--actions", "{rate_limits: [{actions: [{remote_address: {}}]}]}")
+	if code := run(args, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "remote_address=203.0.113.66  1200") {
+		t.Errorf("with --actions: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"suggest", "--config", rules, "--input", "../../examples/replay/access.log.gz", "--actions", "{rate_limits: [{actions: [{remote_address: {}}]}]}"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "proxy:") || !strings.Contains(stdout.String(), "# sluice suggest: shop.remote_address: 60/1m ->") {
+		t.Errorf("suggest with --actions: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+}
