@@ -171,3 +171,39 @@ func TestReplayActionsFlag(t *testing.T) {
 		t.Errorf("suggest with --actions: exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestProgressBarOnlyOnATerminal: the bar is drawn on a character device (a terminal) only,
+// never into a file, a pipe or a buffer.
+func TestProgressBarOnlyOnATerminal(t *testing.T) {
+	if progressBar(&bytes.Buffer{}) != nil {
+		t.Error("a bar for a buffer")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if progressBar(f) != nil {
+		t.Error("a bar for a file")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if progressBar(w) != nil {
+		t.Error("a bar for a pipe")
+	}
+	dev, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer dev.Close()
+	bar := progressBar(dev) // a character device, as a terminal is
+	if bar == nil {
+		t.Fatal("no bar for a character device")
+	}
+	bar(50, 100, 1000)
+	bar(0, 0, 5) // size unknown (standard input)
+}
