@@ -108,10 +108,74 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// batchSize is the number of records read ahead in one batch; a few batches are in flight.
+const batchSize, batches = 256, 4
+
+// recordBatch is records read ahead, each holding its line.
+type recordBatch struct {
+	recs []Record
+	n    int
+}
+
+// errStopped ends the reading goroutine when its reader stopped reading.
+var errStopped = errors.New("replay: stopped")
+
 // read calls fn with each record of the log in, in order (the Record is reused: fn must
 // copy what it keeps). A malformed line is counted and skipped, or with strict, an error
-// (a *LineError). fn's error stops the read.
+// (a *LineError). fn's error stops the read. The log is read and parsed on a goroutine of
+// its own, a few batches of records ahead of fn (gzip decompressed on yet another), so that
+// on two cores reading and deciding overlap.
 func (r *logReader) read(ctx context.Context, in Input, fn func(*Record) error) error {
+	full := make(chan *recordBatch, batches)
+	free := make(chan *recordBatch, batches+1) // holds every batch: returning one never blocks
+	for range batches + 1 {
+		free <- &recordBatch{recs: make([]Record, batchSize)}
+	}
+	done := make(chan struct{})
+	var scanErr error
+	go func() {
+		defer close(full)
+		cur := <-free
+		scanErr = r.scan(ctx, in, func(rec *Record) error {
+			dst := &cur.recs[cur.n]
+			headers := dst.Headers
+			*dst = *rec
+			dst.Headers = append(headers[:0], rec.Headers...)
+			if cur.n++; cur.n < len(cur.recs) {
+				return nil
+			}
+			select {
+			case <-done: // checked first: the reader stopped
+				return errStopped
+			default:
+			}
+			full <- cur // never blocks for long: the reader returns every batch
+			cur = <-free
+			return nil
+		})
+		if cur.n > 0 {
+			full <- cur
+		}
+	}()
+	var fnErr error
+	for b := range full {
+		for i := 0; i < b.n && fnErr == nil; i++ {
+			if fnErr = fn(&b.recs[i]); fnErr != nil {
+				close(done)
+			}
+		}
+		b.n = 0
+		free <- b
+	}
+	if fnErr != nil {
+		return fnErr
+	}
+	return scanErr
+}
+
+// scan calls fn with each record of the log in, in order, on the calling goroutine (see
+// read).
+func (r *logReader) scan(ctx context.Context, in Input, fn func(*Record) error) error {
 	rc, err := in.Open()
 	if err != nil {
 		return fmt.Errorf("replay: log: %w", err)
