@@ -54,7 +54,8 @@ type RuleReport struct {
 	Period     time.Duration `json:"period_ns"`
 	// Shadow: the rule is in shadow mode (it denies nothing; Denials are would-be denials).
 	Shadow bool `json:"shadow"`
-	// Requests met the rule, asking for Units; Clients are the distinct client keys.
+	// Requests met the rule, asking for Units; Clients are the client keys seen (one dropped
+	// past Config.MaxClients and seen again counts twice: see DroppedClients).
 	Requests int64 `json:"requests"`
 	Units    int64 `json:"units"`
 	Clients  int64 `json:"clients"`
@@ -258,6 +259,10 @@ func (r *RuleReport) writeText(w io.Writer) {
 			r.ExactDenials, r.FirstDenial.Format(time.RFC3339), r.ClientsDenied, plural(r.ClientsDenied, "client", "clients"))
 	}
 	fmt.Fprintf(w, "\n  per-client peak requests per %s: p50 %d, p90 %d, p99 %d, max %d\n", per, r.P50, r.P90, r.P99, r.Peak)
+	if r.DroppedClients > 0 {
+		fmt.Fprintf(w, "  %d client summaries dropped past --max-clients (%d of them active): one seen again counted again\n",
+			r.DroppedClients, r.DroppedActive)
+	}
 	if len(r.Top) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  client\trequests\tdenials\texact_denials\tfirst_denial\tpeak")
