@@ -183,9 +183,9 @@ fi
 
 log "go test -race (real-time tests deferred to the timing phase)"
 SLUICE_TIMING=defer go test -race -count=1 -timeout 30m ./...
-log "go vet and go test -race -tags plot (simulate --out, the plotting build, through go.work)"
+log "go vet and go test -race -tags plot (simulate --out and replay --out, the plotting build, through go.work)"
 go vet -tags plot ./cmd/sluice
-go test -race -count=1 -tags plot -run '^TestSimulate' ./cmd/sluice
+go test -race -count=1 -tags plot -run '^(TestSimulate|TestReplayOut)' ./cmd/sluice
 log "go test -race (simulate/figures module)"
 (cd simulate/figures && go test -race -count=1 ./...)
 
