@@ -121,6 +121,8 @@ type Client struct {
 	// classes): when the bucket's demand exceeds its limit, the classes are served in
 	// sluice.Criticalities() order (see Targets).
 	Class sluice.Criticality
+
+	lacks int64 // how far below its target the last recomputation left it (not encoded)
 }
 
 // demand returns the client's smoothed demand in requests per period, or def without history.

@@ -65,6 +65,17 @@ func (b *Bucket) Pending(id string, now int64) bool {
 	return c != nil && c.pending(now)
 }
 
+// Lacks returns how far below its target the last recomputation left client id's share,
+// because the rest was still held by others (their shrinks in flight, or a leaver's share
+// not expired): 0 when it got its target, or for an unknown client. It is not part of the
+// encoding: read it after the ReportPush, Delivered or Rebalance that set it.
+func (b *Bucket) Lacks(id string) int64 {
+	if c := b.Clients[id]; c != nil {
+		return c.lacks
+	}
+	return 0
+}
+
 // Delivered records that client id has received assignment a (as returned by ReportPush
 // or in a Push): the larger ones handed to it before no longer count. When that frees
 // capacity, the shares are recomputed and the clients waiting for it (local accepts them)
@@ -104,6 +115,26 @@ func (b *Bucket) Rebalance(s *Settings, now int64, local func(string) bool, push
 	return pushes
 }
 
+// NextRelease returns the earliest instant after now at which a share that is counted but
+// not spent by an active client's newest assignment expires (a leaver's, an idle client's,
+// or one superseded by an assignment not yet known to be delivered), or 0 when there is
+// none: Rebalance then hands it out.
+func (b *Bucket) NextRelease(s *Settings, now int64) int64 {
+	var next int64
+	for _, c := range b.Clients {
+		active := b.active(s, c, now)
+		for i, a := range c.Held {
+			if a.Expires <= now || (active && i == len(c.Held)-1) {
+				continue
+			}
+			if next == 0 || a.Expires < next {
+				next = a.Expires
+			}
+		}
+	}
+	return next
+}
+
 // rebalance recomputes every client's target under the Fairness and hands out the new
 // shares; id is the reporter ("" for none):
 //
@@ -133,6 +164,7 @@ func (b *Bucket) rebalance(s *Settings, id string, now int64, local func(string)
 	sort.Strings(ids) // pushes in a stable order
 	for _, cid := range ids {
 		o := b.Clients[cid]
+		o.lacks = 0
 		held := o.holds(now)
 		if !b.active(s, o, now) {
 			fixed += held
@@ -163,10 +195,11 @@ func (b *Bucket) rebalance(s *Settings, id string, now int64, local func(string)
 		if wanted > free {
 			share = g.held + max(free, 0)*g.wants/wanted
 		}
+		if g.id == id && free < 0 { // over the limit already (a reload, another replica's late write)
+			share = max(g.held+free, 0)
+		}
+		b.Clients[g.id].lacks = g.held + g.wants - share
 		if g.id == id {
-			if free < 0 { // over the limit already (a reload, another replica's late write)
-				share = max(g.held+free, 0)
-			}
 			mine.Share = share
 			continue
 		}

@@ -61,7 +61,17 @@ type Config struct {
 	// Tracer, when set, records each usage report in a span (ReportSpan), a child of the
 	// trace context of the stream's context. Nil: no spans.
 	Tracer trace.Tracer
+	// AnswerWait bounds how long the answer to a report waits for a share still held by
+	// other clients whose shrinks are being delivered (default DefaultAnswerWait): a
+	// newcomer is handed only what is free, and the rest once the others' shrinks are sent,
+	// which takes milliseconds; the answer waits for it rather than hand a zero share
+	// (DENY_ALL) first. Past the wait the answer goes with what is free, and the rest
+	// follows as a push.
+	AnswerWait time.Duration
 }
+
+// DefaultAnswerWait is Config.AnswerWait's default.
+const DefaultAnswerWait = 250 * time.Millisecond
 
 // Service implements RateLimitQuotaService. Build it with New; it is safe for concurrent
 // use.
@@ -75,7 +85,7 @@ type Service struct {
 	tracer                                    trace.Tracer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
 	maxPerClient                              int
-	abandonAfter, idleTimeout                 time.Duration
+	abandonAfter, idleTimeout, answerWait     time.Duration
 	clientKey                                 func(context.Context) string
 	ids                                       *idTable
 	prefix                                    string // this replica's part of client ids
@@ -88,9 +98,14 @@ type Service struct {
 	perClient map[string]int // streams open by client key
 	draining  bool
 
+	timers map[string]*rebalanceTimer // by bucket key: recomputations due at leavers' expiries (push.go), under mu
+
 	regMu   sync.RWMutex
 	holders map[holder]*sub // the subs of this replica by client record, for pushes
 }
+
+// replicaIDBytes is the size of a replica's random id, the prefix of its client ids.
+const replicaIDBytes = 6
 
 // New returns a Service over cfg.
 func New(cfg Config) *Service {
@@ -99,7 +114,7 @@ func New(cfg Config) *Service {
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{}),
 		maxPerClient: orDefault(cfg.MaxStreamsPerClient, DefaultMaxStreamsPerClient), idleTimeout: cfg.StreamIdleTimeout,
-		clientKey: cfg.ClientKey, perClient: make(map[string]int), holders: make(map[holder]*sub)}
+		clientKey: cfg.ClientKey, perClient: make(map[string]int), holders: make(map[holder]*sub), timers: make(map[string]*rebalanceTimer)}
 	budget := cfg.MaxBucketMemory
 	if budget <= 0 {
 		budget = DefaultMaxBucketMemory
@@ -107,6 +122,9 @@ func New(cfg Config) *Service {
 	s.ids = newIDTable(budget)
 	if s.idleTimeout <= 0 {
 		s.idleTimeout = DefaultStreamIdleTimeout
+	}
+	if s.answerWait = cfg.AnswerWait; s.answerWait <= 0 {
+		s.answerWait = DefaultAnswerWait
 	}
 	if s.clientKey == nil {
 		s.clientKey = PeerAddress
@@ -132,9 +150,12 @@ func New(cfg Config) *Service {
 	if s.abandonAfter <= 0 {
 		s.abandonAfter = DefaultAbandonAfter
 	}
-	var b [6]byte
+	var b [replicaIDBytes]byte
 	_, _ = rand.Read(b[:])
 	s.prefix = hex.EncodeToString(b[:])
+	if l, ok := s.ledger.(sharedLedger); ok {
+		l.attach(s.prefix, s.deliverRemote)
+	}
 	return s
 }
 
@@ -228,6 +249,10 @@ func (s *Service) rejected(err error) error {
 func (s *Service) Drain() {
 	s.mu.Lock()
 	s.draining = true
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	clear(s.timers)
 	streams := make([]*stream, 0, len(s.streams))
 	for st := range s.streams {
 		streams = append(streams, st)
