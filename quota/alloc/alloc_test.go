@@ -137,7 +137,7 @@ func TestBucketNeverOvercommits(t *testing.T) {
 					}
 				}
 				a, pushes := b.ReportPush(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))), everyone, nil)
-				if a.Share < 0 || a.Expires < now+int64(s.TTL) || a.Expires > now+int64(s.TTL)+int64(time.Millisecond) {
+				if lasts := now + int64(s.TTL+DefaultGrace); a.Share < 0 || a.Expires < lasts || a.Expires > lasts+int64(time.Millisecond) {
 					t.Fatalf("bad assignment %+v", a)
 				}
 				if c := b.Committed(now); c > s.Limit {
@@ -381,8 +381,8 @@ func TestBucketNewcomerPushes(t *testing.T) {
 }
 
 // TestBucketWaitersShareFreedCapacity: a client idle (past IdleAfter) still holds its share
-// until it expires; the clients waiting for it all get their share at the first
-// recomputation after it has expired, whoever reports.
+// until it expires (its TTL and the grace); the clients waiting for it all get their share
+// at the first recomputation after it has expired, whoever reports.
 func TestBucketWaitersShareFreedCapacity(t *testing.T) {
 	s := &Settings{Limit: 90, Period: time.Second, TTL: 2 * time.Second, IdleAfter: time.Second / 2}
 	var b Bucket
@@ -394,7 +394,7 @@ func TestBucketWaitersShareFreedCapacity(t *testing.T) {
 		t.Fatalf("while the idle client's 90 is live: %d, %d", w1.Share, w2.Share)
 	}
 	got := map[string]int64{}
-	for cid, a := range reportDelivered(&b, s, "w3", 2*sec, 500, time.Second) {
+	for cid, a := range reportDelivered(&b, s, "w3", 2*sec+int64(DefaultGrace), 500, time.Second) {
 		got[cid] = a.Share
 	}
 	if got["w1"] != 30 || got["w2"] != 30 || got["w3"] != 30 {
@@ -470,18 +470,11 @@ func TestBucketLeaverHeldUntilExpiry(t *testing.T) {
 }
 
 // deliver delivers the reporter's assignment a and the pushes, and the pushes their
-// deliveries make, as a server does once it has sent them, and returns the newest
-// assignment each client got.
+// deliveries make (DeliverNow), and returns the newest assignment each client got.
 func deliver(b *Bucket, s *Settings, now int64, id string, a Assignment, pushes []Push) map[string]Assignment {
-	got := map[string]Assignment{id: a}
-	queue := append([]Push{{Client: id, Assignment: a, Pending: b.Pending(id, now)}}, pushes...)
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
+	got := map[string]Assignment{}
+	for _, p := range b.DeliverNow(s, now, id, a, pushes, everyone) {
 		got[p.Client] = p.Assignment
-		if p.Pending {
-			queue = b.Delivered(s, p.Client, p.Assignment, now, everyone, queue)
-		}
 	}
 	return got
 }

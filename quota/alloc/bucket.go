@@ -49,6 +49,23 @@ type Settings struct {
 	// it expires while the others already have it, so the fleet may hold up to the limit
 	// plus the leaver's share for one TTL.
 	ReleaseOnLeave bool
+	// Grace is how long past its TTL an assignment still counts (default DefaultGrace): a
+	// client counts the TTL from when it receives the assignment, after the network's
+	// delivery delay, and its clock may run behind, so the share it frees is handed out
+	// that much later.
+	Grace time.Duration
+}
+
+// DefaultGrace is Settings.Grace's default: above a delivery delay and a clock skew
+// between hosts that keep time (NTP).
+const DefaultGrace = 100 * time.Millisecond
+
+// lasts is how long an assignment counts: the TTL and the grace.
+func (s *Settings) lasts() time.Duration {
+	if s.Grace > 0 {
+		return s.ttl() + s.Grace
+	}
+	return s.ttl() + DefaultGrace
 }
 
 // ttl returns TTL or its default.
@@ -71,7 +88,7 @@ func (s *Settings) Retention() time.Duration {
 	if s.IdleAfter > 0 {
 		idle = s.IdleAfter
 	}
-	return idle + s.ttl()
+	return idle + s.lasts()
 }
 
 // idleAfter is how long client c may stay silent before its demand stops counting.
@@ -100,8 +117,8 @@ type Sample struct {
 	Elapsed int64 // nanoseconds
 }
 
-// Assignment is a share handed to a client, in requests per Period, until Expires (Unix
-// nanoseconds).
+// Assignment is a share handed to a client, in requests per Period, counted until Expires
+// (Unix nanoseconds): the TTL the client is sent, and the grace (Settings.Grace).
 type Assignment struct {
 	Share   int64
 	Expires int64

@@ -103,6 +103,24 @@ func (b *Bucket) Delivered(s *Settings, id string, a Assignment, now int64, loca
 	return pushes
 }
 
+// DeliverNow delivers, at now, the reporter's assignment a (id; "" for none) and the pushes,
+// and those their deliveries make in turn, as a server in the same process as its clients
+// does (a simulation): it returns every assignment made, the reporter's first, in the order
+// made, so that each client's last one is what it holds.
+func (b *Bucket) DeliverNow(s *Settings, now int64, id string, a Assignment, pushes []Push, local func(string) bool) []Push {
+	var out []Push
+	if id != "" {
+		out = append(out, Push{Client: id, Assignment: a, Pending: b.Pending(id, now)})
+	}
+	out = append(out, pushes...)
+	for i := 0; i < len(out); i++ {
+		if p := out[i]; p.Pending {
+			out = b.Delivered(s, p.Client, p.Assignment, now, local, out)
+		}
+	}
+	return out
+}
+
 // Rebalance recomputes the shares at now without a report, e.g. when a share held by a
 // client that left has expired, and pushes the clients local accepts theirs (appended to
 // pushes).
@@ -149,7 +167,7 @@ func (b *Bucket) NextRelease(s *Settings, now int64) int64 {
 func (b *Bucket) rebalance(s *Settings, id string, now int64, local func(string) bool, pushes []Push) (Assignment, []Push) {
 	targets := b.Targets(s, now)
 	first := len(pushes)
-	expires := now + int64(s.ttl())
+	expires := now + int64(s.lasts())
 	type grower struct {
 		id          string
 		held, wants int64
