@@ -133,8 +133,9 @@ const (
 	DefaultStreamIdleTimeout   = 2 * time.Minute
 )
 
-// PeerAddress is the default Config.ClientKey: the IP address of the stream's peer (its
-// port left out, so a client's connections count together).
+// PeerAddress is a Config.ClientKey: the IP address of the stream's peer (its port left
+// out, so a client's connections count together), each address its own client. The
+// default, PeerIdentity, groups an IPv6 host's addresses and prefers a client certificate.
 func PeerAddress(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {

@@ -49,9 +49,18 @@ type Config struct {
 	// DefaultStreamIdleTimeout), with DEADLINE_EXCEEDED.
 	StreamIdleTimeout time.Duration
 	// ClientKey names the client a stream counts against for MaxStreamsPerClient (default
-	// PeerAddress: the peer's IP address). With mTLS, key on the client certificate's
-	// identity instead.
+	// PeerIdentity(IPv6Prefix): the verified client certificate's identity, else the peer's
+	// IP address, an IPv6 one grouped by its prefix).
 	ClientKey func(ctx context.Context) string
+	// IPv6Prefix is how many leading bits of an IPv6 peer address name its client under the
+	// default ClientKey (default DefaultIPv6Prefix, a /64), so one host cannot take the
+	// streams of many clients by its addresses.
+	IPv6Prefix int
+	// ReservedStreams is how many of MaxStreams are kept for clients with no stream open
+	// (default DefaultReservedStreams percent of MaxStreams; negative: none), so the clients
+	// already served, however many addresses they hold, never take the whole cap from one
+	// not yet seen.
+	ReservedStreams int
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
@@ -84,13 +93,13 @@ type Service struct {
 	obs                                       Observer
 	tracer                                    trace.Tracer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
-	maxPerClient                              int
+	maxPerClient, reserved                    int
 	abandonAfter, idleTimeout, answerWait     time.Duration
 	clientKey                                 func(context.Context) string
 	ids                                       *idTable
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
-	errLog, uncoveredLog                      logthrottle.Throttle
+	errLog, uncoveredLog, endLog              logthrottle.Throttle
 	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu        sync.Mutex
@@ -127,8 +136,15 @@ func New(cfg Config) *Service {
 		s.answerWait = DefaultAnswerWait
 	}
 	if s.clientKey == nil {
-		s.clientKey = PeerAddress
+		s.clientKey = PeerIdentity(cfg.IPv6Prefix)
 	}
+	switch s.reserved = cfg.ReservedStreams; {
+	case s.reserved == 0:
+		s.reserved = s.maxSt * DefaultReservedStreams / 100
+	case s.reserved < 0:
+		s.reserved = 0
+	}
+	s.reserved = min(s.reserved, s.maxSt-1)
 	if s.rules == nil { // no rules: every bucket is uncovered, and said to be
 		s.rules = func() *config.Config { return nil }
 	}
@@ -179,16 +195,20 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	st := newStream(s, s.prefix+"-"+itoa(s.seq.Add(1)))
 	st.srv, st.cancel, st.peer = srv, cancel, s.clientKey(srv.Context())
 	s.mu.Lock()
-	switch {
-	case s.draining:
+	if s.draining {
 		s.mu.Unlock()
 		return s.rejected(reject(ReasonShutdown, "server shutting down"))
-	case len(s.streams) >= s.maxSt:
+	}
+	if r, refused := admit(len(s.streams), s.perClient[st.peer], s.maxSt, s.maxPerClient, s.reserved); refused {
 		s.mu.Unlock()
-		return s.rejected(reject(ReasonStreams, "%d streams open, the maximum", s.maxSt))
-	case s.perClient[st.peer] >= s.maxPerClient:
-		s.mu.Unlock()
-		return s.rejected(reject(ReasonClientStreams, "%d streams open from this client, the maximum", s.maxPerClient))
+		switch r {
+		case ReasonStreams:
+			return s.rejected(reject(r, "%d streams open, the maximum", s.maxSt))
+		case ReasonClientStreams:
+			return s.rejected(reject(r, "%d streams open from this client, the maximum", s.maxPerClient))
+		default:
+			return s.rejected(reject(r, "the last %d of %d streams are kept for clients with none open", s.reserved, s.maxSt))
+		}
 	}
 	s.streams[st] = struct{}{}
 	s.perClient[st.peer]++
@@ -205,7 +225,9 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	err := st.run(ctx)
 	s.rejected(err)
 	if err != nil && status.Code(err) != codes.Canceled {
-		s.log.Info("rlqs stream ended", "stream", st.id, "domain", st.domain, "err", err)
+		// At most one line a second (a storm of streams ending is one line and a count).
+		s.endLog.Log(context.Background(), s.log, s.clock.Now(), slog.LevelInfo, "rlqs stream ended",
+			slog.String("stream", st.id), slog.String("domain", st.domain), slog.Any("err", err))
 	}
 	return err
 }
