@@ -138,7 +138,7 @@ type keyState struct {
 	// guarded by the Store's syncMu:
 	raw      []byte  // hist's bytes, for the compare-and-set
 	rate     float64 // demand, units per period, smoothed
-	lastSync int64 // when its demand was last measured (made: when the key was)
+	lastSync int64   // when its demand was last measured (made: when the key was)
 }
 
 // New returns a Store over cfg, its background sync started (unless Manual).

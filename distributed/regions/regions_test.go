@@ -235,4 +235,3 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
-
