@@ -265,7 +265,7 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			l.Unlimited = true
 			continue
 		}
-		local, scopeOK := d.compileScope(p, rl, f)
+		scope, scopeOK := d.compileScope(p, rl, f)
 		rule, unit, mult, ok := d.compileRule(p, o, rl, f)
 		if !ok || !scopeOK {
 			continue
@@ -277,7 +277,7 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			}
 			continue
 		}
-		l.addScope(local)
+		l.addScope(scope)
 		l.addShares(d.compileShares(p, rl, f))
 		if len(l.Rules) == 0 && !l.Block {
 			l.Unit, l.UnitMultiplier = unit, mult

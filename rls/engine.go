@@ -76,6 +76,10 @@ type Config struct {
 	// too) to log each change, count the failures and report the state in the metrics and
 	// Ready; a fallback inside a Store passed above is not observed.
 	StoreConfig store.Config
+	// GlobalStore, when set, decides the limits of scope global: the regions' store
+	// (package distributed/regions), which shares each such limit between the regions. Nil:
+	// the store decides them too (one region). Not closed by the engine.
+	GlobalStore sluice.Store
 	// WrapStore, when set, wraps the store the engine decides on (Store, or the one
 	// StoreConfig opened): the server's tracing makes each store call a child span with it.
 	// The readiness probe goes through it too.

@@ -40,7 +40,7 @@ func sameRules(a, b *config.Limit) bool {
 		return false
 	}
 	for i := range a.Rules {
-		if a.Rules[i] != b.Rules[i] || a.IsLocal(i) != b.IsLocal(i) {
+		if a.Rules[i] != b.Rules[i] || a.IsLocal(i) != b.IsLocal(i) || a.IsGlobal(i) != b.IsGlobal(i) {
 			return false
 		}
 	}
@@ -129,8 +129,11 @@ func (e *Engine) Top(n int) TopResponse {
 		tl := TopLimit{Name: l.Name, FullKey: l.FullKey, Keys: []TopKey{}}
 		for i, r := range l.Rules {
 			d := r.String()
-			if l.IsLocal(i) {
+			switch {
+			case l.IsLocal(i):
 				d += " (local)"
+			case l.IsGlobal(i):
+				d += " (global)"
 			}
 			tl.Rules = append(tl.Rules, d)
 		}
