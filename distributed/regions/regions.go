@@ -274,6 +274,27 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	return s.local.Take(ctx, req)
 }
 
+// Share returns the units of rule's limit this region may admit for key now: in Escrow
+// mode its share, scaled (0 while it holds none, or for a key it does not hold); in Async
+// mode the whole limit. It reads what the last sync left, and changes nothing.
+func (s *Store) Share(key string, rule sluice.Rule) int64 {
+	if s.async != nil {
+		return rule.Limit
+	}
+	sh := s.keys.Shard(key)
+	sh.Lock()
+	ks, ok := sh.Get(key)
+	sh.Unlock()
+	if !ok {
+		return 0
+	}
+	scaled, ok := scale(rule, s.parts(ks, s.now()))
+	if !ok {
+		return 0
+	}
+	return scaled.Limit
+}
+
 // none is the decision of a request while this region holds no share of its limit: denied,
 // to be tried again at the next sync.
 func (s *Store) none(now int64) sluice.Decision {
