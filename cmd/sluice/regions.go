@@ -128,6 +128,11 @@ func (f *regionsFlags) open(prefix string, t store.TLS, log *slog.Logger) (st sl
 		if prefix != "" {
 			opts = append(opts, redis.WithPrefix(prefix))
 		}
+		if r.name != f.region {
+			// Another region's Redis is a round trip of up to hundreds of milliseconds away:
+			// the store's default bound (250 ms) would fail every read of a far region.
+			opts = append(opts, redis.WithTimeout(max(time.Second, f.epoch)))
+		}
 		rs, err := redis.NewFromURL(r.url, opts...)
 		if err != nil {
 			closeAll()

@@ -353,7 +353,9 @@ func (s *Store) loop() {
 		case <-t.C:
 		case <-s.wake:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.Epoch/2, s.cfg.Interval))
+		// A sync is two round trips to the Coordinator; it must end within an epoch for the
+		// next epoch to be allocated in time.
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.Epoch, 2*s.cfg.Interval))
 		if err := s.Sync(ctx); err != nil && s.cfg.OnSyncError != nil {
 			s.cfg.OnSyncError(err)
 		}
