@@ -212,15 +212,18 @@ func (cfg *Config) validate() error {
 		}
 	}
 	for _, d := range []struct {
-		field string
-		v     *time.Duration
-		def   time.Duration
-	}{{"interval", &cfg.Interval, DefaultInterval}, {"epoch", &cfg.Epoch, DefaultEpoch}, {"max_clock_skew", &cfg.MaxClockSkew, DefaultMaxClockSkew}} {
+		field    string
+		v        *time.Duration
+		def      time.Duration
+		low, top time.Duration
+	}{{"interval", &cfg.Interval, DefaultInterval, time.Millisecond, time.Minute},
+		{"epoch", &cfg.Epoch, DefaultEpoch, 10 * time.Millisecond, time.Hour},
+		{"max_clock_skew", &cfg.MaxClockSkew, DefaultMaxClockSkew, 0, time.Hour}} {
 		switch {
-		case *d.v < 0:
-			bad(d.field, "must not be negative, got %v", *d.v)
 		case *d.v == 0:
 			*d.v = d.def
+		case *d.v < d.low || *d.v > d.top:
+			bad(d.field, "want %v to %v, got %v", d.low, d.top, *d.v)
 		}
 	}
 	if cfg.Epoch > 0 && cfg.MaxClockSkew*2 >= cfg.Epoch {

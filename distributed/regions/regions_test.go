@@ -218,7 +218,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Region: "a", Regions: []Region{{"a", nil}}, Coordinator: NewMemoryCoordinator()}, `regions[0].store: "a" has no store`},
 		{Config{Region: "a", Regions: []Region{{"a", m}}}, "coordinator: escrow needs a coordinator"},
 		{Config{Region: "a", Regions: []Region{{"a", m}}, Coordinator: NewMemoryCoordinator(), Epoch: time.Second, MaxClockSkew: time.Second}, "max_clock_skew"},
-		{Config{Region: "a", Regions: []Region{{"a", m}}, Coordinator: NewMemoryCoordinator(), Interval: -1}, "interval: must not be negative"},
+		{Config{Region: "a", Regions: []Region{{"a", m}}, Coordinator: NewMemoryCoordinator(), Interval: -1}, "interval: want 1ms to 1m0s, got -1ns"},
 	} {
 		_, err := New(tc.cfg)
 		var fe *sluice.FieldError
