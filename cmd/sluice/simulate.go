@@ -116,7 +116,15 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *out != "" {
-		paths, err := writePlots(*out, res)
+		return wrote(stderr)(writePlots(*out, res))
+	}
+	return 0
+}
+
+// wrote returns what reports the figures written (or the failure) on stderr, and the
+// command's exit code.
+func wrote(stderr io.Writer) func(paths []string, err error) int {
+	return func(paths []string, err error) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 			return 1
@@ -124,8 +132,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		for _, p := range paths {
 			fmt.Fprintf(stderr, "wrote %s\n", p)
 		}
+		return 0
 	}
-	return 0
 }
 
 func simulateConfig(scenario, algorithms, modes, routing, format string, nodes int, duration time.Duration, seed uint64) (simulate.Config, error) {

@@ -24,14 +24,7 @@ func simulateRegions(stdout, stderr io.Writer, seed uint64, out string) int {
 		return 1
 	}
 	if out != "" {
-		paths, err := writeRegionPlots(out, res)
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
-			return 1
-		}
-		for _, p := range paths {
-			fmt.Fprintf(stderr, "wrote %s\n", p)
-		}
+		return wrote(stderr)(writeRegionPlots(out, res))
 	}
 	return 0
 }

@@ -54,14 +54,9 @@ func regionsAdmitted(res *simulate.RegionsResult) (*plot.Plot, error) {
 			v := float64(res.Admitted[mode][w])
 			pts = append(pts, plotter.XY{X: start.Seconds(), Y: v}, plotter.XY{X: end.Seconds(), Y: v})
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := addLine(p, pts, mode, nodeColors[i%len(nodeColors)]); err != nil {
 			return nil, err
 		}
-		l.Color = nodeColors[i%len(nodeColors)]
-		l.Width = vg.Points(1.2)
-		p.Add(l)
-		p.Legend.Add(mode, l)
 	}
 	if err := hline(p, float64(res.Limit), res.Windows[len(res.Windows)-1].Seconds()+10, "limit"); err != nil {
 		return nil, err
@@ -77,16 +72,24 @@ func regionsShares(res *simulate.RegionsResult) (*plot.Plot, error) {
 		for i, t := range res.ShareTimes {
 			pts[i] = plotter.XY{X: t.Seconds(), Y: float64(v[i])}
 		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
+		if err := addLine(p, pts, []string{"eu", "us", "ap"}[r%3], nodeColors[r%len(nodeColors)]); err != nil {
 			return nil, err
 		}
-		l.Color = nodeColors[r%len(nodeColors)]
-		l.Width = vg.Points(1)
-		p.Add(l)
-		p.Legend.Add([]string{"eu", "us", "ap"}[r%3], l)
 	}
 	return p, cutLines(p, res)
+}
+
+// addLine adds a named line through pts to p.
+func addLine(p *plot.Plot, pts plotter.XYs, name string, c color.Color) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = c
+	l.Width = vg.Points(1.1)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
 }
 
 func regionsPlot(title, y string) *plot.Plot {
