@@ -283,7 +283,6 @@ type regionsStores struct {
 	rule    sluice.Rule
 	nextAt  []time.Duration // each region's next sync
 	every   []time.Duration
-	offset  []time.Duration
 	onSync  func(t time.Duration)
 	elapsed func() time.Duration
 }

@@ -354,8 +354,8 @@ func TestBucketNewcomerPushes(t *testing.T) {
 	}
 	// Cold start: c and d join (no history: they ask for the whole limit) and get a fair
 	// share each once the shrinks are delivered.
-	got := reportDelivered(&b, s, "c", sec, 0, 0)
-	got = reportDelivered(&b, s, "d", sec, 0, 0)
+	reportDelivered(&b, s, "c", sec, 0, 0)
+	got := reportDelivered(&b, s, "d", sec, 0, 0)
 	if got["d"].Share < 24 || b.Committed(sec) > 100 {
 		t.Fatalf("fourth newcomer got %d, committed %d", got["d"].Share, b.Committed(sec))
 	}
