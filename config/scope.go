@@ -1,5 +1,7 @@
 package config
 
+import "github.com/sluicehq/sluice"
+
 // The values of RateLimit.Scope.
 const (
 	// ScopeCluster is a limit shared by every instance, on the store (the default).
@@ -47,6 +49,12 @@ func addFlag(flags []bool, n int, on bool) []bool {
 
 // IsLocal reports whether the i-th rule is a per-instance limit (see Limit.Local).
 func (l *Limit) IsLocal(i int) bool { return i < len(l.Local) && l.Local[i] }
+
+// CountsWindows reports whether rule is counted in windows (fixed_window, sliding_window),
+// as the regions' async mode needs a global limit to be (Options.GlobalWindowsOnly).
+func CountsWindows(rule sluice.Rule) bool {
+	return rule.Algorithm == sluice.AlgorithmFixedWindow || rule.Algorithm == sluice.AlgorithmSlidingWindow
+}
 
 // IsGlobal reports whether the i-th rule is a limit of every region (see Limit.Global).
 func (l *Limit) IsGlobal(i int) bool { return i < len(l.Global) && l.Global[i] }

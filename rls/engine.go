@@ -242,6 +242,12 @@ func (e *Engine) loadRules() error {
 			return err
 		}
 	}
+	if w, ok := e.cfg.GlobalStore.(interface{ WindowsOnly() bool }); ok && w.WindowsOnly() {
+		e.cfg.RulesOptions.GlobalWindowsOnly = true
+		if err := refuseGlobalNonWindows(e.cfg.Rules); err != nil {
+			return err
+		}
+	}
 	switch {
 	case e.cfg.RulesPath != "":
 		w, err := config.NewWatcherWith(e.cfg.RulesPath, e.cfg.RulesOptions, func(c *config.Config) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -42,5 +43,36 @@ func TestGlobalScopeDecidedByTheRegions(t *testing.T) {
 	}
 	if ans.Code != rls.CodeOK {
 		t.Fatalf("without regions: %+v, want admitted by the store", ans)
+	}
+}
+
+// windowsOnly is a global store of async mode: it decides windows only.
+type windowsOnly struct{ sluicetest.Recorder }
+
+func (*windowsOnly) WindowsOnly() bool { return true }
+
+// TestGlobalScopeRefusedInAsync: with a global store that counts windows only (the regions'
+// async mode), a global token bucket is refused when the rules load, naming it.
+func TestGlobalScopeRefusedInAsync(t *testing.T) {
+	doc, err := config.Decode("rules.yaml", []byte(`
+domain: d
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, scope: global}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := config.Compile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rls.New(rls.Config{Rules: compiled, GlobalStore: &windowsOnly{}, ReloadInterval: -1})
+	if err == nil || !strings.Contains(err.Error(), "token_bucket") || !strings.Contains(err.Error(), "counts windows") {
+		t.Fatalf("rls.New: %v, want the global token bucket refused", err)
+	}
+	_, err = config.CompileWith(config.Options{GlobalWindowsOnly: true}, doc)
+	if err == nil || !strings.Contains(err.Error(), "rules.yaml:5: descriptors[0].rate_limit.scope: global limits are counted in windows") {
+		t.Fatalf("CompileWith: %v, want the field named", err)
 	}
 }

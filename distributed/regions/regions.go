@@ -478,6 +478,10 @@ func (s *Store) ttl(rule *sluice.Rule) time.Duration {
 	return time.Duration(ruleMemory(*rule)) + s.cfg.MaxClockSkew + 4*s.cfg.Epoch
 }
 
+// WindowsOnly reports whether the Store decides only limits counted in windows (Async
+// mode), so that rules can refuse the others when they load (rls does).
+func (s *Store) WindowsOnly() bool { return s.async != nil }
+
 // Flush syncs what is pending (Async mode: the counts not yet written).
 func (s *Store) Flush(ctx context.Context) error {
 	if s.async != nil {
