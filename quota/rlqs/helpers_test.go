@@ -3,6 +3,7 @@ package rlqs_test
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -62,6 +63,9 @@ type fakeEnvoy struct {
 	// current is the last action received per bucket (quota.BucketKey), answers and pushes
 	// alike, as Envoy applies them.
 	current map[string]*rlqspb.RateLimitQuotaResponse_BucketAction
+	// received is when the stream last received a message (Unix ns), as Envoy counts an
+	// assignment's TTL from it.
+	received atomic.Int64
 }
 
 func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy {
@@ -80,6 +84,7 @@ func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy
 				f.done <- err
 				return
 			}
+			f.received.Store(time.Now().UnixNano())
 			f.resps <- r
 		}
 	}()

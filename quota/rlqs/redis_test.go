@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/quota/alloc"
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -158,5 +160,65 @@ quota_buckets:
 	t.Logf("from a report on replica B to the shrink on replica A's stream, %d rounds: median %v, p90 %v, max %v", rounds, median, p90, most)
 	if median > 50*time.Millisecond {
 		t.Errorf("median cross-replica delivery %v, want within 50 ms", median)
+	}
+}
+
+// TestLeaverShareReturnsAtExpiry (issue 37): the share of a client whose stream closed is
+// held until its last assignment expires (its TTL and the grace), and handed to the client
+// waiting for it then, without a report: on one server, and across two replicas (the
+// leaver on one, the waiter on the other).
+func TestLeaverShareReturnsAtExpiry(t *testing.T) {
+	testenv.Timing(t)
+	body := `domain: envoy
+quota_buckets:
+  - bucket_id: {name: ""}
+    requests_per_unit: 1000
+    unit: second
+    assignment_ttl: 1s
+`
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprint("replicas=", n), func(t *testing.T) {
+			var connA, connB *grpc.ClientConn
+			if n == 1 {
+				svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, body) }})
+				connA = serve(t, svc)
+				connB = connA
+			} else {
+				_, _, newReplica := replicas(t, nil, body)
+				connA, connB = serve(t, newReplica()), serve(t, newReplica())
+			}
+			bucket := map[string]string{"name": "api"}
+			x, y := newFakeEnvoy(t, connA, "envoy"), newFakeEnvoy(t, connB, "envoy")
+			x.report(usage(bucket, interval, 1000, 0))
+			y.report(usage(bucket, interval, 1000, 0))
+			xs, _ := x.latest(bucket)
+			ys, _ := y.latest(bucket)
+			if xs+ys != 1000 || ys == 1000 {
+				t.Fatalf("x %d, y %d: want the limit split", xs, ys)
+			}
+			received := time.Unix(0, x.received.Load()) // x spends its last share until this + TTL
+			x.close()
+			var got time.Duration
+			deadline := time.Now().Add(5 * time.Second)
+			for got == 0 && time.Now().Before(deadline) {
+				select {
+				case r := <-y.resps:
+					y.apply(r)
+					if s, _ := share(r.BucketAction[0]); s == 1000 {
+						got = time.Since(received)
+					}
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			t.Logf("%d replica(s): the leaver's share handed on %v after the leaver received it (TTL 1s + grace %v)", n, got, alloc.DefaultGrace)
+			switch {
+			case got == 0:
+				t.Fatal("the leaver's share never reached the other client")
+			case got < time.Second:
+				t.Fatalf("handed on %v after the leaver received it, before its TTL ran out there", got)
+			case got > time.Second+alloc.DefaultGrace+500*time.Millisecond:
+				t.Fatalf("handed on %v after the leaver received it, want at its expiry", got)
+			}
+		})
 	}
 }
