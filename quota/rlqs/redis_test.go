@@ -105,14 +105,7 @@ func TestRedisDownKeepsStreams(t *testing.T) {
 // receives its share before X its shrink (beyond 50 ms of skew between the two streams).
 func TestReplicasPushAcrossWithin50ms(t *testing.T) {
 	testenv.Timing(t)
-	body := `domain: envoy
-quota_buckets:
-  - bucket_id: {name: ""}
-    requests_per_unit: 1000
-    unit: second
-    assignment_ttl: 30s
-`
-	_, _, newReplica := replicas(t, nil, body)
+	_, _, newReplica := replicas(t, nil, everyBucket("30s"))
 	connA, connB := serve(t, newReplica()), serve(t, newReplica())
 	const rounds = 30
 	var across []time.Duration
@@ -169,13 +162,7 @@ quota_buckets:
 // leaver on one, the waiter on the other).
 func TestLeaverShareReturnsAtExpiry(t *testing.T) {
 	testenv.Timing(t)
-	body := `domain: envoy
-quota_buckets:
-  - bucket_id: {name: ""}
-    requests_per_unit: 1000
-    unit: second
-    assignment_ttl: 1s
-`
+	body := everyBucket("1s")
 	for _, n := range []int{1, 2} {
 		t.Run(fmt.Sprint("replicas=", n), func(t *testing.T) {
 			var connA, connB *grpc.ClientConn
@@ -221,4 +208,9 @@ quota_buckets:
 			}
 		})
 	}
+}
+
+// everyBucket is the rules of 1000 a second per bucket id, any name, assignments of ttl.
+func everyBucket(ttl string) string {
+	return "domain: envoy\nquota_buckets:\n  - bucket_id: {name: \"\"}\n    requests_per_unit: 1000\n    unit: second\n    assignment_ttl: " + ttl + "\n"
 }
