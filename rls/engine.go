@@ -74,6 +74,10 @@ type Config struct {
 	// Ready and Fallback; a fallback inside a Store passed above is not observed. Its Logger,
 	// when nil, is the engine's.
 	StoreConfig store.Config
+	// GlobalStore, when set, decides the limits of scope global: the regions' store
+	// (package distributed/regions), which shares each such limit between the regions. Nil:
+	// the store decides them too (one region). Not closed by the engine.
+	GlobalStore sluice.Store
 	// WrapStore, when set, wraps the store the engine decides on (Store, or the one
 	// StoreConfig opened): the server's tracing makes each store call a child span with it.
 	// The readiness probe goes through it too.
@@ -215,6 +219,12 @@ func (e *Engine) loadRules() error {
 	if !e.cfg.InFlight {
 		e.cfg.RulesOptions.RefuseInFlight = true
 		if err := refuseInFlight(e.cfg.Rules); err != nil {
+			return err
+		}
+	}
+	if w, ok := e.cfg.GlobalStore.(interface{ WindowsOnly() bool }); ok && w.WindowsOnly() {
+		e.cfg.RulesOptions.GlobalWindowsOnly = true
+		if err := refuseGlobalNonWindows(e.cfg.Rules); err != nil {
 			return err
 		}
 	}
