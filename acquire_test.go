@@ -25,7 +25,7 @@ func (r *renewCounter) RenewLeases(ctx context.Context, batch []sluice.LeaseRene
 	return r.Store.RenewLeases(ctx, batch)
 }
 
-func newLeaseLimiter(t *testing.T, opts ...sluice.Option) (*sluice.Limiter, *renewCounter, *sluicetest.ManualClock) {
+func newLeases(t *testing.T, opts ...sluice.Option) (*sluice.Leases, *renewCounter, *sluicetest.ManualClock) {
 	clock := sluicetest.NewManualClock(t0)
 	s, err := memory.New(memory.WithClock(clock))
 	if err != nil {
@@ -33,7 +33,7 @@ func newLeaseLimiter(t *testing.T, opts ...sluice.Option) (*sluice.Limiter, *ren
 	}
 	t.Cleanup(func() { s.Close() })
 	rc := &renewCounter{Store: s}
-	l := sluice.New(rc, append([]sluice.Option{sluice.WithClock(clock)}, opts...)...)
+	l := sluice.NewLeases(rc, append([]sluice.Option{sluice.WithClock(clock)}, opts...)...)
 	t.Cleanup(func() { l.Close() })
 	return l, rc, clock
 }
@@ -51,7 +51,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestAcquireRelease(t *testing.T) {
-	l, _, _ := newLeaseLimiter(t)
+	l, _, _ := newLeases(t)
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 2, Lease: time.Second}
 	a, err := l.Acquire(ctx, "k", limit)
@@ -66,8 +66,8 @@ func TestAcquireRelease(t *testing.T) {
 	if err := c.Release(); err != nil { // a refused slot: nothing to release
 		t.Fatal(err)
 	}
-	if l.HeldLeases() != 2 {
-		t.Fatalf("held %d, want 2", l.HeldLeases())
+	if l.Held() != 2 {
+		t.Fatalf("held %d, want 2", l.Held())
 	}
 	copyOfA := a
 	for range 3 {
@@ -76,8 +76,8 @@ func TestAcquireRelease(t *testing.T) {
 		}
 	}
 	_ = copyOfA.Release()
-	if l.HeldLeases() != 1 {
-		t.Fatalf("held %d after releasing one slot several times, want 1", l.HeldLeases())
+	if l.Held() != 1 {
+		t.Fatalf("held %d after releasing one slot several times, want 1", l.Held())
 	}
 	d, _ := l.Acquire(ctx, "k", limit)
 	e, _ := l.Acquire(ctx, "k", limit)
@@ -91,13 +91,13 @@ func TestAcquireRelease(t *testing.T) {
 
 func TestAcquireErrors(t *testing.T) {
 	ctx := context.Background()
-	if _, err := sluice.New(nil).Acquire(ctx, "k", sluice.InFlight{Limit: 1}); !errors.Is(err, sluice.ErrNoStore) {
+	if _, err := sluice.NewLeases(nil).Acquire(ctx, "k", sluice.InFlight{Limit: 1}); !errors.Is(err, sluice.ErrNoStore) {
 		t.Errorf("nil store: %v", err)
 	}
-	if _, err := sluice.New(&sluicetest.Recorder{}).Acquire(ctx, "k", sluice.InFlight{Limit: 1}); !errors.Is(err, sluice.ErrNoLeaser) {
+	if _, err := sluice.NewLeases(&sluicetest.Recorder{}).Acquire(ctx, "k", sluice.InFlight{Limit: 1}); !errors.Is(err, sluice.ErrNoLeaser) {
 		t.Errorf("a store without leases: %v", err)
 	}
-	l, _, _ := newLeaseLimiter(t)
+	l, _, _ := newLeases(t)
 	var fe *sluice.FieldError
 	if _, err := l.Acquire(ctx, "k", sluice.InFlight{Limit: 0}); !errors.As(err, &fe) || fe.Field != "max_in_flight" {
 		t.Errorf("limit 0: %v", err)
@@ -107,10 +107,10 @@ func TestAcquireErrors(t *testing.T) {
 	}
 }
 
-// TestAcquireRenewal: the Limiter renews its leases, in one batch per half lease for all of
+// TestAcquireRenewal: the Leases renews its leases, in one batch per half lease for all of
 // them, so a slot outlives its lease many times over; after Close they expire.
 func TestAcquireRenewal(t *testing.T) {
-	l, rc, clock := newLeaseLimiter(t)
+	l, rc, clock := newLeases(t)
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 100, Lease: time.Second}
 	for range 100 {
@@ -126,8 +126,8 @@ func TestAcquireRenewal(t *testing.T) {
 	if s, _ := l.Acquire(ctx, "k", limit); s.Admitted {
 		t.Fatal("a slot was free after 5 s: the leases were not renewed")
 	}
-	if rc.calls.Load() != 10 || rc.items.Load() != 1000 || l.LostLeases() != 0 {
-		t.Errorf("%d renewal calls of %d items, %d lost; want 10 of 1000, 0 lost", rc.calls.Load(), rc.items.Load(), l.LostLeases())
+	if rc.calls.Load() != 10 || rc.items.Load() != 1000 || l.Lost() != 0 {
+		t.Errorf("%d renewal calls of %d items, %d lost; want 10 of 1000, 0 lost", rc.calls.Load(), rc.items.Load(), l.Lost())
 	}
 	l.Close()
 	clock.Advance(time.Second)
@@ -138,14 +138,14 @@ func TestAcquireRenewal(t *testing.T) {
 
 // TestAcquireLost: a lease that expired before its renewal is dropped and counted lost.
 func TestAcquireLost(t *testing.T) {
-	l, _, clock := newLeaseLimiter(t)
+	l, _, clock := newLeases(t)
 	ctx := context.Background()
 	s, _ := l.Acquire(ctx, "k", sluice.InFlight{Limit: 1, Lease: time.Second})
 	waitFor(t, "the renewer to wait", func() bool { return clock.Waiters() > 0 })
 	clock.Advance(2 * time.Second) // past the expiry before the renewer ran
-	waitFor(t, "the lost lease", func() bool { return l.LostLeases() == 1 })
-	if l.HeldLeases() != 0 {
-		t.Errorf("held %d after the loss", l.HeldLeases())
+	waitFor(t, "the lost lease", func() bool { return l.Lost() == 1 })
+	if l.Held() != 0 {
+		t.Errorf("held %d after the loss", l.Held())
 	}
 	if err := s.Release(); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestAcquireLost(t *testing.T) {
 }
 
 func TestAcquireClass(t *testing.T) {
-	l, _, _ := newLeaseLimiter(t)
+	l, _, _ := newLeases(t)
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 4, Lease: time.Second}
 	s1, _ := l.AcquireClass(ctx, "k", limit, sluice.Sheddable)
@@ -172,7 +172,7 @@ func TestAcquireClass(t *testing.T) {
 
 // TestAcquireWaitFIFO: waiters on a key are served in arrival order as slots are released.
 func TestAcquireWaitFIFO(t *testing.T) {
-	l, _, clock := newLeaseLimiter(t, sluice.WithMaxWait(time.Hour))
+	l, _, clock := newLeases(t, sluice.WithMaxWait(time.Hour))
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 1, Lease: time.Hour}
 	first, _ := l.Acquire(ctx, "k", limit)
@@ -218,7 +218,7 @@ func TestAcquireWaitFIFO(t *testing.T) {
 // TestAcquireWaitBound: a waiter gives up at the wait bound with the refusal, and returns the
 // context's error when cancelled.
 func TestAcquireWaitBound(t *testing.T) {
-	l, _, clock := newLeaseLimiter(t, sluice.WithMaxWait(time.Second))
+	l, _, clock := newLeases(t, sluice.WithMaxWait(time.Second))
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 1, Lease: time.Hour}
 	held, _ := l.Acquire(ctx, "k", limit)
@@ -265,7 +265,7 @@ cancelled:
 // TestAcquireAllocs: acquiring and releasing a slot on the memory store allocates nothing
 // once the key and the limiter's tables exist.
 func TestAcquireAllocs(t *testing.T) {
-	l, _, _ := newLeaseLimiter(t)
+	l, _, _ := newLeases(t)
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 10, Lease: time.Second}
 	cycle := func() {
@@ -282,7 +282,7 @@ func TestAcquireAllocs(t *testing.T) {
 }
 
 func TestAcquireClassWaitNever(t *testing.T) {
-	l, _, _ := newLeaseLimiter(t, sluice.WithMaxWait(time.Hour))
+	l, _, _ := newLeases(t, sluice.WithMaxWait(time.Hour))
 	s, err := l.AcquireClassWait(context.Background(), "k", sluice.InFlight{Limit: 1}, sluice.Sheddable)
 	if err != nil || s.Admitted || s.RetryAfter != sluice.Never {
 		t.Errorf("a class with no share of a limit of 1: %+v, %v; want refused at once, Never", s, err)

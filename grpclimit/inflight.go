@@ -27,7 +27,7 @@ func (in *Interceptor) claim(ctx context.Context, l *Limit, key string) inflight
 // them, or without them when the store failed and the failure policy lets it through), else
 // the status to end the call with.
 func (in *Interceptor) acquire(ctx context.Context, claims []inflight.Claim) error {
-	i, err := inflight.Acquire(ctx, in.limiter, claims)
+	i, err := inflight.Acquire(ctx, in.cfg.leases, claims)
 	if err != nil {
 		return in.failure(ctx, err)
 	}
@@ -64,9 +64,14 @@ func refusal(c *inflight.Claim) error {
 	return st.Err()
 }
 
-// checkLeases refuses in-flight limits over a store that keeps no leases.
-func checkLeases(l *sluice.Limiter, routes []Route) error {
-	if inflight.Leases(l) {
+// checkLeases refuses in-flight limits over a store that keeps no leases, and makes the
+// Leases that hold their slots when WithLeases gave none.
+func (in *Interceptor) checkLeases(l *sluice.Limiter, routes []Route) error {
+	if in.cfg.leases != nil {
+		return nil
+	}
+	if inflight.Leases(l.Store()) {
+		in.cfg.leases = sluice.NewLeases(l.Store(), sluice.WithClock(in.cfg.clock))
 		return nil
 	}
 	for i, r := range routes {

@@ -61,7 +61,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLeases(limiter, routes); err != nil {
+	if err := in.checkLeases(limiter, routes); err != nil {
 		return nil, err
 	}
 	in.routes = t

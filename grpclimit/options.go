@@ -31,6 +31,7 @@ type settings struct {
 	headers HeaderStyle
 	wait    time.Duration
 	clock   sluice.Clock
+	leases  *sluice.Leases
 }
 
 // WithFailurePolicy sets what a call gets when the store cannot decide:
@@ -84,3 +85,9 @@ func WithWait(max time.Duration) Option { return optionFunc(func(s *settings) { 
 // WithClock sets the clock the client interceptors wait on, and that spaces log lines
 // (default sluice.SystemClock).
 func WithClock(c sluice.Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }
+
+// WithLeases sets the Leases that hold the slots of the in-flight limits (Limit.InFlight):
+// its store, its clock, its criticality shares, and its counts (Held, Lost,
+// FailedReleases) for the caller to read. The default is a Leases on the limiter's store, with
+// the clock of WithClock.
+func WithLeases(ls *sluice.Leases) Option { return optionFunc(func(s *settings) { s.leases = ls }) }

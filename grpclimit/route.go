@@ -34,7 +34,7 @@ type Limit struct {
 	// InFlight, when not nil, bounds the calls of one key in flight at once, across every
 	// process sharing the limiter's store (server interceptors; the client interceptors
 	// enforce the rate limits only): a call its rate limits admit takes a slot
-	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until its handler
+	// (sluice.Leases.Acquire, a lease renewed while held; WithLeases) and holds it until its handler
 	// returns, a stream until it ends. A call refused a slot ends with
 	// codes.ResourceExhausted, a QuotaFailure naming the limit and a RetryInfo of at most a
 	// second. A Limit may have InFlight alone: its zero Rule is then no rate limit. Not with

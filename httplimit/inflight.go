@@ -17,12 +17,19 @@ func rated(p *Limit) bool { return p.InFlight == nil || p.Rule != (sluice.Rule{}
 func validateInFlight(p *Limit) error { return inflight.Validate(p.InFlight, p.Adaptive, p.Hot != nil) }
 
 // checkLeaser leaves out the in-flight limits when the limiter's store keeps no leases,
-// returning the error that says so.
+// returning the error that says so, and otherwise makes the Leases that hold their slots
+// when WithLeases gave none.
 func (m *middleware) checkLeaser() error {
 	if m.l == nil {
 		return nil
 	}
-	if inflight.Leases(m.l) {
+	if m.leases != nil || inflight.Leases(m.l.Store()) {
+		if m.leases == nil && hasInFlight(m.limits) {
+			m.leases = sluice.NewLeases(m.l.Store(), sluice.WithClock(m.clock))
+		}
+		if m.fallback != nil && hasInFlight(m.limits) {
+			m.fbLeases = sluice.NewLeases(m.fallback.Store(), sluice.WithClock(m.clock))
+		}
 		return nil
 	}
 	kept := m.limits[:0:0]
@@ -41,6 +48,15 @@ func (m *middleware) checkLeaser() error {
 	return fmt.Errorf("httplimit: policies %v: in_flight: %w (the limiter's store is not a sluice.Leaser)", names, sluice.ErrNoLeaser)
 }
 
+func hasInFlight(limits []Limit) bool {
+	for _, p := range limits {
+		if p.InFlight != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // claim adds p's in-flight claim to q under key, for a request of class c.
 func (q *request) claim(p *Limit, key string, c sluice.Criticality) {
 	q.claims = append(q.claims, inflight.Claim{Name: p.Name, Key: key, Limit: *p.InFlight, Adaptive: p.Adaptive,
@@ -51,7 +67,7 @@ func (q *request) claim(p *Limit, key string, c sluice.Criticality) {
 // a refusal (429, or 503 for an adaptive limit) and a store failure by the failure policy.
 func (h *handler) acquire(w http.ResponseWriter, r *http.Request, q *request) bool {
 	m := h.m
-	i, err := inflight.Acquire(r.Context(), m.l, q.claims)
+	i, err := inflight.Acquire(r.Context(), m.leases, q.claims)
 	if err != nil {
 		if m.stats != nil {
 			m.stats.StoreErrors.Add(1)
@@ -66,7 +82,7 @@ func (h *handler) acquire(w http.ResponseWriter, r *http.Request, q *request) bo
 			WriteUnavailable(w, r, "The rate limiter cannot decide right now.", []string{q.claims[i].Name})
 			return false
 		case distributed.FailLocal:
-			i, err = inflight.Acquire(r.Context(), m.fallback, q.claims)
+			i, err = inflight.Acquire(r.Context(), m.fbLeases, q.claims)
 		}
 		if err != nil || m.failure == distributed.FailOpen {
 			if m.stats != nil {

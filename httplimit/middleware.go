@@ -34,6 +34,8 @@ type middleware struct {
 	deny     func(http.ResponseWriter, *http.Request, []Result)
 	failure  distributed.FailurePolicy
 	fallback *sluice.Limiter
+	leases   *sluice.Leases // the in-flight limits' slots (WithLeases)
+	fbLeases *sluice.Leases // the in-flight slots under FailLocal, on fallback's store
 	maxWait  time.Duration
 	log      *slog.Logger
 	stats    *Stats

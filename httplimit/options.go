@@ -51,11 +51,12 @@ type Limit struct {
 	// Shares, when not nil, share the policy's capacity between criticality classes: a
 	// request of class c (WithCriticalityHeader) is admitted only while c's share holds, so
 	// the lowest classes are shed first (sluice.Limiter.AllowClass). With InFlight, the class
-	// also decides the slot (sluice.Limiter.AcquireClass, with the limiter's shares).
+	// also decides the slot (sluice.Leases.AcquireClass, with the shares of the Leases,
+	// WithLeases).
 	Shares *sluice.Shares
 	// InFlight, when not nil, bounds the requests of one Key in flight at once, across every
 	// process sharing the limiter's store: a request its rate limits admit takes a slot
-	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until the handler
+	// (sluice.Leases.Acquire, a lease renewed while held; WithLeases) and holds it until the handler
 	// returns. A request refused a slot is answered 429, its policy named in the problem
 	// (Retry-After at most 1 s: a slot frees when a request ends), and it has been counted by
 	// the rate limits as any answered request is. A Limit may have InFlight alone: its zero
@@ -123,6 +124,12 @@ func WithFailurePolicy(p distributed.FailurePolicy) Option {
 func WithFallback(l *sluice.Limiter) Option {
 	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, distributed.FailLocal })
 }
+
+// WithLeases sets the Leases that hold the slots of the in-flight limits (Limit.InFlight):
+// its store, its clock, its criticality shares, and its counts (Held, Lost,
+// FailedReleases) for the caller to read. The default is a Leases on the limiter's store, with
+// the clock of WithClock.
+func WithLeases(ls *sluice.Leases) Option { return optionFunc(func(m *middleware) { m.leases = ls }) }
 
 // WithWait shapes instead of rejecting: a denied request waits until its limits would allow
 // it, at most max and never past the request's context, and is rejected only when that is not

@@ -29,7 +29,7 @@ func appendClaims(claims []inflight.Claim, vs []rls.Verdict) []inflight.Claim {
 // otherwise it has answered: 429 or 503 (an adaptive limit) as httplimit.WriteRefused, or as
 // refuse does for a store that failed.
 func (p *Proxy) acquire(w http.ResponseWriter, r *http.Request, sc *scratch) bool {
-	i, err := inflight.Acquire(r.Context(), p.eng.Limiter(), sc.claims)
+	i, err := inflight.Acquire(r.Context(), p.eng.Leases(), sc.claims)
 	if err != nil {
 		p.refuse(w, r, p.eng.StoreError(r.Context(), err))
 		return false
