@@ -58,6 +58,9 @@ type Options struct {
 	// RefuseInFlight refuses every max_in_flight, saying why: sluice serve sets it, as the RLS
 	// protocol has no request-finished signal to free a slot with.
 	RefuseInFlight bool
+	// MaxLease is the longest lease a max_in_flight may ask for (0: DefaultMaxLease; at most
+	// sluice.MaxLease): a holder killed without releasing locks its slot for its lease.
+	MaxLease time.Duration
 }
 
 // Validate reports every problem of the document, joined; nil when it compiles.
