@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -62,7 +63,7 @@ func (ls *Leases) acquire(ctx context.Context, req LeaseRequest) (Slot, error) {
 	req.ID = ls.newID()
 	d, err := ls.leaser.AcquireLease(ctx, req)
 	if err != nil {
-		if fe := (*FieldError)(nil); !ls.local && !errors.As(err, &fe) {
+		if fe := (*FieldError)(nil); !errors.As(err, &fe) {
 			ls.abandon(req.Key, req.ID)
 		}
 		return Slot{LeaseDecision: d}, err
@@ -78,6 +79,8 @@ func (ls *Leases) acquire(ctx context.Context, req LeaseRequest) (Slot, error) {
 // once: past it (a store outage failing every acquire), the leases are left to expire.
 const maxAbandonedReleases = 64
 
+var errTooManyReleases = fmt.Errorf("sluice: a failed acquire's lease is left to expire: %d releases of failed acquires already under way", maxAbandonedReleases)
+
 // abandon releases, in the background and best effort, the lease id of key whose acquire
 // failed: the store may have taken the slot before the call failed (a timeout after the script
 // ran), and nobody would release it. A release that fails, or finds too many in progress, is
@@ -86,7 +89,7 @@ func (ls *Leases) abandon(key string, id LeaseID) {
 	select {
 	case ls.pending <- struct{}{}:
 	default:
-		ls.failed.Add(1)
+		ls.releaseFailed(errTooManyReleases)
 		return
 	}
 	key = strings.Clone(key) // the caller's key may point into a buffer it reuses
@@ -95,7 +98,7 @@ func (ls *Leases) abandon(key string, id LeaseID) {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
 		if err := ls.leaser.ReleaseLease(ctx, key, id); err != nil {
-			ls.failed.Add(1)
+			ls.releaseFailed(err)
 		}
 	}()
 }
@@ -193,10 +196,18 @@ func (ls *Leases) release(key string, id LeaseID) error {
 		cancel()
 	}
 	if err != nil {
-		ls.failed.Add(1)
+		ls.releaseFailed(err)
 	}
 	ls.notify(key)
 	return err
+}
+
+// releaseFailed counts a release the store could not take and reports it (OnReleaseError).
+func (ls *Leases) releaseFailed(err error) {
+	ls.failed.Add(1)
+	if ls.onReleaseError != nil {
+		ls.onReleaseError(err)
+	}
 }
 
 // releaseTimeout bounds a release on a shared store.

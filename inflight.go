@@ -156,3 +156,13 @@ type Leaser interface {
 	// released or has expired does nothing, and never frees another lease.
 	ReleaseLease(ctx context.Context, key string, id LeaseID) error
 }
+
+// LeaseClearer is the optional capability of a Leaser to free every lease of a key at once:
+// an operator's way out when holders died holding long leases (sluice proxy's admin endpoint
+// DELETE /v1/leases). Every Sluice store implements it; decorators pass it on. The holders
+// are not told: their renewals find the leases gone (Leases.Lost) and their releases do
+// nothing.
+type LeaseClearer interface {
+	// ClearLeases removes every lease of key and returns how many were live.
+	ClearLeases(ctx context.Context, key string) (int64, error)
+}

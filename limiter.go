@@ -21,9 +21,10 @@ type Limiter struct {
 
 // settings are what the options set, for a Limiter or a Leases.
 type settings struct {
-	clock   Clock
-	maxWait time.Duration
-	shares  Shares
+	clock          Clock
+	maxWait        time.Duration
+	shares         Shares
+	onReleaseError func(error) // a Leases's only
 }
 
 func newSettings(opts []Option) settings {
@@ -60,6 +61,15 @@ func WithShares(sh Shares) Option {
 			s.shares = sh
 		}
 	})
+}
+
+// OnReleaseError sets a function a Leases calls with every release the store could not take
+// (a Slot.Release, or the background release of a failed acquire's lease id; both counted in
+// Leases.FailedReleases), for a log line: each such slot stays held, by nobody, until its
+// lease expires. It is called in the releasing goroutine and must not block. A Limiter
+// ignores it.
+func OnReleaseError(f func(err error)) Option {
+	return optionFunc(func(s *settings) { s.onReleaseError = f })
 }
 
 // New returns a Limiter deciding on store. A nil store makes every call fail with ErrNoStore.

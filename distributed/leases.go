@@ -15,9 +15,12 @@ import (
 // store is down, with the fleet-wide budget it keeps for rates.
 
 var (
-	_ sluice.Leaser = (*OverLimit)(nil)
-	_ sluice.Leaser = (*Async)(nil)
-	_ sluice.Leaser = (*Fallback)(nil)
+	_ sluice.Leaser       = (*OverLimit)(nil)
+	_ sluice.Leaser       = (*Async)(nil)
+	_ sluice.Leaser       = (*Fallback)(nil)
+	_ sluice.LeaseClearer = (*OverLimit)(nil)
+	_ sluice.LeaseClearer = (*Async)(nil)
+	_ sluice.LeaseClearer = (*Fallback)(nil)
 )
 
 // leaserOf returns next as a Leaser, or an error wrapping sluice.ErrNoLeaser.
@@ -51,6 +54,45 @@ func passRelease(ctx context.Context, next sluice.Store, key string, id sluice.L
 		return err
 	}
 	return l.ReleaseLease(ctx, key, id)
+}
+
+// passClear hands a clear to next.
+func passClear(ctx context.Context, next sluice.Store, key string) (int64, error) {
+	c, ok := next.(sluice.LeaseClearer)
+	if !ok {
+		return 0, fmt.Errorf("distributed: %T clears no leases: %w", next, sluice.ErrNoLeaser)
+	}
+	return c.ClearLeases(ctx, key)
+}
+
+// ClearLeases implements sluice.LeaseClearer on the wrapped store.
+func (o *OverLimit) ClearLeases(ctx context.Context, key string) (int64, error) {
+	return passClear(ctx, o.next, key)
+}
+
+// ClearLeases implements sluice.LeaseClearer on the wrapped store.
+func (a *Async) ClearLeases(ctx context.Context, key string) (int64, error) {
+	return passClear(ctx, a.next, key)
+}
+
+// ClearLeases implements sluice.LeaseClearer: the leases of key granted locally are dropped,
+// and the store's are cleared (under the timeout, or at least a second); it returns both
+// counts added up, and the store's error, if any, with the local ones dropped all the same.
+func (f *Fallback) ClearLeases(ctx context.Context, key string) (int64, error) {
+	now := f.now()
+	f.leases.mu.Lock()
+	var local int64
+	for _, h := range f.leases.keys[key] {
+		if h.local && h.expires > now {
+			local++
+		}
+	}
+	delete(f.leases.keys, key)
+	f.leases.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, max(f.timeout, time.Second))
+	defer cancel()
+	n, err := passClear(cctx, f.next, key)
+	return local + n, err
 }
 
 // AcquireLease implements sluice.Leaser: the wrapped store decides (no denial is cached).

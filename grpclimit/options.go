@@ -36,8 +36,11 @@ type settings struct {
 
 // WithFailurePolicy sets what a call gets when the store cannot decide:
 // distributed.FailOpen (the default) runs it, distributed.FailClosed answers
-// codes.Unavailable. distributed.FailLocal is not a policy here: wrap the store in
-// distributed.NewFallback, which then always decides.
+// codes.Unavailable; either way the failure is counted (Stats.StoreErrors) and logged at
+// level Warn, at most once a second. It is httplimit's failure handler, with the same
+// semantics: a key the store refuses is InvalidArgument whatever the policy, and a call
+// whose own context ended before it was decided gets its context's status. distributed.FailLocal
+// is not a policy here: wrap the store in distributed.NewFallback, which then always decides.
 func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(s *settings) { s.policy = p })
 }

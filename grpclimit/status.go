@@ -53,9 +53,10 @@ func ceil(d, unit time.Duration) time.Duration {
 }
 
 // header returns the binding limit's state as response metadata.
-func (v *verdict) header() metadata.MD {
-	reset := ceil(v.decision.ResetAfter, time.Second) / time.Second
-	vals := &[3]string{strconv.FormatInt(v.decision.Limit, 10), strconv.FormatInt(max(v.decision.Remaining, 0), 10),
+func (c *call) header() metadata.MD {
+	d := c.o.Decision
+	reset := ceil(d.ResetAfter, time.Second) / time.Second
+	vals := &[3]string{strconv.FormatInt(d.Limit, 10), strconv.FormatInt(max(d.Remaining, 0), 10),
 		strconv.FormatInt(int64(reset), 10)}
 	return metadata.MD{
 		"x-ratelimit-limit":     vals[0:1:1],

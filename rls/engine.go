@@ -147,7 +147,6 @@ type Engine struct {
 	store       sluice.Store
 	storeCloser io.Closer // the store it opened; nil for Config.Store
 	limiter     *sluice.Limiter
-	leases      *sluice.Leases  // the slots of max_in_flight (Config.InFlight)
 	layered     *sluice.Limiter // limiter and per-instance limits (layered.go)
 	localStore  io.Closer
 	rules       atomic.Pointer[rules]
@@ -281,7 +280,6 @@ func (e *Engine) openStore() error {
 		e.store = e.cfg.WrapStore(e.store)
 	}
 	e.limiter = sluice.New(e.store)
-	e.leases = sluice.NewLeases(e.store)
 	e.readyCheck.store = e.store
 	return e.openLocal()
 }
@@ -317,22 +315,15 @@ func (e *Engine) Run(ctx context.Context) {
 	}
 }
 
-// Limiter returns the limiter of the engine's store.
+// Limiter returns the limiter of the engine's store: the transports that enforce max_in_flight
+// (Config.InFlight) hold their slots in its store (sluice.NewLeases), under Verdict.Key.
 func (e *Engine) Limiter() *sluice.Limiter { return e.limiter }
 
-// Leases returns the leases of the engine's store: the transports that enforce max_in_flight
-// (Config.InFlight) hold their slots with it, under Verdict.Key. Close stops its renewals.
-func (e *Engine) Leases() *sluice.Leases { return e.leases }
-
-// Close releases what New acquired: the store it opened (flushing its decorators), the
-// renewal of the slots its leases hold, and the per-instance store. It is safe to call more
-// than once.
+// Close releases what New acquired: the store it opened (flushing its decorators) and the
+// per-instance store. It is safe to call more than once.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
-		if e.leases != nil {
-			_ = e.leases.Close()
-		}
 		if e.storeCloser != nil {
 			err = e.storeCloser.Close()
 		}

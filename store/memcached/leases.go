@@ -14,7 +14,10 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-var _ sluice.Leaser = (*Store)(nil)
+var (
+	_ sluice.Leaser       = (*Store)(nil)
+	_ sluice.LeaseClearer = (*Store)(nil)
+)
 
 // The leases of a key live in one item, "<prefix><body>|l", holding each lease's id (16 bytes)
 // and expiry (a varint, Unix ns on the store's clock), changed by the same gets/cas loop as the
@@ -176,6 +179,21 @@ func (s *Store) ReleaseLease(ctx context.Context, key string, id sluice.LeaseID)
 		l.ids, l.exp = append(l.ids[:i], l.ids[i+1:]...), append(l.exp[:i], l.exp[i+1:]...)
 		return true
 	})
+}
+
+// ClearLeases implements sluice.LeaseClearer: it empties the key's item in one gets/cas
+// round.
+func (s *Store) ClearLeases(ctx context.Context, key string) (int64, error) {
+	n := new(int64) // the round's own: an abandoned round may still write it
+	err := s.updateLeases(ctx, key, func(l *leaseList, _ int64) bool {
+		*n = int64(len(l.ids))
+		l.ids, l.exp = nil, nil
+		return *n > 0
+	})
+	if err != nil {
+		return 0, err
+	}
+	return *n, nil
 }
 
 // RenewLeases implements sluice.Leaser: one gets/cas round per key of the batch (memcached has
