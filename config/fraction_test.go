@@ -109,6 +109,7 @@ func TestFractionsNeverTruncated(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d integer fields x %d fractions: each refused, naming its path and the value", len(fields), len(values))
 	// The bare form of max_in_flight is an integer too.
 	for _, v := range values {
 		err := decodeAndCompile([]byte("domain: d\ndescriptors:\n  - key: k\n    max_in_flight: " + v + "\n"))

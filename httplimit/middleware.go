@@ -169,66 +169,85 @@ type handler struct {
 	next http.Handler
 }
 
-// resultsPool holds the Result slices of requests' answers.
-var resultsPool = sync.Pool{New: func() any { r := make([]Result, 0, 4); return &r }}
-
 // ServeHTTP decides the request's limits and serves or denies it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	q := m.pl.Get()
-	defer q.Put()
+	defer q.Done() // after the handler, even when it panics: the slots are given back
 	m.collect(q, r)
 	if q.Empty() {
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	o := q.Decide(r.Context(), m.maxWait)
-	rp := resultsPool.Get().(*[]Result)
-	defer func() { clear(*rp); *rp = (*rp)[:0]; resultsPool.Put(rp) }()
-	results := *rp
-	if o.Decided {
-		results = m.results(q, results)
-		*rp = results
-		var now int64
-		if m.style == HeadersBoth || m.style == HeadersX || m.style == HeadersOnDenial && !o.Decision.Allowed {
-			now = m.unixNano()
-		}
-		setHeaders(w.Header(), m.style, results, m.policyHeader(q, results), now)
-	}
-	switch o.Verdict {
-	case pipeline.Deny:
-		if m.deny != nil {
-			m.deny(w, r, results)
-		} else {
-			WriteDenial(w, r, results)
-		}
-		return
-	case pipeline.Refuse:
-		c := q.Refused()
-		refused := Result{Name: c.Name, Decision: c.Decision()}
-		if m.deny != nil && !c.Overload() {
-			m.deny(w, r, append(results, refused))
-			return
-		}
-		WriteRefused(w, r, results, refused, c.Overload())
-		return
-	case pipeline.Unavailable:
-		WriteUnavailable(w, r, "The rate limiter cannot decide right now.", q.Unavailable())
-		return
-	case pipeline.Invalid:
-		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
-			Detail: "A rate-limit key built from the request is invalid: " + o.Err.(*sluice.FieldError).Reason})
-		return
-	case pipeline.Canceled:
-		WriteUnavailable(w, r, "The request ended before the rate limiter decided.", nil)
+	if o.Verdict != pipeline.Pass {
+		m.refuse(w, r, q, o)
 		return
 	}
-	defer q.Finish()
+	if o.Decided && m.style != HeadersNone && m.style != HeadersOnDenial {
+		m.setHeaders(w, q, q.Results(), o.Decision)
+	}
 	if m.settle && q.Charged() {
 		h.serveSettled(w, r, q)
 		return
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// setHeaders sets the rate-limit headers of results, the results of q's checks, decided d.
+func (m *middleware) setHeaders(w http.ResponseWriter, q *pipeline.Request, results []Result, d sluice.Decision) {
+	var now int64
+	if m.style == HeadersBoth || m.style == HeadersX || m.style == HeadersOnDenial && !d.Allowed {
+		now = m.unixNano()
+	}
+	setHeaders(w.Header(), m.style, results, m.policyHeader(q, results), now)
+}
+
+// refuse answers a request its limits did not let through, in the pipeline's outcome o:
+// the rate-limit headers when its rates were decided, then the denial (429), the in-flight
+// refusal (429, or 503 for an adaptive limit), the store's unavailability under FailClosed
+// (503), a key built from it that the store refused (400), or the end of its context (503).
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.Request, o pipeline.Outcome) {
+	var results []Result
+	if o.Decided {
+		results = q.Results()
+		m.setHeaders(w, q, results, o.Decision)
+	}
+	switch o.Verdict {
+	case pipeline.Deny:
+		if m.deny != nil {
+			m.denyWith(w, r, results)
+		} else {
+			WriteDenial(w, r, results)
+		}
+	case pipeline.Refuse:
+		c := q.Refused()
+		refused := Result{Name: c.Name, Decision: c.Decision()}
+		if m.deny != nil && !c.Overload() {
+			m.denyWith(w, r, append(results, refused))
+			return
+		}
+		WriteRefused(w, r, results, refused, c.Overload())
+	case pipeline.Unavailable:
+		WriteUnavailable(w, r, "The rate limiter cannot decide right now.", q.Unavailable())
+	case pipeline.Invalid:
+		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+			Detail: "A rate-limit key built from the request is invalid: " + o.Err.(*sluice.FieldError).Reason})
+	case pipeline.Canceled:
+		WriteUnavailable(w, r, "The request ended before the rate limiter decided.", nil)
+	}
+}
+
+// resultsPool holds the Result slices WithDenial's function is given (it must not keep them).
+var resultsPool = sync.Pool{New: func() any { r := make([]Result, 0, 4); return &r }}
+
+// denyWith calls WithDenial's function with a pooled copy of results.
+func (m *middleware) denyWith(w http.ResponseWriter, r *http.Request, results []Result) {
+	rp := resultsPool.Get().(*[]Result)
+	*rp = append((*rp)[:0], results...)
+	m.deny(w, r, *rp)
+	clear(*rp)
+	resultsPool.Put(rp)
 }
 
 // collect reads, for each limit that applies to r (its routes and methods), its key and
@@ -299,15 +318,6 @@ func (m *middleware) pattern(r *http.Request) string {
 	m.pl.Notice(&m.routeLog, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
 		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 	return noRoute
-}
-
-// results appends to dst the result of each of q's checks, for the headers and the denial.
-func (m *middleware) results(q *pipeline.Request, dst []Result) []Result {
-	for i, c := range q.Checks() {
-		p := &m.limits[q.Which(i)]
-		dst = append(dst, Result{Name: p.Name, Rule: p.Rule, Decision: c.Decision})
-	}
-	return dst
 }
 
 // WriteUnavailable answers 503 with Retry-After 1 and the draft's temporary-reduced-capacity

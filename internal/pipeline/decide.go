@@ -62,106 +62,111 @@ type Outcome struct {
 //     the limits (FailedOpen), FailClosed answers Unavailable (FailedClosed), FailLocal decides
 //     again with the fallback limiter and a Leases on its store, and lets the request through
 //     (FailedOpen) if that fails too.
-func (q *Request) Decide(ctx context.Context, wait time.Duration) Outcome {
+func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 	p := q.p
 	q.cutKeys()
-	var o Outcome
 	if len(q.checks) > 0 {
-		var done bool
-		if o, done = q.decideRates(ctx, wait); done {
+		q.charged = p.cfg.Limiter
+		d, err := q.hot.AllowAll(ctx, q.charged, q.checks)
+		if err != nil {
+			if v, e, local := q.fail(ctx, err, -1); !local {
+				return Outcome{Verdict: v, Err: e}
+			}
+			q.charged = p.cfg.Fallback
+			if d, err = q.hot.AllowAll(ctx, q.charged, q.checks); err != nil {
+				if s := p.stats; s != nil {
+					s.FailedOpen.Add(1)
+				}
+				return Outcome{Verdict: Pass}
+			}
+		}
+		if !d.Allowed && wait > 0 {
+			// Shaping: wait for the slot, bounded by wait and the request's context.
+			wd, err := q.charged.WaitAll(ctx, q.checks, wait)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				o.Err = ctx.Err() // denied, and then the context ended the wait
+			case err == nil && wd.Allowed:
+				d = wd
+				if s := p.stats; s != nil {
+					s.Waited.Add(1)
+				}
+			}
+		}
+		o.Decided, o.Decision = true, d
+		if !d.Allowed {
+			if s := p.stats; s != nil {
+				s.Denied.Add(1)
+			}
+			o.Verdict = Deny
 			return o
 		}
 	}
 	if len(q.claims) > 0 {
-		if v, done := q.acquire(ctx); done {
-			o.Verdict, o.Err = v.Verdict, v.Err
+		if v, err, done := q.acquire(ctx); done {
+			o.Verdict, o.Err = v, err
 			return o
 		}
 	}
-	p.stats.Allowed.Add(1)
+	if s := p.stats; s != nil {
+		s.Allowed.Add(1)
+	}
 	return o
 }
 
-// decideRates decides q's checks; done reports an outcome final before the claims.
-func (q *Request) decideRates(ctx context.Context, wait time.Duration) (o Outcome, done bool) {
-	p := q.p
-	q.charged = p.cfg.Limiter
-	d, err := q.hot.AllowAll(ctx, q.charged, q.checks)
-	if err != nil {
-		if o, done = q.fail(ctx, err, -1); done {
-			return o, true
-		}
-		q.charged = p.cfg.Fallback
-		if d, err = q.hot.AllowAll(ctx, q.charged, q.checks); err != nil {
-			p.stats.FailedOpen.Add(1)
-			return Outcome{Verdict: Pass}, true
-		}
-	}
-	if !d.Allowed && wait > 0 {
-		// Shaping: wait for the slot, bounded by wait and the request's context.
-		wd, err := q.charged.WaitAll(ctx, q.checks, wait)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			o.Err = ctx.Err() // denied, and then the context ended the wait
-		case err == nil && wd.Allowed:
-			d = wd
-			p.stats.Waited.Add(1)
-		}
-	}
-	o.Verdict, o.Decided, o.Decision = Pass, true, d
-	if !d.Allowed {
-		p.stats.Denied.Add(1)
-		o.Verdict = Deny
-		return o, true
-	}
-	return o, false
-}
-
-// acquire takes a slot of each of q's claims; done reports a final outcome (a refusal, or a
+// acquire takes a slot of each of q's claims; done reports a final verdict (a refusal, or a
 // failure the policy answers without running the request). A request the policy lets through
 // runs without slots.
-func (q *Request) acquire(ctx context.Context) (o Outcome, done bool) {
+func (q *Request) acquire(ctx context.Context) (v Verdict, cause error, done bool) {
 	p := q.p
 	i, err := inflight.Acquire(ctx, p.leases, q.claims)
 	if err != nil {
 		q.refused = i
-		o, done = q.fail(ctx, err, i)
+		v, cause, local := q.fail(ctx, err, i)
 		switch {
-		case done && o.Verdict != Pass:
-			return o, true
-		case done: // failed open
+		case !local && v != Pass:
+			return v, cause, true
+		case !local: // failed open
 			q.refused = -1
-			return Outcome{}, false
+			return Pass, nil, false
 		}
 		if i, err = inflight.Acquire(ctx, p.fbLeases, q.claims); err != nil {
-			p.stats.FailedOpen.Add(1)
+			if s := p.stats; s != nil {
+				s.FailedOpen.Add(1)
+			}
 			q.refused = -1
-			return Outcome{}, false
+			return Pass, nil, false
 		}
 	}
 	if i >= 0 {
 		q.refused = i
-		p.stats.Denied.Add(1)
-		return Outcome{Verdict: Refuse}, true
+		if s := p.stats; s != nil {
+			s.Denied.Add(1)
+		}
+		return Refuse, nil, true
 	}
 	q.refused, q.held, q.since = -1, true, p.cfg.Clock.Now()
-	return Outcome{}, false
+	return Pass, nil, false
 }
 
 // fail is the failure handler (see Decide) for err, of the rate decision (claim -1) or of
-// claim: done reports the final outcome; false means FailLocal: decide again on the fallback.
-func (q *Request) fail(ctx context.Context, err error, claim int) (o Outcome, done bool) {
+// claim: the verdict and its cause, or local when FailLocal decides again on the fallback.
+func (q *Request) fail(ctx context.Context, err error, claim int) (v Verdict, cause error, local bool) {
 	p := q.p
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return Outcome{Verdict: Canceled, Err: ctx.Err()}, true
+		return Canceled, ctx.Err(), false
 	}
 	if fe := (*sluice.FieldError)(nil); errors.As(err, &fe) && errors.Is(err, sluice.ErrInvalidKey) {
-		p.stats.BadInput.Add(1)
+		if s := p.stats; s != nil {
+			s.BadInput.Add(1)
+		}
 		p.inputLog.Log(ctx, p.cfg.Log, p.cfg.Clock.Now(), levelInput, p.cfg.Name+": the store refused a key built from the request; the request is refused",
 			slog.String("field", fe.Field), slog.String("reason", fe.Reason))
-		return Outcome{Verdict: Invalid, Err: fe}, true
+		return Invalid, fe, false
 	}
-	p.stats.StoreErrors.Add(1)
+	if s := p.stats; s != nil {
+		s.StoreErrors.Add(1)
+	}
 	if claim < 0 {
 		err = withoutKey(err)
 	}
@@ -169,14 +174,18 @@ func (q *Request) fail(ctx context.Context, err error, claim int) (o Outcome, do
 		slog.String("failure", p.cfg.Failure.String()), slog.String("err", err.Error()))
 	switch p.cfg.Failure {
 	case distributed.FailClosed:
-		p.stats.FailedClosed.Add(1)
+		if s := p.stats; s != nil {
+			s.FailedClosed.Add(1)
+		}
 		q.refused = claim
-		return Outcome{Verdict: Unavailable}, true
+		return Unavailable, nil, false
 	case distributed.FailLocal:
-		return Outcome{}, false
+		return Pass, nil, true
 	}
-	p.stats.FailedOpen.Add(1)
-	return Outcome{Verdict: Pass}, true
+	if s := p.stats; s != nil {
+		s.FailedOpen.Add(1)
+	}
+	return Pass, nil, false
 }
 
 // withoutKey returns err without sluice.Limiter.AllowAll's wrapping, which names the check's

@@ -35,7 +35,7 @@ type Config struct {
 	// Clock is the clock of log throttling, hot-key sketches and in-flight round trips
 	// (default sluice.SystemClock).
 	Clock sluice.Clock
-	// Stats counts the outcomes; nil: the pipeline's own (Pipeline.Stats).
+	// Stats counts the outcomes; nil: none are counted.
 	Stats *Stats
 }
 
@@ -107,9 +107,6 @@ func New(cfg Config, limits []Limit, paths []string, groups [][]int, defects int
 		cfg.Failure = distributed.FailOpen
 	}
 	p := &Pipeline{cfg: cfg, stats: cfg.Stats, defectLogs: make([]logthrottle.Throttle, defects)}
-	if p.stats == nil {
-		p.stats = &Stats{}
-	}
 	var errs []error
 	switch {
 	case cfg.Limiter == nil && len(limits) > 0:
@@ -217,7 +214,7 @@ func (p *Pipeline) Len() int { return len(p.limits) }
 // Limit returns limit i as declared.
 func (p *Pipeline) Limit(i int) *Limit { return &p.limits[i].Limit }
 
-// Stats returns the counters.
+// Stats returns the counters (Config.Stats, nil when none).
 func (p *Pipeline) Stats() *Stats { return p.stats }
 
 // Leases returns the Leases of the in-flight slots (nil without an in-flight limit).
@@ -250,14 +247,18 @@ func (p *Pipeline) warn(t *logthrottle.Throttle, msg string, attrs ...slog.Attr)
 // application's code: a key or cost function that panicked or returned what it must not.
 // kind is one of the transport's defect kinds (New's defects); msg is the whole message.
 func (p *Pipeline) Defect(kind int, msg string, attrs ...slog.Attr) {
-	p.stats.BadInput.Add(1)
+	if s := p.stats; s != nil {
+		s.BadInput.Add(1)
+	}
 	p.defectLogs[kind].Log(context.Background(), p.cfg.Log, p.cfg.Clock.Now(), levelDefect, msg, attrs...)
 }
 
 // BadInput counts and logs (at most once a second) input of a request that cannot be used,
 // such as a negative cost reported to Settle.
 func (p *Pipeline) BadInput(msg string, attrs ...slog.Attr) {
-	p.stats.BadInput.Add(1)
+	if s := p.stats; s != nil {
+		s.BadInput.Add(1)
+	}
 	p.inputLog.Log(context.Background(), p.cfg.Log, p.cfg.Clock.Now(), levelInput, msg, attrs...)
 }
 

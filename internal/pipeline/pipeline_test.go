@@ -89,7 +89,7 @@ func TestFailureHandler(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%v/%s", step, policy, tc.name), func(t *testing.T) {
 					st := &failing{mem: newMemory(t, clock), err: tc.err}
 					var logs testenv.LogBuffer
-					cfg := pipeline.Config{Name: "test", Limiter: sluice.New(st), Failure: policy, Clock: clock,
+					cfg := pipeline.Config{Name: "test", Limiter: sluice.New(st), Failure: policy, Clock: clock, Stats: &pipeline.Stats{},
 						Log: slog.New(slog.NewJSONHandler(&logs, nil))}
 					if policy == distributed.FailLocal {
 						cfg.Fallback = sluice.New(newMemory(t, clock))

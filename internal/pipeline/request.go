@@ -21,6 +21,7 @@ type Request struct {
 	ends    []int // ends[i]: end of checks[i]'s key in buf
 	checks  []sluice.Check
 	which   []int // which[i]: the limit of checks[i]
+	results []Result
 	mask    uint64
 	hot     hotkey.Batch     // the checks of hot keys, charged before the store decides
 	claims  []inflight.Claim // the in-flight limits, taken once the checks allow
@@ -32,7 +33,7 @@ type Request struct {
 
 var requestPool = sync.Pool{New: func() any {
 	return &Request{buf: make([]byte, 0, 256), ends: make([]int, 0, 4), checks: make([]sluice.Check, 0, 4),
-		which: make([]int, 0, 4)}
+		which: make([]int, 0, 4), results: make([]Result, 0, 4)}
 }}
 
 // Get returns an empty Request of p.
@@ -46,12 +47,19 @@ func (p *Pipeline) Get() *Request {
 func (q *Request) Put() {
 	clear(q.checks) // drop the key strings, which may point into buf
 	clear(q.claims)
-	q.buf, q.ends, q.checks, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.which[:0], 0
+	clear(q.results)
+	q.buf, q.ends, q.checks, q.which, q.results, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.which[:0], q.results[:0], 0
 	q.claims, q.charged, q.held, q.p = q.claims[:0], nil, false, nil
 	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
 	}
+}
+
+// Done is Finish then Put: the end of a request that ran.
+func (q *Request) Done() {
+	q.Finish()
+	q.Put()
 }
 
 // Begin starts the key of limit i: it appends the limit's key prefix to q's buffer and
@@ -120,6 +128,30 @@ func (q *Request) cutKeys() {
 // Checks returns the request's rate checks, decided once Decide returned: their keys, rules,
 // costs and decisions, in the order the transport added them.
 func (q *Request) Checks() []sluice.Check { return q.checks }
+
+// Result is the outcome of one rate limit for a request: the limit's name (as the answer's
+// rate-limit headers and denial show it), its rule and the decision.
+type Result struct {
+	// Name identifies the limit to clients. Characters outside printable ASCII are replaced
+	// by "_" where it is written; an empty name is shown as "default".
+	Name     string
+	Rule     sluice.Rule
+	Decision sluice.Decision
+}
+
+// Results returns the result of each check once Decide returned, in the checks' order: what
+// the answer's rate-limit headers and denial are written from. The slice is q's: valid until
+// Put.
+func (q *Request) Results() []Result {
+	if len(q.results) != len(q.checks) {
+		q.results = q.results[:0]
+		for i := range q.checks {
+			c := &q.checks[i]
+			q.results = append(q.results, Result{Name: q.p.limits[q.which[i]].Name, Rule: c.Rule, Decision: c.Decision})
+		}
+	}
+	return q.results
+}
 
 // Which returns the limit of check i.
 func (q *Request) Which(i int) int { return q.which[i] }

@@ -32,10 +32,14 @@ func (q *Request) Settle(ctx context.Context, real int64) {
 			continue
 		}
 		if _, err := q.charged.Settle(ctx, c.Key, c.Rule, delta); err != nil {
-			p.stats.SettleErrors.Add(1)
+			if s := p.stats; s != nil {
+				s.SettleErrors.Add(1)
+			}
 			p.warn(&p.storeLog, p.cfg.Name+": the store could not settle a request's cost; the estimate stands",
 				slog.String("policy", l.Name), slog.Int64("delta", delta), slog.String("err", err.Error()))
 		}
 	}
-	p.stats.Settled.Add(1)
+	if s := p.stats; s != nil {
+		s.Settled.Add(1)
+	}
 }
