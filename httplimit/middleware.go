@@ -181,7 +181,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o := q.Decide(r.Context(), m.maxWait)
 	if o.Verdict != pipeline.Pass {
-		m.refuse(w, r, q, o)
+		m.refuse(w, r, q, &o)
 		return
 	}
 	if o.Decided && m.style != HeadersNone && m.style != HeadersOnDenial {
@@ -207,11 +207,13 @@ func (m *middleware) setHeaders(w http.ResponseWriter, q *pipeline.Request, resu
 // the rate-limit headers when its rates were decided, then the denial (429), the in-flight
 // refusal (429, or 503 for an adaptive limit), the store's unavailability under FailClosed
 // (503), a key built from it that the store refused (400), or the end of its context (503).
-func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.Request, o pipeline.Outcome) {
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.Request, o *pipeline.Outcome) {
 	var results []Result
 	if o.Decided {
 		results = q.Results()
-		m.setHeaders(w, q, results, o.Decision)
+		if m.style != HeadersNone {
+			m.setHeaders(w, q, results, o.Decision)
+		}
 	}
 	switch o.Verdict {
 	case pipeline.Deny:
