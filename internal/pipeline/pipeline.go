@@ -208,17 +208,11 @@ func copiesKeys(l *sluice.Limiter) bool {
 	return l != nil && fastpath.IsLocal[sluice.Rule](l.Store())
 }
 
-// Len returns the number of limits.
-func (p *Pipeline) Len() int { return len(p.limits) }
-
 // Limit returns limit i as declared.
 func (p *Pipeline) Limit(i int) *Limit { return &p.limits[i].Limit }
 
 // Stats returns the counters (Config.Stats, nil when none).
 func (p *Pipeline) Stats() *Stats { return p.stats }
-
-// Leases returns the Leases of the in-flight slots (nil without an in-flight limit).
-func (p *Pipeline) Leases() *sluice.Leases { return p.leases }
 
 // releaseFailed logs a release of an in-flight slot the store could not take (counted by the
 // Leases): the slot stays held until its lease expires. The error is left out: a store's
@@ -268,8 +262,3 @@ func (p *Pipeline) Notice(t *logthrottle.Throttle, msg string, attrs ...slog.Att
 	p.warn(t, msg, attrs...)
 }
 
-// Log returns the logger.
-func (p *Pipeline) Log() *slog.Logger { return p.cfg.Log }
-
-// Clock returns the clock.
-func (p *Pipeline) Clock() sluice.Clock { return p.cfg.Clock }

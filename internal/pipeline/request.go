@@ -153,9 +153,6 @@ func (q *Request) Results() []Result {
 	return q.results
 }
 
-// Which returns the limit of check i.
-func (q *Request) Which(i int) int { return q.which[i] }
-
 // Mask returns the set of limits with a check (bit i for limit i < 64): the same set, the same
 // rate-limit policy header.
 func (q *Request) Mask() uint64 { return q.mask }
