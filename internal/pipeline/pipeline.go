@@ -261,4 +261,3 @@ func (p *Pipeline) BadInput(msg string, attrs ...slog.Attr) {
 func (p *Pipeline) Notice(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {
 	p.warn(t, msg, attrs...)
 }
-
