@@ -16,7 +16,8 @@ import (
 )
 
 // denial returns the status of a call the limits refused (see Unary). retry_delay is rounded
-// up so that a client that waits that long is not refused again for being early.
+// up so that a client that waits that long is not refused again for being early. The status
+// holds copies of the checks' keys: it outlives the call's buffer.
 func denial(checks []sluice.Check, d sluice.Decision) error {
 	qf := &errdetails.QuotaFailure{}
 	var names []string
@@ -24,10 +25,11 @@ func denial(checks []sluice.Check, d sluice.Decision) error {
 		if c.Decision.Allowed {
 			continue
 		}
-		name, _, _ := strings.Cut(c.Key, ":")
+		key := strings.Clone(c.Key) // c.Key may point into the call's buffer, reused once it ends
+		name, _, _ := strings.Cut(key, ":")
 		names = append(names, name)
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject:     c.Key,
+			Subject:     key,
 			Description: fmt.Sprintf("limit %q (%s) exceeded", name, c.Rule),
 			QuotaId:     name,
 			QuotaValue:  c.Decision.Limit,
