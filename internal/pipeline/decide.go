@@ -70,6 +70,7 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 		d, err := q.hot.AllowAll(ctx, q.charged, q.checks)
 		if err != nil {
 			if v, e, local := q.fail(ctx, err, -1); !local {
+				q.charged = nil // nothing was charged: nothing to settle
 				return Outcome{Verdict: v, Err: e}
 			}
 			q.charged = p.cfg.Fallback
@@ -77,6 +78,7 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 				if s := p.stats; s != nil {
 					s.FailedOpen.Add(1)
 				}
+				q.charged = nil
 				return Outcome{Verdict: Pass}
 			}
 		}

@@ -124,6 +124,9 @@ func TestFailureHandler(t *testing.T) {
 					if s.FailedOpen.Load() != wantOpen {
 						t.Errorf("%d failed open, want %d", s.FailedOpen.Load(), wantOpen)
 					}
+					if charged := step == "rate" && (policy == distributed.FailLocal && tc.name == "unavailable"); q.Charged() != charged {
+						t.Errorf("Charged %v, want %v: a cost is settled only where it was charged", q.Charged(), charged)
+					}
 					if policy == distributed.FailLocal && tc.name == "unavailable" && (!o.Decided && step == "rate" || s.Allowed.Load() != 1) {
 						t.Errorf("fallback: decided %v, %d allowed", o.Decided, s.Allowed.Load())
 					}
