@@ -175,7 +175,7 @@ func (in *Interceptor) answer(ctx context.Context, q *pipeline.Request, o pipeli
 		if o.Err != nil { // the call's context ended its wait for a slot
 			return status.FromContextError(o.Err).Err()
 		}
-		return denial(q.Checks(), o.Decision)
+		return denial(q.Checks(), o.Decision, resetOf(q.Checks(), o.Decision))
 	case pipeline.Refuse:
 		return refusal(q.Refused())
 	case pipeline.Unavailable:

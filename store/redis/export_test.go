@@ -27,7 +27,7 @@ func TakeBatch(ctx context.Context, s *Store, n int, next func(i int) sluice.Req
 			batch = append(batch, nil)
 			continue
 		}
-		c := s.newCall(ctx, &req)
+		c := s.newCall(ctx, &req, false)
 		c.done = make(chan result, 1)
 		batch, valid = append(batch, c), append(valid, c)
 	}
@@ -65,7 +65,9 @@ func ScriptInfo(sc *script) (name, src, multi string) {
 func SetLoggerClock(l *Logger, now func() time.Time) { l.now = now }
 
 // LeaseScripts returns the sources of the lease scripts, for tests that load them first.
-func LeaseScripts() []string { return []string{leaseAcquireLua, leaseRenewLua, leaseReleaseLua, leaseClearLua} }
+func LeaseScripts() []string {
+	return []string{leaseAcquireLua, leaseRenewLua, leaseReleaseLua, leaseClearLua}
+}
 
 // Leaders returns how many pipelines s has under way or about to be.
 func Leaders(s *Store) int {
@@ -73,3 +75,7 @@ func Leaders(s *Store) int {
 	defer s.mu.Unlock()
 	return s.leaders
 }
+
+// SetServerOffset sets the store's estimate of the server's clock minus the client's (counters,
+// WithCounters), so that a test can make it wrong.
+func SetServerOffset(s *Store, d time.Duration) { s.offset.ns.Store(int64(d)) }

@@ -24,7 +24,8 @@ import (
 //
 // For Sentinel, the userinfo authenticates to the Sentinels and the password query parameter
 // (with username) to the data nodes; the path is the master name. Query parameters for every
-// scheme: db (also the path of redis://), dial_timeout (a Go duration), pool_size. The client
+// scheme: db (also the path of redis://), dial_timeout (a Go duration), pool_size, counters
+// (true: WithCounters, the windows decided without Lua). The client
 // never retries (MaxRetries -1) and honours context deadlines (ContextTimeoutEnabled), so a
 // stuck server holds a pipeline no longer than the store's timeout. A single Redis that
 // refuses connections fails decisions at once, and is dialed again every 10 ms, so that
@@ -97,6 +98,9 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("redis: url: scheme: want redis, rediss, redis-sentinel or redis-cluster, got %q", u.Scheme)
 	}
+	if p.counters {
+		opts = append(opts[:len(opts):len(opts)], WithCounters())
+	}
 	s, err := New(client, opts...)
 	if err != nil {
 		_ = client.Close()
@@ -111,6 +115,7 @@ type urlParts struct {
 	user, pass string
 	db, pool   int
 	dial       time.Duration
+	counters   bool
 }
 
 func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
@@ -157,11 +162,16 @@ func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
 			return p, fmt.Errorf("redis: url: dial_timeout: want a positive duration such as 500ms, got %q", v)
 		}
 	}
+	if v := q.Get("counters"); v != "" {
+		if p.counters, err = strconv.ParseBool(v); err != nil {
+			return p, fmt.Errorf("redis: url: counters: want true or false, got %q", v)
+		}
+	}
 	for k := range q {
 		switch k {
-		case "db", "pool_size", "dial_timeout", "password", "username":
+		case "db", "pool_size", "dial_timeout", "password", "username", "counters":
 		default:
-			return p, fmt.Errorf("redis: url: %s: unknown query parameter (want db, pool_size, dial_timeout, username, password)", k)
+			return p, fmt.Errorf("redis: url: %s: unknown query parameter (want db, pool_size, dial_timeout, username, password, counters)", k)
 		}
 	}
 	return p, nil
