@@ -56,6 +56,11 @@ type Config struct {
 	ReloadInterval time.Duration
 	// Rules are static rules, used when RulesPath is empty.
 	Rules *config.Config
+	// MaxLease is the longest lease a max_in_flight of the rules at RulesPath may ask for
+	// (config.Options.MaxLease; 0: config.DefaultMaxLease, 10 minutes): a holder killed
+	// without releasing locks its slot that long, unless the admin endpoint
+	// DELETE /v1/leases clears it.
+	MaxLease time.Duration
 	// Store decides; when nil, the store StoreConfig describes is opened, and closed on
 	// shutdown (see rls.Config).
 	Store sluice.Store
@@ -103,7 +108,8 @@ type Config struct {
 type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
-	eng      *rls.Engine // decides, owns the rules, their watcher and the store
+	eng      *rls.Engine    // decides, owns the rules, their watcher and the store
+	leases   *sluice.Leases // the slots of max_in_flight, in the engine's store
 	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
@@ -111,8 +117,8 @@ type Proxy struct {
 	resolver *clientip.Resolver
 	metrics  *metrics
 	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
-	invalidLog, upstreamLog logthrottle.Throttle
-	serving                 atomic.Bool // between the start of Serve and the end of the drain
+	invalidLog, upstreamLog, releaseLog logthrottle.Throttle
+	serving                             atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -149,7 +155,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
+		RulesOptions: config.Options{MaxLease: cfg.MaxLease},
+		Store:        cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -170,6 +177,7 @@ func New(cfg Config) (*Proxy, error) {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
+	p.leases = sluice.NewLeases(eng.Limiter().Store(), sluice.OnReleaseError(p.releaseFailed))
 	p.rp = p.reverseProxy()
 	if err := p.listen(); err != nil {
 		p.Close()
@@ -236,6 +244,7 @@ func (p *Proxy) adminHandler() http.Handler {
 	endpoints := admin.Handler(admin.Config{Engine: p.eng, Metrics: p.registry, Serving: p.serving.Load})
 	mux := http.NewServeMux()
 	mux.Handle("/", endpoints)
+	mux.HandleFunc("DELETE /v1/leases", p.clearLeases)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if p.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -294,6 +303,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	p.serving.Store(false)
 	stopWatch()
 	<-watchDone
+	_ = p.leases.Close()
 	_ = p.eng.Close() // flushes the store's decorators
 	if p.admin != nil {
 		_ = p.admin.Close()
@@ -339,6 +349,9 @@ func (p *Proxy) Close() error {
 		if l != nil {
 			_ = l.Close()
 		}
+	}
+	if p.leases != nil {
+		_ = p.leases.Close()
 	}
 	return p.eng.Close()
 }
