@@ -2,10 +2,11 @@ package grpclimit
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
 // Key says what a limit counts calls by, as httplimit.Key does for HTTP requests, with the
@@ -47,28 +48,6 @@ func KeyMethod() Key {
 func Keys(parts ...Key) Key {
 	parts = append([]Key(nil), parts...)
 	return func(ctx context.Context, fullMethod string, dst []byte) ([]byte, bool) {
-		base := len(dst)
-		for i, part := range parts {
-			if i > 0 {
-				dst = append(dst, '|')
-			}
-			start := len(dst)
-			var ok bool
-			if dst, ok = part(ctx, fullMethod, dst); !ok {
-				return dst[:base], false
-			}
-			dst = prefixLength(dst, start)
-		}
-		return dst, true
+		return rpclimit.Join(dst, len(parts), func(i int, dst []byte) ([]byte, bool) { return parts[i](ctx, fullMethod, dst) })
 	}
-}
-
-// prefixLength inserts the length of dst[start:] and a colon before it.
-func prefixLength(dst []byte, start int) []byte {
-	var buf [21]byte
-	prefix := append(strconv.AppendInt(buf[:0], int64(len(dst)-start), 10), ':')
-	dst = append(dst, prefix...)
-	copy(dst[start+len(prefix):], dst[start:len(dst)-len(prefix)])
-	copy(dst[start:], prefix)
-	return dst
 }

@@ -1,0 +1,82 @@
+package rpclimit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/pipeline"
+)
+
+// Route is a transport's route as the pipeline decides it: the procedure it matches (see
+// Routes.Match), and its limits, each with the key the transport reads it by (Keys[i] is
+// Limits[i]'s).
+type Route[K any] struct {
+	Procedure string
+	Limits    []pipeline.Limit
+	Keys      []K
+}
+
+// Ref is a limit of a route: the pipeline's limit and how the route keys calls by it.
+type Ref[K any] struct {
+	Index int
+	Key   K
+}
+
+// Routes finds a call's limits: an exact procedure first, then its service, then the
+// default. Lookups take a substring of the procedure and allocate nothing. It is immutable,
+// safe for concurrent use.
+type Routes[K any] struct {
+	methods  map[string][]Ref[K]
+	services map[string][]Ref[K]
+	fallback []Ref[K]
+	empty    bool // no route has a limit
+}
+
+// checkProcedure accepts "", "/pkg.Service/" and "/pkg.Service/Method".
+func checkProcedure(m string) error {
+	if m == "" {
+		return nil
+	}
+	svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
+	if !strings.HasPrefix(m, "/") || !ok || svc == "" || strings.Contains(method, "/") {
+		return fmt.Errorf("%q: want \"/pkg.Service/Method\", \"/pkg.Service/\" or \"\" (every other call)", m)
+	}
+	return nil
+}
+
+// Match returns the limits of the call to procedure.
+func (t *Routes[K]) Match(procedure string) []Ref[K] {
+	if t.empty {
+		return nil
+	}
+	if l, ok := t.methods[procedure]; ok {
+		return l
+	}
+	if i := strings.LastIndexByte(procedure, '/'); i > 0 {
+		if l, ok := t.services[procedure[:i+1]]; ok {
+			return l
+		}
+	}
+	return t.fallback
+}
+
+// newRoutes indexes routes, whose limits are the pipeline's limits groups[i] (in order).
+func newRoutes[K any](routes []Route[K], groups [][]int) *Routes[K] {
+	t := &Routes[K]{methods: map[string][]Ref[K]{}, services: map[string][]Ref[K]{}, empty: true}
+	for i, r := range routes {
+		var refs []Ref[K]
+		for j, k := range groups[i] {
+			refs = append(refs, Ref[K]{Index: k, Key: r.Keys[j]})
+			t.empty = false
+		}
+		switch {
+		case r.Procedure == "":
+			t.fallback = refs
+		case strings.HasSuffix(r.Procedure, "/"):
+			t.services[r.Procedure] = refs
+		default:
+			t.methods[r.Procedure] = refs
+		}
+	}
+	return t
+}
