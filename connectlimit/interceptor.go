@@ -1,0 +1,251 @@
+package connectlimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/pipeline"
+	"github.com/sluicehq/sluice/internal/rpclimit"
+)
+
+// Limit is one limit a call must pass, as grpclimit.Limit: Name names it in store keys (Name
+// + ":" + the call's key, as grpclimit's: a limit of one name in both is one budget) and in
+// denials (QuotaFailure's quota_id); Rule is enforced on each key (the zero Rule, with
+// InFlight, is none); Key keys a call (nil: every call alike). Shares shares the capacity
+// between criticality classes (the X-Criticality header), Hot makes the limit a hot parameter
+// (package hotkey), InFlight bounds a key's calls in flight across the fleet (a handler's call
+// holds its slot until it returns, a stream until it ends), Adaptive as the latency says.
+type Limit struct {
+	Name     string
+	Rule     sluice.Rule
+	Key      Key
+	Shares   *sluice.Shares
+	Hot      *hotkey.Config
+	InFlight *sluice.InFlight
+	Adaptive *adaptive.Gradient
+}
+
+// Route gives the limits of the calls it matches: Procedure "/pkg.Service/Method" that
+// procedure, "/pkg.Service/" the service's others, "" every other call. The most specific
+// route applies, and all its limits must admit a call; one without limits exempts its calls.
+type Route struct {
+	Procedure string
+	Limits    []Limit
+}
+
+// Interceptor limits Connect calls by its routes: a connect.Interceptor for handlers and
+// clients, made by New. It is safe for concurrent use; the handlers and clients it serves
+// share its limits' state through the limiter's store.
+type Interceptor struct {
+	door *rpclimit.Door[Key]
+	cfg  settings
+}
+
+// New returns an Interceptor deciding each call by the limits of the route it matches, on
+// limiter. Its error joins every problem, each naming its field ("connectlimit:
+// routes[1].limits[0] ("billing").rule: ...", wrapping a *sluice.FieldError).
+func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor, error) {
+	in := &Interceptor{cfg: settings{pc: pipeline.Config{Name: "connectlimit", Limiter: limiter, Stats: &httplimit.Stats{}}}}
+	for _, o := range opts {
+		o.apply(&in.cfg)
+	}
+	if in.cfg.wait < 0 {
+		return nil, fmt.Errorf("connectlimit: %w", &sluice.FieldError{Field: "wait", Reason: "negative", Err: sluice.ErrInvalidRule})
+	}
+	rs := make([]rpclimit.Route[Key], len(routes))
+	for i, r := range routes {
+		rs[i].Procedure = r.Procedure
+		for _, l := range r.Limits {
+			rs[i].Limits = append(rs[i].Limits, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive})
+			rs[i].Keys = append(rs[i].Keys, l.Key)
+		}
+	}
+	door, err := rpclimit.Compile(in.cfg.pc, "procedure", rs)
+	if err != nil {
+		return nil, fmt.Errorf("connectlimit: %w", err)
+	}
+	in.door = door
+	return in, nil
+}
+
+// Stats returns the interceptor's counters, those of every transport (read them with Load).
+func (in *Interceptor) Stats() *httplimit.Stats { return in.door.Pipeline.Stats() }
+
+// WrapUnary limits unary calls. A handler's call its limits refuse gets the refusal without
+// running the handler; an admitted one runs with the rate-limit headers, holding its in-flight
+// slots until the handler returns. A client's call its limits refuse fails locally with the
+// same error, never reaching the network, unless WithWait lets it wait for its slot.
+func (in *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		spec := req.Spec()
+		refs := in.door.Routes.Match(spec.Procedure)
+		if len(refs) == 0 {
+			return next(ctx, req)
+		}
+		q, err := in.check(ctx, refs, Call{Spec: spec, Peer: req.Peer(), Header: req.Header()}, req.Any(), func() http.Header {
+			if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+				return info.ResponseHeader()
+			}
+			return http.Header{}
+		})
+		defer q.Done()
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingHandler limits a handler's streams when they open: one its limits refuse ends
+// with the refusal before the handler runs; an admitted one holds its slots until it ends.
+func (in *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		refs := in.door.Routes.Match(conn.Spec().Procedure)
+		if len(refs) == 0 {
+			return next(ctx, conn)
+		}
+		q, err := in.check(ctx, refs, Call{Spec: conn.Spec(), Peer: conn.Peer(), Header: conn.RequestHeader()}, nil, conn.ResponseHeader)
+		defer q.Done()
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// WrapStreamingClient limits a client's streams when they open (before their request header
+// is written): one its limits refuse fails its Send and Receive with the refusal, never
+// reaching the network. A client's stream holds no in-flight slot.
+func (in *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		refs := in.door.Routes.Match(spec.Procedure)
+		if len(refs) == 0 {
+			return conn
+		}
+		q, err := in.check(ctx, refs, Call{Spec: spec, Peer: conn.Peer(), Header: conn.RequestHeader()}, nil, nil)
+		q.Done()
+		if err != nil {
+			return &refused{StreamingClientConn: conn, err: err}
+		}
+		return conn
+	}
+}
+
+// refused is a client's stream its limits refused: it fails with err and never sends.
+type refused struct {
+	connect.StreamingClientConn
+	err *connect.Error
+}
+
+func (c *refused) Send(any) error               { return c.err }
+func (c *refused) Receive(any) error            { return c.err }
+func (c *refused) CloseRequest() error          { return nil }
+func (c *refused) CloseResponse() error         { return nil }
+func (c *refused) ResponseHeader() http.Header  { return c.err.Meta() }
+func (c *refused) ResponseTrailer() http.Header { return http.Header{} }
+
+// check decides a call under refs (msg: a unary call's request message): its Request (Done it
+// when the call ends) and, to refuse it, the answer's *connect.Error with its details and
+// headers; an admitted handler's call gets its rate-limit headers in out's.
+func (in *Interceptor) check(ctx context.Context, refs []rpclimit.Ref[Key], call Call, msg any, out func() http.Header) (*pipeline.Request, *connect.Error) {
+	c := rpclimit.Call[Key]{Procedure: call.Spec.Procedure,
+		Key: func(k Key, dst []byte) ([]byte, bool) {
+			if k == nil {
+				return dst, true
+			}
+			return k(ctx, call, dst)
+		},
+		Class: func() sluice.Criticality {
+			return in.door.Pipeline.Class(call.Header.Get(httplimit.DefaultCriticalityHeader))
+		}}
+	if in.cfg.cost != nil {
+		c.Cost = func() int64 { return in.cfg.cost(ctx, call, msg) }
+	}
+	if call.Spec.IsClient {
+		c.Wait = in.cfg.wait
+	}
+	q, o, a := in.door.Check(ctx, refs, &c)
+	if a.Code == rpclimit.OK {
+		if o.Decided && !call.Spec.IsClient && in.cfg.headers != httplimit.HeadersNone && in.cfg.headers != httplimit.HeadersOnDenial {
+			httplimit.SetHeaders(out(), in.cfg.headers, q.Results())
+		}
+		return q, nil
+	}
+	err := connect.NewError(connect.Code(a.Code), errors.New(a.Message))
+	for _, m := range a.Details() {
+		if d, e := connect.NewErrorDetail(m); e == nil {
+			err.AddDetail(d)
+		}
+	}
+	if o.Decided {
+		httplimit.SetHeaders(err.Meta(), in.cfg.headers, q.Results())
+	}
+	if s, ok := a.RetryAfter(); ok {
+		err.Meta().Set("Retry-After", strconv.FormatInt(s, 10))
+	}
+	return q, err
+}
+
+// Option configures an Interceptor.
+type Option interface{ apply(*settings) }
+
+type optionFunc func(*settings)
+
+func (f optionFunc) apply(s *settings) { f(s) }
+
+type settings struct {
+	pc      pipeline.Config
+	cost    func(ctx context.Context, call Call, msg any) int64
+	headers httplimit.HeaderStyle
+	wait    time.Duration
+}
+
+// WithFailurePolicy sets what a call gets when the store cannot decide: distributed.FailOpen
+// (the default) runs it, FailClosed answers connect.CodeUnavailable, FailLocal decides with
+// WithFallback's limiter. A key the store refuses is CodeInvalidArgument whatever the policy.
+func WithFailurePolicy(p distributed.FailurePolicy) Option {
+	return optionFunc(func(s *settings) { s.pc.Failure = p })
+}
+
+// WithFallback sets the local limiter of FailLocal.
+func WithFallback(l *sluice.Limiter) Option {
+	return optionFunc(func(s *settings) { s.pc.Fallback = l })
+}
+
+// WithCost sets the cost of each call in units of the rules (default 1): msg is a unary call's
+// request message, nil for a stream (charged once, when it opens). A cost below 1, or a
+// panic, is a defect: logged, counted (Stats().BadInput), and the call costs 1.
+func WithCost(f func(ctx context.Context, call Call, msg any) int64) Option {
+	return optionFunc(func(s *settings) { s.cost = f })
+}
+
+// WithLogger sets the logger (default slog.Default()); each kind of line at most once a second.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.pc.Log = l }) }
+
+// WithClock sets the clock of waits, in-flight round trips and logs (default the system's).
+func WithClock(c sluice.Clock) Option { return optionFunc(func(s *settings) { s.pc.Clock = c }) }
+
+// WithHeaderStyle sets the rate-limit headers of answers, as httplimit's (default HeadersBoth).
+func WithHeaderStyle(h httplimit.HeaderStyle) Option {
+	return optionFunc(func(s *settings) { s.headers = h })
+}
+
+// WithLeases sets the Leases of in-flight limits (default: one on the limiter's store).
+func WithLeases(ls *sluice.Leases) Option { return optionFunc(func(s *settings) { s.pc.Leases = ls }) }
+
+// WithWait makes a client's call past its limits wait for its slot, at most max and never past
+// its deadline, instead of failing at once (max 0, the default). Handlers never wait.
+func WithWait(max time.Duration) Option { return optionFunc(func(s *settings) { s.wait = max }) }

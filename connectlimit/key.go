@@ -1,0 +1,66 @@
+package connectlimit
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/rpclimit"
+)
+
+// Call is what a Key reads of a call: its Spec, its Peer (on a handler, the client's address;
+// on a client, the server's host) and its request header (a client's stream writes it later).
+type Call struct {
+	Spec   connect.Spec
+	Peer   connect.Peer
+	Header http.Header
+}
+
+// Key says what a limit counts calls by, in grpclimit's vocabulary; a function of your own is
+// one too. It appends call's key to dst, with ok false when the call has none (the limit does
+// not apply to it). It must be safe for concurrent use; one that panics fails the call with
+// connect.CodeInternal (logged) rather than the process.
+type Key func(ctx context.Context, call Call, dst []byte) (key []byte, ok bool)
+
+// KeyProcedure keys a call by its procedure, "/pkg.Service/Method" (grpclimit's KeyMethod).
+func KeyProcedure() Key {
+	return func(_ context.Context, c Call, dst []byte) ([]byte, bool) {
+		return append(dst, c.Spec.Procedure...), true
+	}
+}
+
+// KeyHeader keys a call by the first value of its request header name (an API key, a tenant;
+// gRPC metadata are headers too); a call without one has no key. A client can send any value:
+// key by it once your authentication checked it.
+func KeyHeader(name string) Key {
+	name = http.CanonicalHeaderKey(name)
+	return func(_ context.Context, c Call, dst []byte) ([]byte, bool) {
+		if v := c.Header[name]; len(v) > 0 && v[0] != "" {
+			return append(dst, v[0]...), true
+		}
+		return dst, false
+	}
+}
+
+// KeyIP keys a handler's call by its client's IP address: the peer, or the client that a
+// trusted proxy of r names in X-Forwarded-For or Forwarded (clientip.Resolver.FromHeader; a nil
+// r trusts none), IPv6 grouped by its first v6PrefixBits bits (0: a /64).
+func KeyIP(r *clientip.Resolver, v6PrefixBits int) Key {
+	return func(_ context.Context, c Call, dst []byte) ([]byte, bool) {
+		if a := r.FromHeader(c.Peer.Addr, c.Header); a.IsValid() {
+			return clientip.AppendKey(dst, a, v6PrefixBits), true
+		}
+		return dst, false
+	}
+}
+
+// Keys combines keys: calls are counted by all of them together; a call missing one has no
+// key. Each part is written with its length (grpclimit.Keys'), so parts cannot run together.
+func Keys(parts ...Key) Key {
+	parts = append([]Key(nil), parts...)
+	return func(ctx context.Context, c Call, dst []byte) ([]byte, bool) {
+		return rpclimit.Join(dst, len(parts), func(i int, dst []byte) ([]byte, bool) { return parts[i](ctx, c, dst) })
+	}
+}
