@@ -73,7 +73,7 @@ type server struct {
 	url     string
 	client  *http.Client
 	tr      transport
-	calls   atomic.Int64 // handler runs: Ping calls and Watch streams
+	calls   atomic.Int64  // handler runs: Ping calls and Watch streams
 	release chan struct{} // when not nil, Watch waits for it after its first message
 }
 

@@ -47,9 +47,9 @@ func TestDenial(t *testing.T) {
 				t.Errorf("quota failure %v, want one violation of per-key, capacity 2", r.quota)
 			}
 			for name, want := range map[string]string{
-				"Retry-After":      "3600",
-				"Ratelimit":        `"per-key";r=0;t=3600`,
-				"Ratelimit-Policy": `"per-key";q=2;w=3600`,
+				"Retry-After":       "3600",
+				"Ratelimit":         `"per-key";r=0;t=3600`,
+				"Ratelimit-Policy":  `"per-key";q=2;w=3600`,
 				"X-Ratelimit-Limit": "2",
 			} {
 				if got := r.meta.Get(name); got != want {

@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/connectlimit"
 	"github.com/sluicehq/sluice/grpclimit"
-	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/sluicetest"
 	sluicememcached "github.com/sluicehq/sluice/store/memcached"
 	sluiceredis "github.com/sluicehq/sluice/store/redis"
 )
