@@ -49,7 +49,7 @@ type Route struct {
 // clients, made by New. It is safe for concurrent use; the handlers and clients it serves
 // share its limits' state through the limiter's store.
 type Interceptor struct {
-	door *rpclimit.Door[Key]
+	door *rpclimit.Door[Call]
 	cfg  settings
 }
 
@@ -64,7 +64,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if in.cfg.wait < 0 {
 		return nil, fmt.Errorf("connectlimit: %w", &sluice.FieldError{Field: "wait", Reason: "negative", Err: sluice.ErrInvalidRule})
 	}
-	rs := make([]rpclimit.Route[Key], len(routes))
+	rs := make([]rpclimit.Route[Call], len(routes))
 	for i, r := range routes {
 		rs[i].Procedure = r.Procedure
 		for _, l := range r.Limits {
@@ -76,7 +76,10 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if err != nil {
 		return nil, fmt.Errorf("connectlimit: %w", err)
 	}
-	in.door = door
+	door.Class = func(_ context.Context, c Call) sluice.Criticality {
+		return door.Pipeline.Class(c.Header.Get(httplimit.DefaultCriticalityHeader))
+	}
+	door.Cost, in.door = in.cfg.cost, door
 	return in, nil
 }
 
@@ -160,25 +163,13 @@ func (c *refused) ResponseTrailer() http.Header { return http.Header{} }
 // check decides a call under refs (msg: a unary call's request message): its Request (Done it
 // when the call ends) and, to refuse it, the answer's *connect.Error with its details and
 // headers; an admitted handler's call gets its rate-limit headers in out's.
-func (in *Interceptor) check(ctx context.Context, refs []rpclimit.Ref[Key], call Call, msg any, out func() http.Header) (*pipeline.Request, *connect.Error) {
-	c := rpclimit.Call[Key]{Procedure: call.Spec.Procedure,
-		Key: func(k Key, dst []byte) ([]byte, bool) {
-			if k == nil {
-				return dst, true
-			}
-			return k(ctx, call, dst)
-		},
-		Class: func() sluice.Criticality {
-			return in.door.Pipeline.Class(call.Header.Get(httplimit.DefaultCriticalityHeader))
-		}}
-	if in.cfg.cost != nil {
-		c.Cost = func() int64 { return in.cfg.cost(ctx, call, msg) }
-	}
+func (in *Interceptor) check(ctx context.Context, refs []rpclimit.Ref[Call], call Call, msg any, out func() http.Header) (*pipeline.Request, *connect.Error) {
+	var wait time.Duration
 	if call.Spec.IsClient {
-		c.Wait = in.cfg.wait
+		wait = in.cfg.wait
 	}
-	q, o, a := in.door.Check(ctx, refs, &c)
-	if a.Code == rpclimit.OK {
+	q, o, a := in.door.Check(ctx, call.Spec.Procedure, refs, call, msg, wait)
+	if a == nil {
 		if o.Decided && !call.Spec.IsClient && in.cfg.headers != httplimit.HeadersNone && in.cfg.headers != httplimit.HeadersOnDenial {
 			httplimit.SetHeaders(out(), in.cfg.headers, q.Results())
 		}

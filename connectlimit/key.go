@@ -58,9 +58,4 @@ func KeyIP(r *clientip.Resolver, v6PrefixBits int) Key {
 
 // Keys combines keys: calls are counted by all of them together; a call missing one has no
 // key. Each part is written with its length (grpclimit.Keys'), so parts cannot run together.
-func Keys(parts ...Key) Key {
-	parts = append([]Key(nil), parts...)
-	return func(ctx context.Context, c Call, dst []byte) ([]byte, bool) {
-		return rpclimit.Join(dst, len(parts), func(i int, dst []byte) ([]byte, bool) { return parts[i](ctx, c, dst) })
-	}
-}
+func Keys(parts ...Key) Key { return rpclimit.Join(parts) }

@@ -19,7 +19,7 @@ import (
 // concurrent use; one Interceptor may serve several servers and clients, which then share its
 // limits' state through the limiter's store.
 type Interceptor struct {
-	door *rpclimit.Door[Key]
+	door *rpclimit.Door[string] // a call is its full method name
 	cfg  settings
 
 	classOnce sync.Once // criticality.go
@@ -50,7 +50,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 		return nil, fmt.Errorf("grpclimit: wait: negative (%v)", in.cfg.wait)
 	}
 	// Every route's limits, each a pipeline limit and its key.
-	rs := make([]rpclimit.Route[Key], len(routes))
+	rs := make([]rpclimit.Route[string], len(routes))
 	for i, r := range routes {
 		rs[i].Procedure = r.Method
 		for _, l := range r.Limits {
@@ -63,6 +63,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
+	door.Class, door.Cost = func(ctx context.Context, _ string) sluice.Criticality { return in.class(ctx) }, in.cfg.cost
 	in.door = door
 	return in, nil
 }
@@ -85,18 +86,7 @@ func (c *call) end() { c.q.Done() }
 // check decides a call to fullMethod under the limits lims (req: a unary call's request
 // message, nil for a stream). wait is how long it may wait to be admitted (client interceptors
 // with WithWait).
-func (in *Interceptor) check(ctx context.Context, fullMethod string, lims []rpclimit.Ref[Key], req any, wait time.Duration) call {
-	c := rpclimit.Call[Key]{Procedure: fullMethod, Wait: wait,
-		Key: func(k Key, dst []byte) ([]byte, bool) {
-			if k == nil {
-				return dst, true
-			}
-			return k(ctx, fullMethod, dst)
-		},
-		Class: func() sluice.Criticality { return in.class(ctx) }}
-	if in.cfg.cost != nil {
-		c.Cost = func() int64 { return in.cfg.cost(ctx, fullMethod, req) }
-	}
-	q, o, a := in.door.Check(ctx, lims, &c)
+func (in *Interceptor) check(ctx context.Context, fullMethod string, lims []rpclimit.Ref[string], req any, wait time.Duration) call {
+	q, o, a := in.door.Check(ctx, fullMethod, lims, fullMethod, req, wait)
 	return call{q: q, o: o, err: statusOf(a)}
 }

@@ -45,9 +45,4 @@ func KeyMethod() Key {
 // key and the method: one budget per combination. A call missing one of them has no key. Each part is written
 // with its length ("7:tenant1|12:/pkg.S/Write"), so parts that contain the separator cannot
 // make two combinations share a key.
-func Keys(parts ...Key) Key {
-	parts = append([]Key(nil), parts...)
-	return func(ctx context.Context, fullMethod string, dst []byte) ([]byte, bool) {
-		return rpclimit.Join(dst, len(parts), func(i int, dst []byte) ([]byte, bool) { return parts[i](ctx, fullMethod, dst) })
-	}
-}
+func Keys(parts ...Key) Key { return rpclimit.Join(parts) }

@@ -12,9 +12,10 @@ import (
 	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
-// statusOf returns the status error of a call answered a (see Unary): nil to run it.
-func statusOf(a rpclimit.Answer) error {
-	if a.Code == rpclimit.OK {
+// statusOf returns the status error of a call answered a (see Unary): nil (no answer) to run
+// it.
+func statusOf(a *rpclimit.Answer) error {
+	if a == nil {
 		return nil
 	}
 	st := status.New(codes.Code(a.Code), a.Message)

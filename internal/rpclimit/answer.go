@@ -20,7 +20,6 @@ type Code uint32
 
 // The codes of a door's answers.
 const (
-	OK                Code = 0
 	Canceled          Code = 1
 	Unknown           Code = 2
 	InvalidArgument   Code = 3
@@ -30,8 +29,8 @@ const (
 	Unavailable       Code = 14
 )
 
-// Answer is a call's answer in google.rpc's terms, for a transport to write in its protocol:
-// OK runs the call; any other code refuses it with the message and, for a limit's refusal
+// Answer is a refused call's answer in google.rpc's terms, for a transport to write in its
+// protocol: the code, the message and, for a limit's refusal
 // (ResourceExhausted, or Unavailable from an adaptive in-flight limit: the service is
 // overloaded), the details: a google.rpc.RetryInfo (nil when the call can never pass) and a
 // google.rpc.QuotaFailure.

@@ -1,25 +1,32 @@
 package rpclimit
 
-import "strconv"
+import (
+	"context"
+	"slices"
+	"strconv"
+)
 
-// Join appends the keys of parts parts in turn, separated by '|', each written with its
-// length ("7:tenant1|12:/pkg.S/Write"), so that parts holding the separator cannot make two
-// combinations share a key: the key of Keys(a, b) in grpclimit and connectlimit. part(i, dst)
-// appends part i's key; a part the call lacks (ok false) leaves dst as it was given.
-func Join(dst []byte, parts int, part func(i int, dst []byte) ([]byte, bool)) ([]byte, bool) {
-	base := len(dst)
-	for i := range parts {
-		if i > 0 {
-			dst = append(dst, '|')
+// Join returns the key of parts together: each part's key in turn, separated by '|', each
+// written with its length ("7:tenant1|12:/pkg.S/Write"), so that parts holding the separator
+// cannot make two combinations share a key; a call missing one part has none. It is the Keys
+// of grpclimit and connectlimit; it keeps a copy of parts.
+func Join[K ~func(context.Context, C, []byte) ([]byte, bool), C any](parts []K) Key[C] {
+	parts = slices.Clone(parts)
+	return func(ctx context.Context, call C, dst []byte) ([]byte, bool) {
+		base := len(dst)
+		for i, part := range parts {
+			if i > 0 {
+				dst = append(dst, '|')
+			}
+			start := len(dst)
+			var ok bool
+			if dst, ok = part(ctx, call, dst); !ok {
+				return dst[:base], false
+			}
+			dst = prefixLength(dst, start)
 		}
-		start := len(dst)
-		var ok bool
-		if dst, ok = part(i, dst); !ok {
-			return dst[:base], false
-		}
-		dst = prefixLength(dst, start)
+		return dst, true
 	}
-	return dst, true
 }
 
 // prefixLength inserts the length of dst[start:] and a colon before it.

@@ -1,34 +1,40 @@
 package rpclimit
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/pipeline"
 )
 
+// Key appends the key of call (what the transport reads of a call: gRPC's full method name,
+// Connect's Call) to dst, or reports that it has none (ok false: the limit does not apply to
+// the call). grpclimit.Key and connectlimit.Key are Keys; a nil Key keys every call alike.
+type Key[C any] = func(ctx context.Context, call C, dst []byte) (key []byte, ok bool)
+
 // Route is a transport's route as the pipeline decides it: the procedure it matches (see
 // Routes.Match), and its limits, each with the key the transport reads it by (Keys[i] is
 // Limits[i]'s).
-type Route[K any] struct {
+type Route[C any] struct {
 	Procedure string
 	Limits    []pipeline.Limit
-	Keys      []K
+	Keys      []Key[C]
 }
 
 // Ref is a limit of a route: the pipeline's limit and how the route keys calls by it.
-type Ref[K any] struct {
+type Ref[C any] struct {
 	Index int
-	Key   K
+	Key   Key[C]
 }
 
 // Routes finds a call's limits: an exact procedure first, then its service, then the
 // default. Lookups take a substring of the procedure and allocate nothing. It is immutable,
 // safe for concurrent use.
-type Routes[K any] struct {
-	methods  map[string][]Ref[K]
-	services map[string][]Ref[K]
-	fallback []Ref[K]
+type Routes[C any] struct {
+	methods  map[string][]Ref[C]
+	services map[string][]Ref[C]
+	fallback []Ref[C]
 	empty    bool // no route has a limit
 }
 
@@ -45,7 +51,7 @@ func checkProcedure(m string) error {
 }
 
 // Match returns the limits of the call to procedure.
-func (t *Routes[K]) Match(procedure string) []Ref[K] {
+func (t *Routes[C]) Match(procedure string) []Ref[C] {
 	if t.empty {
 		return nil
 	}
@@ -61,12 +67,12 @@ func (t *Routes[K]) Match(procedure string) []Ref[K] {
 }
 
 // newRoutes indexes routes, whose limits are the pipeline's limits groups[i] (in order).
-func newRoutes[K any](routes []Route[K], groups [][]int) *Routes[K] {
-	t := &Routes[K]{methods: map[string][]Ref[K]{}, services: map[string][]Ref[K]{}, empty: true}
+func newRoutes[C any](routes []Route[C], groups [][]int) *Routes[C] {
+	t := &Routes[C]{methods: map[string][]Ref[C]{}, services: map[string][]Ref[C]{}, empty: true}
 	for i, r := range routes {
-		var refs []Ref[K]
+		var refs []Ref[C]
 		for j, k := range groups[i] {
-			refs = append(refs, Ref[K]{Index: k, Key: r.Keys[j]})
+			refs = append(refs, Ref[C]{Index: k, Key: r.Keys[j]})
 			t.empty = false
 		}
 		switch {
