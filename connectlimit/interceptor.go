@@ -20,13 +20,10 @@ import (
 	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
-// Limit is one limit a call must pass, as grpclimit.Limit: Name names it in store keys (Name
-// + ":" + the call's key, as grpclimit's: a limit of one name in both is one budget) and in
-// denials (QuotaFailure's quota_id); Rule is enforced on each key (the zero Rule, with
-// InFlight, is none); Key keys a call (nil: every call alike). Shares shares the capacity
-// between criticality classes (the X-Criticality header), Hot makes the limit a hot parameter
-// (package hotkey), InFlight bounds a key's calls in flight across the fleet (a handler's call
-// holds its slot until it returns, a stream until it ends), Adaptive as the latency says.
+// Limit is one limit a call must pass, grpclimit.Limit's fields with Connect's Key (nil: every
+// call alike). Its store key is Name + ":" + the call's key, as grpclimit's, so a limit of one
+// name in both is one budget; Shares reads the X-Criticality header; a handler's call holds its
+// InFlight slot until it returns, a stream until it ends.
 type Limit struct {
 	Name     string
 	Rule     sluice.Rule
@@ -37,25 +34,22 @@ type Limit struct {
 	Adaptive *adaptive.Gradient
 }
 
-// Route gives the limits of the calls it matches: Procedure "/pkg.Service/Method" that
-// procedure, "/pkg.Service/" the service's others, "" every other call. The most specific
-// route applies, and all its limits must admit a call; one without limits exempts its calls.
+// Route gives the limits of the calls to Procedure: "/pkg.Service/Method", "/pkg.Service/" (its
+// other procedures) or "" (every other call). All its limits must admit a call; none: exempt.
 type Route struct {
 	Procedure string
 	Limits    []Limit
 }
 
-// Interceptor limits Connect calls by its routes: a connect.Interceptor for handlers and
-// clients, made by New. It is safe for concurrent use; the handlers and clients it serves
-// share its limits' state through the limiter's store.
+// Interceptor is a connect.Interceptor for handlers and clients, made by New, safe for
+// concurrent use. All it serves share its limits' state through the limiter's store.
 type Interceptor struct {
 	door *rpclimit.Door[Call]
 	cfg  settings
 }
 
-// New returns an Interceptor deciding each call by the limits of the route it matches, on
-// limiter. Its error joins every problem, each naming its field ("connectlimit:
-// routes[1].limits[0] ("billing").rule: ...", wrapping a *sluice.FieldError).
+// New returns an Interceptor deciding calls by their routes' limits on limiter. Its error names
+// each problem's field ("connectlimit: routes[1].limits[0] ("billing").rule: ...").
 func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor, error) {
 	in := &Interceptor{cfg: settings{pc: pipeline.Config{Name: "connectlimit", Limiter: limiter, Stats: &httplimit.Stats{}}}}
 	for _, o := range opts {
@@ -86,10 +80,9 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 // Stats returns the interceptor's counters, those of every transport (read them with Load).
 func (in *Interceptor) Stats() *httplimit.Stats { return in.door.Pipeline.Stats() }
 
-// WrapUnary limits unary calls. A handler's call its limits refuse gets the refusal without
-// running the handler; an admitted one runs with the rate-limit headers, holding its in-flight
-// slots until the handler returns. A client's call its limits refuse fails locally with the
-// same error, never reaching the network, unless WithWait lets it wait for its slot.
+// WrapUnary limits unary calls: a refused handler's call gets the refusal without running the
+// handler, an admitted one the rate-limit headers; a refused client's call fails locally with
+// the same error, never reaching the network, unless WithWait lets it wait for its slot.
 func (in *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		spec := req.Spec()
@@ -128,26 +121,22 @@ func (in *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 	}
 }
 
-// WrapStreamingClient limits a client's streams when they open (before their request header
-// is written): one its limits refuse fails its Send and Receive with the refusal, never
-// reaching the network. A client's stream holds no in-flight slot.
+// WrapStreamingClient limits a client's streams when they open (before their header is
+// written): a refused one fails its Send and Receive, never reaching the network.
 func (in *Interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
-		refs := in.door.Routes.Match(spec.Procedure)
-		if len(refs) == 0 {
-			return conn
-		}
-		q, err := in.check(ctx, refs, Call{Spec: spec, Peer: conn.Peer(), Header: conn.RequestHeader()}, nil, nil)
-		q.Done()
-		if err != nil {
-			return &refused{StreamingClientConn: conn, err: err}
+		if refs := in.door.Routes.Match(spec.Procedure); len(refs) > 0 {
+			q, err := in.check(ctx, refs, Call{Spec: spec, Peer: conn.Peer(), Header: conn.RequestHeader()}, nil, nil)
+			if q.Done(); err != nil {
+				return &refused{StreamingClientConn: conn, err: err}
+			}
 		}
 		return conn
 	}
 }
 
-// refused is a client's stream its limits refused: it fails with err and never sends.
+// refused is a client's stream its limits refused: it fails with err, never sending.
 type refused struct {
 	connect.StreamingClientConn
 	err *connect.Error
@@ -161,8 +150,8 @@ func (c *refused) ResponseHeader() http.Header  { return c.err.Meta() }
 func (c *refused) ResponseTrailer() http.Header { return http.Header{} }
 
 // check decides a call under refs (msg: a unary call's request message): its Request (Done it
-// when the call ends) and, to refuse it, the answer's *connect.Error with its details and
-// headers; an admitted handler's call gets its rate-limit headers in out's.
+// when the call ends) and the *connect.Error refusing it; an admitted handler's call gets its
+// rate-limit headers in out's.
 func (in *Interceptor) check(ctx context.Context, refs []rpclimit.Ref[Call], call Call, msg any, out func() http.Header) (*pipeline.Request, *connect.Error) {
 	var wait time.Duration
 	if call.Spec.IsClient {
@@ -205,8 +194,7 @@ type settings struct {
 }
 
 // WithFailurePolicy sets what a call gets when the store cannot decide: distributed.FailOpen
-// (the default) runs it, FailClosed answers connect.CodeUnavailable, FailLocal decides with
-// WithFallback's limiter. A key the store refuses is CodeInvalidArgument whatever the policy.
+// (the default) runs it, FailClosed answers CodeUnavailable, FailLocal asks WithFallback's limiter.
 func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(s *settings) { s.pc.Failure = p })
 }
@@ -216,9 +204,8 @@ func WithFallback(l *sluice.Limiter) Option {
 	return optionFunc(func(s *settings) { s.pc.Fallback = l })
 }
 
-// WithCost sets the cost of each call in units of the rules (default 1): msg is a unary call's
-// request message, nil for a stream (charged once, when it opens). A cost below 1, or a
-// panic, is a defect: logged, counted (Stats().BadInput), and the call costs 1.
+// WithCost sets each call's cost (default 1); msg is a unary call's request, nil for a stream
+// (charged when it opens). A cost below 1, or a panic, is a defect, logged and counted: cost 1.
 func WithCost(f func(ctx context.Context, call Call, msg any) int64) Option {
 	return optionFunc(func(s *settings) { s.cost = f })
 }
@@ -237,6 +224,6 @@ func WithHeaderStyle(h httplimit.HeaderStyle) Option {
 // WithLeases sets the Leases of in-flight limits (default: one on the limiter's store).
 func WithLeases(ls *sluice.Leases) Option { return optionFunc(func(s *settings) { s.pc.Leases = ls }) }
 
-// WithWait makes a client's call past its limits wait for its slot, at most max and never past
-// its deadline, instead of failing at once (max 0, the default). Handlers never wait.
+// WithWait makes a client's call past its limits wait for its slot up to max, within its
+// deadline (default 0: fail at once). Handlers never wait.
 func WithWait(max time.Duration) Option { return optionFunc(func(s *settings) { s.wait = max }) }

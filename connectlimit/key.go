@@ -18,10 +18,9 @@ type Call struct {
 	Header http.Header
 }
 
-// Key says what a limit counts calls by, in grpclimit's vocabulary; a function of your own is
-// one too. It appends call's key to dst, with ok false when the call has none (the limit does
-// not apply to it). It must be safe for concurrent use; one that panics fails the call with
-// connect.CodeInternal (logged) rather than the process.
+// Key says what a limit counts calls by, in grpclimit's vocabulary, or your own: it appends
+// call's key to dst, ok false when the call has none (the limit does not apply). It must be
+// safe for concurrent use; one that panics fails the call with CodeInternal, logged.
 type Key func(ctx context.Context, call Call, dst []byte) (key []byte, ok bool)
 
 // KeyProcedure keys a call by its procedure, "/pkg.Service/Method" (grpclimit's KeyMethod).
@@ -31,9 +30,8 @@ func KeyProcedure() Key {
 	}
 }
 
-// KeyHeader keys a call by the first value of its request header name (an API key, a tenant;
-// gRPC metadata are headers too); a call without one has no key. A client can send any value:
-// key by it once your authentication checked it.
+// KeyHeader keys a call by the first value of its request header name (gRPC metadata too); a
+// call without one has no key. Key by a client's value only once your authentication checked it.
 func KeyHeader(name string) Key {
 	name = http.CanonicalHeaderKey(name)
 	return func(_ context.Context, c Call, dst []byte) ([]byte, bool) {
