@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/connectlimit"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -67,7 +68,7 @@ func TestClientWait(t *testing.T) {
 		done <- err
 	}
 	go call(context.Background())
-	waitForWaiter(t, clock)
+	testenv.Eventually(t, 10*time.Second, "a call waiting on the clock", func() bool { return clock.Waiters() > 0 })
 	clock.Advance(time.Second)
 	if err := <-done; err != nil {
 		t.Fatalf("waiting call: %v, want it to run once the clock moved 1s", err)
@@ -81,25 +82,13 @@ func TestClientWait(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(context.Background())
 	go call(ctx)
-	waitForWaiter(t, clock)
+	testenv.Eventually(t, 10*time.Second, "a call waiting on the clock", func() bool { return clock.Waiters() > 0 })
 	cancel()
 	if err := <-done; refusalOf(t, err).code != connect.CodeCanceled {
 		t.Errorf("call cancelled while waiting: %v, want Canceled", err)
 	}
 	if n := s.calls.Load(); n != 2 {
 		t.Errorf("%d calls reached the server, want 2", n)
-	}
-}
-
-// waitForWaiter returns once a goroutine waits on clock.
-func waitForWaiter(t *testing.T, clock *sluicetest.ManualClock) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for clock.Waiters() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no call waits on the clock")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -131,19 +120,54 @@ func TestInFlightStream(t *testing.T) {
 				t.Fatalf("first stream: %v", err)
 			}
 			_ = first.Close()
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			waitForSlot(t, func() error {
 				st, err := s.watch(ctx, nil)
 				if err == nil {
 					_ = st.Close()
-					break
 				}
-				var ce *connect.Error
-				if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted || time.Now().After(deadline) {
-					t.Fatalf("no slot after the first stream ended: %v", err)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return err
+			})
 		})
+	}
+}
+
+// TestInFlightUnary: a handler's unary call holds its in-flight slot until the handler
+// returns: while one runs, a second is refused; once it returned, a new one is admitted.
+func TestInFlightUnary(t *testing.T) {
+	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(connectlimit.Limit{Name: "callers", InFlight: &sluice.InFlight{Limit: 1}}))
+	s := serve(t, in, transports[1])
+	s.release = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.ping(t, nil)
+		done <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, "the first call in its handler", func() bool { return s.calls.Load() == 1 })
+	_, err := s.ping(t, nil)
+	if r := refusalOf(t, err); r.code != connect.CodeResourceExhausted || r.quota.GetViolations()[0].QuotaId != "callers" || r.meta.Get("Retry-After") != "1" {
+		t.Fatalf("second call while the first runs: %v %q quota %v Retry-After %q", r.code, r.msg, r.quota, r.meta.Get("Retry-After"))
+	}
+	close(s.release)
+	if err := <-done; err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	waitForSlot(t, func() error { _, err := s.ping(t, nil); return err })
+}
+
+// waitForSlot calls call until it is admitted, failing on any answer but ResourceExhausted
+// (the slot given back a moment after the call that held it ended) and after 10 s.
+func waitForSlot(t *testing.T, call func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := call()
+		if err == nil {
+			return
+		}
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted || time.Now().After(deadline) {
+			t.Fatalf("no slot after the call that held it ended: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

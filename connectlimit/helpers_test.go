@@ -74,7 +74,7 @@ type server struct {
 	client  *http.Client
 	tr      transport
 	calls   atomic.Int64  // handler runs: Ping calls and Watch streams
-	release chan struct{} // when not nil, Watch waits for it after its first message
+	release chan struct{} // when not nil, Ping waits for it, and Watch after its first message
 }
 
 // serve starts the service with in on its handlers (none when nil), reached through tr.
@@ -86,8 +86,15 @@ func serve(t *testing.T, in *connectlimit.Interceptor, tr transport) *server {
 		opts = append(opts, connect.WithInterceptors(in))
 	}
 	mux := http.NewServeMux()
-	mux.Handle(pingProcedure, connect.NewUnaryHandler(pingProcedure, func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+	mux.Handle(pingProcedure, connect.NewUnaryHandler(pingProcedure, func(ctx context.Context, _ *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
 		s.calls.Add(1)
+		if s.release != nil {
+			select {
+			case <-s.release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		return connect.NewResponse(&emptypb.Empty{}), nil
 	}, opts...))
 	mux.Handle(watchProcedure, connect.NewServerStreamHandler(watchProcedure, func(ctx context.Context, _ *connect.Request[emptypb.Empty], st *connect.ServerStream[structpb.Value]) error {
