@@ -17,7 +17,7 @@ import (
 // call through.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		limits := in.routes.match(info.FullMethod)
+		limits := in.door.Routes.Match(info.FullMethod)
 		if len(limits) == 0 {
 			return handler(ctx, req)
 		}
@@ -39,7 +39,7 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // limits until it ends. Headers as for Unary.
 func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		limits := in.routes.match(info.FullMethod)
+		limits := in.door.Routes.Match(info.FullMethod)
 		if len(limits) == 0 {
 			return handler(srv, ss)
 		}
