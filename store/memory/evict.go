@@ -60,6 +60,12 @@ type cost struct {
 	expires int64
 }
 
+// negligible reports whether forgetting costs so little that no other candidate need be
+// sampled: the entry is back to full, or it used at most one unit and has not been decided
+// for two ticks (134 ms or more): a key in use, such as a hot key between its first requests,
+// is never taken on sight.
+func (c cost) negligible() bool { return c.full || c.units <= 1 && c.age >= 2 }
+
 func (c cost) less(o cost) bool {
 	switch {
 	case c.full != o.full:
@@ -96,7 +102,7 @@ func (s *Store) price(e *entry, now int64) (c cost, ok bool) {
 }
 
 // victim samples up to evictionSamples live entries of sh from a random place and returns the
-// cheapest to forget with its cost, stopping at one back to full; nil when none may be
+// cheapest to forget with its cost, stopping at a negligible one; nil when none may be
 // forgotten. sampled counts the entries seen. sh.mu is held.
 func (s *Store) victim(sh *shard) (v *slot, c cost, sampled int) {
 	t, now := sh.tab.Load(), s.now()
@@ -113,7 +119,7 @@ func (s *Store) victim(sh *shard) (v *slot, c cost, sampled int) {
 		if ok && (v == nil || ec.less(c)) {
 			v, c = sl, ec
 		}
-		if ok && ec.full {
+		if ok && ec.negligible() {
 			break
 		}
 	}
@@ -144,8 +150,11 @@ func (s *Store) evictFrom(sh *shard) bool {
 func (s *Store) makeRoom(sh *shard, need int64) bool {
 	for s.bytes.Load()+need > s.maxBytes {
 		v, c, sampled := s.victim(sh)
-		if v != nil && c.full { // free: no other shard can offer less
+		if v != nil && c.negligible() { // no other shard need be sampled
 			sh.remove(v, &s.bytes)
+			if !c.full {
+				s.evictions.Add(1)
+			}
 			continue
 		}
 		from := sh
