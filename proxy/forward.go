@@ -175,7 +175,7 @@ func (p *Proxy) watchIdle(resp *http.Response) error {
 	f.timer = time.AfterFunc(idle, func() {
 		p.metrics.upstreamTimeouts[timeoutIdle].Inc()
 		p.upstreamLog.Log(context.Background(), p.log, time.Now(), slog.LevelError, "upstream timeout: the response body was silent; response aborted",
-			slog.String("upstream", p.upstream.String()), slog.String("path", path), slog.Duration("idle_timeout", idle))
+			slog.String("upstream", p.upstreamName), slog.String("path", path), slog.Duration("idle_timeout", idle))
 		f.cancel(errUpstreamIdle)
 	})
 	resp.Body = &idleBody{ReadCloser: resp.Body, timer: f.timer, idle: idle}
@@ -209,14 +209,14 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		p.metrics.upstreamTimeouts[timeoutResponseHeader].Inc()
-		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream timeout", slog.String("upstream", p.upstream.String()),
+		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream timeout", slog.String("upstream", p.upstreamName),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Gateway Timeout",
 			Status: http.StatusGatewayTimeout, Detail: "The upstream did not answer in time."})
 		return
 	}
 	p.metrics.upstreamErrors.Inc()
-	p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstream.String()),
+	p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstreamName),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
 	w.WriteHeader(http.StatusBadGateway)
 }

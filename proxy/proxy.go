@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/logthrottle"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/store"
@@ -102,9 +103,12 @@ type Proxy struct {
 	eng      *rls.Engine // decides, owns the rules, their watcher and the store
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
-	plan     atomic.Pointer[plan]
-	resolver *clientip.Resolver
-	metrics  *metrics
+	// upstreamName is the upstream URL as logs show it: its userinfo and anything not known
+	// to be harmless masked (store.Redact).
+	upstreamName string
+	plan         atomic.Pointer[plan]
+	resolver     *clientip.Resolver
+	metrics      *metrics
 	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
 	invalidLog, upstreamLog logthrottle.Throttle
 	serving                 atomic.Bool // between the start of Serve and the end of the drain
@@ -131,7 +135,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.upstream = u
+	p.upstream, p.upstreamName = u, store.Redact(cfg.Upstream)
 	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -165,20 +169,21 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// parseUpstream checks the upstream URL: http or https, with a host.
+// parseUpstream checks the upstream URL: http or https, with a host. Its errors show the URL
+// redacted (store.Redact), never its userinfo.
 func parseUpstream(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("proxy: upstream: missing (want a URL such as http://127.0.0.1:3000)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: upstream: %w", err)
+		return nil, fmt.Errorf("proxy: upstream: %s does not parse: %s", store.Redact(raw), redact.ParseError(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("proxy: upstream: scheme %q: want http or https", u.Scheme)
+		return nil, fmt.Errorf("proxy: upstream: scheme of %s: want http or https", store.Redact(raw))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("proxy: upstream: %q has no host", raw)
+		return nil, fmt.Errorf("proxy: upstream: %s has no host", store.Redact(raw))
 	}
 	return u, nil
 }
@@ -269,7 +274,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	if p.admin != nil {
 		go serve(p.admin, p.adminLis)
 	}
-	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstream.String(),
+	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstreamName,
 		"domains", p.currentPlan().domainNames())
 	var err error
 	select {

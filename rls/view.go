@@ -1,7 +1,6 @@
 package rls
 
 import (
-	"net/url"
 	"strconv"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/store"
 )
 
 // The live view (GET /v1/top, /ui and the sluice_top_key_rate gauges) tracks, per limit, the
@@ -171,10 +171,7 @@ func (e *Engine) storeView() StoreView {
 	case e.cfg.Store != nil:
 		v.URL = "custom"
 	case sc.URL != "":
-		v.URL = sc.URL
-		if u, err := url.Parse(sc.URL); err == nil {
-			v.URL = u.Redacted()
-		}
+		v.URL = store.Redact(sc.URL) // a URL that does not parse was shown whole
 	}
 	if e.fallback != nil {
 		v.State = e.fallback.State().String()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
@@ -65,9 +66,12 @@ func Scheme(rawURL string) (string, error) {
 	case !ok:
 		return "", fmt.Errorf("store: url: scheme: missing (want memory, or scheme://... with scheme one of %s)", schemeList())
 	case backendOf(scheme) == nil:
+		if Redact(scheme+"://") != scheme+"://" { // not a plain word: it may be part of a password
+			scheme = redact.Mask
+		}
 		return "", fmt.Errorf("store: url: scheme: unknown %q (want %s)", scheme, schemeList())
 	case scheme == "memory" && rest != "":
-		return "", fmt.Errorf("store: url: memory takes nothing after memory://, got %q", rest)
+		return "", fmt.Errorf("store: url: memory takes nothing after memory://, got %s", Redact(rawURL))
 	}
 	return scheme, nil
 }

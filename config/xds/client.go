@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Defaults of Options' zero values: envoyproxy/ratelimit's (CONFIG_GRPC_XDS_NODE_ID,
@@ -154,7 +155,7 @@ func (c *Client) Run(ctx context.Context, apply func(*config.Config), reject fun
 			b.Reset()
 		}
 		wait := b.NextBackOff()
-		c.log.Warn("xds: stream to the xDS server lost; reconnecting", "server", c.opts.Server, "err", err, "in", wait)
+		c.log.Warn("xds: stream to the xDS server lost; reconnecting", "server", redact.Setting(c.opts.Server, true), "err", err, "in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

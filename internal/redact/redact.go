@@ -1,0 +1,219 @@
+// Package redact makes what may hold a credential fit for a log line, a page or an error: an
+// allow-list of what may be shown, and Mask in place of everything else. A URL shows its
+// scheme, its hosts and ports, a path of plain characters (a database, a Sentinel master, a
+// base path), a user name beside a password, and the values of the query parameters known to
+// be harmless; a password, a user name alone (a token, for many services), any other query
+// parameter, a fragment, and any part that does not read as what it should be (a host list
+// that is not one; a URL whose password holds a raw '/', '?' or '#') are masked. A
+// setting shows its value only when its caller knows it holds no secret, and its URLs
+// redacted as above. Nothing else is shown: a setting, a parameter or a part of a URL that nobody
+// listed is masked.
+package redact
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Mask stands for what is not shown.
+const Mask = "xxxxx"
+
+// shownParams are the query parameters whose values may be shown: the stores' own (store/redis
+// NewFromURL: db, pool_size, dial_timeout; username beside a password) and the common
+// harmless ones of HTTP and OTLP endpoints.
+var shownParams = map[string]bool{
+	"db": true, "pool_size": true, "dial_timeout": true, "read_timeout": true, "write_timeout": true,
+	"username": true, "protocol": true, "timeout": true, "sslmode": true, "tls": true,
+}
+
+// URL returns raw, a URL or a value where URLs are expected (a comma-separated list of URLs or
+// of host:port, or a word such as "memory"), with only its allowed parts shown (see the
+// package doc). The userinfo ends at the authority's last '@', so a password holding '@' or a
+// space is masked whole; when an '@' comes after a '/', '?' or '#' (a password holding them
+// raw, or a query holding an '@'), nothing after the scheme is shown.
+func URL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		if hostList(raw, false) {
+			return raw
+		}
+		return Mask
+	}
+	if i := nextURL(raw); i >= 0 { // a list of URLs
+		return URL(raw[:i]) + "," + URL(raw[i+1:])
+	}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	if !word(scheme, "+.-") {
+		return Mask
+	}
+	var b strings.Builder
+	b.WriteString(scheme)
+	b.WriteString("://")
+	end := strings.IndexAny(rest, "/?#") // where the authority ends, if nothing is raw
+	at := strings.LastIndexByte(rest, '@')
+	if end >= 0 && at > end {
+		// An '@' past a '/', '?' or '#': a password holding them raw, or a query or path
+		// holding an '@'; either way no part can be told safe.
+		b.WriteString(Mask)
+		return b.String()
+	}
+	if at >= 0 {
+		b.WriteString(userinfo(rest[:at]))
+		b.WriteByte('@')
+		rest = rest[at+1:]
+	}
+	hosts, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		hosts, tail = rest[:i], rest[i:]
+	}
+	if !hostList(hosts, true) { // not the URL it should be: nothing after it can be told safe
+		b.WriteString(Mask)
+		return b.String()
+	}
+	b.WriteString(hosts)
+	tail, frag, hasFrag := strings.Cut(tail, "#")
+	path, query, hasQuery := strings.Cut(tail, "?")
+	switch {
+	case path == "":
+	case path[0] == '/' && (len(path) == 1 || word(path[1:], "._~/:-")):
+		b.WriteString(path)
+	default:
+		b.WriteString("/" + Mask)
+	}
+	if hasQuery {
+		b.WriteByte('?')
+		b.WriteString(params(query))
+	}
+	if hasFrag && frag != "" {
+		b.WriteString("#" + Mask)
+	} else if hasFrag {
+		b.WriteByte('#')
+	}
+	return b.String()
+}
+
+// nextURL returns the index of the first comma of raw followed by a scheme and "://", where a
+// second URL of a list starts, or -1.
+func nextURL(raw string) int {
+	for i := strings.IndexByte(raw, ','); i >= 0; {
+		if scheme, _, ok := strings.Cut(raw[i+1:], "://"); ok && word(scheme, "+.-") && 'a' <= scheme[0]|0x20 && scheme[0]|0x20 <= 'z' {
+			return i
+		}
+		j := strings.IndexByte(raw[i+1:], ',')
+		if j < 0 {
+			return -1
+		}
+		i += 1 + j
+	}
+	return -1
+}
+
+// userinfo shows the user name beside a password (when it is a plain word), never the password,
+// and masks a user name alone.
+func userinfo(s string) string {
+	user, _, hasPass := strings.Cut(s, ":")
+	switch {
+	case !hasPass:
+		return Mask
+	case user == "" || word(user, "._-"):
+		return user + ":" + Mask
+	}
+	return Mask + ":" + Mask
+}
+
+// params shows the query parameters of shownParams with a plain value; every other one is
+// masked, name and value.
+func params(query string) string {
+	ps := strings.Split(query, "&")
+	for i, p := range ps {
+		name, value, _ := strings.Cut(p, "=")
+		switch {
+		case p == "":
+		case shownParams[strings.ToLower(name)] && (value == "" || word(value, "._:-")):
+		default:
+			ps[i] = Mask
+		}
+	}
+	return strings.Join(ps, "&")
+}
+
+// hostList reports whether s is a comma-separated list of host[:port] (hosts of letters,
+// digits, '.', '-' and '_', or bracketed IPv6 addresses), with a port of digits on each when
+// ports is false and the list is not a single word (a bare word may be a password): what
+// stores and proxies take for addresses. "memory" passes as the one word a store URL may be.
+func hostList(s string, inURL bool) bool {
+	if s == "memory" {
+		return true
+	}
+	if s == "" {
+		return inURL
+	}
+	for _, h := range strings.Split(s, ",") {
+		host, port, hasPort := h, "", false
+		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+			host, port, hasPort = h[:i], h[i+1:], true
+		}
+		if hasPort {
+			if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+				return false
+			}
+		} else if !inURL {
+			return false
+		}
+		if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			if !word(host[1:len(host)-1], ":.%") {
+				return false
+			}
+		} else if host != "" && !word(host, ".-_") || host == "" && !hasPort {
+			return false
+		}
+	}
+	return true
+}
+
+// word reports whether s is not empty and holds only ASCII letters, digits and the bytes of
+// extra.
+func word(s, extra string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Setting returns the value of a setting (an environment variable, a flag) fit for a log line:
+// URLs in it redacted as URL does; otherwise the value itself when shown says the caller knows
+// the setting holds no secret (a number, an address, a path, the name of a mode); otherwise
+// Mask. An empty value stays empty.
+func Setting(value string, shown bool) string {
+	switch {
+	case value == "":
+		return ""
+	case strings.Contains(value, "://"):
+		return URL(value)
+	case shown:
+		return value
+	}
+	return Mask
+}
+
+// ParseError is what url.Parse found wrong in a URL, without the URL and the parts of it the
+// message quotes: a password holding a raw '/' makes the rest of the URL an "invalid port"
+// that url.Parse quotes, and a password a "host name" with an invalid character.
+func ParseError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	if i := strings.IndexAny(msg, "\"'`"); i >= 0 {
+		msg = strings.TrimSpace(msg[:i])
+	}
+	return msg
+}
