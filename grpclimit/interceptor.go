@@ -179,8 +179,8 @@ func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (
 	return n
 }
 
-// decide is Limiter.AllowAll (or WaitAll, when wait is positive) without the key in its
-// errors: keys may be API keys, which the failure log leaves out.
+// decide is Limiter.AllowAll (or WaitAll, when wait is positive) without the index of the
+// check in its errors (AllowAll's errors never hold the key, which may be an API key).
 func (in *Interceptor) decide(ctx context.Context, checks []sluice.Check, wait time.Duration) (sluice.Decision, error) {
 	var d sluice.Decision
 	var err error
@@ -190,7 +190,7 @@ func (in *Interceptor) decide(ctx context.Context, checks []sluice.Check, wait t
 		d, err = in.limiter.AllowAll(ctx, checks)
 	}
 	if u := errors.Unwrap(err); u != nil {
-		err = u // without AllowAll's "check i (key ...): "
+		err = u // without AllowAll's "check i: "
 	}
 	return d, err
 }

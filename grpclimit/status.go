@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // denial returns the status of a call the limits refused (see Unary). retry_delay is rounded
@@ -24,10 +25,10 @@ func denial(checks []sluice.Check, d sluice.Decision) error {
 		if c.Decision.Allowed {
 			continue
 		}
-		name, _, _ := strings.Cut(c.Key, ":")
+		name, key, _ := strings.Cut(c.Key, ":")
 		names = append(names, name)
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject:     c.Key,
+			Subject:     name + ":" + redact.Hash(key), // the key hashed: it may be the caller's API key
 			Description: fmt.Sprintf("limit %q (%s) exceeded", name, c.Rule),
 			QuotaId:     name,
 			QuotaValue:  c.Decision.Limit,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"time"
 
@@ -210,13 +211,23 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if errors.As(err, &ne) && ne.Timeout() {
 		p.metrics.upstreamTimeouts[timeoutResponseHeader].Inc()
 		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream timeout", slog.String("upstream", p.upstreamName),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", withoutURL(err)))
 		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Gateway Timeout",
 			Status: http.StatusGatewayTimeout, Detail: "The upstream did not answer in time."})
 		return
 	}
 	p.metrics.upstreamErrors.Inc()
 	p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstreamName),
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", withoutURL(err)))
 	w.WriteHeader(http.StatusBadGateway)
+}
+
+// withoutURL is the message of a transport error without the URL a *url.Error quotes: the
+// request's query, which may carry an API key (?api_key=...), stays out of the log.
+func withoutURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + ": " + ue.Err.Error()
+	}
+	return err.Error()
 }

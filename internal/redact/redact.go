@@ -11,6 +11,10 @@
 package redact
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/url"
 	"strconv"
@@ -216,4 +220,28 @@ func ParseError(err error) string {
 		msg = strings.TrimSpace(msg[:i])
 	}
 	return msg
+}
+
+// HashPrefix starts a hashed request value.
+const HashPrefix = "hash:"
+
+// hashLen is the number of hexadecimal digits of a hashed value (48 bits).
+const hashLen = 12
+
+// hashKey keys the hashes; drawn once per process.
+var hashKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // never fails (crypto/rand)
+	return k
+}()
+
+// Hash returns a request's value (an API key, a token, an address) as telemetry, logs, errors
+// and answers may show it: HashPrefix and a keyed hash, the same for one value within the
+// process (so an operator can follow a key from page to line) and useless to guess values
+// from outside it.
+func Hash(v string) string {
+	m := hmac.New(sha256.New, hashKey)
+	m.Write([]byte(v))
+	var sum [sha256.Size]byte
+	return HashPrefix + hex.EncodeToString(m.Sum(sum[:0]))[:hashLen]
 }
