@@ -123,7 +123,9 @@ func deadRedis(t *testing.T) string {
 }
 
 // tooLong is a key over the stores' default maximum (1 KiB) holding the secret.
-func tooLong(secret string) string { return strings.Repeat(secret, sluice.DefaultMaxKeyLength/len(secret)+1) }
+func tooLong(secret string) string {
+	return strings.Repeat(secret, sluice.DefaultMaxKeyLength/len(secret)+1)
+}
 
 var rule = sluice.FixedWindow(5, time.Minute)
 
