@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/connlimit"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/rls"
@@ -94,6 +95,22 @@ type Config struct {
 	// length, text/event-stream) at once and others when done; negative flushes after
 	// every write.
 	FlushInterval time.Duration
+	// RequestBodyTimeout bounds the silence between two reads of a request's body (default
+	// DefaultRequestBodyTimeout; negative: no bound): a client that stops sending its body is
+	// answered 408 and its upstream request ended, so slow uploads cannot hold upstream
+	// connections. A body the client breaks (a malformed chunked encoding) is answered 400;
+	// both count in sluice_proxy_client_errors_total, not as upstream errors.
+	RequestBodyTimeout time.Duration
+	// MaxConns bounds the client connections open at once: one accepted beyond it is closed
+	// at once (sluice_proxy_connections_refused_total). Default: the process's open-file limit
+	// less FDReserve, halved (each client connection may hold one to the upstream, which is
+	// bounded to as many), at most DefaultMaxConns; negative: no bound.
+	MaxConns int
+	// FDReserve is the number of file descriptors the default MaxConns leaves for what must
+	// go on when clients hold all the connections they may: rules reloads, the admin port
+	// (itself bounded to 32 connections), the store's connections, logs (default
+	// DefaultFDReserve).
+	FDReserve int
 }
 
 // Proxy is a rate-limiting reverse proxy. Build it with New, run it with Serve.
@@ -109,9 +126,10 @@ type Proxy struct {
 	plan         atomic.Pointer[plan]
 	resolver     *clientip.Resolver
 	metrics      *metrics
-	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
-	invalidLog, upstreamLog logthrottle.Throttle
-	serving                 atomic.Bool // between the start of Serve and the end of the drain
+	// invalidLog, upstreamLog and clientLog throttle the lines of refused requests, upstream
+	// errors and client errors.
+	invalidLog, upstreamLog, clientLog logthrottle.Throttle
+	serving                            atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -130,6 +148,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if p.cfg.ShutdownTimeout <= 0 {
 		p.cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.FDReserve < 0 {
+		return nil, fmt.Errorf("proxy: fd-reserve: must not be negative, got %d", cfg.FDReserve)
 	}
 	u, err := parseUpstream(cfg.Upstream)
 	if err != nil {
@@ -197,6 +218,9 @@ func (p *Proxy) listen() error {
 	if err != nil {
 		return fmt.Errorf("proxy: addr: %w", err)
 	}
+	if n := p.cfg.maxConns(); n > 0 {
+		lis = connlimit.Listener(lis, n, p.metrics.connsRefused.Inc)
+	}
 	p.lis = lis
 	p.base, p.cancelBase = context.WithCancel(context.Background())
 	p.http = &http.Server{
@@ -217,6 +241,7 @@ func (p *Proxy) listen() error {
 	if p.adminLis, err = net.Listen("tcp", adminAddr); err != nil {
 		return fmt.Errorf("proxy: admin-addr: %w", err)
 	}
+	p.adminLis = connlimit.Listener(p.adminLis, adminMaxConns, nil)
 	p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 	return nil
@@ -275,7 +300,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		go serve(p.admin, p.adminLis)
 	}
 	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstreamName,
-		"domains", p.currentPlan().domainNames())
+		"domains", p.currentPlan().domainNames(), "max_conns", p.cfg.maxConns(), "request_body_timeout", p.cfg.bodyTimeout())
 	var err error
 	select {
 	case <-ctx.Done():
