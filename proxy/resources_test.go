@@ -73,6 +73,18 @@ func metricLine(t *testing.T, p *running, prefix string) string {
 	return ""
 }
 
+// wantCounts fails the test unless the proxy counted one client error of reason and no upstream
+// error.
+func wantCounts(t *testing.T, p *running, what, reason string) {
+	t.Helper()
+	if got := metricLine(t, p, `sluice_proxy_client_errors_total{reason="`+reason+`"}`); !strings.HasSuffix(got, " 1") {
+		t.Errorf("%s: client errors %q, want 1", what, got)
+	}
+	if got := metricLine(t, p, "sluice_proxy_upstream_errors_total"); !strings.HasSuffix(got, " 0") {
+		t.Errorf("%s: upstream errors %q, want 0", what, got)
+	}
+}
+
 // TestMalformedChunkedBody (issue 31, item 5): a request whose chunked body is malformed is
 // the client's error: 400, counted as body_malformed, and not a 502 counted against the
 // upstream (it was).
@@ -84,12 +96,7 @@ func TestMalformedChunkedBody(t *testing.T) {
 	if code != http.StatusBadRequest {
 		t.Errorf("malformed chunked body: status %d, want 400", code)
 	}
-	if got := metricLine(t, p, `sluice_proxy_client_errors_total{reason="body_malformed"}`); !strings.HasSuffix(got, " 1") {
-		t.Errorf("client errors: %q, want 1", got)
-	}
-	if got := metricLine(t, p, "sluice_proxy_upstream_errors_total"); !strings.HasSuffix(got, " 0") {
-		t.Errorf("upstream errors: %q, want 0", got)
-	}
+	wantCounts(t, p, "malformed chunked body", "body_malformed")
 	// A client that goes away in the middle of its body is neither: nobody hears the answer.
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
@@ -99,12 +106,7 @@ func TestMalformedChunkedBody(t *testing.T) {
 	before := broken.Load()
 	c.Close()
 	testenv.Eventually(t, 10*time.Second, "the upstream's read of the abandoned body to fail", func() bool { return broken.Load() > before })
-	if got := metricLine(t, p, `sluice_proxy_client_errors_total{reason="body_malformed"}`); !strings.HasSuffix(got, " 1") {
-		t.Errorf("after a client went away: client errors %q, want still 1", got)
-	}
-	if got := metricLine(t, p, "sluice_proxy_upstream_errors_total"); !strings.HasSuffix(got, " 0") {
-		t.Errorf("after a client went away: upstream errors %q, want 0", got)
-	}
+	wantCounts(t, p, "after a client went away", "body_malformed")
 	// A well-formed chunked body still passes.
 	if code := rawRequest(t, p.Addr(), "POST /upload HTTP/1.1\r\nHost: example\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", nil); code != http.StatusOK {
 		t.Errorf("chunked body: status %d, want 200", code)
@@ -124,12 +126,7 @@ func TestSilentBodyTimesOut(t *testing.T) {
 	if code != http.StatusRequestTimeout {
 		t.Errorf("silent body: status %d, want 408", code)
 	}
-	if got := metricLine(t, p, `sluice_proxy_client_errors_total{reason="body_timeout"}`); !strings.HasSuffix(got, " 1") {
-		t.Errorf("client errors: %q, want 1", got)
-	}
-	if got := metricLine(t, p, "sluice_proxy_upstream_errors_total"); !strings.HasSuffix(got, " 0") {
-		t.Errorf("upstream errors: %q, want 0", got)
-	}
+	wantCounts(t, p, "silent body", "body_timeout")
 	testenv.Eventually(t, 10*time.Second, "the upstream's read of the body to fail", func() bool { return broken.Load() == 1 })
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,12 @@ func (o *outputs) check(t *testing.T, secret string, wantFrom ...string) {
 			t.Errorf("nothing from %s: the door was not driven", where)
 		}
 	}
+	counts := make([]string, 0, len(o.texts))
+	for where, texts := range o.texts {
+		counts = append(counts, fmt.Sprintf("%s %d", where, len(texts)))
+	}
+	slices.Sort(counts)
+	t.Logf("checked, without the secret: %s", strings.Join(counts, ", "))
 }
 
 // logTo returns a JSON logger that adds every line to o under where.

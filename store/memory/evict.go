@@ -35,10 +35,11 @@ import (
 // decision was made), so failure policies apply to it as to an unreachable store.
 var ErrFull = fmt.Errorf("memory: full: no key sampled to make room for a new key may be forgotten without readmitting it (WithMaxKeys, WithMaxBytes): %w", sluice.ErrStoreUnavailable)
 
-// entry.seen is a decision's stamp: the time of the entry's last decision in ticks of 2^26 ns
-// (67 ms, in bits 1-15: they wrap after 36 minutes, and an entry idle for longer may look
-// recent again, which only spares it once more), and in bit 0 whether the entry was decided
-// more than once (returned). takeNew stamps first; every later decision stamps again.
+// entry.seen is the stamp of an entry's first decision: its time in ticks of 2^26 ns (67 ms,
+// in bits 1-15: they wrap after 36 minutes, and an entry idle for longer may look recent
+// again, which only spares it once more), and in bit 0 whether the entry was decided again
+// since (returned). Only an entry decided once is ever priced by its age, so later decisions
+// set the bit and leave the time: a load and a predicted branch on the hot path, no store.
 const (
 	stampShift = 25
 	returned   = 1
@@ -47,8 +48,12 @@ const (
 // first is the stamp of an entry's first decision, at now.
 func first(now int64) uint16 { return uint16(now>>stampShift) &^ returned }
 
-// again is the stamp of a later decision, at now.
-func again(now int64) uint16 { return uint16(now>>stampShift) | returned }
+// markReturned marks e decided again; e.mu is held.
+func (e *entry) markReturned() {
+	if e.seen&returned == 0 {
+		e.seen |= returned
+	}
+}
 
 // cost is what forgetting one entry gives away: nothing when it is back to full; else the
 // fewer units, the cheaper; at equal units, the longer idle (age, in stamp ticks), then the

@@ -162,6 +162,9 @@ func evictionFlood(t *testing.T, lo, hi time.Duration, bound string, shards int,
 			t.Errorf("seed %d: %v, want exactly its limit", seed, h)
 		}
 	}
+	if seed == 0 {
+		t.Logf("%d flood keys: %d held, %d evicted; %d hot keys (one early and one late per algorithm), each exactly its limit", flood, s.Len(), s.Evictions(), len(hot))
+	}
 }
 
 // TestEvictionNeverReadmitsOverLimit (issue 31, item 1) is the property for hostile floods:
@@ -187,6 +190,8 @@ func TestEvictionNeverReadmitsOverLimit(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d floods of %d keys (3 period mixes x 2 bounds x 2 shard counts x %d seeds): %d new keys refused with ErrFull, every key over its limit or in debt kept",
+		len(floodMixes)*4*int(seeds), flood, seeds, refusals)
 	if refusals == 0 {
 		t.Error("no new key was refused: the floods never filled the store with keys that may not be forgotten")
 	}

@@ -141,7 +141,7 @@ type entry struct {
 	mu      sync.Mutex
 	dead    bool              // removed from the index
 	coarse  bool              // decisions under params read the coarse clock (Store.coarseFor)
-	seen    uint16            // the stamp of the last decision: when, and whether it was the first (evict.go)
+	seen    uint16            // when it was first decided, and whether it was since (evict.go)
 	bytes   uint32            // the entry's charge against WithMaxBytes (entryBytes)
 	expires int64             // Unix ns at which the state is back to full
 	params  *algorithm.Params // the rule of the last decision, compiled

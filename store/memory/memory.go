@@ -232,7 +232,8 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 		} else {
 			d = algorithm.Apply(e.state, now, e.params, &req)
 		}
-		e.expires, e.seen = now+int64(d.ResetAfter), again(now)
+		e.expires = now + int64(d.ResetAfter)
+		e.markReturned()
 		e.mu.Unlock()
 		return d, nil
 	}
@@ -286,7 +287,8 @@ func (s *Store) TakeLocal(_ fastpath.Token, key string, rule sluice.Rule, n int6
 			d := e.state.Take(now, e.params, n, 0)
 			allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
 		}
-		e.expires, e.seen = now+reset, again(now)
+		e.expires = now + reset
+		e.markReturned()
 		e.mu.Unlock()
 		return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
 	}
@@ -362,7 +364,8 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 		}
 		now := s.nowFor(params)
 		d := algorithm.Apply(e.state, now, params, &req)
-		e.expires, e.seen = now+int64(d.ResetAfter), again(now)
+		e.expires = now + int64(d.ResetAfter)
+		e.markReturned()
 		e.mu.Unlock()
 		return d, nil
 	}
