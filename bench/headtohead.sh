@@ -17,8 +17,16 @@
 #                  hot-key scenario with --mode overlimit), the same rules file, so its default
 #                  algorithm (the sliding window) applies.
 #   sluice-before  the same, built from commit BEFORE (git archive of it, not a checkout).
+#   sluice-counters  `sluice` with the store URL's counters=true: the windows kept as plain
+#                  counters and decided without Lua (redis.WithCounters; issue 34, item 3).
+#   sluice-peermode  `sluice` in envoyproxy/ratelimit's mode, what a drop-in gets:
+#                  --default-algorithm fixed_window --count-denied (and --mode overlimit in the
+#                  hot-key scenario: the peer's LOCAL_CACHE_SIZE_IN_BYTES); sluice-before-peermode
+#                  the same built from BEFORE (issue 34, item 1).
 #   sluice-memory  `sluice serve --store memory` from this tree.
 #   floor          bench/cmd/rlsfloor: grpc-go answering OK to every ShouldRateLimit, no work.
+#   floor-redis    the same waiting for one Redis round trip (a PING) per request: the floor of a
+#                  server deciding on Redis, whose callers wait that long (issue 34, item 4).
 # Scenarios (SCENARIOS, default "users hot single"), all on domain "bench":
 #   users   64 closed-loop callers (one gRPC connection each), 10,000 users (key "user",
 #           100/s each: every user is asked about ~1/s, so nearly everything is allowed);
@@ -87,13 +95,13 @@ for c in $CONTENDERS; do
 			die "contender peer needs envoyproxy/ratelimit: set PEER_BIN to its built service_cmd, or PEER_SRC to a checkout (git clone https://github.com/envoyproxy/ratelimit), or leave peer out of CONTENDERS"
 		fi
 		;;
-	sluice-before)
-		[ -n "${BEFORE:-}" ] || die "contender sluice-before needs BEFORE=<commit>"
+	sluice-before | sluice-before-peermode)
+		[ -n "${BEFORE:-}" ] || die "contender $c needs BEFORE=<commit>"
 		command -v git >/dev/null || die "BEFORE needs git in PATH"
 		git -C "$ROOT" rev-parse --verify -q "${BEFORE}^{commit}" >/dev/null || die "BEFORE=$BEFORE is not a commit of $ROOT"
 		;;
-	sluice | sluice-memory | floor) ;;
-	*) die "CONTENDERS: unknown contender '$c' (want peer, sluice, sluice-before, sluice-memory, floor)" ;;
+	sluice | sluice-counters | sluice-peermode | sluice-memory | floor | floor-redis) ;;
+	*) die "CONTENDERS: unknown contender '$c' (want peer, sluice, sluice-before, sluice-counters, sluice-peermode, sluice-before-peermode, sluice-memory, floor, floor-redis)" ;;
 	esac
 done
 case $PEER_STATS in prometheus | null | log) ;; *) die "PEER_STATS: want prometheus, null or log, got '$PEER_STATS'" ;; esac
@@ -121,7 +129,7 @@ log() { echo "$*" | tee -a "$RESULTS/log.txt"; }
 log "building into $BIN (results in $RESULTS)"
 (cd "$ROOT" && go build -o "$BIN/sluice" ./cmd/sluice)
 (cd "$ROOT/bench" && go build -o "$BIN/rlsload" ./cmd/rlsload && go build -o "$BIN/rlsfloor" ./cmd/rlsfloor)
-if [[ " $CONTENDERS " == *" sluice-before "* ]]; then
+if [[ " $CONTENDERS " == *" sluice-before"* ]]; then
 	mkdir "$BIN/before"
 	git -C "$ROOT" archive "$BEFORE" | tar -x -C "$BIN/before"
 	(cd "$BIN/before" && go build -o "$BIN/sluice-before" ./cmd/sluice)
@@ -174,15 +182,20 @@ start() {
 			HOST=127.0.0.1 "PORT=$http" GRPC_HOST=127.0.0.1 "GRPC_PORT=$grpc" DEBUG_HOST=127.0.0.1 "DEBUG_PORT=$debug" \
 			"${extra[@]}" "$PEER_BIN" >>"$RESULTS/server.log" 2>&1 &
 		;;
-	sluice | sluice-before | sluice-memory)
-		local bin=$BIN/sluice store=redis://$REDIS/0 mode=sync
-		if [ "$c" = sluice-before ]; then bin=$BIN/sluice-before; fi
+	sluice*)
+		local bin=$BIN/sluice store=redis://$REDIS/0 mode=sync extra=()
+		case $c in sluice-before*) bin=$BIN/sluice-before ;; esac
+		case $c in *peermode) extra+=(--default-algorithm fixed_window --count-denied) ;; esac
+		if [ "$c" = sluice-counters ]; then store="$store?counters=true"; fi
 		if [ "$c" = sluice-memory ]; then store=memory; elif [ "$s" = hot ]; then mode=overlimit; fi
 		"${base[@]}" "$bin" serve --config "$RULES" --grpc-addr "$ADDR" --http-addr "127.0.0.1:$http" \
-			--log-level warn --store "$store" --mode "$mode" >>"$RESULTS/server.log" 2>&1 &
+			--log-level warn --store "$store" --mode "$mode" "${extra[@]}" >>"$RESULTS/server.log" 2>&1 &
 		;;
 	floor)
 		"${base[@]}" "$BIN/rlsfloor" -addr "$ADDR" >>"$RESULTS/server.log" 2>&1 &
+		;;
+	floor-redis)
+		"${base[@]}" "$BIN/rlsfloor" -addr "$ADDR" -redis "$REDIS" >>"$RESULTS/server.log" 2>&1 &
 		;;
 	esac
 	SERVER_PID=$!
@@ -209,7 +222,7 @@ for round in $(seq 1 "$ROUNDS"); do
 		for i in $(seq 0 $((n - 1))); do
 			c=${order[$(((i + round - 1) % n))]}
 			redis_args=()
-			case $c in peer | sluice | sluice-before) redis_args=(-redis "$REDIS" -flush) ;; esac
+			case $c in sluice-memory | floor) ;; *) redis_args=(-redis "$REDIS" -flush) ;; esac
 			echo "== $(date -u +%T) round $round, $s, $c" >>"$RESULTS/server.log"
 			start "$c" "$s"
 			if ! "$BIN/rlsload" run -addr "$ADDR" -pid "$SERVER_PID" "${redis_args[@]}" -contender "$c" -round "$round" \

@@ -26,7 +26,9 @@ import (
 // NOSCRIPT fallback, SCRIPT, PING, CLIENT) shows.
 //
 // Contenders: Sluice's store for the algorithms of the head-to-head (server clock, 10,000
-// keys, every decision admitted), envoyproxy/ratelimit's command pair (INCRBY and EXPIRE in
+// keys, every decision admitted), the windows kept in counters and decided without Lua
+// (redis.WithCounters: TIME, INCRBY, PEXPIRE NX and the sliding window's MGET, pipelined),
+// envoyproxy/ratelimit's command pair (INCRBY and EXPIRE in
 // one pipeline, as its Redis cache sends them) and INCR alone. Callers: SLUICE_BENCH_CALLERS
 // (comma-separated; default 1 and 64): one caller is the idle case, where each decision is
 // its own call and its own wake-up of Redis.
@@ -51,6 +53,13 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 			_, err := l.Allow(ctx, key, rule)
 			return err
 		}})
+		if a == sluice.AlgorithmSlidingWindow || a == sluice.AlgorithmFixedWindow { // issue 34, item 3
+			lc := sluice.New(cpuStore(b, c, prefix, a, "counters"))
+			cts = append(cts, contender{name: "sluice-counters/" + a.String(), decide: func(ctx context.Context, key string) error {
+				_, err := lc.Allow(ctx, key, rule)
+				return err
+			}})
+		}
 	}
 	cts = append(cts,
 		contender{name: "baseline/incrby_expire_pipelined", decide: func(ctx context.Context, key string) error {
@@ -60,6 +69,20 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 				p.Expire(ctx, k, time.Second)
 				return nil
 			})
+			return err
+		}},
+		contender{name: "baseline/time_incrby_pexpirenx_get_pipelined", decide: func(ctx context.Context, key string) error {
+			k := prefix + "plain:{" + key + "}:"
+			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				p.Time(ctx)
+				p.IncrBy(ctx, k+"1", 1)
+				p.Do(ctx, "pexpire", k+"1", 2000, "nx")
+				p.Get(ctx, k+"0")
+				return nil
+			})
+			if err == goredis.Nil {
+				err = nil
+			}
 			return err
 		}},
 		contender{name: "baseline/incr", decide: func(ctx context.Context, key string) error {
@@ -112,7 +135,7 @@ func BenchmarkRedisCPUProcess(b *testing.B) {
 					case "evalsha", "eval":
 						scripts += calls
 						usec += v
-					case "incr", "incrby", "expire":
+					case "incr", "incrby", "expire", "pexpire", "get", "time":
 						usec += v
 					}
 					seen = append(seen, fmt.Sprintf("%s %.3f calls (%.2f µs)", name, calls/float64(n), v/calls))

@@ -408,6 +408,9 @@ func cpuStore(b *testing.B, c goredis.UniversalClient, prefix string, a sluice.A
 	if clock == "client" {
 		opts = append(opts, redis.WithClock(sluice.SystemClock{}))
 	}
+	if clock == "counters" { // the server's clock, the windows kept in counters (no Lua)
+		opts = append(opts, redis.WithCounters())
+	}
 	s, err := redis.New(c, opts...)
 	if err != nil {
 		b.Fatal(err)

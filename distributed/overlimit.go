@@ -18,7 +18,9 @@ const DefaultOverLimitMaxKeys = 100_000
 
 // OverLimit is a Store decorator that remembers denials: once the wrapped store denies n units
 // of a key with a RetryAfter, requests for n or more units of that key under the same rule are
-// denied locally, without a store call, until RetryAfter has passed. Allowed requests, peeks
+// denied locally, without a store call, until RetryAfter has passed. An allowed take that
+// leaves nothing and tells when the next unit frees (sluice.Decision.NextAfter: the Redis
+// store's windows) counts as a denial of one unit until then. Allowed requests, peeks
 // and refunds always go to the store, so allows are exactly as accurate as the store's, and a
 // denial served from the cache is one the store would have given (nothing is admitted
 // meanwhile by this key's cached requests; other instances can only consume more).
@@ -115,8 +117,23 @@ func NewOverLimit(next sluice.Store, opts ...Option) (*OverLimit, error) {
 
 // Take implements sluice.Store.
 func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	return o.take(ctx, req, false)
+}
+
+// TakeCountingDenied implements sluice.DeniedCounter, as envoyproxy/ratelimit's local cache
+// counts hits: a take that goes to the store and is denied there is charged all the same (by
+// the store's own TakeCountingDenied, or a settle), before its denial is cached; a denial
+// answered from the cache, or from a call the request waited for, is not charged. A charge
+// past the limit only delays when the key frees, so a cached denial stays one the store
+// would give.
+func (o *OverLimit) TakeCountingDenied(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	return o.take(ctx, req, true)
+}
+
+// take is Take, and with count TakeCountingDenied.
+func (o *OverLimit) take(ctx context.Context, req sluice.Request, count bool) (sluice.Decision, error) {
 	if !decidesNow(&req) {
-		return o.call(ctx, &req, nil)
+		return o.call(ctx, &req, nil, count)
 	}
 	sh := o.denials.Shard(req.Key)
 	for waits := 0; ; waits++ {
@@ -137,7 +154,7 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 			e.flight = f
 			sh.Set(req.Key, e)
 			sh.Unlock()
-			return o.call(ctx, &req, f)
+			return o.call(ctx, &req, f, count)
 		case waits < maxWaits:
 			f := e.flight
 			f.waiters++
@@ -146,12 +163,12 @@ func (o *OverLimit) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 				return sluice.Decision{}, err
 			}
 			if f.passes.Add(-1) >= 0 {
-				return o.call(ctx, &req, nil)
+				return o.call(ctx, &req, nil, count)
 			}
 			continue
 		}
 		sh.Unlock()
-		return o.call(ctx, &req, nil)
+		return o.call(ctx, &req, nil, count)
 	}
 }
 
@@ -172,17 +189,26 @@ func (o *OverLimit) wait(ctx context.Context, f *flight) error {
 var errNoReturn = errors.New("distributed: the store call did not return")
 
 // call passes req to the store and caches what the answer tells about its key. f is the key's
-// flight that req leads, or nil; call lands it whatever happens, a panic included.
-func (o *OverLimit) call(ctx context.Context, req *sluice.Request, f *flight) (d sluice.Decision, err error) {
+// flight that req leads, or nil; call lands it whatever happens, a panic included. With
+// count, a take the store denies is charged all the same (sluice.TakeCountingDenied).
+func (o *OverLimit) call(ctx context.Context, req *sluice.Request, f *flight, count bool) (d sluice.Decision, err error) {
 	if f == nil {
-		d, err = o.next.Take(ctx, *req)
+		d, err = o.pass(ctx, req, count)
 		o.land(req, nil, d, err)
 		return d, err
 	}
 	err = errNoReturn
 	defer func() { o.land(req, f, d, err) }()
-	d, err = o.next.Take(ctx, *req)
+	d, err = o.pass(ctx, req, count)
 	return d, err
+}
+
+// pass decides req on the wrapped store, counting a denied take with count.
+func (o *OverLimit) pass(ctx context.Context, req *sluice.Request, count bool) (sluice.Decision, error) {
+	if count {
+		return sluice.TakeCountingDenied(ctx, o.next, *req)
+	}
+	return o.next.Take(ctx, *req)
 }
 
 // land caches what the store's answer (d, err) to req tells: a denial to serve, or that a
@@ -202,6 +228,13 @@ func (o *OverLimit) land(req *sluice.Request, f *flight, d sluice.Decision, err 
 	case !d.Allowed && d.RetryAfter > 0 && decidesNow(req):
 		putDenial(sh, req.Key, denial{rule: req.Rule, n: req.N, until: t + int64(d.RetryAfter),
 			resetAt: t + int64(d.ResetAfter), remaining: d.Remaining}, t)
+		passes = 0
+	case d.Allowed && d.Remaining == 0 && d.NextAfter > 0 && decidesNow(req):
+		// A take that left nothing and tells when the next unit frees: until then the store
+		// would deny every take, so the key's next requests are denied here (which spares the
+		// call that would learn it).
+		putDenial(sh, req.Key, denial{rule: req.Rule, n: 1, until: t + int64(d.NextAfter),
+			resetAt: t + int64(d.ResetAfter)}, t)
 		passes = 0
 	case d.Allowed && req.N != 0:
 		// A refund, or an allow: the state has changed, the cached denial no longer holds.

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -118,6 +119,7 @@ type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
 	eng      *rls.Engine // decides, owns the rules, their watcher and the store
+	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	// upstreamName is the upstream URL as logs show it: its userinfo and anything not known
@@ -160,16 +162,24 @@ func New(cfg Config) (*Proxy, error) {
 	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	p.registry = cfg.Registry
+	if p.registry == nil {
+		p.registry = prometheus.NewRegistry()
+	}
+	engMetrics, err := rlsmetrics.New(p.registry, rlsmetrics.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Registry: reg, RequestRules: rls.RequestRulesOff, InFlight: true})
+		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p.eng = eng
+	if err := engMetrics.Attach(eng); err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
 	if err := checkLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
 		_ = eng.Close()
 		return nil, err
@@ -178,7 +188,7 @@ func New(cfg Config) (*Proxy, error) {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
 	}
-	if p.metrics, err = newMetrics(reg); err != nil {
+	if p.metrics, err = newMetrics(p.registry); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
@@ -250,7 +260,7 @@ func (p *Proxy) listen() error {
 // adminHandler is the engine's admin endpoints (package server/admin), with /readyz failing
 // as soon as the drain starts, so that load balancers stop sending before the listener closes.
 func (p *Proxy) adminHandler() http.Handler {
-	endpoints := admin.Handler(admin.Config{Engine: p.eng, Serving: p.serving.Load})
+	endpoints := admin.Handler(admin.Config{Engine: p.eng, Metrics: p.registry, Serving: p.serving.Load})
 	mux := http.NewServeMux()
 	mux.Handle("/", endpoints)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -275,7 +285,7 @@ func (p *Proxy) AdminAddr() string {
 }
 
 // Registry returns the registry of the metrics.
-func (p *Proxy) Registry() *prometheus.Registry { return p.eng.Registry() }
+func (p *Proxy) Registry() *prometheus.Registry { return p.registry }
 
 // Reload checks the rules files now (as the periodic poll does); see rls.Engine.Reload.
 func (p *Proxy) Reload() (bool, error) { return p.eng.Reload() }

@@ -12,6 +12,10 @@
 #        scripts/test.sh CMD [ARG...]          starts the servers, runs CMD with their SLUICE_*
 #                                              variables instead of the suite, and stops them
 #                                              (e.g. scripts/test.sh go test -race ./store/redis)
+#        SLUICE_REDIS_SERVER=valkey-server scripts/test.sh CMD...   the same on Valkey: every
+#                                              server (standalone, Sentinel, Cluster, TLS, and the
+#                                              tests' own) is valkey-server, installed from Debian
+#                                              bookworm-backports when missing (issue 34, item 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -19,8 +23,11 @@ ROOT=$(pwd)
 log() { printf '==> %s\n' "$*" >&2; }
 
 # --- servers --------------------------------------------------------------------------------
+# REDIS_SERVER is redis-server, or another server of its protocol and arguments (valkey-server).
+REDIS_SERVER=${SLUICE_REDIS_SERVER:-redis-server}
+case $REDIS_SERVER in redis-server | valkey-server) ;; *) log "SLUICE_REDIS_SERVER: want redis-server or valkey-server, got '$REDIS_SERVER'"; exit 2 ;; esac
 need_install=()
-command -v redis-server >/dev/null 2>&1 || need_install+=(redis-server)
+command -v redis-server >/dev/null 2>&1 || need_install+=(redis-server) # its redis-cli too
 command -v memcached >/dev/null 2>&1 || need_install+=(memcached)
 command -v openssl >/dev/null 2>&1 || need_install+=(openssl) # test.d/tls.sh's certificates
 command -v chromium >/dev/null 2>&1 || need_install+=(chromium) # the /ui test's headless browser
@@ -31,6 +38,16 @@ if [ ${#need_install[@]} -gt 0 ]; then
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_install[@]}" >/dev/null
+fi
+if ! command -v "$REDIS_SERVER" >/dev/null 2>&1 && [ "$REDIS_SERVER" = valkey-server ]; then
+	# Debian 12 ships Valkey in bookworm-backports only (valkey-server 8.0).
+	log "installing valkey-server from bookworm-backports"
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
+		$SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -t bookworm-backports valkey-server >/dev/null
 fi
 
 WORK=$(mktemp -d /tmp/sluice-test.XXXXXX)
@@ -68,10 +85,10 @@ start_redis() { # port [extra args...]
 	local port=$1
 	shift
 	mkdir -p "$WORK/redis-$port"
-	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	"$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--dir "$WORK/redis-$port" --daemonize no --logfile "$WORK/redis-$port.log" "$@" &
 	PIDS+=($!)
-	wait_port 127.0.0.1 "$port" "redis-server"
+	wait_port 127.0.0.1 "$port" "$REDIS_SERVER"
 }
 
 REDIS_PORT=$BASE
@@ -79,7 +96,7 @@ start_redis "$REDIS_PORT"
 export SLUICE_REDIS_ADDR=127.0.0.1:$REDIS_PORT
 # The PID lets failure tests stop and kill exactly the server they were given.
 export SLUICE_REDIS_PID=${PIDS[-1]}
-export SLUICE_REDIS_SERVER_BIN=$(command -v redis-server)
+export SLUICE_REDIS_SERVER_BIN=$(command -v "$REDIS_SERVER")
 
 MEMCACHED_PORT=$((BASE + 1))
 MEMCACHED_USER=()
@@ -147,7 +164,9 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
-MODULES=(. bench)
+# The modules: the root, the comparison harness, and the figures (their own go.mod, so that
+# gonum stays out of the root go.mod; go.work joins them to the root in a clone).
+MODULES=(. bench simulate/figures)
 for m in "${MODULES[@]}"; do
 	[ -f "$m/go.mod" ] || continue
 	log "go vet ($m)"
@@ -164,9 +183,11 @@ fi
 
 log "go test -race (real-time tests deferred to the timing phase)"
 SLUICE_TIMING=defer go test -race -count=1 -timeout 30m ./...
-log "go vet and go test -race -tags plot (simulate --out, the plotting build)"
+log "go vet and go test -race -tags plot (simulate --out and replay --out, the plotting build, through go.work)"
 go vet -tags plot ./cmd/sluice
-go test -race -count=1 -tags plot -run '^TestSimulate' ./cmd/sluice
+go test -race -count=1 -tags plot -run '^(TestSimulate|TestReplayOut)' ./cmd/sluice
+log "go test -race (simulate/figures module)"
+(cd simulate/figures && go test -race -count=1 ./...)
 
 # Tests that assert real elapsed time (testenv.Timing) run again here, one package at a time,
 # so no other package's tests compete with them for the CPUs.

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"net"
+	"os"
 	"testing"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -12,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
 )
 
 const benchRules = `
@@ -66,11 +69,26 @@ func benchRequests() map[string]*rlsv3.RateLimitRequest {
 	}
 }
 
-// BenchmarkDecide is the server's decision for one request, without the transport.
+// BenchmarkDecide is the server's decision for one request, without the transport: on the
+// memory store, and with SLUICE_REDIS_ADDR on Redis, its scripts (redis/) and its counters
+// (counters/: WithCounters, the default sliding window decided without Lua), one caller.
 func BenchmarkDecide(b *testing.B) {
-	s := benchServer(b)
+	benchDecide(b, "", benchServer(b))
+	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {
+		for name, q := range map[string]string{"redis/": "", "counters/": "?counters=true"} {
+			st, err := redis.NewFromURL("redis://" + addr + "/0" + q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			benchDecide(b, name, benchServer(b, func(c *Config) { c.Store = st }))
+		}
+	}
+}
+
+func benchDecide(b *testing.B, prefix string, s *Server) {
 	for name, req := range benchRequests() {
-		b.Run(name, func(b *testing.B) {
+		b.Run(prefix+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := s.decide(context.Background(), req); err != nil {
@@ -82,17 +100,50 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // BenchmarkShouldRateLimit is one RLS call over loopback gRPC (client and server in this
-// process: allocations are both sides').
+// process: allocations are both sides'). floor/ is the same call to a grpc-go server that
+// answers OK with no work (bench/cmd/rlsfloor's): what is above it is the server's own.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	s := benchServer(b)
-	conn, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	for _, target := range []string{"sluice", "floor"} {
+		addr := s.GRPCAddr()
+		if target == "floor" {
+			addr = floorServer(b)
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		benchCalls(b, target, rlsv3.NewRateLimitServiceClient(conn))
+	}
+}
+
+// floorOK answers every ShouldRateLimit with OK.
+type floorOK struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (floorOK) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
+}
+
+// floorServer serves floorOK with grpc-go's defaults on a loopback port and returns it.
+func floorServer(b *testing.B) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close()
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	srv := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv, floorOK{})
+	go func() { _ = srv.Serve(lis) }()
+	b.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// benchCalls runs the bench requests as sub-benchmarks target/NAME.
+func benchCalls(b *testing.B, target string, client rlsv3.RateLimitServiceClient) {
 	for name, req := range benchRequests() {
-		b.Run(name, func(b *testing.B) {
+		b.Run(target+"/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {

@@ -54,7 +54,7 @@ func TestLoadRedis(t *testing.T) {
 		t.Skip("load test")
 	}
 	url := "redis://" + testenv.RedisAddr(t) + "/0"
-	srv := startRealStore(t, loadRules, store.Config{URL: url, Timeout: loadStoreTimeout})
+	srv := startRealStore(t, loadRules, store.Config{Backend: store.Backend{URL: url, Timeout: loadStoreTimeout}})
 	res := load(t, srv.GRPCAddr(), "load", 64, loadDuration(), 16)
 	t.Logf("redis: %v; %d took longer than the served store timeout, %v", res, res.slowerThan(redis.DefaultTimeout), redis.DefaultTimeout)
 	if res.errors != 0 || res.requests == 0 {

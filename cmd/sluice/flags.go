@@ -70,7 +70,7 @@ func (f *sharedFlags) check() error {
 
 // storeConfig is the store the flags name, its keys under prefix ("": the store's default).
 func (f *sharedFlags) storeConfig(prefix string) store.Config {
-	return store.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: prefix, TLS: f.storeTLS.tls}
+	return store.Config{Backend: store.Backend{URL: f.store, Timeout: f.storeTimeout, Prefix: prefix, TLS: f.storeTLS.tls}, Decorators: store.Decorators{Mode: f.mode, Fallback: f.fallback}}
 }
 
 // logger builds the logger of --log-level and --log-format on w, and sends go-redis's own

@@ -171,29 +171,36 @@ func progressPrinter(w io.Writer) func(done, total int64) {
 	}
 }
 
-// simulateStore sets cfg.Store from the --store flag: memory (the default: the simulator's
-// own store) or a store URL store.Open reads, checked to answer before the run. There every
-// algorithm and mode gets a fresh store under a fresh key prefix, taking the simulation's
-// virtual clock as client time, so the run stays deterministic in what it decides.
+// simulateStore sets cfg.Store from the --store flag (see virtualStore).
 func simulateStore(cfg *simulate.Config, url string) error {
+	st, err := virtualStore(url, "sluice-simulate")
+	cfg.Store = st
+	return err
+}
+
+// virtualStore returns, for a --store flag, how a run on a virtual clock builds its store:
+// nil for memory (the run's own memory store), or for a store URL store.Open reads, checked
+// to answer first, a fresh store under a fresh key prefix (name:<run>:<n>:) per call, taking
+// the run's virtual clock as client time, so that the run stays deterministic in what it
+// decides. simulate and replay share it.
+func virtualStore(url, name string) (func(clock sluice.Clock) (sluice.Store, io.Closer, error), error) {
 	scheme, err := store.Scheme(url)
 	if err != nil || scheme == "memory" {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, closer, err := store.Open(ctx, store.Config{URL: url, Ping: true})
+	_, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: url, Ping: true}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := closer.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	run := fmt.Sprintf("sluice-simulate:%x:", time.Now().UnixNano())
+	run := fmt.Sprintf("%s:%x:", name, time.Now().UnixNano())
 	var n atomic.Int64
-	cfg.Store = func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
+	return func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
 		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
-		return store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second})
-	}
-	return nil
+		return store.Open(context.Background(), store.Config{Backend: store.Backend{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second}})
+	}, nil
 }

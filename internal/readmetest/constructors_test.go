@@ -162,8 +162,7 @@ func TestConstructorsRefuseOrWork(t *testing.T) {
 			return clientip.New([][]string{nil, {""}, {"10.0.0.0/33"}, {"nonsense"}}[r.IntN(4)])
 		},
 		"store.Open": func(r *rand.Rand) (any, error) {
-			st, closer, err := store.Open(context.Background(), store.Config{URL: []string{"", "memory", "nosuch://"}[r.IntN(3)],
-				Mode: []string{"", "psychic", "async"}[r.IntN(3)], Fallback: []string{"", "nope", "local"}[r.IntN(3)], Timeout: pickDuration(r)})
+			st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: []string{"", "memory", "nosuch://"}[r.IntN(3)], Timeout: pickDuration(r)}, Decorators: store.Decorators{Mode: []string{"", "psychic", "async"}[r.IntN(3)], Fallback: []string{"", "nope", "local"}[r.IntN(3)]}})
 			if err == nil {
 				defer closer.Close()
 			}

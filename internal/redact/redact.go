@@ -25,10 +25,10 @@ import (
 const Mask = "xxxxx"
 
 // shownParams are the query parameters whose values may be shown: the stores' own (store/redis
-// NewFromURL: db, pool_size, dial_timeout; username beside a password) and the common
-// harmless ones of HTTP and OTLP endpoints.
+// NewFromURL: db, pool_size, dial_timeout, counters; username beside a password) and the
+// common harmless ones of HTTP and OTLP endpoints.
 var shownParams = map[string]bool{
-	"db": true, "pool_size": true, "dial_timeout": true, "read_timeout": true, "write_timeout": true,
+	"db": true, "pool_size": true, "dial_timeout": true, "counters": true, "read_timeout": true, "write_timeout": true,
 	"username": true, "protocol": true, "timeout": true, "sslmode": true, "tls": true,
 }
 

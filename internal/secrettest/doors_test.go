@@ -303,7 +303,7 @@ func TestServeDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{Config: rls.Config{Rules: rules, ReloadInterval: -1, Logger: logTo(&out, "serve log"),
-		StoreConfig: store.Config{URL: deadRedis(t), Timeout: 200 * time.Millisecond}},
+		StoreConfig: store.Config{Backend: store.Backend{URL: deadRedis(t), Timeout: 200 * time.Millisecond}}},
 		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestProxyDoor(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := proxy.New(proxy.Config{Upstream: up.URL, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", RulesPath: path, ReloadInterval: -1,
-		StoreConfig: store.Config{URL: deadRedis(t), Timeout: 200 * time.Millisecond}, Logger: logTo(&out, "proxy log")})
+		StoreConfig: store.Config{Backend: store.Backend{URL: deadRedis(t), Timeout: 200 * time.Millisecond}}, Logger: logTo(&out, "proxy log")})
 	if err != nil {
 		t.Fatal(err)
 	}

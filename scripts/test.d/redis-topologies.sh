@@ -26,7 +26,7 @@ sentinel down-after-milliseconds $SENTINEL_MASTER 1000
 sentinel failover-timeout $SENTINEL_MASTER 4000
 sentinel parallel-syncs $SENTINEL_MASTER 1
 CONF
-	redis-server "$conf" --sentinel &
+	"$REDIS_SERVER" "$conf" --sentinel &
 	PIDS+=($!)
 	wait_port 127.0.0.1 "$port" "redis-sentinel"
 	sentinel_addrs+=("127.0.0.1:$port")

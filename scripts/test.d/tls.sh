@@ -26,7 +26,7 @@ tls_cert client "sluice test client" "extendedKeyUsage=clientAuth"
 REDIS_TLS_PORT=$((BASE + 30))
 log "tls: redis :$REDIS_TLS_PORT"
 mkdir -p "$WORK/redis-tls"
-redis-server --port 0 --tls-port "$REDIS_TLS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+"$REDIS_SERVER" --port 0 --tls-port "$REDIS_TLS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
 	--dir "$WORK/redis-tls" --daemonize no --logfile "$WORK/redis-tls.log" \
 	--tls-cert-file "$TLS_DIR/server.pem" --tls-key-file "$TLS_DIR/server-key.pem" \
 	--tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients yes &

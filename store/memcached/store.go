@@ -36,6 +36,7 @@ type Store struct {
 	rules  algorithm.ParamsCache
 	stats  counters
 	closed atomic.Bool
+	srv    func() // stops the SRV look-ups (WithSRV); nil without
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -107,7 +108,9 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 	if cfg.tls != nil {
 		client.DialContext = tlsDialer(cfg.tls, cfg.timeout)
 	}
-	return newStore(client, cfg, true), nil
+	st := newStore(client, cfg, true)
+	st.srv = followSRV(cfg, sel.list, addrs)
+	return st, nil
 }
 
 // NewFromURL returns NewFromServers for a URL "memcached://host:port[,host:port...]".
@@ -186,11 +189,15 @@ func (s *Store) Ping() error {
 	return nil
 }
 
-// Close closes the client when the store built it (NewFromServers, NewFromURL). Decisions
+// Close closes the client when the store built it (NewFromServers, NewFromURL), and stops
+// the look-ups of WithSRV. Decisions
 // after Close fail with sluice.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) || !s.owned {
 		return nil
+	}
+	if s.srv != nil {
+		s.srv()
 	}
 	return s.client.Close()
 }
@@ -243,7 +250,8 @@ type ContentionError struct {
 }
 
 func (e *ContentionError) Error() string {
-	return fmt.Sprintf("memcached: %v: key %q: %d gets/cas rounds lost to other writers", sluice.ErrStoreUnavailable, e.Key, e.Attempts)
+	// Never the key: it may hold a request's value (an API key); Key has it for the caller.
+	return fmt.Sprintf("memcached: %v: %d gets/cas rounds lost to other writers of the key", sluice.ErrStoreUnavailable, e.Attempts)
 }
 
 // Unwrap returns sluice.ErrStoreUnavailable.

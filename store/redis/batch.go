@@ -19,6 +19,7 @@ type call struct {
 	limit    int64
 	done     chan result // buffered: a leader never blocks on a caller that gave up
 	state    uint8       // queued, taken or leading (see combine.go), guarded by Store.mu
+	plain    *plainOp    // non-nil: decided without Lua (WithCounters, plain.go)
 }
 
 type result struct {
@@ -82,8 +83,13 @@ func (s *Store) exec(batch []*call, b *batcher) {
 func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 	groups := b.group(live, s.batching)
 	pipe := s.client.Pipeline()
+	var pb plainBatch
 	for i := range groups {
 		g := &groups[i]
+		if g.calls[0].plain != nil {
+			pb.add(ctx, s, pipe, g.calls[0])
+			continue
+		}
 		if len(g.calls) == 1 {
 			c := g.calls[0]
 			c.args[0], c.args[1] = "evalsha", c.script.sha
@@ -97,10 +103,15 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 		g.cmd = noRetry{goredis.NewCmd(ctx, g.args...)}
 		_ = pipe.Process(ctx, g.cmd)
 	}
+	pb.sent = time.Now()
 	_, _ = pipe.Exec(ctx)
+	pb.got = time.Now()
 	var again goredis.Pipeliner
 	for i := range groups {
 		g := &groups[i]
+		if g.cmd.Cmd == nil { // a decision without Lua
+			continue
+		}
 		if err := g.cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 			if again == nil {
 				again = s.client.Pipeline()
@@ -115,8 +126,11 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 	}
 	for i := range groups {
 		g := &groups[i]
+		if g.cmd.Cmd == nil {
+			continue
+		}
 		if len(g.calls) == 1 {
-			g.calls[0].done <- answer(g.cmd, g.calls[0].limit)
+			g.calls[0].done <- answer(g.cmd, g.calls[0])
 			continue
 		}
 		reply, err := g.cmd.Text()
@@ -128,9 +142,12 @@ func (s *Store) send(ctx context.Context, live []*call, b *batcher) {
 				c.done <- result{err: unavailable(err)}
 				continue
 			}
-			d, err := decode(reply[40*j:40*j+40], c.limit)
+			d, err := c.decode(reply[40*j : 40*j+40])
 			c.done <- result{d: d, err: err}
 		}
+	}
+	if len(pb.calls) > 0 {
+		s.finishPlain(ctx, &pb)
 	}
 }
 
@@ -157,6 +174,9 @@ func multiArgs(calls []*call, args []any) []any {
 // run sends one call on its own, in the caller's goroutine, bounded by the call's context (the
 // client honours it), with EVAL after NOSCRIPT (a script that was not found did not run).
 func (s *Store) run(c *call) result {
+	if c.plain != nil {
+		return s.runPlain(c)
+	}
 	c.args[0], c.args[1] = "evalsha", c.script.sha
 	cmd := noRetry{goredis.NewCmd(c.ctx, c.args...)}
 	_ = s.client.Process(c.ctx, cmd)
@@ -165,14 +185,24 @@ func (s *Store) run(c *call) result {
 		cmd = noRetry{goredis.NewCmd(c.ctx, c.args...)}
 		_ = s.client.Process(c.ctx, cmd)
 	}
-	return answer(cmd, c.limit)
+	return answer(cmd, c)
 }
 
-func answer(cmd noRetry, limit int64) result {
+func answer(cmd noRetry, c *call) result {
 	reply, err := cmd.Text()
 	if err != nil {
 		return result{err: unavailable(err)}
 	}
-	d, err := decode(reply, limit)
+	d, err := c.decode(reply)
 	return result{d: d, err: err}
+}
+
+// decode turns the call's reply into its Decision (see decode): a window's script answers
+// NextAfter where the others answer Delay (lua/prelude.lua).
+func (c *call) decode(reply string) (sluice.Decision, error) {
+	d, err := decode(reply, c.limit)
+	if c.script.next {
+		d.NextAfter, d.Delay = d.Delay, 0
+	}
+	return d, err
 }

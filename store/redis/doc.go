@@ -41,6 +41,17 @@
 // decisions before the failure may have committed. Batching needs a *goredis.Client or a
 // *goredis.ClusterClient; other clients get one call per decision.
 //
+// Counters (WithCounters, or counters=true in the URL): the fixed and sliding windows are
+// then kept as plain integer counters, one key per window or sub-window, and decided without
+// Lua, as envoyproxy/ratelimit decides: INCRBY and PEXPIRE NX (and MGET of the sliding
+// window's earlier sub-windows) in one pipeline, package algorithm deciding on the counts
+// read, and a DECRBY giving back what a denial did not take. A decision then costs Redis
+// about what the peer's INCRBY and EXPIRE cost, at one caller as under load; it may deny
+// while a concurrent denial's units are counted (never admit more), and where a rule's period
+// changes or the clock goes back it counts in the new (or earlier) window's own counter
+// instead of carrying the state over as the scripts do (see plain.go). Every store sharing a
+// Redis must make the same choice.
+//
 // Time: by default the scripts read the Redis server clock (TIME), so clients with skewed
 // clocks agree; WithClock passes the client's clock instead. Elapsed time is clamped at zero,
 // so a failover to a server whose clock is behind creates no capacity.

@@ -27,7 +27,7 @@ func TakeBatch(ctx context.Context, s *Store, n int, next func(i int) sluice.Req
 			batch = append(batch, nil)
 			continue
 		}
-		c := s.newCall(ctx, &req)
+		c := s.newCall(ctx, &req, false)
 		c.done = make(chan result, 1)
 		batch, valid = append(batch, c), append(valid, c)
 	}
@@ -73,3 +73,7 @@ func Leaders(s *Store) int {
 	defer s.mu.Unlock()
 	return s.leaders
 }
+
+// SetServerOffset sets the store's estimate of the server's clock minus the client's (counters,
+// WithCounters), so that a test can make it wrong.
+func SetServerOffset(s *Store, d time.Duration) { s.offset.ns.Store(int64(d)) }

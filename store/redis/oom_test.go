@@ -58,7 +58,9 @@ func TestOutOfMemory(t *testing.T) {
 		_ = s.Close()
 		_ = c.Close()
 	}
-	if err := admin.FlushAll(ctx).Err(); err != nil {
+	// SYNC: Valkey (lazyfree-lazy-user-flush yes by default) frees a plain FLUSHALL's memory
+	// in the background, after the reply.
+	if err := admin.Do(ctx, "flushall", "sync").Err(); err != nil {
 		t.Fatal(err)
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})

@@ -32,6 +32,7 @@ type config struct {
 	maxInFlight int
 	noDirect    bool // no direct path, and every pipeline sent by a goroutine of its own (tests)
 	tls         *tls.Config
+	counters    bool // WithCounters
 }
 
 type optionFunc func(*config)
@@ -73,6 +74,18 @@ func WithMaxBatchDelay(d time.Duration) Option {
 // pipelines in flight make fuller ones: fewer script calls, each deciding more keys, which
 // costs Redis less CPU per decision.
 func WithMaxInFlight(n int) Option { return optionFunc(func(c *config) { c.maxInFlight = n }) }
+
+// WithCounters keeps the fixed and sliding windows as plain counters, one Redis integer per
+// window (or sub-window), and decides them without Lua: INCRBY with PEXPIRE NX, and the
+// sliding window's previous sub-windows read with MGET, in one pipeline (with TIME, for the
+// server's clock), decided by package algorithm on the counts read and followed by a DECRBY
+// of what a denial gives back (see plain.go for what a decision sees and where counters
+// differ from the scripts' states). It costs Redis about what envoyproxy/ratelimit's INCRBY
+// and EXPIRE do instead of a script call. Every store sharing a Redis must choose alike: the
+// counters and the scripts' states are different keys. The other algorithms keep their
+// scripts. Not on a Redis Cluster with the server's clock (TIME must come from the key's
+// node): give WithClock there.
+func WithCounters() Option { return optionFunc(func(c *config) { c.counters = true }) }
 
 // WithTLS makes the clients NewFromURL builds connect over TLS with c, whatever the URL's
 // scheme: to one Redis, to each Sentinel and the primary it names, to each Cluster node. An

@@ -57,28 +57,33 @@ type script struct {
 	// variants themselves.
 	reserve *script
 	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi); none does today
+	// next: the reply's delay is instead when the next unit frees after an allowed take that
+	// leaves nothing (sluice.Decision.NextAfter): a window algorithm's, which never delays.
+	next bool
 }
 
 // newScript returns the script name of source src, with its batched variant of source multi
-// ("": none) and its criticality variant of source reserve.
-func newScript(name string, extra bool, src, multi, reserve string) *script {
+// ("": none) and its criticality variant of source reserve; next: its replies tell when the
+// next unit frees (script.next; not the criticality variant's, which answers 0 there).
+func newScript(name string, extra, next bool, src, multi, reserve string) *script {
 	variant := func(name, src string) *script {
-		return &script{name: name, src: src, sha: sha1Hex(src), extra: extra}
+		return &script{name: name, src: src, sha: sha1Hex(src), extra: extra, next: next}
 	}
 	sc := variant(name, src)
 	if multi != "" {
 		sc.multi = variant(name+"/multi", multi)
 	}
 	sc.reserve = variant(name+"/reserve", reserve)
+	sc.reserve.next = false
 	return sc
 }
 
 var (
-	fixedWindowScript   = newScript("fixed_window", false, fixedWindowLua, fixedWindowMultiLua, fixedWindowReserveLua)
-	slidingLogScript    = newScript("sliding_log", false, slidingLogLua, "", slidingLogReserveLua)
-	slidingWindowScript = newScript("sliding_window", false, slidingWindowLua, slidingWindowMultiLua, slidingWindowReserveLua)
-	bucketScript        = newScript("bucket", false, bucketLua, bucketMultiLua, bucketReserveLua)
-	gcraScript          = newScript("gcra", false, gcraLua, gcraMultiLua, gcraReserveLua)
+	fixedWindowScript   = newScript("fixed_window", false, true, fixedWindowLua, fixedWindowMultiLua, fixedWindowReserveLua)
+	slidingLogScript    = newScript("sliding_log", false, false, slidingLogLua, "", slidingLogReserveLua)
+	slidingWindowScript = newScript("sliding_window", false, true, slidingWindowLua, slidingWindowMultiLua, slidingWindowReserveLua)
+	bucketScript        = newScript("bucket", false, false, bucketLua, bucketMultiLua, bucketReserveLua)
+	gcraScript          = newScript("gcra", false, false, gcraLua, gcraMultiLua, gcraReserveLua)
 )
 
 // params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the

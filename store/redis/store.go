@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
 )
 
 // Store is the Redis store. It is safe for concurrent use. Build it with New or NewFromURL and
@@ -40,6 +41,11 @@ type Store struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+
+	// WithCounters (plain.go)
+	params algorithm.ParamsCache
+	offset serverOffset // the server's clock minus the client's
+	pipes  sync.Pool    // pipelines of client, empty, to reuse (a pipeline empties on Exec)
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -79,6 +85,10 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redis: WithMaxBatchDelay: must not be negative, got %v", cfg.maxDelay)
 	case cfg.maxInFlight <= 0 || cfg.maxInFlight > maxMaxInFlight:
 		return nil, fmt.Errorf("redis: WithMaxInFlight: must be in [1, %d], got %d", maxMaxInFlight, cfg.maxInFlight)
+	case cfg.counters && batchingOf(client) == batchNone:
+		return nil, errors.New("redis: WithCounters: needs a *goredis.Client or a *goredis.ClusterClient")
+	case cfg.counters && batchingOf(client) == batchBySlot && cfg.clock == nil:
+		return nil, errors.New("redis: WithCounters: on a Redis Cluster, only with WithClock (the server's TIME must come from each key's node)")
 	}
 	s := &Store{
 		bounded:  honoursContext(client),
@@ -103,6 +113,12 @@ func (s *Store) Key(userKey string) string { return redisKey(s.cfg.prefix, userK
 // pipeline, and a batched script call (see exec), which one of their callers sends (see
 // combine.go).
 func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	return s.take(ctx, &req, false)
+}
+
+// take is Take, and with countDenied a window's take under WithCounters that keeps its units
+// when denied (TakeCountingDenied).
+func (s *Store) take(ctx context.Context, req *sluice.Request, countDenied bool) (sluice.Decision, error) {
 	if err := req.Validate(s.cfg.maxKeyLen); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -111,7 +127,7 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	}
 	if s.direct && s.active.CompareAndSwap(0, 1) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-		r := s.run(s.newCall(ctx, &req))
+		r := s.run(s.newCall(ctx, req, countDenied))
 		cancel()
 		s.active.Add(-1)
 		return r.d, r.err
@@ -125,7 +141,7 @@ func (s *Store) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 		defer cancel()
 	}
 	// Otherwise no timer per call: the pipeline answers the call by its deadline (see exec).
-	c := s.newCall(ctx, &req)
+	c := s.newCall(ctx, req, countDenied)
 	c.done = make(chan result, 1)
 	b, err := s.enqueue(c)
 	if err != nil {
@@ -147,7 +163,10 @@ func honoursContext(client goredis.UniversalClient) bool {
 	return false
 }
 
-func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
+func (s *Store) newCall(ctx context.Context, req *sluice.Request, countDenied bool) *call {
+	if s.cfg.counters && isCounted(req.Rule.Algorithm) {
+		return s.newPlainCall(ctx, req, countDenied)
+	}
 	p := s.clockParams()
 	if req.Kind() == sluice.KindTakeReserved {
 		return s.newReserveCall(ctx, req, p)
@@ -156,6 +175,31 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request) *call {
 	p = settleParam(p, req)
 	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p)}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc, args: args, limit: req.Rule.Capacity()}
+}
+
+// newPlainCall is newCall for a window kept in counters (WithCounters, plain.go).
+func (s *Store) newPlainCall(ctx context.Context, req *sluice.Request, countDenied bool) *call {
+	var now int64
+	if s.cfg.clock != nil {
+		now = s.cfg.clock.Now().UnixNano()
+	} else {
+		now = s.offset.now()
+	}
+	pc := &plainCall{}
+	op := &pc.op
+	s.initPlainOp(op, req, now)
+	op.countDenied = countDenied
+	pc.args = [4]any{nil, nil, 1, op.keys[0]}
+	pc.c = call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: plainScript,
+		args: pc.args[:], limit: req.Rule.Capacity(), plain: op}
+	return &pc.c
+}
+
+// plainCall is a call decided without Lua and its decision, in one allocation.
+type plainCall struct {
+	c    call
+	op   plainOp
+	args [4]any
 }
 
 // clockParams starts a script's parameters with its clock (lua/prelude.lua): the server's

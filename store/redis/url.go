@@ -26,7 +26,8 @@ import (
 //
 // For Sentinel, the userinfo authenticates to the Sentinels and the password query parameter
 // (with username) to the data nodes; the path is the master name. Query parameters for every
-// scheme: db (also the path of redis://), dial_timeout (a Go duration), pool_size. The client
+// scheme: db (also the path of redis://), dial_timeout (a Go duration), pool_size, counters
+// (true: WithCounters, the windows decided without Lua). The client
 // never retries (MaxRetries -1) and honours context deadlines (ContextTimeoutEnabled), so a
 // stuck server holds a pipeline no longer than the store's timeout. A single Redis that
 // refuses connections fails decisions at once, and is dialed again every 10 ms, so that
@@ -99,6 +100,9 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("redis: url: scheme: want redis, rediss, redis-sentinel or redis-cluster, got %q", u.Scheme)
 	}
+	if p.counters {
+		opts = append(opts[:len(opts):len(opts)], WithCounters())
+	}
 	s, err := New(client, opts...)
 	if err != nil {
 		_ = client.Close()
@@ -122,6 +126,7 @@ type urlParts struct {
 	user, pass string
 	db, pool   int
 	dial       time.Duration
+	counters   bool
 }
 
 func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
@@ -168,12 +173,17 @@ func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
 			return p, fmt.Errorf("redis: url: dial_timeout: want a positive duration such as 500ms, got %q", v)
 		}
 	}
+	if v := q.Get("counters"); v != "" {
+		if p.counters, err = strconv.ParseBool(v); err != nil {
+			return p, fmt.Errorf("redis: url: counters: want true or false, got %q", v)
+		}
+	}
 	for k := range q {
 		switch k {
-		case "db", "pool_size", "dial_timeout", "password", "username":
+		case "db", "pool_size", "dial_timeout", "password", "username", "counters":
 		default:
 			// Not named: it may be part of a password that held a raw '&'.
-			return p, errors.New("redis: url: unknown query parameter (want db, pool_size, dial_timeout, username, password)")
+			return p, errors.New("redis: url: unknown query parameter (want db, pool_size, dial_timeout, username, password, counters)")
 		}
 	}
 	return p, nil

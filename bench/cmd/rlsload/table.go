@@ -12,8 +12,13 @@ import (
 	"strings"
 )
 
-// floorName is the contender whose server CPU the summary subtracts (bench/cmd/rlsfloor).
-const floorName = "floor"
+// floorName is the contender whose server CPU the summary subtracts (bench/cmd/rlsfloor);
+// redisFloorName the same floor waiting for a Redis round trip per request (rlsfloor -redis),
+// subtracted too when it ran.
+const (
+	floorName      = "floor"
+	redisFloorName = "floor-redis"
+)
 
 func tableCmd(args []string, w io.Writer) error {
 	if len(args) == 0 {
@@ -144,7 +149,7 @@ func writeTables(w io.Writer, runs []Run) {
 		fmt.Fprintf(w, "| %s | %s | %d | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %d |\n",
 			g.scenario, g.contender, len(g.runs), thousands(med), thousands(lo), thousands(slices.Max(rps)),
 			minMed(g.values(func(r Run) *float64 { return r.ServerCPUus }), 1),
-			aboveFloor(g, gs),
+			aboveFloors(g, gs),
 			minMed(g.values(func(r Run) *float64 { return r.RedisCPUus }), 2),
 			minMed(g.values(func(r Run) *float64 { return r.ScriptUsec }), 2),
 			minMed(g.values(func(r Run) *float64 { return r.OtherUsec }), 2),
@@ -203,11 +208,25 @@ func writeCompact(w io.Writer, gs []*group) {
 			if g == nil {
 				return "—"
 			}
-			a, _, _ := strings.Cut(aboveFloor(g, gs), " ")
+			a, _, _ := strings.Cut(aboveFloor(g, gs, floorName), " ")
 			return a
+		}},
+		{"above " + redisFloorName + " µs/req (x it)", func(g *group) string {
+			if g == nil {
+				return "—"
+			}
+			return aboveFloor(g, gs, redisFloorName)
 		}},
 		{"Redis CPU µs/req", func(g *group) string { return median(g, func(r Run) *float64 { return r.RedisCPUus }, 2) }},
 		{"decisions / script call", func(g *group) string { return median(g, decisionsPerScript, 1) }},
+	}
+	if !slices.ContainsFunc(gs, func(f *group) bool { return f.contender == redisFloorName }) {
+		rows = slices.DeleteFunc(rows, func(r struct {
+			name string
+			cell func(*group) string
+		}) bool {
+			return strings.Contains(r.name, redisFloorName)
+		})
 	}
 	for _, s := range scenarios {
 		for _, row := range rows {
@@ -220,13 +239,22 @@ func writeCompact(w io.Writer, gs []*group) {
 	}
 }
 
-// aboveFloor is g's median server CPU less the floor's in g's scenario, and the ratio of the
-// two; "—" for the floor itself or without one.
-func aboveFloor(g *group, gs []*group) string {
-	if g.contender == floorName {
+// aboveFloors is aboveFloor of the floor, and of the Redis floor after it when it ran.
+func aboveFloors(g *group, gs []*group) string {
+	a := aboveFloor(g, gs, floorName)
+	if slices.ContainsFunc(gs, func(f *group) bool { return f.contender == redisFloorName }) {
+		a += "; " + aboveFloor(g, gs, redisFloorName) + " " + redisFloorName
+	}
+	return a
+}
+
+// aboveFloor is g's median server CPU less the floor contender's in g's scenario, and the
+// ratio of the two; "—" for the floor itself or without one.
+func aboveFloor(g *group, gs []*group, floor string) string {
+	if g.contender == floor {
 		return "—"
 	}
-	i := slices.IndexFunc(gs, func(f *group) bool { return f.scenario == g.scenario && f.contender == floorName })
+	i := slices.IndexFunc(gs, func(f *group) bool { return f.scenario == g.scenario && f.contender == floor })
 	if i < 0 {
 		return "—"
 	}

@@ -62,4 +62,6 @@ local reset = 0
 if count > 0 then reset = (end_ms - now_ms) * MS - now_sub end
 local remaining = limit - count
 if remaining < 0 then remaining = 0 end
-return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)
+local nxt = 0 -- a take that leaves nothing: the next unit frees with the window
+if allowed == 1 and n > 0 and remaining == 0 then nxt = reset end
+return struct.pack('<ddddd', allowed, remaining, retry, reset, nxt)

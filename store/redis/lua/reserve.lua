@@ -29,7 +29,7 @@ if pms > 0 and reserve < capacity then
   --@muldiv(paced, paced_r, share, begun, pms)
   held = capacity - paced
 end
-local allowed, remaining, retry, reset, delay = struct.unpack('<ddddd',
+local allowed, remaining, retry, reset = struct.unpack('<ddddd',
   decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, got))
 if allowed == 1 then
   local _, back_remaining, _, back_reset = struct.unpack('<ddddd',
@@ -49,4 +49,6 @@ elseif n <= share then -- share is 0 unless paced
 end
 remaining = remaining - held
 if remaining < 0 then remaining = 0 end
-return struct.pack('<ddddd', allowed, remaining, retry, reset, delay)
+-- a take with a reserve never waits (no delay), and its body's next-unit time (a window's,
+-- for the take of n + held before the give-back) is not the key's: 0
+return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)

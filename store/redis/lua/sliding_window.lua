@@ -130,21 +130,25 @@ if applied then
   n = 0
 end
 
-local allowed, retry = 0, 0
+local allowed, retry, nxt = 0, 0, 0
+local need = -1 -- >= 0: when the estimate leaves room for limit - need units is wanted
 if n > limit then
   retry = -1
 elseif used + n <= limit then
   if n > 0 then
-    local i = 6 + w % size
+    local i = 6 + w % size -- w = cur here: among the recent sub-windows
     t[i] = t[i] + n
     used, dirty = used + n, true
+    if used >= limit then need, recent = limit - 1, recent + n end -- nothing left: when one unit frees
   end
   allowed = 1
 else
-  -- retry-after: the first instant the estimate leaves room for n (limit - n used)
-  local need = limit - n
+  need = limit - n -- retry-after: when there is room for n
+end
+if need >= 0 then
+  -- the first instant the estimate leaves room (at most need used)
   local rc, od = recent, old
-  retry = ((cur + windows + 1) * sub_ms - nms) * MS - nsub
+  local at = ((cur + windows + 1) * sub_ms - nms) * MS - nsub
   for k = 0, windows + 1 do
     local wk = cur + k
     if rc <= need then
@@ -154,7 +158,7 @@ else
       end
       if k == 0 and f > fk then fk = f end
       if fk < sub then
-        retry = (wk * sub_ms - nms) * MS + fk - nsub
+        at = (wk * sub_ms - nms) * MS + fk - nsub
         break
       end
     end
@@ -163,6 +167,7 @@ else
     if j <= cur then leaving = t[6 + j % size] end
     rc, od = rc - leaving, leaving
   end
+  if allowed == 1 then nxt = at else retry = at end
 end
 
 if applied then -- allowed; a settle's retry-after is when its debt is paid
@@ -186,4 +191,5 @@ local remaining = limit - used
 if remaining < 0 then remaining = 0 end
 if retry > MAXD then retry = MAXD end
 if reset > MAXD then reset = MAXD end
-return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)
+if nxt > MAXD then nxt = MAXD end
+return struct.pack('<ddddd', allowed, remaining, retry, reset, nxt)

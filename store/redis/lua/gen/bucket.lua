@@ -27,7 +27,9 @@
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
--- arithmetic (retry -1 is never).
+-- arithmetic (retry -1 is never). A window algorithm, which never delays, answers in the
+-- delay's place when the next unit frees after an allowed take that leaves nothing (0
+-- otherwise; sluice.Decision.NextAfter).
 --
 -- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
 -- ones no table, call Redis twice (GET, then SET only when the state changed; in a batched

@@ -27,7 +27,9 @@
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
--- arithmetic (retry -1 is never).
+-- arithmetic (retry -1 is never). A window algorithm, which never delays, answers in the
+-- delay's place when the next unit frees after an allowed take that leaves nothing (0
+-- otherwise; sluice.Decision.NextAfter).
 --
 -- Cost: the bodies make no closure (the sliding log's excepted) and the GCRA and fixed window
 -- ones no table, call Redis twice (GET, then SET only when the state changed; in a batched
@@ -227,7 +229,7 @@ if pms > 0 and reserve < capacity then
   end
   held = capacity - paced
 end
-local allowed, remaining, retry, reset, delay = struct.unpack('<ddddd',
+local allowed, remaining, retry, reset = struct.unpack('<ddddd',
   decide(key, now_ms, now_sub, ttl_floor, n + held, P2, P3, P4, P5, P6, P7, got))
 if allowed == 1 then
   local _, back_remaining, _, back_reset = struct.unpack('<ddddd',
@@ -268,4 +270,6 @@ elseif n <= share then -- share is 0 unless paced
 end
 remaining = remaining - held
 if remaining < 0 then remaining = 0 end
-return struct.pack('<ddddd', allowed, remaining, retry, reset, delay)
+-- a take with a reserve never waits (no delay), and its body's next-unit time (a window's,
+-- for the take of n + held before the give-back) is not the key's: 0
+return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)
