@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	forwarded, denied, invalid, unavailable prometheus.Counter
 	upstreamErrors                          prometheus.Counter
+	releaseFailures                         prometheus.Counter
 	upstreamTimeouts                        [2]prometheus.Counter // by timeoutResponseHeader, timeoutIdle
 	clientErrors                            [2]prometheus.Counter // by clientBodyTimeout, clientBodyMalformed
 	connsRefused                            prometheus.Counter
@@ -36,14 +37,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		[]string{"reason"})
 	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_connections_refused_total",
 		Help: "Client connections closed at once for being over the connection bound (--max-conns)."})
-	for _, c := range []prometheus.Collector{requests, upstream, timeouts, client, refused, decision} {
+	releases := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_lease_release_failures_total",
+		Help: "Releases of in-flight slots (max_in_flight) the store could not take, at a request's end or after an acquire that failed (timed out): each slot stays held until its lease expires."})
+	for _, c := range []prometheus.Collector{requests, upstream, timeouts, client, refused, decision, releases} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return &metrics{forwarded: requests.WithLabelValues("forwarded"), denied: requests.WithLabelValues("denied"),
 		invalid: requests.WithLabelValues("invalid"), unavailable: requests.WithLabelValues("unavailable"),
-		upstreamErrors: upstream, decision: decision, connsRefused: refused,
+		upstreamErrors: upstream, decision: decision, connsRefused: refused, releaseFailures: releases,
 		clientErrors:     [2]prometheus.Counter{clientBodyTimeout: client.WithLabelValues("body_timeout"), clientBodyMalformed: client.WithLabelValues("body_malformed")},
 		upstreamTimeouts: [2]prometheus.Counter{timeoutResponseHeader: timeouts.WithLabelValues("response_header"), timeoutIdle: timeouts.WithLabelValues("idle")}}, nil
 }

@@ -58,11 +58,19 @@ type Config struct {
 	ReloadInterval time.Duration
 	// Rules are static rules, used when RulesPath is empty.
 	Rules *config.Config
+	// MaxLease is the longest lease a max_in_flight of the rules at RulesPath may ask for
+	// (config.Options.MaxLease; 0: config.DefaultMaxLease, 10 minutes): a holder killed
+	// without releasing locks its slot that long, unless the admin endpoint
+	// DELETE /v1/leases clears it.
+	MaxLease time.Duration
 	// Store decides; when nil, the store StoreConfig describes is opened, and closed on
 	// shutdown (see rls.Config).
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, mode, fallback, timeout.
 	StoreConfig store.Config
+	// GlobalStore decides the limits of scope global (see rls.Config.GlobalStore); nil: the
+	// store. Not closed by the proxy.
+	GlobalStore sluice.Store
 	// TrustedProxies are the addresses (CIDRs or bare IPs) of the proxies in front of this
 	// one: X-Forwarded-For and Forwarded are believed only from them (package clientip).
 	// Empty: the client address is the peer's.
@@ -118,7 +126,8 @@ type Config struct {
 type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
-	eng      *rls.Engine // decides, owns the rules, their watcher and the store
+	eng      *rls.Engine    // decides, owns the rules, their watcher and the store
+	leases   *sluice.Leases // the slots of max_in_flight, in the engine's store
 	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
@@ -128,10 +137,10 @@ type Proxy struct {
 	plan         atomic.Pointer[plan]
 	resolver     *clientip.Resolver
 	metrics      *metrics
-	// invalidLog, upstreamLog and clientLog throttle the lines of refused requests, upstream
-	// errors and client errors.
-	invalidLog, upstreamLog, clientLog logthrottle.Throttle
-	serving                            atomic.Bool // between the start of Serve and the end of the drain
+	// invalidLog, upstreamLog, releaseLog and clientLog throttle the lines of refused
+	// requests, upstream errors, failed lease releases and client errors.
+	invalidLog, upstreamLog, releaseLog, clientLog logthrottle.Throttle
+	serving                                        atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -171,7 +180,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
+		RulesOptions: config.Options{MaxLease: cfg.MaxLease},
+		Store:        cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -192,6 +202,7 @@ func New(cfg Config) (*Proxy, error) {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
+	p.leases = sluice.NewLeases(eng.Limiter().Store(), sluice.OnReleaseError(p.releaseFailed))
 	p.rp = p.reverseProxy()
 	if err := p.listen(); err != nil {
 		p.Close()
@@ -263,6 +274,7 @@ func (p *Proxy) adminHandler() http.Handler {
 	endpoints := admin.Handler(admin.Config{Engine: p.eng, Metrics: p.registry, Serving: p.serving.Load})
 	mux := http.NewServeMux()
 	mux.Handle("/", endpoints)
+	mux.HandleFunc("DELETE /v1/leases", p.clearLeases)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if p.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -321,6 +333,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	p.serving.Store(false)
 	stopWatch()
 	<-watchDone
+	_ = p.leases.Close()
 	_ = p.eng.Close() // flushes the store's decorators
 	if p.admin != nil {
 		_ = p.admin.Close()
@@ -366,6 +379,9 @@ func (p *Proxy) Close() error {
 		if l != nil {
 			_ = l.Close()
 		}
+	}
+	if p.leases != nil {
+		_ = p.leases.Close()
 	}
 	return p.eng.Close()
 }

@@ -74,6 +74,10 @@ type Config struct {
 	// Ready and Fallback; a fallback inside a Store passed above is not observed. Its Logger,
 	// when nil, is the engine's.
 	StoreConfig store.Config
+	// GlobalStore, when set, decides the limits of scope global: the regions' store
+	// (package distributed/regions), which shares each such limit between the regions. Nil:
+	// the store decides them too (one region). Not closed by the engine.
+	GlobalStore sluice.Store
 	// WrapStore, when set, wraps the store the engine decides on (Store, or the one
 	// StoreConfig opened): the server's tracing makes each store call a child span with it.
 	// The readiness probe goes through it too.
@@ -218,6 +222,12 @@ func (e *Engine) loadRules() error {
 			return err
 		}
 	}
+	if w, ok := e.cfg.GlobalStore.(interface{ WindowsOnly() bool }); ok && w.WindowsOnly() {
+		e.cfg.RulesOptions.GlobalWindowsOnly = true
+		if err := refuseGlobalNonWindows(e.cfg.Rules); err != nil {
+			return err
+		}
+	}
 	switch {
 	case e.cfg.RulesPath != "":
 		fs, err := NewFileSource(e.cfg.RulesPath, e.cfg.RulesOptions, e.cfg.ReloadInterval)
@@ -304,18 +314,14 @@ func (e *Engine) Run(ctx context.Context) {
 }
 
 // Limiter returns the limiter of the engine's store: the transports that enforce max_in_flight
-// (Config.InFlight) lease their slots with it, under Verdict.Key. Close stops its renewals.
+// (Config.InFlight) hold their slots in its store (sluice.NewLeases), under Verdict.Key.
 func (e *Engine) Limiter() *sluice.Limiter { return e.limiter }
 
-// Close releases what New acquired: the store it opened (flushing its decorators), the
-// renewal of the slots its limiter holds, and the per-instance store. It is safe to call more
-// than once.
+// Close releases what New acquired: the store it opened (flushing its decorators) and the
+// per-instance store. It is safe to call more than once.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
-		if e.limiter != nil {
-			_ = e.limiter.Close()
-		}
 		if e.storeCloser != nil {
 			err = e.storeCloser.Close()
 		}

@@ -128,7 +128,7 @@ func sameRules(a, b *config.Limit) bool {
 		return false
 	}
 	for i := range a.Rules {
-		if a.Rules[i] != b.Rules[i] || a.IsLocal(i) != b.IsLocal(i) {
+		if a.Rules[i] != b.Rules[i] || a.IsLocal(i) != b.IsLocal(i) || a.IsGlobal(i) != b.IsGlobal(i) {
 			return false
 		}
 	}

@@ -108,8 +108,11 @@ func (e *Engine) Top(n int) TopResponse {
 		tl := TopLimit{Name: l.Name, FullKey: l.FullKey, Keys: []TopKey{}}
 		for i, r := range l.Rules {
 			d := r.String()
-			if l.IsLocal(i) {
+			switch {
+			case l.IsLocal(i):
 				d += " (local)"
+			case l.IsGlobal(i):
+				d += " (global)"
 			}
 			tl.Rules = append(tl.Rules, d)
 		}

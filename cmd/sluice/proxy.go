@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -32,6 +34,7 @@ type proxyFlags struct {
 	shutdownTimeout, headerTimeout, idleTimeout        time.Duration
 	bodyTimeout                                        time.Duration
 	maxConns, fdReserve                                int
+	maxLease                                           time.Duration
 	style                                              httplimit.HeaderStyle // of headers, once checked
 }
 
@@ -55,6 +58,8 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxConns, "max-conns", conns, "most client connections open at once, one more is closed at once; 0: the open-file limit less --fd-reserve, halved (each may hold an upstream connection), at most 10000; -1: no bound [SLUICE_PROXY_MAX_CONNS]")
 	reserve, _ := strconv.Atoi(plainEnv("", "SLUICE_FD_RESERVE", strconv.Itoa(proxy.DefaultFDReserve)))
 	fs.IntVar(&f.fdReserve, "fd-reserve", reserve, "file descriptors the default --max-conns leaves for rules reloads, the admin port (32 connections at most), the store and logs [SLUICE_FD_RESERVE]")
+	lease, _ := time.ParseDuration(plainEnv("", "SLUICE_MAX_LEASE", config.DefaultMaxLease.String()))
+	fs.DurationVar(&f.maxLease, "max-lease", lease, "longest lease a max_in_flight may ask for: a holder killed without releasing locks its slot that long (DELETE /v1/leases on the admin address frees a descriptor's slots at once); at most 24h [SLUICE_MAX_LEASE]")
 	timeout, _ := time.ParseDuration(plainEnv("", "SLUICE_SHUTDOWN_TIMEOUT", proxy.DefaultShutdownTimeout.String()))
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", timeout, "how long in-flight requests (WebSockets and streams too) may take to finish on SIGTERM/SIGINT before they are cut [SLUICE_SHUTDOWN_TIMEOUT]")
 }
@@ -78,6 +83,8 @@ func (f *proxyFlags) check() error {
 		return fmt.Errorf("--max-conns: want a positive number, 0 (from the open-file limit) or -1 (no bound), got %d", f.maxConns)
 	case f.fdReserve < 0:
 		return fmt.Errorf("--fd-reserve: must not be negative, got %d", f.fdReserve)
+	case f.maxLease < sluice.MinLease || f.maxLease > sluice.MaxLease:
+		return fmt.Errorf("--max-lease: must be between %v and %v, got %v", sluice.MinLease, sluice.MaxLease, f.maxLease)
 	}
 	if f.adminAddr != "-" {
 		loopback, err := isLoopback(f.adminAddr)
@@ -150,7 +157,14 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		logger.Warn("admin listener on a non-loopback address (--admin-public): /metrics, /v1/top and /ui are reachable from the network",
 			"admin", f.adminAddr)
 	}
+	global, closeRegions, err := f.regions.open(f.storePrefix, f.storeTLS.tls, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 2
+	}
+	defer closeRegions()
 	p, err := proxy.New(proxy.Config{
+		GlobalStore:     global,
 		Upstream:        f.upstream,
 		Addr:            f.addr,
 		AdminAddr:       f.adminAddr,
@@ -161,6 +175,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		HeaderStyle:     f.style,
 		Logger:          logger,
 		ShutdownTimeout: f.shutdownTimeout,
+		MaxLease:        f.maxLease,
 
 		ResponseHeaderTimeout: orDisabled(f.headerTimeout),
 		UpstreamIdleTimeout:   orDisabled(f.idleTimeout),

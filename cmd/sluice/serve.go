@@ -263,6 +263,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer stopTracing()
+	global, closeRegions, err := f.regions.open(f.storePrefix, f.storeTLS.tls, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	defer closeRegions()
+	cfg.GlobalStore = global
 	closeQuota, err := quotaState(&cfg, f.quotaStore, f.storeTLS.tls)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)

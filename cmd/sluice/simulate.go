@@ -42,7 +42,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	for _, s := range simulate.Scenarios() {
 		scenarioNames = append(scenarioNames, s.Name)
 	}
-	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario)
+	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario, simulate.RegionsScenario)
 	scenario := fs.String("scenario", simulate.Scenarios()[0].Name, "traffic scenario: "+strings.Join(scenarioNames, ", "))
 	algorithms := fs.String("algorithms", "all", "comma-separated algorithms (sliding_window_N for N sub-windows), or all")
 	modes := fs.String("modes", "single", "comma-separated modes: "+strings.Join(simulate.ModeNames(), ", "))
@@ -69,7 +69,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.CriticalityScenario, simulate.CriticalitySummary, simulate.CriticalityDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.LatencyScenario, simulate.LatencySummary, simulate.LatencyDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.QuotaScaleUpScenario, simulate.QuotaScaleUpSummary, simulate.QuotaScaleUpDefinition)
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.RegionsScenario, simulate.RegionsSummary, simulate.RegionsDefinition)
 		return 0
+	}
+	if *scenario == simulate.RegionsScenario {
+		return simulateRegions(stdout, stderr, *seed, *out)
 	}
 	if *scenario == simulate.LatencyScenario {
 		return simulateLatency(stdout, stderr, *duration, *seed)
@@ -112,7 +116,15 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *out != "" {
-		paths, err := writePlots(*out, res)
+		return wrote(stderr)(writePlots(*out, res))
+	}
+	return 0
+}
+
+// wrote returns what reports the figures written (or the failure) on stderr, and the
+// command's exit code.
+func wrote(stderr io.Writer) func(paths []string, err error) int {
+	return func(paths []string, err error) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 			return 1
@@ -120,8 +132,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		for _, p := range paths {
 			fmt.Fprintf(stderr, "wrote %s\n", p)
 		}
+		return 0
 	}
-	return 0
 }
 
 func simulateConfig(scenario, algorithms, modes, routing, format string, nodes int, duration time.Duration, seed uint64) (simulate.Config, error) {

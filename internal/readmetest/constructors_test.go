@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/distributed/regions"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/httplimit"
@@ -169,6 +170,19 @@ func TestConstructorsRefuseOrWork(t *testing.T) {
 			return st, err
 		},
 		"rlqs.New": func(r *rand.Rand) (any, error) { return rlqs.New(rlqs.Config{MaxBuckets: pickInt(r)}), nil },
+		"regions.New": func(r *rand.Rand) (any, error) {
+			var st sluice.Store
+			if r.IntN(3) > 0 {
+				st = mem
+			}
+			var coord regions.Coordinator
+			if r.IntN(2) == 0 {
+				coord = regions.NewMemoryCoordinator()
+			}
+			return regions.New(regions.Config{Region: []string{"", "eu"}[r.IntN(2)],
+				Regions: []regions.Region{{Name: []string{"", "eu", "a b"}[r.IntN(3)], Store: st}}, Mode: regions.Mode(r.IntN(3)),
+				Coordinator: coord, Interval: pickDuration(r), Epoch: pickDuration(r), MaxClockSkew: pickDuration(r), MaxKeys: pickInt(r)})
+		},
 		"hotkey.New": func(r *rand.Rand) (any, error) {
 			return hotkey.New(sluice.Rule{Limit: int64(pickInt(r)), Period: pickDuration(r)}, hotkey.Config{TopK: pickInt(r)})
 		},

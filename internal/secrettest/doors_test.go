@@ -142,14 +142,15 @@ func TestLibraryDoor(t *testing.T) {
 	secret := newSecret()
 	var out outputs
 	ctx := context.Background()
-	failing := sluice.New(failingStore(t))
+	flaky := failingStore(t)
 	mem, err := memory.New(memory.WithSweepInterval(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	working := sluice.New(mem)
-	for _, l := range []*sluice.Limiter{failing, working} {
+	leases := map[*sluice.Limiter]*sluice.Leases{sluice.New(flaky): sluice.NewLeases(flaky), sluice.New(mem): sluice.NewLeases(mem)}
+	for l, ls := range leases {
+		defer ls.Close()
 		for _, key := range []string{secret, tooLong(secret)} {
 			_, err1 := l.Allow(ctx, key, rule)
 			_, err2 := l.AllowAll(ctx, []sluice.Check{{Key: "plain", Rule: rule}, {Key: key, Rule: rule}})
@@ -159,7 +160,7 @@ func TestLibraryDoor(t *testing.T) {
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 			err6 := l.Wait(wctx, key, rule)
 			cancel()
-			_, err7 := l.Acquire(ctx, key, sluice.InFlight{Limit: 2})
+			_, err7 := ls.Acquire(ctx, key, sluice.InFlight{Limit: 2})
 			for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
 				if err != nil {
 					out.add("library error", err.Error())

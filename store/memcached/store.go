@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +30,7 @@ type Store struct {
 	clock  sluice.Clock
 	latest atomic.Int64 // the latest instant read from clock (Unix ns): windows never go back
 	lanes  [laneShards]laneShard
-	leases [laneShards]sync.Mutex // serialise this process's lease rounds per key (leases.go)
+	leases [laneShards]chan struct{} // serialise this process's lease rounds per key (leases.go)
 	seed   maphash.Seed
 	rules  algorithm.ParamsCache
 	stats  counters
@@ -157,6 +156,9 @@ func newStore(client *memcache.Client, cfg config, owned bool) *Store {
 	s := &Store{client: client, owned: owned, cfg: cfg, clock: cfg.clock, seed: maphash.MakeSeed()}
 	if s.clock == nil {
 		s.clock = sluice.SystemClock{}
+	}
+	for i := range s.leases {
+		s.leases[i] = make(chan struct{}, 1)
 	}
 	for i := range s.lanes {
 		s.lanes[i].m = make(map[string]*lane)
