@@ -21,18 +21,20 @@ func TestRedact(t *testing.T) {
 		"http://[::1]:8080/api/v1":                        "http://[::1]:8080/api/v1",
 		// Issue 31, item 3: a raw '#', '/', '?' or space in the password, or a URL that does
 		// not parse, printed the password.
-		"redis://:pa#ss@redis:6379":       "redis://xxxxx",
-		"redis://:pa/ss@redis:6379/0":     "redis://xxxxx",
-		"redis://:pa?ss@redis:6379":       "redis://xxxxx",
-		"redis://:pa ss@redis:6379":       "redis://:xxxxx@redis:6379",
-		"redis://h:1/?password=p@ss":      "redis://xxxxx",
-		"redis://u:pa/ss:6379":            "redis://xxxxx", // no '@': not a host list
-		"redis:/:s3cret@redis:6379":       "xxxxx",
-		"redis://redis:6379/?pw=s3cret":   "redis://redis:6379/?xxxxx",
-		"redis://redis:6379/0?db=s3cr#et": "redis://redis:6379/0?db=s3cr#xxxxx",
-		"re dis://x":                      "xxxxx",
-		"s3cret":                          "xxxxx",
-		"a:1,b:2":                         "a:1,b:2",
+		"redis://:pa#ss@redis:6379":                 "redis://xxxxx",
+		"redis://:pa/ss@redis:6379/0":               "redis://xxxxx",
+		"redis://:pa?ss@redis:6379":                 "redis://xxxxx",
+		"redis://:pa ss@redis:6379":                 "redis://:xxxxx@redis:6379",
+		"redis://h:1/?password=p@ss":                "redis://xxxxx",
+		"redis://u:pa/ss:6379":                      "redis://xxxxx", // no '@': not a host list
+		"redis:/:s3cret@redis:6379":                 "xxxxx",
+		"redis://redis:6379/?pw=s3cret":             "redis://redis:6379/?xxxxx",
+		"redis://redis:6379/0?db=s3cr#et":           "redis://redis:6379/0?db=s3cr#xxxxx",
+		"re dis://x":                                "xxxxx",
+		"s3cret":                                    "xxxxx",
+		"a:1,b:2":                                   "a:1,b:2",
+		"eu=redis://:pw@h:1,us=rediss://u:pw@g:2/0": "eu=redis://:xxxxx@h:1,us=rediss://u:xxxxx@g:2/0", // --regions
+		"e u=redis://:pw@h:1":                       "xxxxx",
 	} {
 		if got := store.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)

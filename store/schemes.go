@@ -66,10 +66,7 @@ func Scheme(rawURL string) (string, error) {
 	case !ok:
 		return "", fmt.Errorf("store: url: scheme: missing (want memory, or scheme://... with scheme one of %s)", schemeList())
 	case backendOf(scheme) == nil:
-		if Redact(scheme+"://") != scheme+"://" { // not a plain word: it may be part of a password
-			scheme = redact.Mask
-		}
-		return "", fmt.Errorf("store: url: scheme: unknown %q (want %s)", scheme, schemeList())
+		return "", fmt.Errorf("store: url: scheme: unknown %q (want %s)", redact.Scheme(scheme), schemeList())
 	case scheme == "memory" && rest != "":
 		return "", fmt.Errorf("store: url: memory takes nothing after memory://, got %s", Redact(rawURL))
 	}

@@ -32,7 +32,8 @@ var shownParams = map[string]bool{
 	"username": true, "protocol": true, "timeout": true, "sslmode": true, "tls": true,
 }
 
-// URL returns raw, a URL or a value where URLs are expected (a comma-separated list of URLs or
+// URL returns raw, a URL of a known scheme (isScheme; any other is masked whole) or a value
+// where URLs are expected (a comma-separated list of URLs or
 // of host:port, or a word such as "memory"), with only its allowed parts shown (see the
 // package doc). The userinfo ends at the authority's last '@', so a password holding '@' or a
 // space is masked whole; when an '@' comes after a '/', '?' or '#' (a password holding them
@@ -47,8 +48,11 @@ func URL(raw string) string {
 	if i := nextURL(raw); i >= 0 { // a list of URLs
 		return URL(raw[:i]) + "," + URL(raw[i+1:])
 	}
+	if name, rest, ok := named(raw); ok { // name=URL, an element of a list such as --regions
+		return name + "=" + URL(rest)
+	}
 	scheme, rest, _ := strings.Cut(raw, "://")
-	if !word(scheme, "+.-") {
+	if !isScheme(scheme) {
 		return Mask
 	}
 	var b strings.Builder
@@ -97,11 +101,36 @@ func URL(raw string) string {
 	return b.String()
 }
 
-// nextURL returns the index of the first comma of raw followed by a scheme and "://", where a
-// second URL of a list starts, or -1.
+// named splits "name=scheme://..." at its '=' when name is a plain word: the element of a list
+// of named URLs (--regions eu=redis://...,us=redis://...).
+func named(raw string) (name, rest string, ok bool) {
+	scheme, _, _ := strings.Cut(raw, "://")
+	name, scheme, found := strings.Cut(scheme, "=")
+	if !found || !word(name, "._-") || !isScheme(scheme) {
+		return "", "", false
+	}
+	return name, raw[len(name)+1:], true
+}
+
+// isScheme reports whether s is one of the schemes Sluice is given URLs of: the stores', the
+// upstreams' and the collectors' (an allow-list too: "password=..." before a "://" is no
+// scheme to show).
+func isScheme(s string) bool { return schemes[strings.ToLower(s)] }
+
+var schemes = map[string]bool{
+	"memory": true, "redis": true, "rediss": true, "redis-sentinel": true, "redis-cluster": true, "memcached": true,
+	"http": true, "https": true, "grpc": true, "grpcs": true, "dns": true, "unix": true, "tcp": true, "udp": true,
+}
+
+// nextURL returns the index of the first comma of raw followed by a scheme and "://" (or a
+// name, '=' and those), where a second URL of a list starts, or -1.
 func nextURL(raw string) int {
 	for i := strings.IndexByte(raw, ','); i >= 0; {
-		if scheme, _, ok := strings.Cut(raw[i+1:], "://"); ok && word(scheme, "+.-") && 'a' <= scheme[0]|0x20 && scheme[0]|0x20 <= 'z' {
+		next := raw[i+1:]
+		if _, rest, ok := named(next); ok {
+			next = rest
+		}
+		if scheme, _, ok := strings.Cut(next, "://"); ok && isScheme(scheme) {
 			return i
 		}
 		j := strings.IndexByte(raw[i+1:], ',')
@@ -244,4 +273,14 @@ func Hash(v string) string {
 	m.Write([]byte(v))
 	var sum [sha256.Size]byte
 	return HashPrefix + hex.EncodeToString(m.Sum(sum[:0]))[:hashLen]
+}
+
+// Scheme returns s, the part of a URL before "://" that is no known scheme, as an error may
+// name it: as it is when it reads as a mistyped scheme (a letter, then at most 31 letters,
+// digits, '+', '.' or '-'), else Mask.
+func Scheme(s string) string {
+	if len(s) <= 32 && word(s, "+.-") && 'a' <= s[0]|0x20 && s[0]|0x20 <= 'z' {
+		return s
+	}
+	return Mask
 }
