@@ -9,8 +9,9 @@ import (
 // Unary returns the unary server interceptor. A call its rate limits admit then takes a slot
 // of each in-flight limit (Limit.InFlight), held until the handler returns. A call its limits refuse is answered with
 // codes.ResourceExhausted, without running the handler, and two status details: a
-// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
-// key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
+// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the limit's
+// name and the key's hash, "name:hash:<12 hex>", as telemetry hashes request values — the key
+// may be the caller's API key; quota_id: the limit's name; quota_value: its capacity) and, unless
 // the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
 // retry_delay is how long until it would pass, rounded up to the millisecond, and (see
 // WithHeaderStyle) the x-ratelimit-* header metadata. With no limit in any route it passes every

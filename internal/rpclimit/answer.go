@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/inflight"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Code is a google.rpc.Code: the same numbers in gRPC (codes.Code) and Connect (connect.Code).
@@ -76,12 +77,13 @@ func contextAnswer(err error) Answer {
 
 // denial is the answer to a call the rate limits refused, decided d by checks, to retry after
 // reset (pipeline.Request.Reset), its message starting with transport ("grpclimit"):
-// ResourceExhausted with a QuotaFailure with one violation per limit that refused it (subject: the store key, limit
-// name and key; quota_id: the limit's name; quota_value: its capacity) and a RetryInfo whose
+// ResourceExhausted with a QuotaFailure with one violation per limit that refused it (subject: the limit's
+// name and the key's hash, "name:hash:<12 hex>": the key may be the caller's API key; quota_id: the limit's name; quota_value: its capacity) and a RetryInfo whose
 // retry_delay is reset rounded up to the millisecond, so that a client that waits that long is
 // not refused again for being early; a call that costs more than a limit's capacity gets one
 // too (until the limit's state is empty), so that a client does not retry it at once. The
-// answer holds copies of the checks' keys: it outlives the call's buffer.
+// answer holds copies of the limits' names and hashes of the checks' keys: it outlives the
+// call's buffer.
 func denial(transport string, checks []sluice.Check, d sluice.Decision, reset time.Duration) Answer {
 	qf := &errdetails.QuotaFailure{}
 	var names []string
@@ -89,11 +91,11 @@ func denial(transport string, checks []sluice.Check, d sluice.Decision, reset ti
 		if c.Decision.Allowed {
 			continue
 		}
-		key := strings.Clone(c.Key) // c.Key may point into the call's buffer, reused once it ends
-		name, _, _ := strings.Cut(key, ":")
+		name, key, _ := strings.Cut(c.Key, ":")
+		name = strings.Clone(name) // c.Key may point into the call's buffer, reused once it ends
 		names = append(names, name)
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject:     key,
+			Subject:     name + ":" + redact.Hash(key), // the key hashed: it may be the caller's API key
 			Description: fmt.Sprintf("limit %q (%s) exceeded", name, c.Rule),
 			QuotaId:     name,
 			QuotaValue:  c.Decision.Limit,
