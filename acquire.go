@@ -48,12 +48,12 @@ func (ls *Leases) Acquire(ctx context.Context, key string, limit InFlight) (Slot
 }
 
 // AcquireClass is Acquire for a request of criticality class c: it is admitted only if, after
-// it, the reserve of the classes above c stays free (limit.Limit minus c's share, WithShares,
+// it, the holdback of the classes above c stays free (limit.Limit minus c's share, WithShares,
 // as for Limiter.AllowClass), so a sheddable request cannot take the last slots kept for
 // critical ones. Remaining is what c may still take. A CRITICAL_PLUS request (share 100%) is
 // decided as Acquire.
 func (ls *Leases) AcquireClass(ctx context.Context, key string, limit InFlight, c Criticality) (Slot, error) {
-	return ls.acquire(ctx, LeaseRequest{Key: key, Limit: limit, Reserve: ls.shares.Reserve(c, limit.Limit), Criticality: c})
+	return ls.acquire(ctx, LeaseRequest{Key: key, Limit: limit, Holdback: ls.shares.Holdback(c, limit.Limit), Criticality: c})
 }
 
 func (ls *Leases) acquire(ctx context.Context, req LeaseRequest) (Slot, error) {
@@ -120,7 +120,7 @@ func (ls *Leases) AcquireWait(ctx context.Context, key string, limit InFlight) (
 // AcquireClassWait is AcquireWait for a request of criticality class c (see AcquireClass). A
 // class whose share of the limit is less than one slot is refused at once (RetryAfter Never).
 func (ls *Leases) AcquireClassWait(ctx context.Context, key string, limit InFlight, c Criticality) (Slot, error) {
-	return ls.acquireWait(ctx, LeaseRequest{Key: key, Limit: limit, Reserve: ls.shares.Reserve(c, limit.Limit), Criticality: c})
+	return ls.acquireWait(ctx, LeaseRequest{Key: key, Limit: limit, Holdback: ls.shares.Holdback(c, limit.Limit), Criticality: c})
 }
 
 func (ls *Leases) acquireWait(ctx context.Context, req LeaseRequest) (Slot, error) {

@@ -25,7 +25,7 @@ type Decision struct {
 	// ResetAfter is how long until the key's state is back to full capacity (nothing
 	// consumed) if nothing else is admitted.
 	ResetAfter time.Duration
-	// Delay is set only by reservations (Request.MaxDelay > 0, used by Limiter.Wait): the
+	// Delay is set only by waits (Request.MaxDelay > 0, used by Limiter.Wait): the
 	// admitted request holds a slot that starts Delay from now, and the caller should wait
 	// that long before acting. It is 0 for ordinary decisions.
 	Delay time.Duration

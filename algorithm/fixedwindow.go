@@ -33,7 +33,7 @@ func (s *FixedWindow) charge(_ int64, pr *Params, n int64) {
 	s.Count = max(s.Count, min(s.Count+n, pr.Rule.Limit+pr.maxDebt))
 }
 
-// decide is Take with the decision in registers, but for Limit. A window cannot reserve:
+// decide is Take with the decision in registers, but for Limit. A window cannot schedule:
 // maxDelay is ignored.
 func (s *FixedWindow) decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	if now >= s.End { // a new window; a clock gone backwards stays in the current one

@@ -129,7 +129,7 @@ func checkDecision(t *testing.T, what string, r sluice.Rule, n int64, d sluice.D
 	case d.ResetAfter < 0 || d.ResetAfter > r.Period*time.Duration(2+c/r.Limit):
 		t.Fatalf("%s: reset_after %v out of range", what, d.ResetAfter)
 	case d.Delay != 0:
-		t.Fatalf("%s: delay %v without a reservation", what, d.Delay)
+		t.Fatalf("%s: delay %v without a wait", what, d.Delay)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 type State interface {
 	// Take decides on n units at time now (Unix ns) under the rule compiled in p (see Compile),
 	// updating the state when the request is admitted or n <= 0. maxDelay (ns) > 0 lets bucket
-	// algorithms reserve a future slot. The rule must be valid (sluice.Rule.Validate) and n
+	// algorithms schedule a future slot. The rule must be valid (sluice.Rule.Validate) and n
 	// must be >= -sluice.MaxLimit; a rule different from the last call's is applied from this
 	// call on.
 	Take(now int64, p *Params, n, maxDelay int64) sluice.Decision

@@ -261,16 +261,16 @@ func (f *Fallback) acquireLocally(req sluice.LeaseRequest) (sluice.LeaseDecision
 	}
 	fraction := f.ledger.fraction()
 	share := limit
-	reserve := req.Reserve
+	holdback := req.Holdback
 	if fraction < 1 {
 		share = max(1, int64(float64(limit)*fraction))
-		reserve = int64(float64(reserve) * fraction)
+		holdback = int64(float64(holdback) * fraction)
 	}
 	now := f.now()
 	f.leases.mu.Lock()
 	defer f.leases.mu.Unlock()
 	n, soonest := f.leases.live(req.Key, now)
-	d := algorithm.DecideLease(share, min(reserve, share), n, soonest, now)
+	d := algorithm.DecideLease(share, min(holdback, share), n, soonest, now)
 	if d.Admitted {
 		f.leases.put(req.Key, req.ID, heldLease{expires: now + int64(req.Limit.LeaseTime()), local: true})
 	}

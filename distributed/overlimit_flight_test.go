@@ -309,7 +309,7 @@ func TestOverLimitSingleFlightWaiterDeadline(t *testing.T) {
 	noFlight(t, h.o)
 }
 
-// Requests that bypass the cache (peeks, settles, reservations) never wait for a key's call
+// Requests that bypass the cache (peeks, settles, waits) never wait for a key's call
 // in flight.
 func TestOverLimitSingleFlightBypass(t *testing.T) {
 	h := newHotKey(t)

@@ -12,7 +12,7 @@
 // exported so other transports (sluice proxy) answer exactly like the middleware.
 //
 // Costs known only after the response (LLM tokens, bytes served): with WithSettle the cost
-// function reserves an estimate, the handler reports the real cost with Settle, and the
+// function takes an estimate, the handler reports the real cost with Settle, and the
 // middleware settles the difference once the handler returns (sluice.Limiter.Settle): a
 // refund, or an overage charged past the limit that the client's next requests pay.
 //

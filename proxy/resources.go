@@ -30,9 +30,9 @@ const (
 	// DefaultMaxConns bounds the client connections open at once, when the open-file limit
 	// allows more.
 	DefaultMaxConns = 10_000
-	// DefaultFDReserve is the number of file descriptors the default MaxConns leaves aside.
-	DefaultFDReserve = 128
-	// adminMaxConns bounds the admin port's connections, within the reserve.
+	// DefaultFDSpare is the number of file descriptors the default MaxConns leaves aside.
+	DefaultFDSpare = 128
+	// adminMaxConns bounds the admin port's connections, within the spare.
 	adminMaxConns = 32
 )
 
@@ -42,7 +42,7 @@ func (c *Config) bodyTimeout() time.Duration {
 }
 
 // maxConns returns the bound on client connections (negative: none): MaxConns, or by default
-// the open-file limit less the reserve, halved (each client connection may hold one to the
+// the open-file limit less the spare, halved (each client connection may hold one to the
 // upstream), at most DefaultMaxConns.
 func (c *Config) maxConns() int {
 	if c.MaxConns != 0 {
@@ -50,7 +50,7 @@ func (c *Config) maxConns() int {
 	}
 	n := DefaultMaxConns
 	if limit := openFilesLimit(); limit > 0 {
-		n = min(n, max(1, (limit-cmp.Or(c.FDReserve, DefaultFDReserve))/2))
+		n = min(n, max(1, (limit-cmp.Or(c.FDSpare, DefaultFDSpare))/2))
 	}
 	return n
 }

@@ -427,10 +427,10 @@ func TestClientClassAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestClientScalesReserve: without WithCriticalityKey every class spends the key's one
-// share, and a class's reserve (a part of the request's own rule) is the same part of the
+// TestClientScalesHoldback: without WithCriticalityKey every class spends the key's one
+// share, and a class's holdback (a part of the request's own rule) is the same part of the
 // assigned capacity: SHEDDABLE (default share 50%) gets half of the assignment.
-func TestClientScalesReserve(t *testing.T) {
+func TestClientScalesHoldback(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(t)
 	l := sluice.New(c)

@@ -82,11 +82,11 @@ func (e *Engine) decideKey(ctx context.Context, key string, lim *config.Limit, n
 	for i, r := range lim.Rules {
 		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: n}
 		if sh := lim.SharesOf(i); sh != nil && n > 0 {
-			checks[i].Reserve = sh.Reserve(class, r.Capacity())
+			checks[i].Holdback = sh.Holdback(class, r.Capacity())
 		}
 	}
 	l := e.limiterFor(checks)
-	if len(checks) == 1 && checks[0].Reserve == 0 {
+	if len(checks) == 1 && checks[0].Holdback == 0 {
 		return l.AllowN(ctx, checks[0].Key, checks[0].Rule, n)
 	}
 	if n > 0 {

@@ -157,7 +157,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 				soonest = e
 			}
 		}
-		*d = algorithm.DecideLease(req.Limit.Limit, req.Reserve, int64(len(l.ids)), soonest, now)
+		*d = algorithm.DecideLease(req.Limit.Limit, req.Holdback, int64(len(l.ids)), soonest, now)
 		if d.Admitted {
 			l.ids, l.exp = append(l.ids, req.ID), append(l.exp, now+int64(req.Limit.LeaseTime()))
 		}

@@ -66,7 +66,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	p := s.leaseParams(req.Limit.Limit, req.Reserve, leaseMillis(req.Limit.LeaseTime()))
+	p := s.leaseParams(req.Limit.Limit, req.Holdback, leaseMillis(req.Limit.LeaseTime()))
 	vals, err := s.evalScript(ctx, leaseAcquireScript, s.LeaseKey(req.Key), p, req.ID[:]).Int64Slice()
 	if err != nil {
 		return sluice.LeaseDecision{}, unavailable(err)
