@@ -66,8 +66,8 @@ type LeaseRequest struct {
 	// Key names the set of slots. Non-empty, at most the store's maximum key length. The
 	// leases of a key are apart from its rate-limit state: the same key may carry both.
 	Key string
-	// Limit is the concurrency limit (validated by the store).
-	Limit InFlight
+	// InFlight is the concurrency limit (validated by the store).
+	InFlight InFlight
 	// ID names the new lease (Leases.Acquire makes a fresh one per request).
 	ID LeaseID
 	// Holdback, when positive, is how many slots must stay free after this one for it to be
@@ -84,11 +84,11 @@ func (r *LeaseRequest) Validate(maxKeyLen int) error {
 	if err := validateKey(r.Key, maxKeyLen); err != nil {
 		return err
 	}
-	if err := r.Limit.Validate(); err != nil {
+	if err := r.InFlight.Validate(); err != nil {
 		return err
 	}
-	if r.Holdback < 0 || r.Holdback > r.Limit.Limit {
-		return fieldError(ErrInvalidN, "holdback", "must be between 0 and the limit %d, got %d", r.Limit.Limit, r.Holdback)
+	if r.Holdback < 0 || r.Holdback > r.InFlight.Limit {
+		return fieldError(ErrInvalidN, "holdback", "must be between 0 and the limit %d, got %d", r.InFlight.Limit, r.Holdback)
 	}
 	return nil
 }
@@ -98,8 +98,8 @@ func (r *LeaseRequest) Validate(maxKeyLen int) error {
 type LeaseDecision struct {
 	// Admitted reports whether a slot was taken (and the lease is now held).
 	Admitted bool
-	// Limit is the concurrency limit.
-	Limit int64
+	// Capacity is the concurrency limit.
+	Capacity int64
 	// InFlight is how many live leases the key holds after this decision (this one included
 	// when admitted).
 	InFlight int64

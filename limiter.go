@@ -101,7 +101,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 		if err != nil {
 			return Decision{}, err
 		}
-		return Decision{Allowed: allowed, Limit: rule.Capacity(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}, nil
+		return Decision{Allowed: allowed, Capacity: rule.Capacity(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}, nil
 	}
 	if l.store == nil {
 		return Decision{}, ErrNoStore
@@ -216,7 +216,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rule Rule, n int64) err
 			return nil
 		}
 		if d.RetryAfter < 0 {
-			return fmt.Errorf("%w: n=%d exceeds the capacity %d of %s", ErrWaitTooLong, n, d.Limit, rule)
+			return fmt.Errorf("%w: n=%d exceeds the capacity %d of %s", ErrWaitTooLong, n, d.Capacity, rule)
 		}
 		if req.MaxDelay > 0 || d.RetryAfter > budget {
 			return fmt.Errorf("%w: %s: n=%d would wait %v, more than %v", ErrWaitTooLong, rule, n, d.RetryAfter+req.MaxDelay, budget)
@@ -357,7 +357,7 @@ func (l *Limiter) undo(taken []Check, denied int) {
 			n = 1
 		}
 		l.refund(c.Key, c.Rule, n)
-		c.Decision.Remaining = min(c.Decision.Limit, c.Decision.Remaining+n)
+		c.Decision.Remaining = min(c.Decision.Capacity, c.Decision.Remaining+n)
 	}
 }
 
@@ -377,7 +377,7 @@ func Combine(checks []Check, allowed bool) (Decision, int) {
 	for i, c := range checks {
 		d := c.Decision
 		if d.Remaining < out.Remaining {
-			out.Limit, out.Remaining, binding = d.Limit, d.Remaining, i
+			out.Capacity, out.Remaining, binding = d.Capacity, d.Remaining, i
 		}
 		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
 		if !allowed && !d.Allowed && out.RetryAfter >= 0 {

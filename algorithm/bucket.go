@@ -39,7 +39,7 @@ func timeFor(x int64, p *Params) int64 {
 // than when enough room has drained for it (token bucket).
 func (b *level) decide(now int64, p *Params, n, maxDelay int64, queue bool) sluice.Decision {
 	d := decision(b.take(now, p, n, maxDelay, queue))
-	d.Limit = p.capacity
+	d.Capacity = p.capacity
 	return d
 }
 

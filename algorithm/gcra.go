@@ -27,7 +27,7 @@ func Interval(r sluice.Rule) int64 { return mulDivCeil(1, int64(r.Period), r.Lim
 // Take implements State.
 func (s *GCRA) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	d := decision(s.decide(now, p, n, maxDelay))
-	d.Limit = p.capacity
+	d.Capacity = p.capacity
 	return d
 }
 

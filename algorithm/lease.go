@@ -12,7 +12,7 @@ import (
 // at least holdback slots stay free: live + 1 <= limit - holdback. The Redis store mirrors
 // this in lua/lease_acquire.lua.
 func DecideLease(limit, holdback, live, soonest, now int64) sluice.LeaseDecision {
-	d := sluice.LeaseDecision{Limit: limit, InFlight: live}
+	d := sluice.LeaseDecision{Capacity: limit, InFlight: live}
 	room := limit - holdback
 	switch {
 	case live+1 <= room:

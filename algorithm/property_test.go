@@ -116,8 +116,8 @@ func checkDecision(t *testing.T, what string, r sluice.Rule, n int64, d sluice.D
 	t.Helper()
 	c := r.Capacity()
 	switch {
-	case d.Limit != c:
-		t.Fatalf("%s: limit %d, want %d", what, d.Limit, c)
+	case d.Capacity != c:
+		t.Fatalf("%s: limit %d, want %d", what, d.Capacity, c)
 	case d.Remaining < 0 || d.Remaining > c:
 		t.Fatalf("%s: remaining %d outside [0, %d]", what, d.Remaining, c)
 	case d.Allowed && d.RetryAfter != 0:

@@ -48,7 +48,7 @@ func TestAllowIsTake(t *testing.T) {
 				fast, slow := clone(st, r, now).(scalar), clone(st, r, now)
 				allowed, remaining, retry, reset := fast.TakeScalar(tok, now, &p, n)
 				want := slow.Take(now, &p, n, 0)
-				got := sluice.Decision{Allowed: allowed, Limit: r.Capacity(), Remaining: remaining,
+				got := sluice.Decision{Allowed: allowed, Capacity: r.Capacity(), Remaining: remaining,
 					RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset)}
 				if retry == -1 {
 					got.RetryAfter = sluice.Never

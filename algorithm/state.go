@@ -132,7 +132,7 @@ func decision(allowed bool, remaining, retryAfter, resetAfter, delay int64) slui
 
 // never is the decision for a cost above the rule's capacity: denied, nothing consumed.
 func never(capacity, remaining, resetAfter int64) sluice.Decision {
-	return sluice.Decision{Limit: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}
+	return sluice.Decision{Capacity: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}
 }
 
 // satMul returns a*b for a, b >= 0, saturating at math.MaxInt64.

@@ -274,7 +274,7 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 	}
 	// The outage weighs 20 + 10 = 30 now; without emptying the shadow limiter after the first
 	// write-back, the 20 of the first window left in it were written again (40).
-	if used := d.Limit - d.Remaining; used != 30 {
+	if used := d.Capacity - d.Remaining; used != 30 {
 		t.Errorf("the store holds %d after the outage, want 30", used)
 	}
 }

@@ -269,13 +269,13 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 			return sluice.Decision{}, err
 		}
 		c := req.Rule.Capacity()
-		return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
+		return sluice.Decision{Allowed: true, Capacity: c, Remaining: c}, nil
 	case FailClosed:
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
 		// A settle is not a request to admit: it is answered as applied (and lost).
-		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.breaker.interval}, nil
+		return sluice.Decision{Allowed: req.Settle, Capacity: req.Rule.Capacity(), RetryAfter: f.breaker.interval}, nil
 	}
 	return f.ledger.decideLocal(ctx, req, f.ledger.fraction())
 }

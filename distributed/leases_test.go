@@ -97,7 +97,7 @@ func TestFallbackLeaseBudget(t *testing.T) {
 		t.Helper()
 		next++
 		id := sluice.LeaseID{next}
-		d, err := f.AcquireLease(ctx, sluice.LeaseRequest{Key: "k", Limit: limit, ID: id})
+		d, err := f.AcquireLease(ctx, sluice.LeaseRequest{Key: "k", InFlight: limit, ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -90,7 +90,7 @@ func denialRemaining(e denial, now int64) int64 {
 
 // decision is the cached denial's answer at t.
 func (e *denial) decision(t int64) sluice.Decision {
-	return sluice.Decision{Limit: e.rule.Capacity(), Remaining: e.remaining,
+	return sluice.Decision{Capacity: e.rule.Capacity(), Remaining: e.remaining,
 		RetryAfter: time.Duration(e.until - t), ResetAfter: time.Duration(max(0, e.resetAt-t))}
 }
 

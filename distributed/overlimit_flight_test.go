@@ -484,5 +484,5 @@ func TestOverLimitSingleFlightAllocatesNothing(t *testing.T) {
 type admitAll struct{}
 
 func (admitAll) Take(_ context.Context, req sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{Allowed: true, Limit: req.Rule.Limit, Remaining: req.Rule.Limit}, nil
+	return sluice.Decision{Allowed: true, Capacity: req.Rule.Limit, Remaining: req.Rule.Limit}, nil
 }

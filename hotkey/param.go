@@ -136,7 +136,7 @@ func (p *Param) Allow(ctx context.Context, l *sluice.Limiter, key, value string,
 // ColdDecision is the Decision of a request admitted cold: Remaining is a lower bound.
 func (p *Param) ColdDecision(v Verdict, n int64) sluice.Decision {
 	c := p.rule.Capacity()
-	return sluice.Decision{Allowed: true, Limit: c, Remaining: max(0, c-v.Bound-n), ResetAfter: p.rule.Period}
+	return sluice.Decision{Allowed: true, Capacity: c, Remaining: max(0, c-v.Bound-n), ResetAfter: p.rule.Period}
 }
 
 // Stats are a Param's counts since it was built.

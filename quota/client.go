@@ -100,12 +100,12 @@ func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision,
 	var d sluice.Decision
 	switch blanket {
 	case allowAll:
-		d = sluice.Decision{Allowed: true, Limit: req.Rule.Limit, Remaining: req.Rule.Limit}
+		d = sluice.Decision{Allowed: true, Capacity: req.Rule.Limit, Remaining: req.Rule.Limit}
 	case denyAll:
 		if err := req.Rule.Validate(); err != nil {
 			return sluice.Decision{}, err
 		}
-		d = sluice.Decision{Limit: req.Rule.Limit, RetryAfter: c.cfg.interval}
+		d = sluice.Decision{Capacity: req.Rule.Limit, RetryAfter: c.cfg.interval}
 	default:
 		r := req
 		r.Rule = rule

@@ -56,7 +56,7 @@ func (e *Engine) CheckSuppliedRule(field, periodField string, r sluice.Rule) err
 }
 
 // unlimitedKey is the decision of a key form naming an unlimited limit.
-var unlimitedKey = sluice.Decision{Allowed: true, Limit: -1, Remaining: -1}
+var unlimitedKey = sluice.Decision{Allowed: true, Capacity: -1, Remaining: -1}
 
 // DecideKey decides n units of key under every rule of lim (the second and later rules of a
 // named limit count under key + "|#N", as descriptors do; per-instance rules on the

@@ -82,7 +82,7 @@ func (q *Request) Add(i int, buf []byte, n int64, c sluice.Criticality) {
 		return
 	}
 	if l.InFlight != nil {
-		q.claims = append(q.claims, inflight.Claim{Name: l.Name, Key: string(q.buf[q.start:]), Limit: *l.InFlight,
+		q.claims = append(q.claims, inflight.Claim{Name: l.Name, Key: string(q.buf[q.start:]), InFlight: *l.InFlight,
 			Adaptive: l.Adaptive, Classed: l.Shares != nil, Class: c})
 		if !l.Rated() {
 			q.buf = q.buf[:q.start]

@@ -284,7 +284,7 @@ func decode(reply string, limit int64) (sluice.Decision, error) {
 	}
 	d := sluice.Decision{
 		Allowed:    n[0] == 1,
-		Limit:      limit,
+		Capacity:   limit,
 		Remaining:  n[1],
 		RetryAfter: time.Duration(n[2]),
 		ResetAfter: time.Duration(n[3]),

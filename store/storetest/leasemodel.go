@@ -104,9 +104,9 @@ func testLeaseModel(t *testing.T, newStore NewStore, run string) {
 func modelDecision(limit, holdback, live, soonest, now int64) sluice.LeaseDecision {
 	room := limit - holdback
 	if live+1 <= room {
-		return sluice.LeaseDecision{Admitted: true, Limit: limit, InFlight: live + 1, Remaining: room - live - 1}
+		return sluice.LeaseDecision{Admitted: true, Capacity: limit, InFlight: live + 1, Remaining: room - live - 1}
 	}
-	d := sluice.LeaseDecision{Limit: limit, InFlight: live, Remaining: max(0, room-live), RetryAfter: time.Duration(soonest - now)}
+	d := sluice.LeaseDecision{Capacity: limit, InFlight: live, Remaining: max(0, room-live), RetryAfter: time.Duration(soonest - now)}
 	if room < 1 {
 		d.RetryAfter = sluice.Never
 	}

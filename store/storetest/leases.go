@@ -60,7 +60,7 @@ func (f *leaseFixture) id() sluice.LeaseID {
 func (f *leaseFixture) acquire(limit sluice.InFlight, holdback int64) (sluice.LeaseID, sluice.LeaseDecision) {
 	f.t.Helper()
 	id := f.id()
-	d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, Limit: limit, ID: id, Holdback: holdback})
+	d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, InFlight: limit, ID: id, Holdback: holdback})
 	if err != nil {
 		f.t.Fatalf("acquire: %v", err)
 	}
@@ -94,11 +94,11 @@ func (f *leaseFixture) renew(lease time.Duration, ids ...sluice.LeaseID) []bool 
 }
 
 func admitted(limit, inFlight, remaining int64) sluice.LeaseDecision {
-	return sluice.LeaseDecision{Admitted: true, Limit: limit, InFlight: inFlight, Remaining: remaining}
+	return sluice.LeaseDecision{Admitted: true, Capacity: limit, InFlight: inFlight, Remaining: remaining}
 }
 
 func refused(limit, inFlight, remaining int64, retry time.Duration) sluice.LeaseDecision {
-	return sluice.LeaseDecision{Limit: limit, InFlight: inFlight, Remaining: remaining, RetryAfter: retry}
+	return sluice.LeaseDecision{Capacity: limit, InFlight: inFlight, Remaining: remaining, RetryAfter: retry}
 }
 
 func (f *leaseFixture) want(step string, got, want sluice.LeaseDecision) {
@@ -209,13 +209,13 @@ func testLeaseBadInput(t *testing.T, newStore NewStore, run string) {
 		req   sluice.LeaseRequest
 		field string
 	}{
-		{sluice.LeaseRequest{Key: "", Limit: ok}, "key"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: 0}}, "max_in_flight"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: -3}}, "max_in_flight"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: 1, Lease: -time.Second}}, "lease"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: 1, Lease: time.Microsecond}}, "lease"},
-		{sluice.LeaseRequest{Key: f.key, Limit: ok, Holdback: 2}, "holdback"},
-		{sluice.LeaseRequest{Key: f.key, Limit: ok, Holdback: -1}, "holdback"},
+		{sluice.LeaseRequest{Key: "", InFlight: ok}, "key"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: 0}}, "max_in_flight"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: -3}}, "max_in_flight"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: 1, Lease: -time.Second}}, "lease"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: 1, Lease: time.Microsecond}}, "lease"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: ok, Holdback: 2}, "holdback"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: ok, Holdback: -1}, "holdback"},
 	} {
 		c.req.ID = f.id()
 		_, err := f.s.AcquireLease(ctx, c.req)
@@ -270,7 +270,7 @@ func testLeaseConcurrent(t *testing.T, newStore NewStore, run string) {
 				copy(id[:], f.key)
 				n := ids.Add(1)
 				id[13], id[14], id[15] = byte(g), byte(n>>8), byte(n)
-				d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, Limit: limit, ID: id})
+				d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, InFlight: limit, ID: id})
 				if err != nil {
 					errs <- err
 					return

@@ -117,20 +117,20 @@ func RunCase(t *testing.T, newStore NewStore, run string, c Case) {
 }
 
 func ok(limit, remaining int64, reset time.Duration) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+	return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, ResetAfter: reset}
 }
 
 func delayed(limit, remaining int64, reset, delay time.Duration) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset, Delay: delay}
+	return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, ResetAfter: reset, Delay: delay}
 }
 
 // settled is the decision of a settle: allowed, with RetryAfter until the debt is paid.
 func settled(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 func deny(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
-	return sluice.Decision{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	return sluice.Decision{Capacity: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 const ms = time.Millisecond
@@ -416,7 +416,7 @@ func testRuleChange(t *testing.T, newStore NewStore, run string) {
 		}
 		// Window algorithms keep the 8 units (12 left); buckets keep them less 1 ms of
 		// refill; GCRA keeps the consumed time (800 ms of 1 s: 4 left).
-		if d.Remaining > 12 || d.Remaining < 4 || d.Limit != 20 {
+		if d.Remaining > 12 || d.Remaining < 4 || d.Capacity != 20 {
 			t.Errorf("after raising the limit to 20: %+v; the 8 units consumed were lost", d)
 		}
 	})
