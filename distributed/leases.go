@@ -204,7 +204,7 @@ func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (s
 	if f.closed.Load() {
 		return sluice.LeaseDecision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() != CircuitOpen || !f.down.Load() {
+	if f.Circuit() != CircuitOpen || !f.down.Load() {
 		d, local, err := f.storeLease(ctx, req)
 		if !local {
 			return d, err
@@ -325,7 +325,7 @@ func (f *Fallback) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal)
 }
 
 func (f *Fallback) renewInStore(ctx context.Context, batch []sluice.LeaseRenewal) error {
-	if f.State() == CircuitOpen && f.down.Load() {
+	if f.Circuit() == CircuitOpen && f.down.Load() {
 		return fmt.Errorf("distributed: fallback: the store is down: %w", sluice.ErrStoreUnavailable)
 	}
 	next, err := leaserOf(f.next)

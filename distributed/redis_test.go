@@ -156,7 +156,7 @@ func TestFallbackRestartResumes(t *testing.T) {
 	}
 	defer s.Close()
 	var back atomic.Int64 // Unix ns of the last change back to the store
-	f, err := NewFallback(s, WithGroup(t.Name()), OnStateChange(func(_, to Circuit) {
+	f, err := NewFallback(s, WithGroup(t.Name()), OnCircuitChange(func(_, to Circuit) {
 		if to == CircuitClosed {
 			back.Store(time.Now().UnixNano())
 		}
@@ -191,11 +191,11 @@ func TestFallbackRestartResumes(t *testing.T) {
 	bound := 2*DefaultProbeInterval + redis.RedialInterval + margin // a probe writes back, the next goes back
 	var worst time.Duration
 	for i := range restarts {
-		if f.State() != CircuitClosed {
-			t.Fatalf("restart %d: state %v before the kill, want store", i+1, f.State())
+		if f.Circuit() != CircuitClosed {
+			t.Fatalf("restart %d: state %v before the kill, want store", i+1, f.Circuit())
 		}
 		srv.Kill()
-		waitFor(t, 2*time.Second, "the fallback state", func() bool { return f.State() == CircuitOpen })
+		waitFor(t, 2*time.Second, "the fallback state", func() bool { return f.Circuit() == CircuitOpen })
 		// Down long enough for the pool to stop dialing (4 failed probes), for a time that
 		// falls anywhere in go-redis's one-second re-dial cycle.
 		time.Sleep(time.Second + rand.N(time.Second))
