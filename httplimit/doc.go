@@ -17,6 +17,6 @@
 // refund, or an overage charged past the limit that the client's next requests pay.
 //
 // Store errors never become a 500 or a panic: the middleware fails open, fails closed (503,
-// temporary-reduced-capacity) or lets a fallback store decide, logs (rate-limited) and counts
+// temporary-reduced-capacity) or lets a local limiter decide (WithLocalLimiter), logs (rate-limited) and counts
 // them.
 package httplimit

@@ -60,7 +60,7 @@ type Outcome struct {
 //   - any other failure: counted in StoreErrors, logged (Warn, at most once a second, without
 //     the key) and answered by the failure policy: FailOpen lets the request through without
 //     the limits (FailedOpen), FailClosed answers Unavailable (FailedClosed), FailLocal decides
-//     again with the fallback limiter and a Leases on its store, and lets the request through
+//     again with the local limiter (Config.Local) and a Leases on its store, and lets the request through
 //     (FailedOpen) if that fails too.
 func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 	p := q.p
@@ -73,7 +73,7 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 				q.charged = nil // nothing was charged: nothing to settle
 				return Outcome{Verdict: v, Err: e}
 			}
-			q.charged = p.cfg.Fallback
+			q.charged = p.cfg.Local
 			if d, err = q.hot.AllowAll(ctx, q.charged, q.checks); err != nil {
 				if s := p.stats; s != nil {
 					s.FailedOpen.Add(1)
@@ -132,7 +132,7 @@ func (q *Request) acquire(ctx context.Context) (v Verdict, cause error, done boo
 			q.refused = -1
 			return Pass, nil, false
 		}
-		if i, err = inflight.Acquire(ctx, p.fbLeases, q.claims); err != nil {
+		if i, err = inflight.Acquire(ctx, p.localLeases, q.claims); err != nil {
 			if s := p.stats; s != nil {
 				s.FailedOpen.Add(1)
 			}
@@ -152,7 +152,7 @@ func (q *Request) acquire(ctx context.Context) (v Verdict, cause error, done boo
 }
 
 // fail is the failure handler (see Decide) for err, of the rate decision (claim -1) or of
-// claim: the verdict and its cause, or local when FailLocal decides again on the fallback.
+// claim: the verdict and its cause, or local when FailLocal decides again on the local limiter.
 func (q *Request) fail(ctx context.Context, err error, claim int) (v Verdict, cause error, local bool) {
 	p := q.p
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

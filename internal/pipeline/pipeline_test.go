@@ -62,7 +62,7 @@ func newMemory(t *testing.T, clock sluice.Clock) *memory.Store {
 // the in-flight claim), for every failure policy: the request's own context ending is
 // Canceled and counts nothing; a key the store refuses is Invalid whatever the policy; any
 // other store failure is a StoreError, answered by the policy (open: Pass without the limits;
-// closed: Unavailable naming the limit; local: decided by the fallback).
+// closed: Unavailable naming the limit; local: decided by the local limiter).
 func TestFailureHandler(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	unavailable := fmt.Errorf("test: %w", sluice.ErrStoreUnavailable)
@@ -92,7 +92,7 @@ func TestFailureHandler(t *testing.T) {
 					cfg := pipeline.Config{Name: "test", Limiter: sluice.New(st), Failure: policy, Clock: clock, Stats: &pipeline.Stats{},
 						Log: slog.New(slog.NewJSONHandler(&logs, nil))}
 					if policy == distributed.FailLocal {
-						cfg.Fallback = sluice.New(newMemory(t, clock))
+						cfg.Local = sluice.New(newMemory(t, clock))
 					}
 					p, err := pipeline.New(cfg, []pipeline.Limit{lim}, []string{"limits[0]"}, [][]int{{0}}, 0)
 					if err != nil {
@@ -128,7 +128,7 @@ func TestFailureHandler(t *testing.T) {
 						t.Errorf("Charged %v, want %v: a cost is settled only where it was charged", q.Charged(), charged)
 					}
 					if policy == distributed.FailLocal && tc.name == "unavailable" && (!o.Decided && step == "rate" || s.Allowed.Load() != 1) {
-						t.Errorf("fallback: decided %v, %d allowed", o.Decided, s.Allowed.Load())
+						t.Errorf("local: decided %v, %d allowed", o.Decided, s.Allowed.Load())
 					}
 					if tc.name == "unavailable" {
 						recs := logs.Records(t, "test: the store could not decide")

@@ -26,8 +26,8 @@ type Observer interface {
 	StateError()
 	StateRetry()
 	// Uncovered is called for each bucket usage that no quota rule covers: the client's
-	// domain (as in Reported) names a bucket it gets no assignment for, so its own fallback
-	// decides.
+	// domain (as in Reported) names a bucket it gets no assignment for, so its own no-assignment
+	// behaviour decides (Envoy's no_assignment_behavior, the quota client's OwnRule).
 	Uncovered(domain string)
 }
 

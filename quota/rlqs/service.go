@@ -326,7 +326,7 @@ func (s *Service) uncovered(defined bool, domain string, id map[string]string) {
 	if suppressed > 0 {
 		attrs = append(attrs, logthrottle.SuppressedKey, suppressed)
 	}
-	s.log.Warn("rlqs: no quota rule covers a reported bucket: the client gets no assignment and decides on its fallback", attrs...)
+	s.log.Warn("rlqs: no quota rule covers a reported bucket: the client gets no assignment and decides by its no-assignment behaviour", attrs...)
 }
 
 func itoa(v uint64) string {
