@@ -90,9 +90,9 @@ func TestWriteDenial(t *testing.T) {
 }
 
 func TestProblemJSON(t *testing.T) {
-	p := Problem{Type: "about:blank", Title: "t\"i\\t\nle\x01 é \xff", Status: 503, Instance: "/x",
+	p := ProblemDetails{Type: "about:blank", Title: "t\"i\\t\nle\x01 é \xff", Status: 503, Instance: "/x",
 		ViolatedPolicies: []string{"a\"b", "ü"}}
-	var got Problem
+	var got ProblemDetails
 	if err := json.Unmarshal(appendProblem(nil, &p), &got); err != nil {
 		t.Fatalf("%s: %v", appendProblem(nil, &p), err)
 	}
@@ -102,7 +102,7 @@ func TestProblemJSON(t *testing.T) {
 		t.Errorf("round trip %+v, want %+v", got, want)
 	}
 	var m map[string]any
-	_ = json.Unmarshal(appendProblem(nil, &Problem{Type: "x", Status: 429}), &m)
+	_ = json.Unmarshal(appendProblem(nil, &ProblemDetails{Type: "x", Status: 429}), &m)
 	if _, ok := m["detail"]; ok || m["violated-policies"] == nil {
 		t.Errorf("empty detail written, or violated-policies missing: %v", m)
 	}

@@ -71,7 +71,7 @@ func TestStoreFailure(t *testing.T) {
 				stats := &Stats{}
 				h := mustNew(t, l, policy, WithFailurePolicy(distributed.FailClosed), WithStats(stats))(okHandler)
 				rec := get(h, "/", nil)
-				var p Problem
+				var p ProblemDetails
 				_ = json.Unmarshal(rec.Body.Bytes(), &p)
 				if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
 					p.Type != ProblemTemporaryReducedCapacity || !reflect.DeepEqual(p.ViolatedPolicies, []string{"api", "burst"}) {

@@ -23,7 +23,7 @@ func TestViolatedNameAsInHeader(t *testing.T) {
 		rec := httptest.NewRecorder()
 		SetHeaders(rec.Header(), HeadersIETF, results)
 		WriteDenial(rec, httptest.NewRequest(http.MethodGet, "/", nil), results)
-		var p Problem
+		var p ProblemDetails
 		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
 			t.Fatalf("%q: %v in %s", name, err, rec.Body)
 		}

@@ -141,7 +141,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		msg := err.Error()
 		p.invalidLog.Log(r.Context(), p.log, time.Now(), slog.LevelWarn, "request refused: a rate-limit descriptor built from it is invalid",
 			slog.String("err", msg))
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Bad Request",
 			Status: http.StatusBadRequest, Detail: "A rate-limit descriptor built from the request is invalid: " + msg})
 		return
 	}

@@ -130,14 +130,14 @@ func (p *Proxy) clientFault(w http.ResponseWriter, r *http.Request, err error) b
 		p.metrics.clientErrors[clientBodyTimeout].Inc()
 		p.clientLog.Log(r.Context(), p.log, time.Now(), slog.LevelWarn, "request body timeout: the client sent nothing of its body for the timeout; request ended",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Duration("timeout", p.cfg.bodyTimeout()))
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Request Timeout",
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Request Timeout",
 			Status: http.StatusRequestTimeout, Detail: "The request body did not arrive in time."})
 		return true
 	}
 	p.metrics.clientErrors[clientBodyMalformed].Inc()
 	p.clientLog.Log(r.Context(), p.log, time.Now(), slog.LevelWarn, "request body malformed; request ended",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", berr.Error()))
-	httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
+	httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Bad Request",
 		Status: http.StatusBadRequest, Detail: "The request body is malformed."})
 	return true
 }

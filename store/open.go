@@ -59,7 +59,7 @@ type Backend struct {
 	// Cluster nodes) and memcached: authorities, client certificate, server name (see TLS).
 	// The zero TLS leaves the URL's scheme to decide (rediss:// is TLS with the system roots).
 	// The memory store ignores it.
-	TLS TLS
+	TLS ClientTLS
 	// MemoryMaxBytes bounds the bytes the memory store's keys hold (memory.WithMaxBytes; 0:
 	// memory.DefaultMaxBytes). The other stores ignore it.
 	MemoryMaxBytes int64

@@ -77,13 +77,13 @@ func TestFailureHandler(t *testing.T) {
 				name      string
 				err       error
 				cancel    bool
-				want      pipeline.Verdict
+				want      pipeline.Answer
 				storeErrs uint64
 				badInput  uint64
 			}{
 				{"canceled", context.Canceled, true, pipeline.Canceled, 0, 0},
 				{"invalid key", badKey, false, pipeline.Invalid, 0, 1},
-				{"unavailable", unavailable, false, map[distributed.FailurePolicy]pipeline.Verdict{
+				{"unavailable", unavailable, false, map[distributed.FailurePolicy]pipeline.Answer{
 					distributed.FailOpen: pipeline.Pass, distributed.FailClosed: pipeline.Unavailable, distributed.FailLocal: pipeline.Pass}[policy], 1, 0},
 			} {
 				t.Run(fmt.Sprintf("%s/%v/%s", step, policy, tc.name), func(t *testing.T) {
@@ -109,8 +109,8 @@ func TestFailureHandler(t *testing.T) {
 					o := q.Decide(ctx, 0)
 					q.Finish()
 					s := p.Stats()
-					if o.Verdict != tc.want || s.StoreErrors.Load() != tc.storeErrs || s.BadInput.Load() != tc.badInput {
-						t.Errorf("verdict %v, %d store errors, %d bad input; want %v, %d, %d", o.Verdict, s.StoreErrors.Load(), s.BadInput.Load(), tc.want, tc.storeErrs, tc.badInput)
+					if o.Answer != tc.want || s.StoreErrors.Load() != tc.storeErrs || s.BadInput.Load() != tc.badInput {
+						t.Errorf("answer %v, %d store errors, %d bad input; want %v, %d, %d", o.Answer, s.StoreErrors.Load(), s.BadInput.Load(), tc.want, tc.storeErrs, tc.badInput)
 					}
 					if tc.want == pipeline.Unavailable {
 						if names := q.Unavailable(); len(names) != 1 || names[0] != lim.Name || s.FailedClosed.Load() != 1 {
