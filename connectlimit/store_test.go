@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
-	sluicememcached "github.com/sluicehq/sluice/store/memcached"
+	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -48,7 +48,7 @@ func TestSharedStores(t *testing.T) {
 			return st
 		}},
 		{"memcached", func(t *testing.T) sluice.Store {
-			st, err := sluicememcached.New(memcache.New(testenv.MemcachedAddr(t)))
+			st, err := memcached.New(memcache.New(testenv.MemcachedAddr(t)))
 			if err != nil {
 				t.Fatal(err)
 			}
