@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/gate"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
@@ -100,14 +101,13 @@ type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
 	eng      *rls.Engine // decides, owns the rules, their watcher and the store
+	gate     *gate.Gate  // the decision of a request (package internal/gate)
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
-	plan     atomic.Pointer[plan]
-	resolver *clientip.Resolver
 	metrics  *metrics
-	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
-	invalidLog, upstreamLog logthrottle.Throttle
-	serving                 atomic.Bool // between the start of Serve and the end of the drain
+	// upstreamLog throttles the lines of upstream errors.
+	upstreamLog logthrottle.Throttle
+	serving     atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -132,7 +132,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.upstream = u
-	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
+	resolver, err := clientip.New(cfg.TrustedProxies)
+	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	reg := cfg.Registry
@@ -144,12 +145,12 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p.eng = eng
-	if err := checkLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
+	p.eng, p.gate = eng, gate.New(eng, resolver, cfg.HeaderStyle, p.log)
+	if err := gate.CheckLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
 		_ = eng.Close()
-		return nil, err
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	if p.currentPlan().empty() {
+	if len(p.gate.Domains()) == 0 {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
 	}
@@ -270,7 +271,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		go serve(p.admin, p.adminLis)
 	}
 	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstream.String(),
-		"domains", p.currentPlan().domainNames())
+		"domains", p.gate.Domains())
 	var err error
 	select {
 	case <-ctx.Done():

@@ -1,11 +1,11 @@
-package proxy
+package gate
 
 import (
-	"net/http"
 	"net/netip"
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/rls"
 )
 
-// plan is what the proxy does under one rules config: the domains that have a proxy
+// plan is what the gate decides under one rules config: the domains that have a proxy
 // section, with their rate limits. It is immutable.
 type plan struct {
 	cfg     *config.Config
@@ -22,9 +22,9 @@ type plan struct {
 }
 
 // currentPlan returns the plan of the rules in force, building it after a reload.
-func (p *Proxy) currentPlan() *plan {
-	cfg := p.eng.Rules()
-	if pl := p.plan.Load(); pl != nil && pl.cfg == cfg {
+func (g *Gate) currentPlan() *plan {
+	cfg := g.eng.Rules()
+	if pl := g.plan.Load(); pl != nil && pl.cfg == cfg {
 		return pl
 	}
 	pl := &plan{cfg: cfg}
@@ -34,15 +34,15 @@ func (p *Proxy) currentPlan() *plan {
 		}
 	}
 	if len(pl.domains) == 0 {
-		p.log.Warn("no document of the rules has a proxy section: every request is forwarded unlimited")
+		g.log.Warn("no document of the rules has a proxy section: no request is limited")
 	}
-	p.plan.Store(pl)
+	g.plan.Store(pl)
 	return pl
 }
 
-func (pl *plan) empty() bool { return len(pl.domains) == 0 }
-
-func (pl *plan) domainNames() []string {
+// Domains returns the names of the domains of the rules in force that have a proxy section.
+func (g *Gate) Domains() []string {
+	pl := g.currentPlan()
 	names := make([]string, len(pl.domains))
 	for i, d := range pl.domains {
 		names[i] = d.Name
@@ -50,44 +50,66 @@ func (pl *plan) domainNames() []string {
 	return names
 }
 
-// scratch is the per-request state of a decision, pooled: the engine's request built from
-// the HTTP request, and the answer and results of the decision.
-type scratch struct {
+// Scratch is the state of one decision, pooled (Get, Release): the engine's request built
+// from the Request, and the answer and outcome of the decision.
+type Scratch struct {
+	// Request is the request to decide, filled by the door.
+	Request Request
+	// Results are the limits that applied to the request, for its headers and denial.
+	Results []httplimit.Result
+	// Claims are the in-flight limits of its descriptors (max_in_flight); after Pass, they
+	// hold their slots until Done.
+	Claims []inflight.Claim
+	// Err is the error of Invalid and Unavailable.
+	Err error
+
 	req     rls.Request
 	descs   []rls.Descriptor // each keeps its Entries' capacity
 	ans     rls.Answer
-	results []httplimit.Result
-	claims  []inflight.Claim // the in-flight limits of the descriptors (max_in_flight)
+	refused *inflight.Claim // the claim of Refused
+	start   time.Time       // when the slots were taken
 
 	client     netip.Addr
 	clientDone bool
 	buf        []byte
 }
 
-var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
+var scratchPool = sync.Pool{New: func() any { return &Scratch{} }}
 
-func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+// Get returns a Scratch from the pool.
+func Get() *Scratch { return scratchPool.Get().(*Scratch) }
 
-func (sc *scratch) release() {
+// Done gives back the in-flight slots a passed request holds, telling adaptive limits its
+// round trip. It is safe to call when none is held, and more than once.
+func (sc *Scratch) Done() {
+	if len(sc.Claims) > 0 {
+		inflight.Release(sc.Claims, time.Since(sc.start))
+	}
+}
+
+// Release returns sc to the pool; sc must not be used after. It does not give back slots
+// (Done does).
+func (sc *Scratch) Release() {
 	for i := range sc.descs {
 		d := &sc.descs[i]
 		clear(d.Entries)
 		d.Entries = d.Entries[:0]
 	}
 	clear(sc.ans.Verdicts)
-	clear(sc.results)
+	clear(sc.Results)
 	sc.req, sc.ans.Verdicts, sc.ans.Rules = rls.Request{}, sc.ans.Verdicts[:0], nil
-	sc.results = sc.results[:0]
-	clear(sc.claims)
-	sc.claims = sc.claims[:0]
+	sc.Results = sc.Results[:0]
+	clear(sc.Claims)
+	sc.Claims = sc.Claims[:0]
+	sc.Request, sc.Err, sc.refused = Request{}, nil, nil
 	sc.client, sc.clientDone = netip.Addr{}, false
 	scratchPool.Put(sc)
 }
 
-// descriptors sets sc.req to the descriptors of r under the domain's rate limits, and
-// reports whether there is any: a rate limit whose action cannot append its entry produces
-// no descriptor (Envoy's rule), and one whose entries were all skipped neither.
-func (p *Proxy) descriptors(sc *scratch, r *http.Request, d *config.Domain) bool {
+// descriptors sets sc.req to the descriptors of sc's request under the domain's rate limits,
+// and reports whether there is any: a rate limit whose action cannot append its entry
+// produces no descriptor (Envoy's rule), and one whose entries were all skipped neither.
+func (g *Gate) descriptors(sc *Scratch, d *config.Domain) bool {
 	n := 0
 	for i := range d.Proxy {
 		if n == len(sc.descs) {
@@ -95,7 +117,7 @@ func (p *Proxy) descriptors(sc *scratch, r *http.Request, d *config.Domain) bool
 		}
 		desc := &sc.descs[n]
 		desc.Entries = desc.Entries[:0]
-		if p.appendEntries(sc, desc, r, d.Proxy[i].Actions) && len(desc.Entries) > 0 {
+		if g.appendEntries(sc, desc, d.Proxy[i].Actions) && len(desc.Entries) > 0 {
 			n++
 		}
 	}
@@ -104,10 +126,10 @@ func (p *Proxy) descriptors(sc *scratch, r *http.Request, d *config.Domain) bool
 }
 
 // appendEntries appends the entry of each action to desc; false when an action cannot.
-func (p *Proxy) appendEntries(sc *scratch, desc *rls.Descriptor, r *http.Request, actions []config.Action) bool {
+func (g *Gate) appendEntries(sc *Scratch, desc *rls.Descriptor, actions []config.Action) bool {
 	for i := range actions {
 		a := &actions[i]
-		v, ok := p.actionValue(sc, r, a)
+		v, ok := g.actionValue(sc, a)
 		if !ok {
 			if a.RequestHeaders != nil && a.RequestHeaders.SkipIfAbsent {
 				continue
@@ -119,15 +141,16 @@ func (p *Proxy) appendEntries(sc *scratch, desc *rls.Descriptor, r *http.Request
 	return true
 }
 
-// actionValue is the value of the entry an action appends for r, or false when it appends
-// none.
-func (p *Proxy) actionValue(sc *scratch, r *http.Request, a *config.Action) (string, bool) {
+// actionValue is the value of the entry an action appends for sc's request, or false when
+// it appends none.
+func (g *Gate) actionValue(sc *Scratch, a *config.Action) (string, bool) {
+	r := &sc.Request
 	switch {
 	case a.RequestHeaders != nil:
 		return headerValue(r, a.RequestHeaders.HeaderName)
 	case a.RemoteAddress != nil:
 		if !sc.clientDone {
-			sc.client, sc.clientDone = p.resolver.FromRequest(r), true
+			sc.client, sc.clientDone = g.resolver.Resolve(r.RemoteAddr, r.Header["X-Forwarded-For"], r.Header["Forwarded"]), true
 		}
 		if !sc.client.IsValid() {
 			return "", false
@@ -164,7 +187,7 @@ func cleanPath(p string) string {
 
 // headerValue returns the first value of a request header, or of a pseudo-header (":path"
 // is the path and query as sent, ":authority" and "Host" the request's host).
-func headerValue(r *http.Request, name string) (string, bool) {
+func headerValue(r *Request, name string) (string, bool) {
 	switch {
 	case name == ":path":
 		return r.URL.RequestURI(), true
@@ -173,7 +196,7 @@ func headerValue(r *http.Request, name string) (string, bool) {
 	case name == ":authority" || strings.EqualFold(name, "host"):
 		return r.Host, r.Host != ""
 	case name == ":scheme":
-		if r.TLS != nil {
+		if r.TLS {
 			return "https", true
 		}
 		return "http", true
