@@ -23,7 +23,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.metrics.decision.Observe(time.Since(start).Seconds())
 	if o != gate.Pass {
 		p.metrics.count(o)
-		p.gate.Write(w, r, sc, o, "")
+		p.gate.Write(r.Context(), w, sc, o, "")
 		return
 	}
 	defer sc.Done() // the slots are held until the upstream's response body is done

@@ -55,6 +55,9 @@ func (g *Gate) Domains() []string {
 type Scratch struct {
 	// Request is the request to decide, filled by the door.
 	Request Request
+	// Extra, when not empty, are the entries of one more descriptor decided with those of
+	// the proxy actions in each domain (ext_authz's per-route context extensions).
+	Extra []rls.Entry
 	// Results are the limits that applied to the request, for its headers and denial.
 	Results []httplimit.Result
 	// Claims are the in-flight limits of its descriptors (max_in_flight); after Pass, they
@@ -101,7 +104,8 @@ func (sc *Scratch) Release() {
 	sc.Results = sc.Results[:0]
 	clear(sc.Claims)
 	sc.Claims = sc.Claims[:0]
-	sc.Request, sc.Err, sc.refused = Request{}, nil, nil
+	clear(sc.Extra)
+	sc.Request, sc.Extra, sc.Err, sc.refused = Request{}, sc.Extra[:0], nil, nil
 	sc.client, sc.clientDone = netip.Addr{}, false
 	scratchPool.Put(sc)
 }
@@ -120,6 +124,13 @@ func (g *Gate) descriptors(sc *Scratch, d *config.Domain) bool {
 		if g.appendEntries(sc, desc, d.Proxy[i].Actions) && len(desc.Entries) > 0 {
 			n++
 		}
+	}
+	if len(sc.Extra) > 0 {
+		if n == len(sc.descs) {
+			sc.descs = append(sc.descs, rls.Descriptor{})
+		}
+		sc.descs[n].Entries = append(sc.descs[n].Entries[:0], sc.Extra...)
+		n++
 	}
 	sc.req.Domain, sc.req.Descriptors = d.Name, sc.descs[:n]
 	return n > 0

@@ -178,7 +178,8 @@ func (g *Gate) SetHeaders(h http.Header, sc *Scratch) {
 // Refused: 503 for an adaptive limit), 400 (Invalid), 503 of type
 // temporary-reduced-capacity with Retry-After: 1 (Unavailable), 404 naming domain
 // (UnknownDomain).
-func (g *Gate) Write(w http.ResponseWriter, r *http.Request, sc *Scratch, o Outcome, domain string) {
+func (g *Gate) Write(ctx context.Context, w http.ResponseWriter, sc *Scratch, o Outcome, domain string) {
+	var r *http.Request // httplimit's writers read nothing of the request
 	switch o {
 	case Denied:
 		g.SetHeaders(w.Header(), sc)
@@ -189,7 +190,7 @@ func (g *Gate) Write(w http.ResponseWriter, r *http.Request, sc *Scratch, o Outc
 		httplimit.WriteRefused(w, r, sc.Results, httplimit.Result{Name: c.Name, Decision: c.Decision()}, c.Overload())
 	case Invalid:
 		msg := sc.Err.Error()
-		g.invalidLog.Log(r.Context(), g.log, time.Now(), slog.LevelWarn, "request refused: a rate-limit descriptor built from it is invalid",
+		g.invalidLog.Log(ctx, g.log, time.Now(), slog.LevelWarn, "request refused: a rate-limit descriptor built from it is invalid",
 			slog.String("err", msg))
 		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
 			Status: http.StatusBadRequest, Detail: "A rate-limit descriptor built from the request is invalid: " + msg})

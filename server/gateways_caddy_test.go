@@ -1,0 +1,38 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// caddySnippet returns the Caddyfile of file's section title, its addresses replaced.
+func caddySnippet(t *testing.T, file, title, gateway, sluice, app string) string {
+	t.Helper()
+	_, port, _ := strings.Cut(gateway, ":")
+	return testenv.Replace(t, testenv.Block(t, file, title, "caddyfile", 0),
+		":8000 {", ":"+port+" {", "127.0.0.1:8080", sluice, "127.0.0.1:3000", app)
+}
+
+// Issue 35: the README's Caddyfile in front of an app, with Sluice behind its forward_auth,
+// as real caddy (Debian bookworm's 2.6.2) runs it: the limit exact under concurrency, the
+// rate-limit headers copied onto admitted answers, Sluice's 429 passed whole, a spoofed
+// X-Forwarded-For counted against its sender; then Sluice down: Caddy's 502, failing closed.
+func TestCaddyForwardAuth(t *testing.T) {
+	h := startGatewaySluice(t)
+	a := startApp(t)
+	addr := testenv.FreeAddr(t)
+	g := testenv.StartCaddy(t, addr, caddySnippet(t, readme, "Caddy", addr, h.srv.HTTPAddr(), a.addr()))
+	base := "http://" + g.Addr
+	checkGateway(t, base, a, true)
+	stopSluice(t, h)
+	before := a.hits.Load()
+	if r := getAs(t, client("127.0.0.4"), base+"/"); r.status != http.StatusBadGateway {
+		t.Errorf("Sluice down: %d %q %v, want Caddy's 502 (fail closed)", r.status, r.body, r.header)
+	}
+	if a.hits.Load() != before {
+		t.Error("Sluice down: the app was reached, want fail closed")
+	}
+}
