@@ -203,4 +203,6 @@ func (h *heldSlots) close() {
 }
 
 // timeHTTP observes an HTTP request that started at start in the HTTP latency histogram.
-func (s *Server) timeHTTP(start time.Time) { s.metrics.httpLatency.Observe(time.Since(start).Seconds()) }
+func (s *Server) timeHTTP(start time.Time) {
+	s.metrics.httpLatency.Observe(time.Since(start).Seconds())
+}
