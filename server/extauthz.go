@@ -132,7 +132,8 @@ func checkRequest(req *gate.Request, hr *authv3.AttributeContext_HttpRequest, re
 			h[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
 		}
 	}
-	*req = gate.Request{Method: hr.GetMethod(), URL: u, Host: hr.GetHost(), TLS: hr.GetScheme() == "https", Header: h, RemoteAddr: remote}
+	*req = gate.Request{Method: hr.GetMethod(), URL: u, Host: hr.GetHost(), TLS: hr.GetScheme() == "https", Header: h, RemoteAddr: remote,
+		XForwardedFor: h["X-Forwarded-For"]} // Envoy writes X-Forwarded-For (forwardedRequest)
 	return nil
 }
 

@@ -23,8 +23,11 @@ import (
 //	URI     X-Forwarded-Uri (Caddy, Traefik), X-Original-URI (NGINX's documented example)
 //	host    X-Forwarded-Host (Caddy, Traefik; else the Host the gateway sent)
 //	scheme  X-Forwarded-Proto ("https")
-//	client  X-Forwarded-For and Forwarded, walked past the trusted proxies (Config.TrustedProxies)
-//	        from the peer that asks: a gateway that is not trusted is itself the client
+//	client  X-Forwarded-For, walked past the trusted proxies (Config.TrustedProxies) from the
+//	        peer that asks: a gateway that is not trusted is itself the client. Every gateway
+//	        writes X-Forwarded-For; a Forwarded header is the client's own, passed on by the
+//	        gateway, and is not read (were it, a client could send one that disagrees and be
+//	        counted as the gateway)
 //
 // Caddy v2.6.2 (modules/caddyhttp/reverseproxy/forwardauth/caddyfile.go) sets
 // X-Forwarded-Method and X-Forwarded-Uri and its reverse proxy the X-Forwarded-For, -Proto
@@ -76,7 +79,7 @@ func forwardedRequest(req *gate.Request, r *http.Request) error {
 		host = r.Host
 	}
 	*req = gate.Request{Method: method, URL: u, Host: host, TLS: strings.EqualFold(h.Get("X-Forwarded-Proto"), "https"),
-		Header: h, RemoteAddr: r.RemoteAddr}
+		Header: h, RemoteAddr: r.RemoteAddr, XForwardedFor: h["X-Forwarded-For"]}
 	return nil
 }
 
@@ -116,7 +119,7 @@ func (s *Server) handleExtAuthzHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc.Request.Of(r)
-	sc.Request.URL = &u
+	sc.Request.URL, sc.Request.Forwarded = &u, nil // Envoy writes X-Forwarded-For (forwardedRequest)
 	sc.Request.TLS = strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	s.answerHTTP(w, r, doorExtAuthzHTTP, sc, domain, false)
 }

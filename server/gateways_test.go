@@ -23,7 +23,10 @@ import (
 // addresses of their own (127.0.0.2, 127.0.0.3, ...), so that the gateway (127.0.0.1, the
 // only trusted proxy) and each client are told apart as on a network.
 
-const readme = "../README.md"
+const (
+	readme     = "../README.md"
+	operations = "../docs/OPERATIONS.md"
+)
 
 // gatewayRules are the rules of the README's "Where it fits" section.
 func gatewayRules(t *testing.T) string {
@@ -161,8 +164,10 @@ func checkGateway(t *testing.T, base string, a *app, okHeaders bool) {
 		t.Errorf("the denial's Retry-After %q, RateLimit %q: want a number of seconds and r=0", r.header.Get("Retry-After"), r.header.Get("RateLimit"))
 	}
 	// alice (127.0.0.2) claims to be bob: she is counted, bob is not.
-	if r := getAs(t, alice, base+"/", "X-Forwarded-For", "127.0.0.3"); r.status != http.StatusTooManyRequests {
-		t.Errorf("alice behind a spoofed X-Forwarded-For: %d, want her own 429", r.status)
+	for _, spoof := range [][2]string{{"X-Forwarded-For", "127.0.0.3"}, {"Forwarded", "for=127.0.0.3"}, {"X-Real-Ip", "127.0.0.3"}} {
+		if r := getAs(t, alice, base+"/", spoof[0], spoof[1]); r.status != http.StatusTooManyRequests {
+			t.Errorf("alice behind a spoofed %s: %d, want her own 429", spoof[0], r.status)
+		}
 	}
 	if r := getAs(t, bob, base+"/"); r.status != http.StatusOK {
 		t.Errorf("bob after alice's spoofed requests: %d, want 200", r.status)

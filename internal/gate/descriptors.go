@@ -161,7 +161,7 @@ func (g *Gate) actionValue(sc *Scratch, a *config.Action) (string, bool) {
 		return headerValue(r, a.RequestHeaders.HeaderName)
 	case a.RemoteAddress != nil:
 		if !sc.clientDone {
-			sc.client, sc.clientDone = g.resolver.Resolve(r.RemoteAddr, r.Header["X-Forwarded-For"], r.Header["Forwarded"]), true
+			sc.client, sc.clientDone = g.resolver.Resolve(r.RemoteAddr, r.XForwardedFor, r.Forwarded), true
 		}
 		if !sc.client.IsValid() {
 			return "", false

@@ -43,18 +43,20 @@ type Request struct {
 	Host string
 	// TLS reports whether the client used https (":scheme").
 	TLS bool
-	// Header is the request's header: request_headers and header_value_match read it, and
-	// the client address is walked through its X-Forwarded-For and Forwarded past trusted
-	// proxies.
+	// Header is the request's header: request_headers and header_value_match read it.
 	Header http.Header
 	// RemoteAddr is the address of the peer that sent the request ("host:port" or an IP):
 	// the client, or a proxy whose forwarding headers are believed when it is trusted.
 	RemoteAddr string
+	// XForwardedFor and Forwarded are the forwarding headers' values the client address is
+	// walked through from RemoteAddr past trusted proxies (clientip.Resolver.Resolve).
+	XForwardedFor, Forwarded []string
 }
 
-// Of sets req to describe r itself.
+// Of sets req to describe r itself, its client walked through both forwarding headers.
 func (req *Request) Of(r *http.Request) {
-	*req = Request{Method: r.Method, URL: r.URL, Host: r.Host, TLS: r.TLS != nil, Header: r.Header, RemoteAddr: r.RemoteAddr}
+	*req = Request{Method: r.Method, URL: r.URL, Host: r.Host, TLS: r.TLS != nil, Header: r.Header, RemoteAddr: r.RemoteAddr,
+		XForwardedFor: r.Header["X-Forwarded-For"], Forwarded: r.Header["Forwarded"]}
 }
 
 // Outcome is the outcome of Gate.Decide.
