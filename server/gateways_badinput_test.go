@@ -62,15 +62,22 @@ func TestForwardAuthBadInput(t *testing.T) {
 		status     int
 		says       string
 	}{
+		// First on its connection: Go's server (1.26) enforces MaxHeaderBytes on a
+		// connection's first request only; a later one on a kept-alive connection is read
+		// whole and decided (an action reading the big value refuses it, as below).
+		{"huge header set", "/v1/forward-auth/edge", append(names[:4:4], "X-Big", strings.Repeat("b", 70<<10)), 431, ""},
 		{"no URI", "/v1/forward-auth/edge", []string{"X-Forwarded-Method", "GET"}, 400, "X-Forwarded-Uri"},
 		{"no method", "/v1/forward-auth/edge", []string{"X-Original-Uri", "/x"}, 400, "X-Forwarded-Method"},
 		{"not a URI", "/v1/forward-auth/edge", []string{"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "no-slash"}, 400, "X-Forwarded-Uri: not a request URI"},
 		{"unknown domain", "/v1/forward-auth/nosuch", names, 404, `nosuch`},
-		{"huge header set", "/v1/forward-auth/edge", append(names[:4:4], "X-Big", strings.Repeat("b", 70<<10)), 431, ""},
 		{"descriptor too long for a key", "/v1/forward-auth/edge", append(names[:4:4], "X-Api-Key", strings.Repeat("k", 2<<10)), 400, "descriptors[1]: its store key would be"},
 	} {
 		before := h.store.Calls()
-		r := forwardAuth(t, h, "127.0.0.1", c.path, c.header...)
+		ip := "127.0.0.1"
+		if c.status == http.StatusRequestHeaderFieldsTooLarge {
+			ip = "127.0.0.7" // a new connection
+		}
+		r := forwardAuth(t, h, ip, c.path, c.header...)
 		if r.status != c.status || !strings.Contains(r.body, c.says) {
 			t.Errorf("%s: %d %q, want %d saying %q", c.name, r.status, r.body, c.status, c.says)
 		}

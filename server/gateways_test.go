@@ -71,10 +71,18 @@ func (a *app) lastHeader() http.Header {
 	return a.last
 }
 
-// client returns an HTTP client whose connections come from the loopback address ip.
+var clients sync.Map // ip -> *http.Client
+
+// client returns the HTTP client whose connections come from the loopback address ip (one
+// per address, keeping its connections alive).
 func client(ip string) *http.Client {
+	if c, ok := clients.Load(ip); ok {
+		return c.(*http.Client)
+	}
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64}}
+	c, _ := clients.LoadOrStore(ip, &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 128}})
+	return c.(*http.Client)
 }
 
 // reply is an answer seen by a client.
