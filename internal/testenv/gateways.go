@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,8 +131,22 @@ func (g *Gateway) start(t testing.TB, cmd *exec.Cmd) {
 	}
 }
 
-// Stop stops the gateway now (SIGTERM, then SIGKILL), before the test ends.
-func (g *Gateway) Stop() { _ = g.cmd.Process.Signal(syscall.SIGTERM) }
+// CPU returns the CPU time (user and system) the gateway's process has used so far, read from
+// /proc; 0 where there is none.
+func (g *Gateway) CPU() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ") // after the command name, which may hold spaces
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // clock ticks: USER_HZ is 100 on Linux
+}
 
 // Block returns the first block of a fenced code block of language lang (```lang) in the
 // section of the Markdown file path under a heading that is exactly title, from its first
