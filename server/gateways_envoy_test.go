@@ -280,14 +280,7 @@ func TestEnvoyExtAuthzGRPC(t *testing.T) {
 	}
 	base := startEnvoy(t, e, a, h.srv.GRPCAddr())
 	checkGateway(t, base, a, true)
-	stopSluice(t, h)
-	before := a.hits.Load()
-	if r := getAs(t, client("127.0.0.4"), base+"/"); r.status != http.StatusForbidden {
-		t.Errorf("Sluice down: %d %q, want the filter's 403 (failure_mode_allow: false)", r.status, r.body)
-	}
-	if a.hits.Load() != before {
-		t.Error("Sluice down: the app was reached, want fail closed")
-	}
+	checkDown(t, h, base, a, http.StatusForbidden, "the filter's 403 (failure_mode_allow: false)")
 }
 
 // useRemoteAddress is the http_connection_manager's use_remote_address: true, which the

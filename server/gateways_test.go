@@ -202,3 +202,17 @@ func stopSluice(t *testing.T, h *harness) {
 	}
 	t.Fatal("sluice still answers after stop")
 }
+
+// checkDown stops h's Sluice and checks the gateway at base answers want without reaching
+// the app: the failure policy the gateway's snippet chose (failing closed).
+func checkDown(t *testing.T, h *harness, base string, a *app, want int, what string) {
+	t.Helper()
+	stopSluice(t, h)
+	before := a.hits.Load()
+	if r := getAs(t, client("127.0.0.4"), base+"/"); r.status != want {
+		t.Errorf("Sluice down: %d %q, want %s", r.status, r.body, what)
+	}
+	if a.hits.Load() != before {
+		t.Error("Sluice down: the app was reached, want fail closed")
+	}
+}

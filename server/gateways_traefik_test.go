@@ -189,12 +189,5 @@ func TestTraefikForwardAuth(t *testing.T) {
 	if got := a.lastHeader().Get("RateLimit"); !strings.Contains(got, `"edge.remote_address";r=`) {
 		t.Errorf("the app's request: RateLimit %q, want the headers authResponseHeaders copies", got)
 	}
-	stopSluice(t, h)
-	before := a.hits.Load()
-	if r := getAs(t, client("127.0.0.4"), base+"/"); r.status != http.StatusInternalServerError {
-		t.Errorf("Sluice down: %d %q, want Traefik's 500", r.status, r.body)
-	}
-	if a.hits.Load() != before {
-		t.Error("Sluice down: the app was reached, want fail closed")
-	}
+	checkDown(t, h, base, a, http.StatusInternalServerError, "Traefik's 500")
 }
