@@ -88,6 +88,11 @@ func TestForwardAuthBadInput(t *testing.T) {
 			t.Errorf("%s: the answer echoes the request's value", c.name)
 		}
 	}
+	for result, want := range map[string]string{"invalid": "4", "unknown_domain": "1"} {
+		if line := h.metric(t, `sluice_gateway_requests_total{door="forward_auth",result="`+result+`"}`); !strings.HasSuffix(line, " "+want) {
+			t.Errorf("metrics: %q, want %s %s requests", line, want, result)
+		}
+	}
 	// 127.0.0.5 is no trusted proxy: its X-Forwarded-For is not believed.
 	for i, want := range []int{200, 200, 429} {
 		if r := forwardAuth(t, h, "127.0.0.5", "/v1/forward-auth/edge", append(names, "X-Forwarded-For", "127.0.0.6")...); r.status != want {

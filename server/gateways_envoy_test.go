@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -49,6 +50,15 @@ func extAuthzFilter(t *testing.T, file, title string, n int, pairs ...string) *e
 	}
 	var filter extauthzv3.ExtAuthz
 	typedConfig(t, filters[0].(map[string]any)["typed_config"], &filter)
+	// The documented timeouts (250 ms) are for production; a race-detector run on a loaded
+	// 2-core machine may take longer, which Envoy would answer as an error.
+	long := durationpb.New(30 * time.Second)
+	if g := filter.GetGrpcService(); g != nil {
+		g.Timeout = long
+	}
+	if u := filter.GetHttpService().GetServerUri(); u != nil {
+		u.Timeout = long
+	}
 	return &filter
 }
 

@@ -17,6 +17,9 @@ import (
 // the doors): the Scratch is pooled and the Request lives in it; the 3 left are the client
 // address's entry value and the two descriptors' store keys the engine builds.
 func TestDecideAllocs(t *testing.T) {
+	if race {
+		t.Skip("the race detector allocates")
+	}
 	cfg, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(`
 domain: d
 descriptors:
