@@ -36,3 +36,31 @@ type Decision struct {
 	// the key's next requests for that long without asking the store.
 	NextAfter time.Duration
 }
+
+// ResetIn is the reset a transport reports for d, decided under a rule of period period: RLS's
+// duration_until_reset, the RateLimit header's t, X-RateLimit-Reset, Retry-After, gRPC's
+// RetryInfo. For an admitted request it is ResetAfter, the time until the state is back to
+// full (0 once it is). For a denied one it is always positive, so that a client that waits it
+// is not refused at once for being early: RetryAfter, the time until the same request would
+// be allowed; for a denial that does not say (RetryAfter 0: a limit only peeked after another
+// denied), ResetAfter, the time until the key's state is empty; for a request that can never
+// be allowed (RetryAfter Never), that time too but at most period. Either is period when the
+// state is empty already; a period <= 0 counts as one second.
+func (d Decision) ResetIn(period time.Duration) time.Duration {
+	switch {
+	case d.Allowed:
+		return max(d.ResetAfter, 0)
+	case d.RetryAfter > 0:
+		return d.RetryAfter
+	}
+	if period <= 0 {
+		period = time.Second
+	}
+	switch {
+	case d.ResetAfter <= 0:
+		return period
+	case d.RetryAfter < 0:
+		return min(d.ResetAfter, period)
+	}
+	return d.ResetAfter
+}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
@@ -74,31 +74,16 @@ func (a *AdaptiveLimit) UnmarshalYAML(n *yaml.Node) error {
 	return decodeFields(n, (*plain)(a))
 }
 
-// InFlightLimit is a descriptor's compiled max_in_flight (Limit.InFlight).
+// InFlightLimit is a descriptor's compiled max_in_flight (Limit.InFlight): plain data.
 type InFlightLimit struct {
 	// InFlight is the limit and the lease of each slot (0: sluice.DefaultLease); with
 	// Adaptive, its Limit is the adaptive limit's ceiling.
 	sluice.InFlight
-	// Adaptive, when set, is the limit in force: transports pass Adaptive.Limit() as the
-	// limit of each acquire and tell it each request's round trip. It belongs to this
-	// compiled config: a reload starts a new one.
-	Adaptive *adaptive.Gradient
-}
-
-// Current returns the limit in force: Adaptive's when set, else Limit.
-func (f *InFlightLimit) Current() int64 {
-	if f.Adaptive != nil {
-		return int64(f.Adaptive.Limit())
-	}
-	return f.Limit
-}
-
-// Observe tells the adaptive limit, if any, that a request took rtt with inFlight requests
-// of its key in flight; it does nothing for a fixed limit.
-func (f *InFlightLimit) Observe(rtt time.Duration, inFlight int64) {
-	if f.Adaptive != nil {
-		f.Adaptive.Observe(rtt, int(min(inFlight, 1<<30)))
-	}
+	// Adaptive, when set, are the settings of the adaptive limit in force instead of Limit,
+	// with every default filled in. The limit itself (an adaptive.Gradient, which learns
+	// from each request's round trip) is runtime state: the engine that serves the rules
+	// keeps one per limit, across reloads that keep the settings (rls.Verdict.Adaptive).
+	Adaptive *adaptive.Settings
 }
 
 // compileInFlight checks a descriptor's max_in_flight and sets it on l, making l (a limit of
@@ -157,7 +142,8 @@ func (d *Document) compileMaxInFlight(p *problems, m *MaxInFlight, f string) (*I
 			}
 			return nil, false
 		}
-		in.Adaptive, in.Limit = g, int64(g.Settings().Ceiling)
+		settings := g.Settings()
+		in.Adaptive, in.Limit = &settings, int64(settings.Ceiling)
 	}
 	if err := in.InFlight.Validate(); err != nil {
 		p.addFieldError(d.File, m.line, f, err, "max_in_flight", "limit")

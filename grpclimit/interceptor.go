@@ -74,6 +74,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 // verdict is the outcome of checking one call.
 type verdict struct {
 	decision sluice.Decision  // the limits' combined decision (see sluice.Combine)
+	reset    time.Duration    // the reset the call is told (resetOf)
 	decided  bool             // whether decision holds one: a limit applied and the store answered
 	err      error            // the status error to answer with; nil to run the call
 	claims   []inflight.Claim // the in-flight limits the call must take a slot of (inflight.go)
@@ -102,12 +103,12 @@ func (in *Interceptor) check(ctx context.Context, fullMethod string, limits []Li
 		return verdict{err: in.failure(ctx, err)}
 	}
 	hot.Record(checks)
-	v := verdict{decision: d, decided: true, claims: claims}
+	v := verdict{decision: d, reset: resetOf(checks, d), decided: true, claims: claims}
 	if d.Allowed {
 		in.count.allowed.Add(1)
 	} else {
 		in.count.denied.Add(1)
-		v.err = denial(checks, d)
+		v.err = denial(checks, d, v.reset)
 	}
 	return v
 }

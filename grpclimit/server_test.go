@@ -68,14 +68,16 @@ func TestDenialDetails(t *testing.T) {
 	}
 }
 
-// TestNeverRetry: a call whose cost exceeds the capacity is refused without a RetryInfo, so
-// a client that honours it does not retry in vain.
+// TestNeverRetry: a call whose cost exceeds the capacity is refused saying so, with a
+// RetryInfo of the period (the state is empty) rather than none, so that a client that
+// retries on ResourceExhausted does not retry at once (issue 30).
 func TestNeverRetry(t *testing.T) {
 	in := mustNew(t, newMemory(t, sluicetest.NewManualClock(t0)), every(grpclimit.Limit{Name: "calls", Rule: sluice.PerMinute(2)}),
 		grpclimit.WithCost(func(context.Context, string, any) int64 { return 3 }))
 	r := serve(t, in, nil).check(t, "")
-	if r.code != codes.ResourceExhausted || r.retry != nil || r.quota == nil {
-		t.Errorf("got %v %q retry %v quota %v, want ResourceExhausted with a QuotaFailure and no RetryInfo", r.code, r.msg, r.retry, r.quota)
+	if r.code != codes.ResourceExhausted || r.retry == nil || r.retry.GetRetryDelay().AsDuration() != time.Minute ||
+		r.quota == nil || !strings.Contains(r.msg, "costs more than the limit's capacity") {
+		t.Errorf("got %v %q retry %v quota %v, want ResourceExhausted saying so, with a QuotaFailure and a RetryInfo of 1m", r.code, r.msg, r.retry, r.quota)
 	}
 }
 

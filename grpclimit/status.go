@@ -15,9 +15,27 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// denial returns the status of a call the limits refused (see Unary). retry_delay is rounded
-// up so that a client that waits that long is not refused again for being early.
-func denial(checks []sluice.Check, d sluice.Decision) error {
+// resetOf is the reset a call decided d by checks is told: sluice.Decision.ResetIn, the
+// longest of the denying checks' when denied (positive, a call that can never be admitted
+// included).
+func resetOf(checks []sluice.Check, d sluice.Decision) time.Duration {
+	if d.Allowed {
+		return d.ResetIn(0)
+	}
+	var wait time.Duration
+	for _, c := range checks {
+		if !c.Decision.Allowed {
+			wait = max(wait, c.Decision.ResetIn(c.Rule.Period))
+		}
+	}
+	return max(wait, d.ResetIn(0)) // the combined decision denies: positive
+}
+
+// denial returns the status of a call the limits refused (see Unary), to retry after reset.
+// retry_delay is rounded up so that a client that waits that long is not refused again for
+// being early; a call that costs more than a limit's capacity gets one too (until the limit's
+// state is empty), so that a client does not retry it at once.
+func denial(checks []sluice.Check, d sluice.Decision, reset time.Duration) error {
 	qf := &errdetails.QuotaFailure{}
 	var names []string
 	for _, c := range checks {
@@ -34,13 +52,13 @@ func denial(checks []sluice.Check, d sluice.Decision) error {
 		})
 	}
 	msg := "grpclimit: rate limit exceeded (" + strings.Join(names, ", ") + ")"
+	delay := ceil(reset, time.Millisecond)
 	if d.RetryAfter < 0 {
-		st, _ := status.New(codes.ResourceExhausted, msg+": the call costs more than the limit's capacity").WithDetails(qf)
-		return st.Err()
+		msg += ": the call costs more than the limit's capacity"
+	} else {
+		msg += "; retry in " + delay.String()
 	}
-	delay := ceil(d.RetryAfter, time.Millisecond)
-	st, _ := status.New(codes.ResourceExhausted, msg+"; retry in "+delay.String()).
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}, qf)
+	st, _ := status.New(codes.ResourceExhausted, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}, qf)
 	return st.Err()
 }
 
@@ -54,7 +72,7 @@ func ceil(d, unit time.Duration) time.Duration {
 
 // header returns the binding limit's state as response metadata.
 func (v *verdict) header() metadata.MD {
-	reset := ceil(v.decision.ResetAfter, time.Second) / time.Second
+	reset := ceil(v.reset, time.Second) / time.Second
 	vals := &[3]string{strconv.FormatInt(v.decision.Limit, 10), strconv.FormatInt(max(v.decision.Remaining, 0), 10),
 		strconv.FormatInt(int64(reset), 10)}
 	return metadata.MD{

@@ -42,29 +42,27 @@ var (
 )
 
 // WriteDenial writes the default answer to a request that results deny: status 429 with
-// Retry-After (the longest wait among the denying policies, in whole seconds rounded up, at
-// least 1; absent when a request's cost exceeds a policy's whole capacity, since waiting will
-// not help) and an application/problem+json body of type ProblemQuotaExceeded naming the
-// violated policies, each spelled exactly as in the RateLimit headers (Result.Name). Set the
-// rate-limit headers first (SetHeaders): WriteDenial writes the status line.
+// Retry-After (the longest t among the denying policies, in whole seconds rounded up, at least
+// 1: for a request whose cost exceeds a policy's whole capacity, until that policy's state is
+// empty, at most its period, so that a client does not retry at once) and an
+// application/problem+json body of type ProblemQuotaExceeded naming the violated policies,
+// each spelled exactly as in the RateLimit headers (Result.Name), and saying when waiting will
+// not help. Set the rate-limit headers first (SetHeaders): WriteDenial writes the status line.
 func WriteDenial(w http.ResponseWriter, r *http.Request, results []Result) {
 	var wait time.Duration
+	never := false
 	for _, res := range results {
 		if res.Decision.Allowed {
 			continue
 		}
-		if res.Decision.RetryAfter < 0 || wait < 0 {
-			wait = -1
-		} else {
-			wait = max(wait, res.Decision.RetryAfter)
-		}
+		never = never || res.Decision.RetryAfter < 0
+		wait = max(wait, resetAfter(res))
 	}
 	head := denialHeads[0]
-	if wait < 0 {
+	if never {
 		head = denialHeads[1]
-	} else {
-		w.Header()[headerRetryAfter] = retryValues.get(max(ceilSeconds(wait), 1))
 	}
+	w.Header()[headerRetryAfter] = retryValues.get(max(ceilSeconds(wait), 1))
 	bp := bufPool.Get().(*[]byte)
 	b := append(append((*bp)[:0], head...), violatedHead...)
 	n := 0

@@ -40,13 +40,20 @@ func TestWriteDenial(t *testing.T) {
 		},
 		retryAfter: "31", violated: []string{"second", "minute"},
 	}, {
-		name:       "never",
-		results:    []Result{{Name: "big", Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
-		retryAfter: "", violated: []string{"big"}, detail: "never be allowed",
+		name: "never: until the state is empty",
+		results: []Result{{Name: "big", Rule: sluice.FixedWindow(5, time.Minute),
+			Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never, ResetAfter: 20*time.Second + 1}}},
+		retryAfter: "21", violated: []string{"big"}, detail: "never be allowed",
 	}, {
-		name:       "a retry and a never: never",
-		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Second}}, {Name: "b", Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
-		retryAfter: "", violated: []string{"a", "b"}, detail: "never be allowed",
+		name: "never on an empty state: the period, not 0 (issue 30)",
+		results: []Result{{Name: "big", Rule: sluice.FixedWindow(5, time.Minute),
+			Decision: sluice.Decision{Limit: 5, Remaining: 5, RetryAfter: sluice.Never}}},
+		retryAfter: "60", violated: []string{"big"}, detail: "never be allowed",
+	}, {
+		name: "a retry and a never: never, the longest wait",
+		results: []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Second}},
+			{Name: "b", Rule: sluice.FixedWindow(5, 10*time.Second), Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
+		retryAfter: "10", violated: []string{"a", "b"}, detail: "never be allowed",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()

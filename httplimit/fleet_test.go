@@ -47,7 +47,7 @@ func TestFleetInFlightOnRedis(t *testing.T) {
 	var handlers []http.Handler
 	var limiters []*sluice.Limiter
 	for range instances {
-		st, closer, err := store.Open(context.Background(), store.Config{URL: "redis://" + addr, Prefix: prefix, Timeout: 5 * time.Second})
+		st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://" + addr, Prefix: prefix, Timeout: 5 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

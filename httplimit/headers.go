@@ -84,9 +84,10 @@ func ParseHeaderStyle(name string) (HeaderStyle, error) {
 }
 
 // SetHeaders sets the rate-limit headers of style for results on h, replacing any already
-// there. Resets are reported in whole seconds, rounded up: t is the time until the request
-// would be allowed for a policy that denied it (so Retry-After is never earlier than t), else
-// the time until the policy is back to full quota. Remaining is never reported below 0.
+// there. Resets are reported in whole seconds, rounded up (sluice.Decision.ResetIn): t is the
+// time until the request would be allowed for a policy that denied it (so Retry-After is never
+// earlier than t; for a request that can never be allowed, positive too: until the policy's
+// state is empty, at most its period), else the time until the policy is back to full quota. Remaining is never reported below 0.
 // SetHeaders does nothing for HeadersNone or no results, nor for HeadersOnDenial when every
 // result allowed.
 func SetHeaders(h http.Header, style HeaderStyle, results []Result) {
@@ -126,10 +127,11 @@ func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []str
 	}
 	var d sluice.Decision
 	if x {
-		d = results[binding(results)].Decision
+		tightest := results[binding(results)]
+		d = tightest.Decision
 		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
 		keys[n], ends[n], n = headerXRemaining, len(b), n+1
-		b = strconv.AppendInt(b, ceilUnix(now+int64(resetAfter(d))), 10)
+		b = strconv.AppendInt(b, ceilUnix(now+int64(resetAfter(tightest))), 10)
 		keys[n], ends[n], n = headerXReset, len(b), n+1
 	}
 	s := string(b)
@@ -222,7 +224,7 @@ func appendRateLimit(b []byte, results []Result) []byte {
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, max(r.Decision.Remaining, 0), 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(resetAfter(r.Decision)), 10)
+		b = strconv.AppendInt(b, ceilSeconds(resetAfter(r)), 10)
 	}
 	return b
 }
@@ -251,21 +253,16 @@ func binding(results []Result) int {
 	best := 0
 	for i := 1; i < len(results); i++ {
 		d, b := results[i].Decision, results[best].Decision
-		if d.Remaining < b.Remaining || d.Remaining == b.Remaining && resetAfter(d) > resetAfter(b) {
+		if d.Remaining < b.Remaining || d.Remaining == b.Remaining && resetAfter(results[i]) > resetAfter(results[best]) {
 			best = i
 		}
 	}
 	return best
 }
 
-// resetAfter is the "t" of a decision: how long until the request would be allowed when it
-// was denied (and could ever be), else how long until the quota is full again.
-func resetAfter(d sluice.Decision) time.Duration {
-	if !d.Allowed && d.RetryAfter > 0 {
-		return d.RetryAfter
-	}
-	return max(d.ResetAfter, 0)
-}
+// resetAfter is the "t" of a result: sluice.Decision.ResetIn under its rule (positive for a
+// denial, a request that can never be allowed included).
+func resetAfter(r Result) time.Duration { return r.Decision.ResetIn(r.Rule.Period) }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
 func ceilSeconds(d time.Duration) int64 {

@@ -244,10 +244,11 @@ func TestCostFunction(t *testing.T) {
 		if len(recs) != 1 || recs[0]["policy"] != "units" || recs[0]["path"] != "/" {
 			t.Errorf("cost log (at most one a second): %v", recs)
 		}
-		// A cost above the capacity: no Retry-After, the body says why.
+		// A cost above the capacity: the body says waiting will not help, and Retry-After (never
+		// 0, issue 30) is at most the period, so a client does not retry at once.
 		rec := get(h, "/?cost=11", nil)
-		if rec.Header().Get("Retry-After") != "" || !contains(rec.Body.String(), "never") {
-			t.Errorf("cost above capacity: Retry-After %q, body %s", rec.Header().Get("Retry-After"), rec.Body.String())
+		if s, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || s < 1 || s > 3600 || !contains(rec.Body.String(), "never") {
+			t.Errorf("cost above capacity: Retry-After %q, body %s; want 1 to 3600 s and never", rec.Header().Get("Retry-After"), rec.Body.String())
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -18,7 +20,7 @@ type formStep struct {
 	// anchored); "" is not checked, noHeader wants none.
 	policy, rateLimit string
 	violated          []string // the 429's violated-policies
-	never             bool     // a 429 no wait admits: no Retry-After
+	never             bool     // a 429 no wait admits: its problem says never (Retry-After is positive all the same)
 }
 
 // formCases are the rule forms the config accepts (issue 23 item 2), each through the proxy.
@@ -224,8 +226,11 @@ func TestRuleForms(t *testing.T) {
 				if !slices.Equal(problem.ViolatedPolicies, st.violated) || problem.Type != httplimit.ProblemQuotaExceeded {
 					t.Errorf("request %d: problem %+v, want violated %q", i, problem, st.violated)
 				}
-				if ra := resp.Header.Get("Retry-After"); (ra == "") != st.never {
-					t.Errorf("request %d: Retry-After %q, never %v", i, ra, st.never)
+				// Retry-After is always positive (issue 30: a client told 0 retries at once); the
+				// body says when waiting will not help.
+				if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 ||
+					strings.Contains(problem.Detail, "never") != st.never {
+					t.Errorf("request %d: Retry-After %q, detail %q; want a positive Retry-After, never %v", i, resp.Header.Get("Retry-After"), problem.Detail, st.never)
 				}
 			}
 			if got := int(up.hits.Load()); got != forwarded {

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -61,6 +62,9 @@ type Config struct {
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, mode, fallback, timeout.
 	StoreConfig store.Config
+	// GlobalStore decides the limits of scope global (see rls.Config.GlobalStore); nil: the
+	// store. Not closed by the proxy.
+	GlobalStore sluice.Store
 	// TrustedProxies are the addresses (CIDRs or bare IPs) of the proxies in front of this
 	// one: X-Forwarded-For and Forwarded are believed only from them (package clientip).
 	// Empty: the client address is the peer's.
@@ -102,6 +106,7 @@ type Proxy struct {
 	log      *slog.Logger
 	eng      *rls.Engine // decides, owns the rules, their watcher and the store
 	gate     *gate.Gate  // the decision of a request (package internal/gate)
+	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	metrics  *metrics
@@ -136,25 +141,33 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	p.registry = cfg.Registry
+	if p.registry == nil {
+		p.registry = prometheus.NewRegistry()
+	}
+	engMetrics, err := rlsmetrics.New(p.registry, rlsmetrics.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Registry: reg, RequestRules: rls.RequestRulesOff, InFlight: true})
+		Store: cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p.eng, p.gate = eng, gate.New(eng, resolver, cfg.HeaderStyle, p.log)
+	if err := engMetrics.Attach(eng); err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
 	if err := gate.CheckLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	if len(p.gate.Domains()) == 0 {
+	if len(p.gate.DomainNames()) == 0 {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
 	}
-	if p.metrics, err = newMetrics(reg); err != nil {
+	if p.metrics, err = newMetrics(p.registry); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
@@ -221,7 +234,7 @@ func (p *Proxy) listen() error {
 // adminHandler is the engine's admin endpoints (package server/admin), with /readyz failing
 // as soon as the drain starts, so that load balancers stop sending before the listener closes.
 func (p *Proxy) adminHandler() http.Handler {
-	endpoints := admin.Handler(admin.Config{Engine: p.eng, Serving: p.serving.Load})
+	endpoints := admin.Handler(admin.Config{Engine: p.eng, Metrics: p.registry, Serving: p.serving.Load})
 	mux := http.NewServeMux()
 	mux.Handle("/", endpoints)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +259,7 @@ func (p *Proxy) AdminAddr() string {
 }
 
 // Registry returns the registry of the metrics.
-func (p *Proxy) Registry() *prometheus.Registry { return p.eng.Registry() }
+func (p *Proxy) Registry() *prometheus.Registry { return p.registry }
 
 // Reload checks the rules files now (as the periodic poll does); see rls.Engine.Reload.
 func (p *Proxy) Reload() (bool, error) { return p.eng.Reload() }
@@ -271,7 +284,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		go serve(p.admin, p.adminLis)
 	}
 	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstream.String(),
-		"domains", p.gate.Domains())
+		"domains", p.gate.DomainNames())
 	var err error
 	select {
 	case <-ctx.Done():

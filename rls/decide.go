@@ -74,6 +74,36 @@ func (it *item) never() bool {
 	return false
 }
 
+// measured reports whether the item's cost is one Envoy measured and reports as usage: its
+// descriptor's own hits_addend, positive, on a limit with state. Envoy Gateway sends a
+// response cost (tokens, bytes) so when the stream ends (apply_on_stream_done), as Envoy AI
+// Gateway does for its token limits: usage already served cannot be refused, and the next
+// request must see it, so it is charged whatever the answer, past the limit as the peer's
+// counter goes (decideMeasured), by at most maxMeasuredDebt capacities. A request's own count
+// (request-level hits_addend, 1 by default) over its limit consumes nothing
+// (envoyproxy/ratelimit issue #427).
+func (it *item) measured() bool {
+	return it.desc.HitsAddend != nil && it.hits > 0 && !it.desc.IsNegativeHits && it.limited() && !it.block
+}
+
+// maxMeasuredDebt bounds the charge of a measured cost a rule denied, in capacities of the
+// rule: enough to leave the key over its limit (its state is past its capacity, so the next
+// request, a zero-cost check too, is denied), little enough that the key drains soon, as the
+// peer's counter forgets its excess when its window ends. A window's debt leaves with its
+// window (within a period or two, whatever its size); a bucket already in debt for longer
+// than that many capacities take to refill (drainOf) is not charged more, so a bucket is
+// never locked out for longer than twice that however many costs, of whatever size (2^64
+// sent by anyone who may call the service), arrive: not for the year a bucket's debt may last.
+const maxMeasuredDebt = 2
+
+// drainOf is how long capacities capacities of rule take to refill.
+func drainOf(rule sluice.Rule, capacities int64) time.Duration {
+	if rule.Limit <= 0 {
+		return 0
+	}
+	return time.Duration(float64(rule.Period) * float64(capacities*rule.Capacity()) / float64(rule.Limit))
+}
+
 // grouped reports whether the item is decided in the main group: it takes units (neither a
 // peek nor a refund) and its answer alone denies the request (neither shadow nor quota mode).
 func (it *item) grouped() bool {
@@ -93,11 +123,12 @@ func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 }
 
 type scratch struct {
-	items  []item
-	checks []sluice.Check
-	own    []sluice.Check
-	shared []string          // config.LookupShared's buffer
-	rules  []sluice.Decision // each rule's own decision, per item (item.rulesAt)
+	items   []item
+	checks  []sluice.Check
+	own     []sluice.Check
+	shared  []string          // config.LookupShared's buffer
+	rules   []sluice.Decision // each rule's own decision, per item (item.rulesAt)
+	outcome Outcome           // what the Observer is told of one item (count)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -107,6 +138,7 @@ func (sc *scratch) release() {
 	clear(sc.checks)
 	clear(sc.own)
 	sc.items, sc.checks, sc.own, sc.rules = sc.items[:0], sc.checks[:0], sc.own[:0], sc.rules[:0]
+	sc.outcome = Outcome{}
 	scratchPool.Put(sc)
 }
 
@@ -115,9 +147,11 @@ const maxHits = sluice.MaxLimit + 1
 
 // Decide decides a request against the rules in force and fills ans: every limit of every
 // descriptor must admit, and when one does not, nothing is consumed from any of them (but for
-// shadow-mode, quota-mode, peek and refund descriptors, decided on their own; Config.CountDenied
-// decides as envoyproxy/ratelimit). An unknown domain, an unmatched or unlimited descriptor
-// are OK without a store call. The decision is counted in the metrics.
+// shadow-mode, quota-mode, peek and refund descriptors, decided on their own, and descriptors
+// with their own positive hits_addend, a measured cost charged whatever the answer: see
+// item.measured; Config.CountDenied decides every descriptor as envoyproxy/ratelimit). An
+// unknown domain, an unmatched or unlimited descriptor are OK without a store call. The
+// decision is told to the Observer.
 //
 // Errors are *Error: KindInvalid for a request the rules or the bounds refuse (before any
 // store call), KindUnavailable when the store fails without a fallback, KindCanceled or
@@ -144,6 +178,13 @@ func (e *Engine) Decide(ctx context.Context, req *Request, ans *Answer) error {
 	decideGroup := e.decideGroup
 	if e.cfg.CountDenied {
 		decideGroup = e.decideCounting
+	}
+	for i := range sc.items { // with CountDenied, decideCounting charges every denied cost
+		if it := &sc.items[i]; !e.cfg.CountDenied && it.measured() && !it.decided {
+			if err := e.decideMeasured(ctx, sc, it, maxMeasuredDebt); err != nil {
+				return err
+			}
+		}
 	}
 	if err := decideGroup(ctx, sc); err != nil {
 		return err
@@ -286,6 +327,37 @@ func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 	return nil
 }
 
+// decideMeasured decides an item whose cost Envoy measured (item.measured): each of its rules
+// on its own, and the cost of one over its limit charged all the same, as decideCounting
+// charges it, but by at most capacities capacities of the rule, and not at all on a bucket
+// already in debt for as long as that many capacities take to refill (maxMeasuredDebt).
+func (e *Engine) decideMeasured(ctx context.Context, sc *scratch, it *item, capacities int64) error {
+	sc.own = it.appendChecks(sc.own[:0], it.hits)
+	for j := range sc.own {
+		c := &sc.own[j]
+		lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+		d, err := lim.AllowAll(ctx, sc.own[j:j+1])
+		if err != nil {
+			return e.storeError(ctx, err)
+		}
+		if !d.Allowed {
+			charge := min(c.N, capacities*c.Rule.Capacity())
+			if c.Rule.Algorithm.Bucket() && d.ResetAfter >= drainOf(c.Rule, capacities) {
+				charge = 0 // in debt for that long already
+			}
+			if charge > 0 {
+				if _, err := lim.Settle(ctx, c.Key, c.Rule, charge); err != nil {
+					return e.storeError(ctx, err)
+				}
+			}
+			it.over = true
+		}
+		c.Decision = d
+	}
+	sc.combine(it, sc.own)
+	return nil
+}
+
 // decideAlone decides a descriptor outside the main group: a shadow-mode one takes its own
 // limits all or nothing; a peek (hits 0) or a refund (is_negative_hits) asks each rule on its
 // own.
@@ -403,8 +475,7 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 	case errors.Is(err, sluice.ErrInvalidRule), errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrInvalidN):
 		return &Error{Kind: KindInvalid, Msg: err.Error(), Err: err}
 	}
-	e.metrics.storeErrors.Inc()
-	e.peer.redisError.Inc()
+	e.obs.StoreError(false)
 	e.logStoreError(err)
 	msg := err.Error()
 	if !errors.Is(err, sluice.ErrStoreUnavailable) { // else the message says it already
@@ -419,13 +490,13 @@ func (e *Engine) StoreError(ctx context.Context, err error) error { return e.sto
 
 // fallbackError counts and logs a store failure that the fallback answered by its policy.
 func (e *Engine) fallbackError(err error) {
-	e.metrics.storeErrors.Inc()
+	e.obs.StoreError(true)
 	e.logStoreError(err, slog.String("answered_by", "fallback "+e.cfg.StoreConfig.Fallback))
 }
 
 // logStoreError logs at most one store error per second, so an outage does not flood logs.
 func (e *Engine) logStoreError(err error, attrs ...slog.Attr) {
-	e.storeLog.Log(context.Background(), e.log, time.Now(), slog.LevelError, "store error",
+	e.storeLog.Log(context.Background(), e.log, e.clock.Now(), slog.LevelError, "store error",
 		append([]slog.Attr{slog.Any("err", err)}, attrs...)...)
 }
 
@@ -436,7 +507,6 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 	items := sc.items
 	ans.Code, ans.Verdicts, ans.Tightest, ans.Rules = CodeOK, ans.Verdicts[:0], -1, st.cfg
 	ans.rules = append(ans.rules[:0], sc.rules...) // the verdicts' Decisions, owned by ans
-	dc := st.domains[req.Domain]
 	quotas, quotasOver := 0, 0
 	var now time.Time // read once, for blocks only: time.Now is 5% of a decision
 	for i := range items {
@@ -444,15 +514,16 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		ans.Verdicts = append(ans.Verdicts, Verdict{Code: CodeOK, Limit: it.limit})
 		v := &ans.Verdicts[i]
 		if it.limit != nil && it.limit.InFlight != nil && !it.overridden() {
-			v.Key = it.key
+			v.Key, v.Adaptive = it.key, st.limits[it.limit.Index].adaptive
 		}
 		if !it.limited() {
 			switch {
 			case it.limit != nil && it.limit.Unlimited:
 				v.Remaining = math.MaxUint32
-				st.limits[it.limit.Index].counters.unlimited.Inc()
-			case dc != nil:
-				dc.noRule.Inc()
+				sc.outcome = Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Unlimited: true}
+				e.limitObserver(st, it.limit).Decided(&sc.outcome)
+			case dom != nil:
+				e.domainObserver(st, req.Domain).NoRule()
 			}
 			continue
 		}
@@ -480,19 +551,21 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		if !it.over {
 			v.Remaining = clampU32(d.Remaining)
 		}
-		wait := d.ResetAfter
-		if it.over && d.RetryAfter > 0 {
-			wait = d.RetryAfter
+		period := v.Rule.Period
+		if period <= 0 {
+			period = it.period()
 		}
+		d.Allowed = !it.over // in shadow mode too: the reset is the limit's own
+		wait := d.ResetIn(period)
 		if it.block {
 			if now.IsZero() {
-				now = time.Now()
+				now = e.clock.Now()
 			}
 			p := it.period()
 			wait = p - time.Duration(now.UnixNano()%int64(p))
 		}
 		v.Reset = (wait + time.Second - 1) / time.Second * time.Second // whole seconds, rounded up as the peer's
-		e.count(st, dc, dom, it)
+		e.count(st, dom, it, &sc.outcome)
 		// The headers describe the descriptor closest to its limit; the last one over it wins.
 		if t := ans.Tightest; t < 0 || (over && !it.quota) || v.Remaining < ans.Verdicts[t].Remaining {
 			ans.Tightest = i
@@ -508,7 +581,7 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 	}
 	if ans.Code == CodeOverLimit && e.globalShadow {
 		ans.Code = CodeOK
-		e.peer.globalShadow.Inc()
+		e.obs.GlobalShadow()
 	}
 }
 
@@ -523,41 +596,19 @@ func (it *item) period() time.Duration {
 	return it.limit.Unit.Duration() * time.Duration(max(it.limit.UnitMultiplier, 1))
 }
 
-// count counts the decision, in Sluice's metrics and in envoyproxy/ratelimit's.
-func (e *Engine) count(st *rules, dc *domainCounters, dom *config.Domain, it *item) {
+// count tells the Observer the decision (in o, the scratch's: no copy, no allocation), and
+// the live view's sketch the key.
+func (e *Engine) count(st *rules, dom *config.Domain, it *item, o *Outcome) {
+	*o = Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Hits: it.hits, Refund: it.desc.IsNegativeHits,
+		Over: it.over, Shadow: it.shadow(), Block: it.block, Decision: it.decision}
 	if it.overridden() {
-		if it.over {
-			dc.overrideNo.Inc()
-		} else {
-			dc.overrideOK.Inc()
-		}
-		e.peer.record(dc.peerOverride, it, e.nearLimitRatio)
+		o.Limit = nil
+		e.domainObserver(st, dom.Name).Override(o)
 		return
 	}
 	info := &st.limits[it.limit.Index]
 	if info.hot == nil { // a hot parameter's sketch counts it already
-		info.view.Add(it.key, 1, it.over && !it.shadow())
+		e.tracker(info).Add(it.key, 1, it.over && !it.shadow())
 	}
-	c := info.counters
-	switch {
-	case it.over && it.shadow():
-		c.shadow.Inc()
-		c.ok.Inc()
-	case it.over:
-		c.over.Inc()
-	default:
-		c.ok.Inc()
-	}
-	peer := info.peer
-	if it.limit.DetailedMetric || it.limit.ValueToMetric {
-		peer = e.peer.counters(config.MetricKey(dom, it.desc.Entries, it.limit))
-	}
-	e.peer.record(peer, it, e.nearLimitRatio)
-	if it.limit.DetailedMetric {
-		result := "ok"
-		if it.over && !it.shadow() {
-			result = "over_limit"
-		}
-		e.metrics.decisions.WithLabelValues(it.limit.Domain, it.key, result).Inc()
-	}
+	e.limitObserver(st, it.limit).Decided(o)
 }

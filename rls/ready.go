@@ -31,6 +31,7 @@ func (e *Engine) Ready(ctx context.Context) (degraded string, err error) {
 // readiness probes the store at most once a second.
 type readiness struct {
 	store   sluice.Store
+	clock   sluice.Clock
 	checked atomic.Int64
 	ok      atomic.Bool
 }
@@ -43,16 +44,27 @@ var readyRule = sluice.FixedWindow(sluice.MaxLimit, time.Second)
 // writes (Redis out of memory, a read-only replica) is not ready; a success is trusted for a
 // second.
 func (rc *readiness) check(ctx context.Context) error {
-	now := time.Now().UnixNano()
+	now := rc.clock.Now().UnixNano()
 	if now-rc.checked.Load() < int64(time.Second) {
 		if rc.ok.Load() {
 			return nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
+	err := rc.probe(ctx)
 	rc.ok.Store(err == nil)
 	rc.checked.Store(now)
 	return err
 }
+
+// probe takes one unit of the readiness key now, whatever the last check found.
+func (rc *readiness) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := rc.store.Take(ctx, sluice.Request{Key: "sluice|readyz", Rule: readyRule, N: 1})
+	return err
+}
+
+// ProbeStore probes the store now, with the write Ready makes, whatever the rules and without
+// touching what Ready remembers: the server holds itself not ready until the store has
+// answered once. With a fallback the probe goes through it, which answers for the store.
+func (e *Engine) ProbeStore(ctx context.Context) error { return e.readyCheck.probe(ctx) }

@@ -66,7 +66,7 @@ func (a authzService) Check(ctx context.Context, req *authv3.CheckRequest) (*aut
 	switch o {
 	case gate.Pass:
 		h := make(http.Header, 4)
-		s.gate.SetHeaders(h, sc)
+		s.doors.SetHeaders(h, sc)
 		ok := &authv3.OkHttpResponse{ResponseHeadersToAdd: headerOptions(h, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)}
 		if lease != "" { // to the upstream, which may release it (POST /v1/leases/release)
 			ok.Headers = headerOptions(http.Header{LeaseHeader: {lease}}, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
@@ -86,7 +86,7 @@ func (a authzService) Check(ctx context.Context, req *authv3.CheckRequest) (*aut
 // problem+json body) as Envoy's DeniedHttpResponse.
 func (a authzService) denied(ctx context.Context, sc *gate.Scratch, o gate.Outcome, domain string) *authv3.CheckResponse {
 	var ans gate.Answer
-	a.s.gate.Write(ctx, &ans, sc, o, domain)
+	a.s.doors.Write(ctx, &ans, sc, o, domain)
 	code := codes.ResourceExhausted
 	switch o {
 	case gate.Invalid:
@@ -110,7 +110,7 @@ func (a authzService) remote(ctx context.Context, attrs *authv3.AttributeContext
 		return ""
 	}
 	addr, err := netip.ParseAddrPort(p.Addr.String())
-	if err != nil || !a.s.gate.Resolver().Trusted(addr.Addr().Unmap()) {
+	if err != nil || !a.s.doors.Resolver().Trusted(addr.Addr().Unmap()) {
 		return p.Addr.String()
 	}
 	if sa := attrs.GetSource().GetAddress().GetSocketAddress(); sa != nil && sa.GetAddress() != "" {

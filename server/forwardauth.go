@@ -52,7 +52,7 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	if err := forwardedRequest(&sc.Request, r); err != nil {
 		s.gatewayMetrics[doorForwardAuth][gate.Invalid].Inc()
 		sc.Err = err
-		s.gate.Write(r.Context(), w, sc, gate.Invalid, "")
+		s.doors.Write(r.Context(), w, sc, gate.Invalid, "")
 		return
 	}
 	s.answerHTTP(w, r, doorForwardAuth, sc, r.PathValue("domain"), true)
@@ -115,7 +115,7 @@ func (s *Server) handleExtAuthzHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil || derr != nil || domain == "" {
 		s.gatewayMetrics[doorExtAuthzHTTP][gate.Invalid].Inc()
 		sc.Err = rls.Invalidf("ext_authz: the path must be %s{domain}/{the request's path}", extAuthzPrefix)
-		s.gate.Write(r.Context(), w, sc, gate.Invalid, "")
+		s.doors.Write(r.Context(), w, sc, gate.Invalid, "")
 		return
 	}
 	sc.Request.Of(r)

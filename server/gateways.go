@@ -71,9 +71,9 @@ func (s *Server) newGate() error {
 	if err := gate.CheckLeaser(s.eng.Rules(), s.eng.Limiter().Store()); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.gate = gate.New(s.eng, resolver, s.cfg.GatewayHeaders, s.log)
+	s.doors = gate.New(s.eng, resolver, s.cfg.GatewayHeaders, s.log)
 	s.held = &heldSlots{m: make(map[string]*held)}
-	s.gatewayMetrics, err = newGatewayMetrics(s.eng.Registry())
+	s.gatewayMetrics, err = newGatewayMetrics(s.registry)
 	return err
 }
 
@@ -81,7 +81,7 @@ func (s *Server) newGate() error {
 // section) for door, counting the outcome. After Pass, the request's in-flight slots are
 // held under the returned lease id ("" when it holds none).
 func (s *Server) decideGateway(ctx context.Context, door int, sc *gate.Scratch, domain string) (gate.Outcome, string) {
-	o := s.gate.Decide(ctx, sc, domain)
+	o := s.doors.Decide(ctx, sc, domain)
 	s.gatewayMetrics[door][o].Inc()
 	if o != gate.Pass || len(sc.Claims) == 0 {
 		return o, ""
@@ -95,7 +95,7 @@ func (s *Server) decideGateway(ctx context.Context, door int, sc *gate.Scratch, 
 func (s *Server) answerHTTP(w http.ResponseWriter, r *http.Request, door int, sc *gate.Scratch, domain string, problemHeader bool) {
 	o, lease := s.decideGateway(r.Context(), door, sc, domain)
 	if o == gate.Pass {
-		s.gate.SetHeaders(w.Header(), sc)
+		s.doors.SetHeaders(w.Header(), sc)
 		if lease != "" {
 			w.Header().Set(LeaseHeader, lease)
 		}
@@ -103,11 +103,11 @@ func (s *Server) answerHTTP(w http.ResponseWriter, r *http.Request, door int, sc
 		return
 	}
 	if !problemHeader || (o != gate.Denied && o != gate.Refused) {
-		s.gate.Write(r.Context(), w, sc, o, domain)
+		s.doors.Write(r.Context(), w, sc, o, domain)
 		return
 	}
 	var a gate.Answer
-	s.gate.Write(r.Context(), &a, sc, o, domain)
+	s.doors.Write(r.Context(), &a, sc, o, domain)
 	h := w.Header()
 	for k, v := range a.Head {
 		h[k] = v

@@ -10,15 +10,33 @@ import (
 	"github.com/sluicehq/sluice/quota/rlqs"
 )
 
-// serveHealth sets the gRPC health of every service the server reports: SERVING, or, while
-// the engine waits for the first rules of its rules source (and is not ready without them),
-// NOT_SERVING until they arrive, as /healthcheck.
+// serveHealth sets the gRPC health of every service the server reports: NOT_SERVING until
+// the store has answered once (storegate.go), then SERVING, or, while the engine waits for
+// the first rules of its rules source (and is not ready without them), NOT_SERVING until they
+// arrive, as /healthcheck.
 func (s *Server) serveHealth(ctx context.Context) {
 	set := func(st healthpb.HealthCheckResponse_ServingStatus) {
 		for _, name := range []string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName, rlqs.ServiceName, PeerHealthService} {
 			s.health.SetServingStatus(name, st)
 		}
 	}
+	if !s.gate.isOpen() {
+		set(healthpb.HealthCheckResponse_NOT_SERVING)
+		go func() {
+			select {
+			case <-s.gate.opened:
+				s.followRules(ctx, set)
+			case <-ctx.Done():
+			}
+		}()
+		return
+	}
+	s.followRules(ctx, set)
+}
+
+// followRules sets the gRPC health once the store gate is open: following the store
+// (Config.HealthcheckStore), or SERVING once the rules are in.
+func (s *Server) followRules(ctx context.Context, set func(healthpb.HealthCheckResponse_ServingStatus)) {
 	if s.cfg.HealthcheckStore {
 		go s.followStore(ctx, set)
 		return

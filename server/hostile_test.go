@@ -221,15 +221,18 @@ func TestHugeRequestsFlatMemory(t *testing.T) {
 	}
 }
 
-// TestMaxHits: the largest hits_addend on RLS (request and descriptor) and the largest cost on
-// HTTP are denied as "never" without consuming anything; a cost past the largest is an invalid
-// request that reaches no store.
+// TestMaxHits: the largest request-level hits_addend on RLS and the largest cost on HTTP are
+// denied as "never" without consuming anything; a cost past the largest is an invalid request
+// that reaches no store. The largest descriptor-level hits_addend, a cost Envoy measured and
+// charged whatever the answer (issue 30: AI Gateway's tokens), locks its key out for a few
+// periods at most (two capacities of debt), not for the year a bucket's debt may last.
 func TestMaxHits(t *testing.T) {
 	h := start(t, goldenRules)
 	d := desc("remote_address", "victim")
+	measured := desc("remote_address", "measured")
 	for _, rq := range []*rlsv3.RateLimitRequest{
 		{Domain: "golden", HitsAddend: math.MaxUint32, Descriptors: []*rlcommon.RateLimitDescriptor{d}},
-		{Domain: "golden", Descriptors: []*rlcommon.RateLimitDescriptor{{Entries: d.Entries, HitsAddend: wrapperspb.UInt64(math.MaxUint64)}}},
+		{Domain: "golden", Descriptors: []*rlcommon.RateLimitDescriptor{{Entries: measured.Entries, HitsAddend: wrapperspb.UInt64(math.MaxUint64)}}},
 	} {
 		resp, err := h.client.ShouldRateLimit(context.Background(), rq)
 		if err != nil {
@@ -257,5 +260,13 @@ func TestMaxHits(t *testing.T) {
 	// Nothing was consumed: the victim still has its whole limit.
 	if got := summary(h.ask(t, "golden", d)); got != summary(h.ask(t, "golden", desc("remote_address", "fresh"))) {
 		t.Errorf("after max hits: victim %s, a fresh key otherwise", got)
+	}
+	// The measured cost was charged: over its limit now, whole again within three periods.
+	if got := summary(h.ask(t, "golden", measured)); !strings.HasPrefix(got, "OVER_LIMIT") {
+		t.Errorf("after a measured cost of 2^64: %s, want OVER_LIMIT", got)
+	}
+	h.clock.Advance(3 * time.Second)
+	if got := summary(h.ask(t, "golden", measured)); got != summary(h.ask(t, "golden", desc("remote_address", "fresh2"))) {
+		t.Errorf("3 periods after a measured cost of 2^64: %s, a fresh key otherwise", got)
 	}
 }

@@ -51,7 +51,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) AdminHandler() http.Handler { return s.adminMux(nil) }
 
 func (s *Server) adminMux(api []admin.Endpoint) *http.ServeMux {
-	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Invalid: s.metrics.httpInvalid.Inc, API: api})
+	return admin.Handler(admin.Config{Engine: s.eng, Metrics: s.registry, Serving: s.ready.Load, Waiting: s.gate.reason, Invalid: s.metrics.httpInvalid.Inc, API: api})
 }
 
 // apiEndpoints are the routes of Handler that the index page GET / lists.
@@ -186,13 +186,35 @@ type AllowResponse struct {
 	Descriptors []DecisionJSON `json:"descriptors,omitempty"`
 }
 
-func decisionJSON(d sluice.Decision) DecisionJSON {
+// decisionJSON is d, decided under rules of period period (the longest). A request that can
+// never be allowed has retry_after_ms -1 and the positive reset of sluice.Decision.ResetIn,
+// rounded up to the millisecond (never 0: a client told 0 retries at once).
+func decisionJSON(d sluice.Decision, period time.Duration) DecisionJSON {
 	out := DecisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
 		RetryAfterMs: d.RetryAfter.Milliseconds(), ResetAfterMs: d.ResetAfter.Milliseconds()}
 	if d.RetryAfter < 0 {
-		out.RetryAfterMs = -1
+		out.RetryAfterMs, out.ResetAfterMs = -1, ceilMs(d.ResetIn(period))
 	}
 	return out
+}
+
+// longestPeriod is the longest period of lim's rules (0 for none, or no lim).
+func longestPeriod(lim *config.Limit) time.Duration {
+	var p time.Duration
+	if lim != nil {
+		for _, r := range lim.Rules {
+			p = max(p, r.Period)
+		}
+	}
+	return p
+}
+
+// ceilMs is d in whole milliseconds, rounded up; 0 for d <= 0.
+func ceilMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // handleAllow is POST /v1/allow: either {"key", "rule", "n"} decided directly, or
@@ -258,7 +280,7 @@ func (s *Server) handleKeyOrDescriptors(w http.ResponseWriter, r *http.Request, 
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: decisionJSON(d)})
+	writeJSON(w, http.StatusOK, AllowResponse{DecisionJSON: decisionJSON(d, longestPeriod(lim))})
 }
 
 // checkAllow checks a key-form request (of /v1/settle when settle) and returns its key, its
@@ -458,12 +480,12 @@ func (s *Server) settleDescriptors(w http.ResponseWriter, ctx context.Context, b
 			out.Descriptors[i] = DecisionJSON{Allowed: true, Code: codeOK.String(), Limit: limit, Remaining: limit}
 			continue
 		}
-		out.Descriptors[i] = decisionJSON(it.Decision)
+		out.Descriptors[i] = decisionJSON(it.Decision, 0)
 		out.Descriptors[i].Code = codeOK.String()
 		limited = append(limited, sluice.Check{Decision: it.Decision})
 	}
 	if len(limited) > 0 {
-		out.DecisionJSON = decisionJSON(rls.CombineSettled(limited))
+		out.DecisionJSON = decisionJSON(rls.CombineSettled(limited), 0)
 		out.Code = codeOK.String()
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -22,11 +22,16 @@ const PeerHealthService = "ratelimit"
 // DefaultResponseHeaderNames are the names of the ResponseHeaders: limit, remaining, reset.
 var DefaultResponseHeaderNames = [3]string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 
-// handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving, 500
-// while starting or shutting down, or waiting for the first rules of a rules source (unless
-// rls.Config.ReadyWithoutRules, the peer's FORCE_START_WITHOUT_INITIAL_CONFIG); with
-// Config.HealthcheckStore, also while the store is unreachable.
+// handleHealthcheck is envoyproxy/ratelimit's GET /healthcheck: 200 "OK" while serving; 503
+// naming why until the store has answered once (storegate.go: the peer does not even listen
+// then); 500 while starting or shutting down, or waiting for the first rules of a rules
+// source (unless rls.Config.ReadyWithoutRules, the peer's FORCE_START_WITHOUT_INITIAL_CONFIG);
+// with Config.HealthcheckStore, also while the store is unreachable.
 func (s *Server) handleHealthcheck(w http.ResponseWriter, r *http.Request) {
+	if why := s.gate.reason(); why != "" {
+		http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+		return
+	}
 	if !s.ready.Load() || !s.eng.RulesReady() || (s.cfg.HealthcheckStore && !s.storeHealthy(r.Context())) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
@@ -55,11 +60,11 @@ func (s *Server) listenSide() error {
 			path = "/metrics"
 		}
 		mux := http.NewServeMux()
-		var g prometheus.Gatherer = s.eng.Registry()
+		var g prometheus.Gatherer = s.registry
 		if s.cfg.MetricsGatherer != nil {
 			g = s.cfg.MetricsGatherer
 		}
-		mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: s.eng.Registry()}))
+		mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: s.registry}))
 		if err := s.addSide("metrics-addr", a, mux); err != nil {
 			return err
 		}

@@ -62,22 +62,23 @@ func TestHTTPAllowStrictJSON(t *testing.T) {
 }
 
 // TestHTTPAllowNever: a cost above the capacity answers retry_after_ms -1 ("never") in both
-// forms, per descriptor and overall; a cost that fits later answers how long until then. A
-// descriptor over its limit reports 0 remaining, as its RLS status does.
+// forms, per descriptor and overall, and a positive reset_after_ms (issue 30: until the state
+// is empty, at most the period; the period when it is empty); a cost that fits later answers
+// how long until then. A descriptor over its limit reports 0 remaining, as its RLS status does.
 func TestHTTPAllowNever(t *testing.T) {
 	h := start(t, goldenRules)
 	for _, step := range [][2]string{
 		{`{"key":"k","rule":{"limit":2,"period":"1s"},"n":3}`,
-			`{"allowed":false,"limit":2,"remaining":2,"retry_after_ms":-1,"reset_after_ms":0}`},
+			`{"allowed":false,"limit":2,"remaining":2,"retry_after_ms":-1,"reset_after_ms":1000}`},
 		{`{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"big"}]}],"hits_addend":3}`,
-			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":0,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":0}]}`},
+			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":1000,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":1000}]}`},
 		// Two descriptors: the first fits later, the second never; overall never.
 		{`{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"r"}]}],"hits_addend":2}`,
 			`{"allowed":true,"code":"OK","limit":2,"remaining":0,"retry_after_ms":0,"reset_after_ms":2000,"descriptors":[{"allowed":true,"code":"OK","limit":2,"remaining":0,"retry_after_ms":0,"reset_after_ms":2000}]}`},
 		{`{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"r"}]},{"entries":[{"key":"path","value":"/login"}]}],"hits_addend":2}`,
 			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":2000,"reset_after_ms":2000,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":2000,"reset_after_ms":2000},{"allowed":true,"code":"OK","limit":3,"remaining":3,"retry_after_ms":0,"reset_after_ms":0}]}`},
 		{`{"domain":"golden","descriptors":[{"entries":[{"key":"remote_address","value":"r"}]},{"entries":[{"key":"path","value":"/login"}]}],"hits_addend":4}`,
-			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":2000,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":2000},{"allowed":false,"code":"OVER_LIMIT","limit":3,"remaining":0,"retry_after_ms":-1,"reset_after_ms":0}]}`},
+			`{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":60000,"descriptors":[{"allowed":false,"code":"OVER_LIMIT","limit":2,"remaining":0,"retry_after_ms":-1,"reset_after_ms":1000},{"allowed":false,"code":"OVER_LIMIT","limit":3,"remaining":0,"retry_after_ms":-1,"reset_after_ms":60000}]}`},
 	} {
 		if _, got := h.post(t, "/v1/allow", step[0]); got != step[1]+"\n" {
 			t.Errorf("%s:\n got %s\nwant %s", step[0], got, step[1])

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -33,14 +34,16 @@ type TLS struct {
 
 // serverTLS is a TLS with its files loaded.
 type serverTLS struct {
-	t    TLS
-	log  *slog.Logger
-	pair *certfile.KeyPair
-	ca   *certfile.Pool
+	t     TLS
+	log   *slog.Logger
+	pair  *certfile.KeyPair
+	ca    *certfile.Pool
+	watch *tlsWatch // the certificate's expiry and the failed handshakes (tlswatch.go)
 }
 
-// grpcCreds loads t's files and returns the gRPC server option; nil t is plain text.
-func (t *TLS) grpcCreds(log *slog.Logger) (grpc.ServerOption, error) {
+// grpcCreds loads t's files and returns the gRPC server option, its certificate and
+// handshakes watched with metrics on reg; nil t is plain text.
+func (t *TLS) grpcCreds(log *slog.Logger, reg prometheus.Registerer) (grpc.ServerOption, error) {
 	if t == nil {
 		return nil, nil
 	}
@@ -48,7 +51,12 @@ func (t *TLS) grpcCreds(log *slog.Logger) (grpc.ServerOption, error) {
 	if err != nil {
 		return nil, err
 	}
-	return grpc.Creds(credentials.NewTLS(&tls.Config{GetConfigForClient: st.configForClient})), nil
+	current := func() *tls.Certificate { c, _ := st.pair.Certificate(); return c }
+	if st.watch, err = newTLSWatch("grpc", log, reg, current); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	st.watch.checkCert(current())
+	return grpc.Creds(watchedCreds{credentials.NewTLS(&tls.Config{GetConfigForClient: st.configForClient}), st}), nil
 }
 
 func (t *TLS) load(log *slog.Logger) (*serverTLS, error) {
@@ -77,6 +85,7 @@ func (st *serverTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) 
 	if err != nil {
 		st.log.Error("TLS certificate change not loaded; the previous certificate serves", "err", err)
 	}
+	st.watch.checkCert(cert)
 	c := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{*cert},

@@ -14,8 +14,8 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice/config"
 )
@@ -110,9 +110,25 @@ func TestKubernetesExample(t *testing.T) {
 	if !sawDeployment || !sawRules {
 		t.Errorf("deployment %t, rules %t", sawDeployment, sawRules)
 	}
-	eg := yamlDocs(t, "../../examples/kubernetes/envoy-gateway.yaml")[0]
-	if img, _ := dig(eg, "provider", "kubernetes", "rateLimitDeployment", "container", "image").(string); !strings.Contains(img, "sluice") {
-		t.Errorf("EnvoyGateway rateLimitDeployment image %q", img)
+	// Envoy Gateway's configuration is the envoy-gateway.yaml key of the envoy-gateway-config
+	// ConfigMap, not a resource kubectl can apply (issue 30): the example is that ConfigMap.
+	cm := yamlDocs(t, "../../examples/kubernetes/envoy-gateway.yaml")[0]
+	if cm["kind"] != "ConfigMap" || dig(cm, "metadata", "name") != "envoy-gateway-config" || dig(cm, "metadata", "namespace") != "envoy-gateway-system" {
+		t.Fatalf("examples/kubernetes/envoy-gateway.yaml: %v, want the ConfigMap envoy-gateway-config of envoy-gateway-system", cm["metadata"])
+	}
+	var eg map[string]any
+	if err := yaml.Unmarshal([]byte(dig(cm, "data", "envoy-gateway.yaml").(string)), &eg); err != nil {
+		t.Fatalf("envoy-gateway.yaml: %v", err)
+	}
+	if eg["kind"] != "EnvoyGateway" || dig(eg, "gateway", "controllerName") != "gateway.envoyproxy.io/gatewayclass-controller" ||
+		dig(eg, "provider", "type") != "Kubernetes" {
+		t.Errorf("envoy-gateway.yaml: %v, want an EnvoyGateway with the chart's defaults", eg)
+	}
+	// The chart splits the image at its first "/" (the registry global.imageRegistry replaces)
+	// and adds its own tag when there is none: a full name with a tag.
+	img, _ := dig(eg, "provider", "kubernetes", "rateLimitDeployment", "container", "image").(string)
+	if name, tag, ok := strings.Cut(img[strings.LastIndexByte(img, '/')+1:], ":"); !strings.Contains(img, "/") || !ok || name != "sluice" || tag == "" {
+		t.Errorf("EnvoyGateway rateLimitDeployment image %q, want registry/sluice:tag", img)
 	}
 }
 

@@ -224,4 +224,15 @@ func TestVersion(t *testing.T) {
 	if got, want := versionText(bi), "sluice v1.2.3 (go1.26.0)\ncommit abc123 of 2026-11-27T10:00:00Z, with uncommitted changes\n"; got != want {
 		t.Errorf("versionText = %q, want %q", got, want)
 	}
+	// Stamped with -ldflags -X (issue 30: the image, built without VCS stamping, said
+	// "(devel)" and no commit): used where the build information has none.
+	stampedVersion, stampedCommit = "v1.3.0-2-gdeadbee", "deadbeef00"
+	defer func() { stampedVersion, stampedCommit = "", "" }()
+	devel := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}
+	if got, want := versionText(devel), "sluice v1.3.0-2-gdeadbee (go1.26.0)\ncommit deadbeef00\n"; got != want {
+		t.Errorf("versionText, stamped = %q, want %q", got, want)
+	}
+	if got, want := versionText(bi), "sluice v1.2.3 (go1.26.0)\ncommit abc123 of 2026-11-27T10:00:00Z, with uncommitted changes\n"; got != want {
+		t.Errorf("versionText, stamped but with build information = %q, want %q", got, want)
+	}
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,10 +33,39 @@ func TestImage(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command(buildah, "rmi", "-f", tag).Run() })
 
-	// The image is what the peer's is: non-root, entrypoint /bin/ratelimit.
-	conf, err := exec.Command(buildah, "inspect", "--type", "image", "--format", "{{.OCIv1.Config.User}} {{.OCIv1.Config.Entrypoint}}", tag).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(conf)) != "65532:65532 [/bin/ratelimit]" {
-		t.Fatalf("image config %q, %v; want user 65532:65532 and entrypoint /bin/ratelimit", conf, err)
+	// The image is what the peer's is: non-root, entrypoint /bin/ratelimit; it says where it
+	// comes from (OCI labels: source, version, revision) and exposes the ports sluice listens
+	// on in Envoy Gateway's environment, no other (issue 30).
+	raw, err := exec.Command(buildah, "inspect", "--type", "image", tag).Output()
+	var image struct {
+		OCIv1 struct {
+			Config struct {
+				User         string
+				Entrypoint   []string
+				ExposedPorts map[string]struct{}
+				Labels       map[string]string
+			} `json:"config"`
+		}
+	}
+	if err != nil || json.Unmarshal(raw, &image) != nil {
+		t.Fatalf("buildah inspect %s: %v", tag, err)
+	}
+	conf := image.OCIv1.Config
+	if conf.User != "65532:65532" || strings.Join(conf.Entrypoint, " ") != "/bin/ratelimit" {
+		t.Errorf("image config %+v; want user 65532:65532 and entrypoint /bin/ratelimit", conf)
+	}
+	revision := strings.TrimSpace(gitOut(t, "rev-parse", "HEAD"))
+	if l := conf.Labels; l["org.opencontainers.image.source"] != "https://github.com/sluicehq/sluice" ||
+		!strings.HasPrefix(l["org.opencontainers.image.revision"], revision) || l["org.opencontainers.image.version"] == "" ||
+		l["org.opencontainers.image.version"] == "unknown" {
+		t.Errorf("OCI labels %v: want the source, the commit %s and a version", l, revision)
+	}
+	var exposed []string
+	for p := range conf.ExposedPorts {
+		exposed = append(exposed, p)
+	}
+	if want := peerListenPorts(t); strings.Join(sortedStrings(exposed), " ") != want {
+		t.Errorf("EXPOSE %v, want the ports sluice listens on in Envoy Gateway's environment: %s", exposed, want)
 	}
 	ctrOut, err := exec.Command(buildah, "from", "--pull=never", tag).Output()
 	if err != nil {
@@ -65,6 +96,48 @@ func TestImage(t *testing.T) {
 	if uid := markedUID(t, mark); uid != 65532 {
 		t.Errorf("the container's process runs as uid %d, want 65532", uid)
 	}
+	// `sluice version` names the version and the commit: stamped by scripts/image.sh, since
+	// the build records no VCS information (GOFLAGS=-buildvcs=false here).
+	version, err := exec.Command(buildah, "run", "--isolation", "chroot", ctr, "--", "/bin/ratelimit", "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(version), "commit "+revision) || strings.Contains(string(version), "(devel)") {
+		t.Errorf("sluice version in the image: %q, %v; want a version and the commit %s", version, err, revision)
+	}
+}
+
+// gitOut is the output of git args in the repository.
+func gitOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", "../.."}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return string(out)
+}
+
+// peerListenPorts are the ports serve listens on in Envoy Gateway's environment (its
+// generated Deployment's env), "8080/tcp 8081/tcp"-style, sorted.
+func peerListenPorts(t *testing.T) string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range deploymentContainer(t, egTracingDeployment, "envoy-ratelimit").Env {
+		env[e.Name] = e.Value
+	}
+	e := readPeerEnv(func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+	var ports []string
+	for _, flagName := range []string{"http-addr", "grpc-addr"} {
+		_, port, err := net.SplitHostPort(e.defaults[flagName])
+		if err != nil {
+			t.Fatalf("%s in Envoy Gateway's environment: %q", flagName, e.defaults[flagName])
+		}
+		ports = append(ports, port+"/tcp")
+	}
+	return strings.Join(sortedStrings(ports), " ")
+}
+
+func sortedStrings(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }
 
 // markedPIDs are the processes whose environment holds mark.
@@ -110,17 +183,25 @@ func markedUID(t *testing.T, mark string) int {
 }
 
 // TestArgsOfPeerCommand: installed as /bin/ratelimit (the image, Envoy Gateway's command),
-// sluice with no subcommand serves; its subcommands still work under that name.
+// sluice with no subcommand serves; its subcommands still work under that name. Arguments
+// that are not serve's flags are ignored, as envoyproxy/ratelimit ignores every argument
+// (issue 30: Envoy AI Gateway's Deployment passes --quotaRateLimitServiceAddr=..., which
+// stopped sluice serve with exit 2); elsewhere they are not.
 func TestArgsOfPeerCommand(t *testing.T) {
-	for _, tc := range []struct{ argv, want string }{
-		{"/bin/ratelimit", "serve"},
-		{"/bin/ratelimit --log-level debug", "serve --log-level debug"},
-		{"/bin/ratelimit check-config /data", "check-config /data"},
-		{"/usr/local/bin/sluice", ""},
-		{"sluice serve", "serve"},
+	for _, tc := range []struct{ argv, want, ignored string }{
+		{"/bin/ratelimit", "serve", ""},
+		{"/bin/ratelimit --log-level debug", "serve --log-level debug", ""},
+		{"/bin/ratelimit -log-level=debug --count-denied", "serve -log-level=debug --count-denied", ""},
+		{"/bin/ratelimit -h", "serve -h", ""},
+		{"/bin/ratelimit check-config /data", "check-config /data", ""},
+		{"/bin/ratelimit --quotaRateLimitServiceAddr=envoy-ai-gateway-ratelimit.envoy-gateway-system", "serve", "--quotaRateLimitServiceAddr"},
+		{"/bin/ratelimit --nope s3cret --log-level debug extra", "serve --log-level debug", "--nope (a value) (a value)"},
+		{"/usr/local/bin/sluice", "", ""},
+		{"sluice serve --nope", "serve --nope", ""},
 	} {
-		if got := strings.Join(argsOf(strings.Fields(tc.argv)), " "); got != tc.want {
-			t.Errorf("%s: run(%q), want %q", tc.argv, got, tc.want)
+		got, ignored := argsOf(strings.Fields(tc.argv))
+		if strings.Join(got, " ") != tc.want || strings.Join(ignored, " ") != tc.ignored {
+			t.Errorf("%s: run(%q) ignoring %q, want %q ignoring %q", tc.argv, got, ignored, tc.want, tc.ignored)
 		}
 	}
 }

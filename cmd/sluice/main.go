@@ -18,7 +18,15 @@ var commands []command
 
 func register(c command) { commands = append(commands, c) }
 
-func main() { os.Exit(run(argsOf(os.Args), os.Stdout, os.Stderr)) }
+func main() {
+	args, ignored := argsOf(os.Args)
+	ignoredArgs = ignored
+	os.Exit(run(args, os.Stdout, os.Stderr))
+}
+
+// ignoredArgs are the arguments of the process that sluice serve, run as /bin/ratelimit,
+// leaves out as the peer does (argsOf); serve names them in a warning.
+var ignoredArgs []string
 
 // run runs the command args name. Bare `sluice` prints the usage on standard error and exits
 // 2 (a usage error, as a command without its arguments); `sluice help`, `-h` and `--help`

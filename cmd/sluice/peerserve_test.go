@@ -87,6 +87,8 @@ func startServeCmd(t *testing.T, cmd *exec.Cmd, args []string) *served {
 			var rec struct{ Msg, GRPC, HTTP, Debug, Metrics string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "sluice serving" {
 				up <- [4]string{rec.GRPC, rec.HTTP, rec.Debug, rec.Metrics}
+			} else if strings.Contains(line, ` msg="sluice serving" `) { // the text format (no LOG_FORMAT)
+				up <- [4]string{textAttr(line, "grpc"), textAttr(line, "http"), textAttr(line, "debug"), textAttr(line, "metrics")}
 			}
 		}
 	}()
@@ -114,6 +116,24 @@ func startServeCmd(t *testing.T, cmd *exec.Cmd, args []string) *served {
 	t.Cleanup(func() { conn.Close() })
 	s.conn, s.client = conn, rlsv3.NewRateLimitServiceClient(conn)
 	return s
+}
+
+// textAttr is the value of attribute key in a line of slog's text format ("" when absent).
+func textAttr(line, key string) string {
+	_, rest, ok := strings.Cut(line, " "+key+"=")
+	if !ok {
+		return ""
+	}
+	if strings.HasPrefix(rest, `"`) {
+		v, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return ""
+		}
+		u, _ := strconv.Unquote(v)
+		return u
+	}
+	v, _, _ := strings.Cut(rest, " ")
+	return v
 }
 
 func (s *served) log() []string {

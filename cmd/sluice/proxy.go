@@ -136,7 +136,14 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		logger.Warn("admin listener on a non-loopback address (--admin-public): /metrics, /v1/top and /ui are reachable from the network",
 			"admin", f.adminAddr)
 	}
+	global, closeRegions, err := f.regions.open(f.storePrefix, f.storeTLS.tls, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 2
+	}
+	defer closeRegions()
 	p, err := proxy.New(proxy.Config{
+		GlobalStore:     global,
 		Upstream:        f.upstream,
 		Addr:            f.addr,
 		AdminAddr:       f.adminAddr,

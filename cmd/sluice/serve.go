@@ -191,10 +191,7 @@ func (f *serveFlags) checkRequestRules(fs *flag.FlagSet) error {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	f := serveFlags{peer: readPeerEnv(os.LookupEnv)}
-	f.register(fs)
-	alias(fs, "response-headers", "headers", stderr, true, nil)
+	fs, f := serveFlagSet(stderr, os.LookupEnv)
 	if code, done := parseFlags("serve", fs, &serveHelp, args, stdout, stderr); done {
 		return code
 	}
@@ -226,6 +223,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f.logPeer(logger)
+	if len(ignoredArgs) > 0 {
+		logger.Warn("arguments ignored, as envoyproxy/ratelimit ignores every argument (sluice runs as /bin/ratelimit); only serve's flags are read", "ignored", ignoredArgs)
+	}
 	cfg := server.Config{
 		Config: rls.Config{
 			RulesPath:      f.config,
@@ -285,19 +285,24 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer stopTracing()
+	global, closeRegions, err := f.regions.open(f.storePrefix, f.storeTLS.tls, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	defer closeRegions()
+	cfg.GlobalStore = global
 	closeQuota, err := quotaState(&cfg, f.quotaStore, f.storeTLS.tls)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
 		return 2
 	}
 	defer closeQuota()
-	stopSRV, err := f.startSRVRefresh(&cfg, logger)
-	if err != nil {
+	if err := f.setSRVRefresh(&cfg, logger); err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	defer stopSRV()
-	announceStore(logger, cfg.StoreConfig)
+	logStore(logger, cfg.StoreConfig)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := server.Run(ctx, cfg); err != nil {

@@ -42,9 +42,10 @@ func waitLine(t *testing.T, s *served, parts ...string) string {
 }
 
 // TestStoreUnreachableAtStart: serve on a store nothing answers for names the store (its
-// password masked) at start, says at once that it is unreachable, serves anyway, and every
-// answer says "store unavailable" once, whatever the store and the mode (the property: no
-// error message contains the prefix twice).
+// password masked) at start, says at once that it is unreachable and not ready until it
+// answers (issue 30: /healthcheck 503, not the 200 that sent Kubernetes traffic to a pod that
+// decides nothing), serves anyway, and every answer says "store unavailable" once, whatever
+// the store and the mode (the property: no error message contains the prefix twice).
 func TestStoreUnreachableAtStart(t *testing.T) {
 	addr := closedPort(t)
 	for _, tc := range []struct{ store, mode string }{
@@ -60,7 +61,7 @@ func TestStoreUnreachableAtStart(t *testing.T) {
 				"--store", tc.store, "--mode", tc.mode, "--store-timeout", "200ms")
 			masked := strings.Replace(tc.store, "s3cret", "xxxxx", 1)
 			waitLine(t, s, `"msg":"store"`, `"store":"`+masked+`"`, `"mode":"`+tc.mode+`"`)
-			waitLine(t, s, `"level":"WARN"`, "store unreachable at start", `"store":"`+masked+`"`, `"err":`)
+			waitLine(t, s, `"level":"WARN"`, "store unreachable: not ready until it answers", `"store":"`+masked+`"`, `"err":`)
 			for _, line := range s.log() {
 				if strings.Contains(line, "s3cret") {
 					t.Errorf("the password in %q", line)
@@ -74,8 +75,10 @@ func TestStoreUnreachableAtStart(t *testing.T) {
 			if err == nil || strings.Count(err.Error(), "store unavailable") != 1 {
 				t.Errorf("RLS: %v: want UNAVAILABLE saying store unavailable once", err)
 			}
-			if code, _ := s.get(t, s.httpAddr, "/readyz"); code == http.StatusOK {
-				t.Errorf("/readyz: %d, want not ready", code)
+			for _, path := range []string{"/readyz", "/healthcheck"} {
+				if code, body := s.get(t, s.httpAddr, path); code != http.StatusServiceUnavailable || !strings.Contains(body, masked) {
+					t.Errorf("%s: %d %q, want 503 naming %s", path, code, body, masked)
+				}
 			}
 		})
 	}

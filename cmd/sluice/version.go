@@ -13,9 +13,15 @@ func init() {
 
 var versionHelp = help{
 	synopsis:    "sluice version",
-	description: "Prints the module version of sluice (\"(devel)\" when built from a checkout), the Go\nversion, and the commit it was built from when the build recorded it.",
+	description: "Prints the module version of sluice (\"(devel)\" when built from a checkout), the Go\nversion, and the commit it was built from when the build recorded it (the image's build\nstamps both).",
 	examples:    []string{"sluice version"},
 }
+
+// stampedVersion and stampedCommit are set with -ldflags "-X main.stampedVersion=...
+// -X main.stampedCommit=..." by a build that records no version control information (a go
+// build with -buildvcs=false, or outside the checkout: scripts/image.sh stamps the image's).
+// The build information wins where it has them.
+var stampedVersion, stampedCommit string
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
@@ -33,10 +39,17 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 
 // versionText is what `sluice version` prints of the build information bi.
 func versionText(bi *debug.BuildInfo) string {
-	s := fmt.Sprintf("sluice %s (%s)\n", bi.Main.Version, bi.GoVersion)
+	version := bi.Main.Version
+	if (version == "" || version == "(devel)") && stampedVersion != "" {
+		version = stampedVersion
+	}
+	s := fmt.Sprintf("sluice %s (%s)\n", version, bi.GoVersion)
 	settings := make(map[string]string)
 	for _, kv := range bi.Settings {
 		settings[kv.Key] = kv.Value
+	}
+	if settings["vcs.revision"] == "" && stampedCommit != "" {
+		settings["vcs.revision"] = stampedCommit
 	}
 	if rev := settings["vcs.revision"]; rev != "" {
 		s += fmt.Sprintf("commit %s", rev)

@@ -27,12 +27,7 @@ func (g *Gate) currentPlan() *plan {
 	if pl := g.plan.Load(); pl != nil && pl.cfg == cfg {
 		return pl
 	}
-	pl := &plan{cfg: cfg}
-	for _, name := range cfg.Domains() {
-		if d := cfg.Domain(name); len(d.Proxy) > 0 {
-			pl.domains = append(pl.domains, d)
-		}
-	}
+	pl := &plan{cfg: cfg, domains: Domains(cfg)}
 	if len(pl.domains) == 0 {
 		g.log.Warn("no document of the rules has a proxy section: no request is limited")
 	}
@@ -40,8 +35,21 @@ func (g *Gate) currentPlan() *plan {
 	return pl
 }
 
-// Domains returns the names of the domains of the rules in force that have a proxy section.
-func (g *Gate) Domains() []string {
+// Domains returns the domains of cfg that have a proxy section, in name order: those a
+// request is decided in, one after the other, until one denies it.
+func Domains(cfg *config.Config) []*config.Domain {
+	var out []*config.Domain
+	for _, name := range cfg.Domains() {
+		if d := cfg.Domain(name); len(d.Proxy) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// DomainNames returns the names of the domains of the rules in force that have a proxy
+// section.
+func (g *Gate) DomainNames() []string {
 	pl := g.currentPlan()
 	names := make([]string, len(pl.domains))
 	for i, d := range pl.domains {
@@ -66,15 +74,12 @@ type Scratch struct {
 	// Err is the error of Invalid and Unavailable.
 	Err error
 
+	fields  requestFields // what the actions read of Request
 	req     rls.Request
 	descs   []rls.Descriptor // each keeps its Entries' capacity
 	ans     rls.Answer
 	refused *inflight.Claim // the claim of Refused
 	start   time.Time       // when the slots were taken
-
-	client     netip.Addr
-	clientDone bool
-	buf        []byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return &Scratch{} }}
@@ -105,42 +110,73 @@ func (sc *Scratch) Release() {
 	clear(sc.Claims)
 	sc.Claims = sc.Claims[:0]
 	clear(sc.Extra)
-	sc.Request, sc.Extra, sc.Err, sc.refused = Request{}, sc.Extra[:0], nil, nil
-	sc.client, sc.clientDone = netip.Addr{}, false
+	sc.Request, sc.Extra, sc.Err, sc.refused, sc.fields = Request{}, sc.Extra[:0], nil, nil, requestFields{}
 	scratchPool.Put(sc)
 }
 
 // descriptors sets sc.req to the descriptors of sc's request under the domain's rate limits,
-// and reports whether there is any: a rate limit whose action cannot append its entry
-// produces no descriptor (Envoy's rule), and one whose entries were all skipped neither.
+// then those of sc.Extra, and reports whether there is any (see Descriptors).
 func (g *Gate) descriptors(sc *Scratch, d *config.Domain) bool {
-	n := 0
-	for i := range d.Proxy {
-		if n == len(sc.descs) {
-			sc.descs = append(sc.descs, rls.Descriptor{})
-		}
-		desc := &sc.descs[n]
-		desc.Entries = desc.Entries[:0]
-		if g.appendEntries(sc, desc, d.Proxy[i].Actions) && len(desc.Entries) > 0 {
-			n++
-		}
+	if sc.fields.r != &sc.Request {
+		sc.fields = requestFields{r: &sc.Request, resolver: g.resolver}
 	}
+	descs := Descriptors(&sc.descs, d, &sc.fields)
 	if len(sc.Extra) > 0 {
+		n := len(descs)
 		if n == len(sc.descs) {
 			sc.descs = append(sc.descs, rls.Descriptor{})
 		}
 		sc.descs[n].Entries = append(sc.descs[n].Entries[:0], sc.Extra...)
-		n++
+		descs = sc.descs[:n+1]
 	}
-	sc.req.Domain, sc.req.Descriptors = d.Name, sc.descs[:n]
-	return n > 0
+	sc.req.Domain, sc.req.Descriptors = d.Name, descs
+	return len(descs) > 0
+}
+
+// Fields is what the actions of a proxy section read of a request: sluice proxy and the
+// doors read them from a Request (requestFields), package replay from a line of an access
+// log.
+type Fields interface {
+	// Header returns the first value of a request header, or of a pseudo-header: ":path" is
+	// the path and query as sent, ":method" the method, ":authority" (and "Host") the host,
+	// ":scheme" http or https. False when absent.
+	Header(name string) (string, bool)
+	// Method is the request's method.
+	Method() string
+	// Path is the request's URL path, as sent (not cleaned).
+	Path() string
+	// Client is the client address, past the trusted proxies; the zero Addr when unknown.
+	Client() netip.Addr
+}
+
+// Descriptors returns the descriptors of r under the rate limits of d's proxy section, in
+// order, built in *buf (whose elements, and their Entries, keep their capacity from call to
+// call: pass the same buffer to build without allocating). A rate limit whose action cannot
+// append its entry produces no descriptor (Envoy's rule), and one whose entries were all
+// skipped neither. This is how sluice proxy and the doors build a request's descriptors, and
+// how package replay builds a logged one's.
+func Descriptors(buf *[]rls.Descriptor, d *config.Domain, r Fields) []rls.Descriptor {
+	descs := *buf
+	n := 0
+	for i := range d.Proxy {
+		if n == len(descs) {
+			descs = append(descs, rls.Descriptor{})
+		}
+		desc := &descs[n]
+		desc.Entries = desc.Entries[:0]
+		if appendEntries(desc, r, d.Proxy[i].Actions) && len(desc.Entries) > 0 {
+			n++
+		}
+	}
+	*buf = descs
+	return descs[:n]
 }
 
 // appendEntries appends the entry of each action to desc; false when an action cannot.
-func (g *Gate) appendEntries(sc *Scratch, desc *rls.Descriptor, actions []config.Action) bool {
+func appendEntries(desc *rls.Descriptor, r Fields, actions []config.Action) bool {
 	for i := range actions {
 		a := &actions[i]
-		v, ok := g.actionValue(sc, a)
+		v, ok := actionValue(r, a)
 		if !ok {
 			if a.RequestHeaders != nil && a.RequestHeaders.SkipIfAbsent {
 				continue
@@ -152,35 +188,32 @@ func (g *Gate) appendEntries(sc *Scratch, desc *rls.Descriptor, actions []config
 	return true
 }
 
-// actionValue is the value of the entry an action appends for sc's request, or false when
-// it appends none.
-func (g *Gate) actionValue(sc *Scratch, a *config.Action) (string, bool) {
-	r := &sc.Request
+// actionValue is the value of the entry an action appends for r, or false when it appends
+// none.
+func actionValue(r Fields, a *config.Action) (string, bool) {
 	switch {
 	case a.RequestHeaders != nil:
-		return headerValue(r, a.RequestHeaders.HeaderName)
+		return r.Header(a.RequestHeaders.HeaderName)
 	case a.RemoteAddress != nil:
-		if !sc.clientDone {
-			sc.client, sc.clientDone = g.resolver.Resolve(r.RemoteAddr, r.XForwardedFor, r.Forwarded), true
-		}
-		if !sc.client.IsValid() {
+		client := r.Client()
+		if !client.IsValid() {
 			return "", false
 		}
-		sc.buf = clientip.AppendKey(sc.buf[:0], sc.client, a.RemoteAddress.IPv6Prefix)
-		return string(sc.buf), true
+		var buf [64]byte // an IPv6 /64 key is at most 24 bytes
+		return string(clientip.AppendKey(buf[:0], client, a.RemoteAddress.IPv6Prefix)), true
 	case a.GenericKey != nil:
 		return a.GenericKey.DescriptorValue, true
 	case a.HeaderValueMatch != nil:
 		hv := a.HeaderValueMatch
-		return hv.DescriptorValue, hv.Matches(func(name string) (string, bool) { return headerValue(r, name) })
+		return hv.DescriptorValue, hv.Matches(r.Header)
 	case a.Path != nil:
-		clean := cleanPath(r.URL.Path)
+		clean := cleanPath(r.Path())
 		if len(a.Path.Prefixes) == 0 {
 			return clean, true
 		}
 		return a.Path.Route(clean)
 	case a.Method != nil:
-		return r.Method, true
+		return r.Method(), true
 	}
 	return "", false
 }
@@ -194,6 +227,25 @@ func cleanPath(p string) string {
 		return c
 	}
 	return p
+}
+
+// requestFields are the Fields of a Request, its client resolved once.
+type requestFields struct {
+	r        *Request
+	resolver *clientip.Resolver
+	client   netip.Addr
+	resolved bool
+}
+
+func (f *requestFields) Header(name string) (string, bool) { return headerValue(f.r, name) }
+func (f *requestFields) Method() string                    { return f.r.Method }
+func (f *requestFields) Path() string                      { return f.r.URL.Path }
+
+func (f *requestFields) Client() netip.Addr {
+	if !f.resolved {
+		f.client, f.resolved = f.resolver.Resolve(f.r.RemoteAddr, f.r.XForwardedFor, f.r.Forwarded), true
+	}
+	return f.client
 }
 
 // headerValue returns the first value of a request header, or of a pseudo-header (":path"

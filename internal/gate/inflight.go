@@ -17,8 +17,7 @@ func appendClaims(claims []inflight.Claim, vs []rls.Verdict) []inflight.Claim {
 		if v.Key == "" || v.Limit == nil || v.Limit.InFlight == nil || v.Limit.ShadowMode {
 			continue
 		}
-		f := v.Limit.InFlight
-		claims = append(claims, inflight.Claim{Name: v.Limit.Name, Key: v.Key, Limit: f.InFlight, Adaptive: f.Adaptive})
+		claims = append(claims, inflight.Claim{Name: v.Limit.Name, Key: v.Key, Limit: v.Limit.InFlight.InFlight, Adaptive: v.Adaptive})
 	}
 	return claims
 }

@@ -37,9 +37,11 @@ type Config struct {
 	StatsdProtocol string
 	// FlushInterval is how often the counters are sent; DefaultFlushInterval when 0.
 	FlushInterval time.Duration
-	// MapperFile is a statsd_exporter mapping file; "" maps nothing.
+	// MapperFile is a statsd_exporter mapping file, read as the peer's statsd_exporter v0.26.1
+	// reads it (mapping.go); "" maps nothing.
 	MapperFile string
-	// Logger gets the statsd client's errors; nil discards them.
+	// Logger gets the statsd client's errors and what the mapping file holds that v0.26.1
+	// read differently (ignored keys, legacy fields); nil discards them.
 	Logger *slog.Logger
 }
 
@@ -79,9 +81,15 @@ func Start(c Config) (*Stats, error) {
 		sinks = append(sinks, &lazySink{open: func() gostats.FlushableSink { sink, _ := statsdSink(c, &s.closed); return sink }})
 	}
 	if c.MapperFile != "" {
-		m := &mapper.MetricMapper{}
-		if err := m.InitFromFile(c.MapperFile); err != nil {
+		m, ignored, upgraded, err := loadMapping(c.MapperFile)
+		if err != nil {
 			return nil, fmt.Errorf("peerstats: mapping file %s: %w", c.MapperFile, err)
+		}
+		if log := c.Logger; log != nil && len(ignored) > 0 {
+			log.Warn("mapping file: keys ignored, as the peer's statsd_exporter v0.26.1 ignores them", "file", c.MapperFile, "keys", ignored)
+		}
+		if log := c.Logger; log != nil && len(upgraded) > 0 {
+			log.Info("mapping file: fields of statsd_exporter v0.26.1 (the peer's) read as it reads them", "file", c.MapperFile, "fields", upgraded)
 		}
 		s.Mapped = prometheus.NewRegistry()
 		m.Registerer = s.Mapped

@@ -72,6 +72,13 @@ type Leaf struct {
 // same name rotates in place).
 func (ca *CA) Issue(t testing.TB, name string, names ...string) Leaf {
 	t.Helper()
+	return ca.IssueValid(t, name, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour), names...)
+}
+
+// IssueValid is Issue of a certificate valid from notBefore to notAfter (one that expires
+// soon, or has expired).
+func (ca *CA) IssueValid(t testing.TB, name string, notBefore, notAfter time.Time, names ...string) Leaf {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +87,8 @@ func (ca *CA) Issue(t testing.TB, name string, names ...string) Leaf {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.counter),
 		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}

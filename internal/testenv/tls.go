@@ -120,7 +120,8 @@ func StartRedisTLS(t testing.TB, files *TLSFiles, conf string, args ...string) *
 	return nil
 }
 
-// waitTLSPing waits up to 10 s for a PING over TLS to addr to answer.
+// waitTLSPing waits up to 10 s for a PING over TLS to addr to answer (NOAUTH is an answer:
+// a server started with --requirepass gives it to a client without the password).
 func waitTLSPing(addr string, tc *tls.Config, exited <-chan struct{}) error {
 	c := goredis.NewClient(&goredis.Options{Addr: addr, TLSConfig: tc, MaxRetries: -1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
@@ -128,7 +129,7 @@ func waitTLSPing(addr string, tc *tls.Config, exited <-chan struct{}) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := c.Ping(context.Background()).Err()
-		if err == nil {
+		if err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 			return nil
 		}
 		select {

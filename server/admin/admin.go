@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/rls"
@@ -17,11 +18,17 @@ import (
 
 // Config says what the endpoints serve.
 type Config struct {
-	// Engine is the engine whose metrics, store and live view are served. Required.
+	// Engine is the engine whose store and live view are served. Required.
 	Engine *rls.Engine
+	// Metrics is the registry /metrics serves (the engine's series, package rlsmetrics, and
+	// the transport's). Required.
+	Metrics *prometheus.Registry
 	// Serving reports whether the transport serves: /readyz answers 503 while it does not
 	// (starting, shutting down). Nil: always serving.
 	Serving func() bool
+	// Waiting, when set, says why the transport is not ready yet ("" when it is): /readyz
+	// answers 503 with it (server: until the store has answered once).
+	Waiting func() string
 	// Invalid, when set, is called for each request answered 400.
 	Invalid func()
 	// API lists the caller's own routes, which the index page GET / shows after the
@@ -33,7 +40,7 @@ type Config struct {
 // index page GET / that lists them with Config.API; the caller may add routes to it.
 func Handler(c Config) *http.ServeMux {
 	h := handler{c}
-	reg := c.Engine.Registry()
+	reg := c.Metrics
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { WriteText(w, http.StatusOK, "ok") })
@@ -74,6 +81,12 @@ func (h handler) ready(w http.ResponseWriter, r *http.Request) {
 	if h.Serving != nil && !h.Serving() {
 		WriteText(w, http.StatusServiceUnavailable, "not ready: starting or shutting down")
 		return
+	}
+	if h.Waiting != nil {
+		if why := h.Waiting(); why != "" {
+			WriteText(w, http.StatusServiceUnavailable, "not ready: "+why)
+			return
+		}
 	}
 	why, err := h.Engine.Ready(r.Context())
 	if err != nil {

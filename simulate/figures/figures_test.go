@@ -77,3 +77,22 @@ func TestWriteQuotaShares(t *testing.T) {
 		t.Errorf("no shares figure in %v", paths)
 	}
 }
+
+// TestWriteRegions draws the regions scenario's figure as PNG and SVG.
+func TestWriteRegions(t *testing.T) {
+	res, err := simulate.RunRegions(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := WriteRegions(t.TempDir(), res)
+	if err != nil || len(paths) != 2 {
+		t.Fatalf("wrote %v: %v", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+		t.Fatalf("%s: %v", paths[0], err)
+	}
+}

@@ -35,6 +35,7 @@ type Store struct {
 	rules  algorithm.ParamsCache
 	stats  counters
 	closed atomic.Bool
+	srv    func() // stops the SRV look-ups (WithSRV); nil without
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -106,7 +107,9 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 	if cfg.tls != nil {
 		client.DialContext = tlsDialer(cfg.tls, cfg.timeout)
 	}
-	return newStore(client, cfg, true), nil
+	st := newStore(client, cfg, true)
+	st.srv = followSRV(cfg, sel.list, addrs)
+	return st, nil
 }
 
 // NewFromURL returns NewFromServers for a URL "memcached://host:port[,host:port...]".
@@ -185,11 +188,15 @@ func (s *Store) Ping() error {
 	return nil
 }
 
-// Close closes the client when the store built it (NewFromServers, NewFromURL). Decisions
+// Close closes the client when the store built it (NewFromServers, NewFromURL), and stops
+// the look-ups of WithSRV. Decisions
 // after Close fail with sluice.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) || !s.owned {
 		return nil
+	}
+	if s.srv != nil {
+		s.srv()
 	}
 	return s.client.Close()
 }
