@@ -216,3 +216,11 @@ func checkDown(t *testing.T, h *harness, base string, a *app, want int, what str
 		t.Error("Sluice down: the app was reached, want fail closed")
 	}
 }
+
+// checkFailsOpen checks the gateway at base, its Sluice unreachable, answers with the app.
+func checkFailsOpen(t *testing.T, base string, a *app) {
+	t.Helper()
+	if r := getAs(t, client("127.0.0.2"), base+"/"); r.status != http.StatusOK || r.body != "app\n" || a.hits.Load() != 1 {
+		t.Errorf("Sluice unreachable: %d %q (the app saw %d), want the app's answer", r.status, r.body, a.hits.Load())
+	}
+}
