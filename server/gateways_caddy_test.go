@@ -26,7 +26,7 @@ func TestCaddyForwardAuth(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	g := testenv.StartCaddy(t, addr, caddySnippet(t, readme, "Caddy", addr, h.srv.HTTPAddr(), a.addr()))
 	base := "http://" + g.Addr
-	checkGateway(t, base, a, true)
+	checkGateway(t, h, base, a, true)
 	checkDown(t, h, base, a, http.StatusBadGateway, "Caddy's 502 (fail closed)")
 }
 

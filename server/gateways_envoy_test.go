@@ -289,7 +289,7 @@ func TestEnvoyExtAuthzGRPC(t *testing.T) {
 		t.Fatalf("the README's filter: %v; want the sluice cluster, failing closed", e.filter)
 	}
 	base := startEnvoy(t, e, a, h.srv.GRPCAddr())
-	checkGateway(t, base, a, true)
+	checkGateway(t, h, base, a, true)
 	checkDown(t, h, base, a, http.StatusForbidden, "the filter's 403 (failure_mode_allow: false)")
 }
 
@@ -317,7 +317,7 @@ func TestEnvoyExtAuthzHTTP(t *testing.T) {
 		t.Fatalf("the documented filter: %v", e.filter)
 	}
 	base := startEnvoy(t, e, a, "", useRemoteAddress)
-	checkGateway(t, base, a, true)
+	checkGateway(t, h, base, a, true)
 	// An unclean path is decided as sent, not redirected by Sluice's mux.
 	if r := getAs(t, client("127.0.0.5"), base+"/a//b/../c"); r.status != http.StatusOK {
 		t.Errorf("an unclean path: %d %q, want the app's answer", r.status, r.body)

@@ -31,7 +31,7 @@ func TestNginxForwardAuth(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	g := testenv.StartNginx(t, addr, nginxSnippet(t, readme, "NGINX", addr, h.srv.HTTPAddr(), a.addr()))
 	base := "http://" + g.Addr
-	checkGateway(t, base, a, true)
+	checkGateway(t, h, base, a, true)
 	checkDown(t, h, base, a, http.StatusInternalServerError, "nginx's 500 (fail closed)")
 }
 

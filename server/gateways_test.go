@@ -142,8 +142,11 @@ func burst(t *testing.T, c *http.Client, url string, n int) map[int]int {
 // client, the app reached by the admitted ones only; the rate-limit headers on an admitted
 // answer when okHeaders; a denial's 429 with Retry-After, the rate-limit headers and the
 // problem+json body naming the policy; a spoofed X-Forwarded-For counted against its
-// sender, not the client it names; another client untouched.
-func checkGateway(t *testing.T, base string, a *app, okHeaders bool) {
+// sender, not the client it names; another client untouched. Sluice's own count of the
+// requests it admitted (sluice_gateway_requests_total) matches what the clients and the app
+// saw: a gateway that let a request through without asking Sluice fails here (as Caddy did
+// before the README's Caddyfile turned keep-alive off, see TestCaddyForwardAuth).
+func checkGateway(t *testing.T, h *harness, base string, a *app, okHeaders bool) {
 	t.Helper()
 	alice, bob := client("127.0.0.2"), client("127.0.0.3")
 	if r := getAs(t, bob, base+"/"); r.status != http.StatusOK || r.body != "app\n" {
@@ -151,10 +154,13 @@ func checkGateway(t *testing.T, base string, a *app, okHeaders bool) {
 	} else if okHeaders && (!strings.Contains(r.header.Get("RateLimit"), `"edge.remote_address";r=99;`) || r.header.Get("RateLimit-Policy") == "") {
 		t.Errorf("bob's admitted answer: RateLimit %q, RateLimit-Policy %q; want the rate-limit headers", r.header.Get("RateLimit"), r.header.Get("RateLimit-Policy"))
 	}
-	before := a.hits.Load()
+	before, allowed := a.hits.Load(), h.gatewayAllowed(t)
 	counts := burst(t, alice, base+"/", 110)
 	if counts[http.StatusOK] != 100 || counts[http.StatusTooManyRequests] != 10 {
 		t.Errorf("110 concurrent requests of one client: %v, want 100 admitted and 10 denied", counts)
+	}
+	if got := h.gatewayAllowed(t) - allowed; got != 100 {
+		t.Errorf("110 concurrent requests of one client: Sluice admitted %d, want 100", got)
 	}
 	if got := a.hits.Load() - before; got != 100 {
 		t.Errorf("the app saw %d requests, want the 100 admitted", got)
@@ -226,4 +232,20 @@ func checkFailsOpen(t *testing.T, base string, a *app) {
 	if r := getAs(t, client("127.0.0.2"), base+"/"); r.status != http.StatusOK || r.body != "app\n" || a.hits.Load() != 1 {
 		t.Errorf("Sluice unreachable: %d %q (the app saw %d), want the app's answer", r.status, r.body, a.hits.Load())
 	}
+}
+
+// gatewayAllowed returns how many requests h's doors have admitted so far.
+func (h *harness) gatewayAllowed(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(h.metrics(t), "\n") {
+		if strings.HasPrefix(line, "sluice_gateway_requests_total{") && strings.Contains(line, `result="allowed"`) {
+			v, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
+			if err != nil {
+				t.Fatalf("metrics: %q", line)
+			}
+			n += v
+		}
+	}
+	return n
 }

@@ -185,7 +185,7 @@ func TestTraefikForwardAuth(t *testing.T) {
 	go func() { _ = gw.Serve(lis) }()
 	t.Cleanup(func() { gw.Close() })
 	base := "http://" + lis.Addr().String()
-	checkGateway(t, base, a, false)
+	checkGateway(t, h, base, a, false)
 	if got := a.lastHeader().Get("RateLimit"); !strings.Contains(got, `"edge.remote_address";r=`) {
 		t.Errorf("the app's request: RateLimit %q, want the headers authResponseHeaders copies", got)
 	}
