@@ -62,6 +62,9 @@ type Options struct {
 	// (fixed_window, sliding_window): the regions' async mode counts windows (package
 	// distributed/regions); sluice serve and proxy set it with --regions-mode async.
 	GlobalWindowsOnly bool
+	// MaxLease is the longest lease a max_in_flight may ask for (0: DefaultMaxLease; at most
+	// sluice.MaxLease): a holder killed without releasing locks its slot for its lease.
+	MaxLease time.Duration
 }
 
 // Validate reports every problem of the document, joined; nil when it compiles.

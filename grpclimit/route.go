@@ -1,13 +1,9 @@
 package grpclimit
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/hotkey"
-	"github.com/sluicehq/sluice/internal/inflight"
 )
 
 // Limit is one limit a call must pass.
@@ -34,7 +30,7 @@ type Limit struct {
 	// InFlight, when not nil, bounds the calls of one key in flight at once, across every
 	// process sharing the limiter's store (server interceptors; the client interceptors
 	// enforce the rate limits only): a call its rate limits admit takes a slot
-	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until its handler
+	// (sluice.Leases.Acquire, a lease renewed while held; WithLeases) and holds it until its handler
 	// returns, a stream until it ends. A call refused a slot ends with
 	// codes.ResourceExhausted, a QuotaFailure naming the limit and a RetryInfo of at most a
 	// second. A Limit may have InFlight alone: its zero Rule is then no rate limit. Not with
@@ -46,9 +42,6 @@ type Limit struct {
 	Adaptive *adaptive.Gradient
 }
 
-// rated reports whether l has a rate limit (a Limit with InFlight alone has none).
-func (l *Limit) rated() bool { return l.InFlight == nil || l.Rule != (sluice.Rule{}) }
-
 // Route gives the limits of the calls it matches.
 type Route struct {
 	// Method matches calls: a full method name "/pkg.Service/Method" matches that method,
@@ -58,91 +51,4 @@ type Route struct {
 	// Limits are checked together: the call passes only if every one admits it. A route
 	// with no limits exempts the calls it matches.
 	Limits []Limit
-}
-
-// routes finds a call's limits: an exact method first, then its service, then the default.
-// Lookups take a substring of the method and allocate nothing.
-type routes struct {
-	methods  map[string][]Limit
-	services map[string][]Limit
-	fallback []Limit
-	empty    bool // no route has a limit
-}
-
-// newRoutes validates rs: each Method well formed and given once, each Limit named, with a
-// valid rule, and one rule per name.
-func newRoutes(rs []Route) (*routes, error) {
-	t := &routes{methods: map[string][]Limit{}, services: map[string][]Limit{}, empty: true}
-	seen := map[string]bool{}
-	rules := map[string]sluice.Rule{}
-	for i, r := range rs {
-		field := fmt.Sprintf("routes[%d]", i)
-		if err := checkMethod(r.Method); err != nil {
-			return nil, fmt.Errorf("grpclimit: %s.method: %w", field, err)
-		}
-		if seen[r.Method] {
-			return nil, fmt.Errorf("grpclimit: %s.method: %q is given twice", field, r.Method)
-		}
-		seen[r.Method] = true
-		for j, l := range r.Limits {
-			lf := fmt.Sprintf("%s.limits[%d]", field, j)
-			if l.Name == "" || strings.Contains(l.Name, ":") {
-				return nil, fmt.Errorf("grpclimit: %s.name: %q: want a non-empty name without ':' (it prefixes the store key)", lf, l.Name)
-			}
-			if err := l.Rule.Validate(); err != nil && l.rated() {
-				return nil, fmt.Errorf("grpclimit: %s (%q).rule: %w", lf, l.Name, err)
-			}
-			if err := inflight.Validate(l.InFlight, l.Adaptive, l.Hot != nil); err != nil {
-				return nil, fmt.Errorf("grpclimit: %s (%q).in_flight: %w", lf, l.Name, err)
-			}
-			if l.Shares != nil {
-				if err := l.Shares.Validate(); err != nil {
-					return nil, fmt.Errorf("grpclimit: %s (%q).%w", lf, l.Name, err)
-				}
-			}
-			if prev, ok := rules[l.Name]; ok && prev != l.Rule {
-				return nil, fmt.Errorf("grpclimit: %s.rule: limit %q has rule %s here and %s in another route (one name, one budget, one rule)",
-					lf, l.Name, l.Rule, prev)
-			}
-			rules[l.Name] = l.Rule
-			t.empty = false
-		}
-		switch {
-		case r.Method == "":
-			t.fallback = r.Limits
-		case strings.HasSuffix(r.Method, "/"):
-			t.services[r.Method] = r.Limits
-		default:
-			t.methods[r.Method] = r.Limits
-		}
-	}
-	return t, nil
-}
-
-// checkMethod accepts "", "/pkg.Service/" and "/pkg.Service/Method".
-func checkMethod(m string) error {
-	if m == "" {
-		return nil
-	}
-	svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
-	if !strings.HasPrefix(m, "/") || !ok || svc == "" || strings.Contains(method, "/") {
-		return fmt.Errorf("%q: want \"/pkg.Service/Method\", \"/pkg.Service/\" or \"\" (every other call)", m)
-	}
-	return nil
-}
-
-// match returns the limits of the call to the full method name fullMethod.
-func (t *routes) match(fullMethod string) []Limit {
-	if t.empty {
-		return nil
-	}
-	if l, ok := t.methods[fullMethod]; ok {
-		return l
-	}
-	if i := strings.LastIndexByte(fullMethod, '/'); i > 0 {
-		if l, ok := t.services[fullMethod[:i+1]]; ok {
-			return l
-		}
-	}
-	return t.fallback
 }

@@ -9,30 +9,26 @@ import (
 // Unary returns the unary server interceptor. A call its rate limits admit then takes a slot
 // of each in-flight limit (Limit.InFlight), held until the handler returns. A call its limits refuse is answered with
 // codes.ResourceExhausted, without running the handler, and two status details: a
-// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
-// key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
+// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the limit's
+// name and the key's hash, "name:hash:<12 hex>", as telemetry hashes request values — the key
+// may be the caller's API key; quota_id: the limit's name; quota_value: its capacity) and, unless
 // the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
 // retry_delay is how long until it would pass, rounded up to the millisecond, and (see
 // WithHeaderStyle) the x-ratelimit-* header metadata. With no limit in any route it passes every
 // call through.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		limits := in.routes.match(info.FullMethod)
+		limits := in.door.Routes.Match(info.FullMethod)
 		if len(limits) == 0 {
 			return handler(ctx, req)
 		}
-		v := in.check(ctx, info.FullMethod, limits, req, 0)
-		if v.sendHeaders(in.cfg.headers) {
-			_ = grpc.SetHeader(ctx, v.header())
+		c := in.check(ctx, info.FullMethod, limits, req, 0)
+		defer c.end()
+		if c.sendHeaders(in.cfg.headers) {
+			_ = grpc.SetHeader(ctx, c.header())
 		}
-		if v.err != nil {
-			return nil, v.err
-		}
-		if len(v.claims) > 0 {
-			if err := in.acquire(ctx, v.claims); err != nil {
-				return nil, err
-			}
-			defer in.release(v.claims, in.cfg.clock.Now())
+		if c.err != nil {
+			return nil, c.err
 		}
 		return handler(ctx, req)
 	}
@@ -44,22 +40,17 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // limits until it ends. Headers as for Unary.
 func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		limits := in.routes.match(info.FullMethod)
+		limits := in.door.Routes.Match(info.FullMethod)
 		if len(limits) == 0 {
 			return handler(srv, ss)
 		}
-		v := in.check(ss.Context(), info.FullMethod, limits, nil, 0)
-		if v.sendHeaders(in.cfg.headers) {
-			_ = ss.SetHeader(v.header())
+		c := in.check(ss.Context(), info.FullMethod, limits, nil, 0)
+		defer c.end() // the stream holds its slots until it ends
+		if c.sendHeaders(in.cfg.headers) {
+			_ = ss.SetHeader(c.header())
 		}
-		if v.err != nil {
-			return v.err
-		}
-		if len(v.claims) > 0 {
-			if err := in.acquire(ss.Context(), v.claims); err != nil {
-				return err
-			}
-			defer in.release(v.claims, in.cfg.clock.Now()) // the stream holds its slots until it ends
+		if c.err != nil {
+			return c.err
 		}
 		return handler(srv, ss)
 	}

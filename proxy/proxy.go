@@ -19,8 +19,10 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/connlimit"
 	"github.com/sluicehq/sluice/internal/gate"
 	"github.com/sluicehq/sluice/internal/logthrottle"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
@@ -57,6 +59,11 @@ type Config struct {
 	ReloadInterval time.Duration
 	// Rules are static rules, used when RulesPath is empty.
 	Rules *config.Config
+	// MaxLease is the longest lease a max_in_flight of the rules at RulesPath may ask for
+	// (config.Options.MaxLease; 0: config.DefaultMaxLease, 10 minutes): a holder killed
+	// without releasing locks its slot that long, unless the admin endpoint
+	// DELETE /v1/leases clears it.
+	MaxLease time.Duration
 	// Store decides; when nil, the store StoreConfig describes is opened, and closed on
 	// shutdown (see rls.Config).
 	Store sluice.Store
@@ -98,6 +105,22 @@ type Config struct {
 	// length, text/event-stream) at once and others when done; negative flushes after
 	// every write.
 	FlushInterval time.Duration
+	// RequestBodyTimeout bounds the silence between two reads of a request's body (default
+	// DefaultRequestBodyTimeout; negative: no bound): a client that stops sending its body is
+	// answered 408 and its upstream request ended, so slow uploads cannot hold upstream
+	// connections. A body the client breaks (a malformed chunked encoding) is answered 400;
+	// both count in sluice_proxy_client_errors_total, not as upstream errors.
+	RequestBodyTimeout time.Duration
+	// MaxConns bounds the client connections open at once: one accepted beyond it is closed
+	// at once (sluice_proxy_connections_refused_total). Default: the process's open-file limit
+	// less FDReserve, halved (each client connection may hold one to the upstream, which is
+	// bounded to as many), at most DefaultMaxConns; negative: no bound.
+	MaxConns int
+	// FDReserve is the number of file descriptors the default MaxConns leaves for what must
+	// go on when clients hold all the connections they may: rules reloads, the admin port
+	// (itself bounded to 32 connections), the store's connections, logs (default
+	// DefaultFDReserve).
+	FDReserve int
 }
 
 // Proxy is a rate-limiting reverse proxy. Build it with New, run it with Serve.
@@ -105,14 +128,17 @@ type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
 	eng      *rls.Engine // decides, owns the rules, their watcher and the store
-	gate     *gate.Gate  // the decision of a request (package internal/gate)
+	gate     *gate.Gate  // the decision of a request (package internal/gate), holding the slots of max_in_flight
 	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
-	metrics  *metrics
-	// upstreamLog throttles the lines of upstream errors.
-	upstreamLog logthrottle.Throttle
-	serving     atomic.Bool // between the start of Serve and the end of the drain
+	// upstreamName is the upstream URL as logs show it: its userinfo and anything not known
+	// to be harmless masked (store.Redact).
+	upstreamName string
+	metrics      *metrics
+	// upstreamLog and clientLog throttle the lines of upstream errors and client errors.
+	upstreamLog, clientLog logthrottle.Throttle
+	serving                atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -132,11 +158,14 @@ func New(cfg Config) (*Proxy, error) {
 	if p.cfg.ShutdownTimeout <= 0 {
 		p.cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.FDReserve < 0 {
+		return nil, fmt.Errorf("proxy: fd-reserve: must not be negative, got %d", cfg.FDReserve)
+	}
 	u, err := parseUpstream(cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
-	p.upstream = u
+	p.upstream, p.upstreamName = u, store.Redact(cfg.Upstream)
 	resolver, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -150,11 +179,12 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
+		RulesOptions: config.Options{MaxLease: cfg.MaxLease},
+		Store:        cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p.eng, p.gate = eng, gate.New(eng, resolver, cfg.HeaderStyle, p.log)
+	p.eng = eng
 	if err := engMetrics.Attach(eng); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
@@ -163,13 +193,14 @@ func New(cfg Config) (*Proxy, error) {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	if len(p.gate.DomainNames()) == 0 {
-		_ = eng.Close()
-		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
-	}
 	if p.metrics, err = newMetrics(p.registry); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
+	p.gate = gate.New(eng, resolver, cfg.HeaderStyle, p.log, p.metrics.releaseFailures.Inc)
+	if len(p.gate.DomainNames()) == 0 {
+		_ = eng.Close()
+		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
 	}
 	p.rp = p.reverseProxy()
 	if err := p.listen(); err != nil {
@@ -179,20 +210,21 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// parseUpstream checks the upstream URL: http or https, with a host.
+// parseUpstream checks the upstream URL: http or https, with a host. Its errors show the URL
+// redacted (store.Redact), never its userinfo.
 func parseUpstream(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("proxy: upstream: missing (want a URL such as http://127.0.0.1:3000)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: upstream: %w", err)
+		return nil, fmt.Errorf("proxy: upstream: %s does not parse: %s", store.Redact(raw), redact.ParseError(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("proxy: upstream: scheme %q: want http or https", u.Scheme)
+		return nil, fmt.Errorf("proxy: upstream: scheme of %s: want http or https", store.Redact(raw))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("proxy: upstream: %q has no host", raw)
+		return nil, fmt.Errorf("proxy: upstream: %s has no host", store.Redact(raw))
 	}
 	return u, nil
 }
@@ -205,6 +237,9 @@ func (p *Proxy) listen() error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("proxy: addr: %w", err)
+	}
+	if n := p.cfg.maxConns(); n > 0 {
+		lis = connlimit.Listener(lis, n, p.metrics.connsRefused.Inc)
 	}
 	p.lis = lis
 	p.base, p.cancelBase = context.WithCancel(context.Background())
@@ -226,6 +261,7 @@ func (p *Proxy) listen() error {
 	if p.adminLis, err = net.Listen("tcp", adminAddr); err != nil {
 		return fmt.Errorf("proxy: admin-addr: %w", err)
 	}
+	p.adminLis = connlimit.Listener(p.adminLis, adminMaxConns, nil)
 	p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 	return nil
@@ -237,6 +273,7 @@ func (p *Proxy) adminHandler() http.Handler {
 	endpoints := admin.Handler(admin.Config{Engine: p.eng, Metrics: p.registry, Serving: p.serving.Load})
 	mux := http.NewServeMux()
 	mux.Handle("/", endpoints)
+	mux.HandleFunc("DELETE /v1/leases", p.clearLeases)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if p.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -283,8 +320,8 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	if p.admin != nil {
 		go serve(p.admin, p.adminLis)
 	}
-	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstream.String(),
-		"domains", p.gate.DomainNames())
+	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstreamName,
+		"domains", p.gate.DomainNames(), "max_conns", p.cfg.maxConns(), "request_body_timeout", p.cfg.bodyTimeout())
 	var err error
 	select {
 	case <-ctx.Done():
@@ -295,6 +332,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	p.serving.Store(false)
 	stopWatch()
 	<-watchDone
+	_ = p.gate.Close()
 	_ = p.eng.Close() // flushes the store's decorators
 	if p.admin != nil {
 		_ = p.admin.Close()
@@ -340,6 +378,9 @@ func (p *Proxy) Close() error {
 		if l != nil {
 			_ = l.Close()
 		}
+	}
+	if p.gate != nil {
+		_ = p.gate.Close()
 	}
 	return p.eng.Close()
 }

@@ -314,18 +314,14 @@ func (e *Engine) Run(ctx context.Context) {
 }
 
 // Limiter returns the limiter of the engine's store: the transports that enforce max_in_flight
-// (Config.InFlight) lease their slots with it, under Verdict.Key. Close stops its renewals.
+// (Config.InFlight) hold their slots in its store (sluice.NewLeases), under Verdict.Key.
 func (e *Engine) Limiter() *sluice.Limiter { return e.limiter }
 
-// Close releases what New acquired: the store it opened (flushing its decorators), the
-// renewal of the slots its limiter holds, and the per-instance store. It is safe to call more
-// than once.
+// Close releases what New acquired: the store it opened (flushing its decorators) and the
+// per-instance store. It is safe to call more than once.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
-		if e.limiter != nil {
-			_ = e.limiter.Close()
-		}
 		if e.storeCloser != nil {
 			err = e.storeCloser.Close()
 		}

@@ -55,7 +55,7 @@ func (a authzService) Check(ctx context.Context, req *authv3.CheckRequest) (*aut
 	sc := gate.Get()
 	defer sc.Release()
 	if err := checkRequest(&sc.Request, hr, a.remote(ctx, attrs)); err != nil {
-		s.gatewayMetrics[doorExtAuthzGRPC][gate.Invalid].Inc()
+		s.gatewayMetrics.count(doorExtAuthzGRPC, gate.Invalid)
 		sc.Err = err
 		return a.denied(ctx, sc, gate.Invalid, ""), nil
 	}

@@ -50,7 +50,7 @@ func (s *Server) handleForwardAuth(w http.ResponseWriter, r *http.Request) {
 	sc := gate.Get()
 	defer sc.Release()
 	if err := forwardedRequest(&sc.Request, r); err != nil {
-		s.gatewayMetrics[doorForwardAuth][gate.Invalid].Inc()
+		s.gatewayMetrics.count(doorForwardAuth, gate.Invalid)
 		sc.Err = err
 		s.doors.Write(r.Context(), w, sc, gate.Invalid, "")
 		return
@@ -113,7 +113,7 @@ func (s *Server) handleExtAuthzHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	domain, derr := url.PathUnescape(domain)
 	if err != nil || derr != nil || domain == "" {
-		s.gatewayMetrics[doorExtAuthzHTTP][gate.Invalid].Inc()
+		s.gatewayMetrics.count(doorExtAuthzHTTP, gate.Invalid)
 		sc.Err = rls.Invalidf("ext_authz: the path must be %s{domain}/{the request's path}", extAuthzPrefix)
 		s.doors.Write(r.Context(), w, sc, gate.Invalid, "")
 		return

@@ -43,24 +43,35 @@ const (
 var outcomeLabels = [...]string{gate.Pass: "allowed", gate.Denied: "denied", gate.Refused: "denied",
 	gate.Invalid: "invalid", gate.Unavailable: "unavailable", gate.UnknownDomain: "unknown_domain"}
 
-// gatewayMetrics count the doors' answers by door and outcome.
-type gatewayMetrics [doorCount][len(outcomeLabels)]prometheus.Counter
+// gatewayMetrics count the doors' answers by door and outcome, and the releases of their
+// in-flight slots the store could not take.
+type gatewayMetrics struct {
+	requests        [doorCount][len(outcomeLabels)]prometheus.Counter
+	releaseFailures prometheus.Counter
+}
 
 func newGatewayMetrics(reg prometheus.Registerer) (*gatewayMetrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_gateway_requests_total",
 		Help: "Requests a gateway asked about, by door (forward_auth: NGINX, Caddy, Traefik; ext_authz_http, ext_authz_grpc: Envoy) and result: allowed, denied (429), invalid (400), unavailable (503: the store failed without a fallback), unknown_domain (404)."},
 		[]string{"door", "result"})
-	if err := reg.Register(requests); err != nil {
-		return nil, err
-	}
-	var m gatewayMetrics
-	for d, door := range [doorCount]string{"forward_auth", "ext_authz_http", "ext_authz_grpc"} {
-		for o, result := range outcomeLabels {
-			m[d][o] = requests.WithLabelValues(door, result)
+	releases := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_gateway_lease_release_failures_total",
+		Help: "Releases of the in-flight slots (max_in_flight) of requests a gateway asked about that the store could not take: each slot stays held until its lease expires."})
+	for _, c := range []prometheus.Collector{requests, releases} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
 		}
 	}
-	return &m, nil
+	m := &gatewayMetrics{releaseFailures: releases}
+	for d, door := range [doorCount]string{"forward_auth", "ext_authz_http", "ext_authz_grpc"} {
+		for o, result := range outcomeLabels {
+			m.requests[d][o] = requests.WithLabelValues(door, result)
+		}
+	}
+	return m, nil
 }
+
+// count counts an answer of door.
+func (m *gatewayMetrics) count(door int, o gate.Outcome) { m.requests[door][o].Inc() }
 
 // newGate builds the gate of the doors: the engine, the trusted gateways, the header style.
 func (s *Server) newGate() error {
@@ -71,10 +82,12 @@ func (s *Server) newGate() error {
 	if err := gate.CheckLeaser(s.eng.Rules(), s.eng.Limiter().Store()); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.doors = gate.New(s.eng, resolver, s.cfg.GatewayHeaders, s.log)
+	if s.gatewayMetrics, err = newGatewayMetrics(s.registry); err != nil {
+		return err
+	}
+	s.doors = gate.New(s.eng, resolver, s.cfg.GatewayHeaders, s.log, s.gatewayMetrics.releaseFailures.Inc)
 	s.held = &heldSlots{m: make(map[string]*held)}
-	s.gatewayMetrics, err = newGatewayMetrics(s.registry)
-	return err
+	return nil
 }
 
 // decideGateway decides sc's request (in domain; "" for every domain with a proxy
@@ -82,7 +95,7 @@ func (s *Server) newGate() error {
 // held under the returned lease id ("" when it holds none).
 func (s *Server) decideGateway(ctx context.Context, door int, sc *gate.Scratch, domain string) (gate.Outcome, string) {
 	o := s.doors.Decide(ctx, sc, domain)
-	s.gatewayMetrics[door][o].Inc()
+	s.gatewayMetrics.count(door, o)
 	if o != gate.Pass || len(sc.Claims) == 0 {
 		return o, ""
 	}

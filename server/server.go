@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/connlimit"
 	"github.com/sluicehq/sluice/internal/gate"
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/rls"
@@ -304,7 +305,7 @@ func (s *Server) listen() error {
 			return fmt.Errorf("server: http-addr: %w", err)
 		}
 		if s.cfg.MaxConns >= 0 {
-			lis = limitConns(lis, orDefault(s.cfg.MaxConns, DefaultMaxConns))
+			lis = connlimit.Listener(lis, orDefault(s.cfg.MaxConns, DefaultMaxConns), nil)
 		}
 		s.httpLis = lis
 		s.http = &http.Server{
@@ -435,6 +436,9 @@ func (s *Server) Close() error {
 		}
 		s.closeSide()
 		s.held.close()
+		if s.doors != nil {
+			_ = s.doors.Close()
+		}
 		for _, l := range []net.Listener{s.grpcLis, s.httpLis} {
 			if l != nil {
 				_ = l.Close() // not yet served, or already closed

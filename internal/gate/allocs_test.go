@@ -44,7 +44,8 @@ proxy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(eng, resolver, httplimit.HeadersBoth, nil)
+	g := New(eng, resolver, httplimit.HeadersBoth, nil, nil)
+	defer g.Close()
 	r := httptest.NewRequest("GET", "http://example.com/a/b", nil)
 	r.RemoteAddr = "10.1.2.3:5000"
 	r.Header.Set("X-Forwarded-For", "192.0.2.1")

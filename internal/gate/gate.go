@@ -15,6 +15,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -83,18 +84,50 @@ const (
 // concurrent use.
 type Gate struct {
 	eng      *rls.Engine
+	leases   *sluice.Leases // the slots of max_in_flight, in the engine's store
 	resolver *clientip.Resolver
 	log      *slog.Logger
 	style    httplimit.HeaderStyle
 	plan     atomic.Pointer[plan]
-	// invalidLog throttles the lines of requests refused as invalid.
-	invalidLog logthrottle.Throttle
+	// invalidLog and releaseLog throttle the lines of requests refused as invalid and of
+	// failed lease releases.
+	invalidLog, releaseLog logthrottle.Throttle
+	releaseFailures        func() // counts a failed release; may be nil
 }
 
 // New returns a Gate deciding on eng, believing the client addresses that resolver's trusted
-// proxies forward, writing the rate-limit headers of style.
-func New(eng *rls.Engine, resolver *clientip.Resolver, style httplimit.HeaderStyle, log *slog.Logger) *Gate {
-	return &Gate{eng: eng, resolver: resolver, style: style, log: log}
+// proxies forward, writing the rate-limit headers of style. It holds the slots of in-flight
+// limits on the engine's store (a sluice.Leases, renewed until released; Close stops the
+// renewals); releaseFailures, when not nil, counts each release the store could not take,
+// which is also logged.
+func New(eng *rls.Engine, resolver *clientip.Resolver, style httplimit.HeaderStyle, log *slog.Logger, releaseFailures func()) *Gate {
+	g := &Gate{eng: eng, resolver: resolver, style: style, log: log, releaseFailures: releaseFailures}
+	g.leases = sluice.NewLeases(eng.Limiter().Store(), sluice.OnReleaseError(g.releaseFailed))
+	return g
+}
+
+// Close stops the renewal of the in-flight slots held; those not released expire within
+// their lease. It does not close the engine. Close is idempotent.
+func (g *Gate) Close() error { return g.leases.Close() }
+
+// releaseFailed counts and logs (at most once a second) a release of an in-flight slot the
+// store could not take, at a request's end or after an acquire that failed: the slot stays
+// held until its lease expires. Neither the key nor the store's message is logged: a key may
+// hold a client's secret.
+func (g *Gate) releaseFailed(err error) {
+	if g.releaseFailures != nil {
+		g.releaseFailures()
+	}
+	cause := "unavailable"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		cause = "timeout"
+	case !sluice.IsUnavailable(err):
+		cause = "other"
+	}
+	g.releaseLog.Log(context.Background(), g.log, time.Now(), slog.LevelWarn,
+		"in-flight slot not released: the store could not take the release; the slot stays held until its lease expires",
+		slog.String("cause", cause))
 }
 
 // Resolver returns the gate's trusted proxies.
@@ -123,7 +156,7 @@ func (g *Gate) Decide(ctx context.Context, sc *Scratch, domain string) Outcome {
 	case len(sc.Claims) == 0:
 		return Pass
 	}
-	i, err := inflight.Acquire(ctx, g.eng.Limiter(), sc.Claims)
+	i, err := inflight.Acquire(ctx, g.leases, sc.Claims)
 	switch {
 	case err != nil:
 		sc.Err = g.eng.StoreError(ctx, err)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // maxIdleConns is the idle connections per server kept by the clients NewFromServers builds:
@@ -30,7 +30,7 @@ type Store struct {
 	clock  sluice.Clock
 	latest atomic.Int64 // the latest instant read from clock (Unix ns): windows never go back
 	lanes  [laneShards]laneShard
-	leases [laneShards]sync.Mutex // serialise this process's lease rounds per key (leases.go)
+	leases [laneShards]chan struct{} // serialise this process's lease rounds per key (leases.go)
 	seed   maphash.Seed
 	rules  algorithm.ParamsCache
 	stats  counters
@@ -94,7 +94,7 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 			continue // a Unix socket
 		}
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return nil, fmt.Errorf("memcached: servers: %q is not host:port", a)
+			return nil, fmt.Errorf("memcached: servers: %s is not host:port", redact.URL(a))
 		}
 	}
 	sel, err := newSelector(cfg.serverList, addrs)
@@ -116,10 +116,10 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	rest, ok := strings.CutPrefix(rawURL, "memcached://")
 	if !ok {
-		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...], got %q", rawURL)
+		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...], got %s", redact.URL(rawURL))
 	}
 	if rest == "" || strings.ContainsAny(rest, "/?#@") {
-		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...] (no path, query or user), got %q", rawURL)
+		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...] (no path, query or user), got %s", redact.URL(rawURL))
 	}
 	return NewFromServers(strings.Split(rest, ","), opts...)
 }
@@ -156,6 +156,9 @@ func newStore(client *memcache.Client, cfg config, owned bool) *Store {
 	s := &Store{client: client, owned: owned, cfg: cfg, clock: cfg.clock, seed: maphash.MakeSeed()}
 	if s.clock == nil {
 		s.clock = sluice.SystemClock{}
+	}
+	for i := range s.leases {
+		s.leases[i] = make(chan struct{}, 1)
 	}
 	for i := range s.lanes {
 		s.lanes[i].m = make(map[string]*lane)
@@ -249,7 +252,8 @@ type ContentionError struct {
 }
 
 func (e *ContentionError) Error() string {
-	return fmt.Sprintf("memcached: %v: key %q: %d gets/cas rounds lost to other writers", sluice.ErrStoreUnavailable, e.Key, e.Attempts)
+	// Never the key: it may hold a request's value (an API key); Key has it for the caller.
+	return fmt.Sprintf("memcached: %v: %d gets/cas rounds lost to other writers of the key", sluice.ErrStoreUnavailable, e.Attempts)
 }
 
 // Unwrap returns sluice.ErrStoreUnavailable.

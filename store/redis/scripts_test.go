@@ -70,7 +70,7 @@ func TestScriptsGenerated(t *testing.T) {
 		}
 	}
 	var embedded int
-	for _, sc := range append(Scripts(), leaseAcquireScript, leaseRenewScript, leaseReleaseScript) {
+	for _, sc := range append(Scripts(), leaseAcquireScript, leaseRenewScript, leaseReleaseScript, leaseClearScript) {
 		for _, v := range []*script{sc, sc.multi, sc.reserve} {
 			if v == nil {
 				continue
