@@ -69,14 +69,15 @@ http {
 
 // StartCaddy runs SLUICE_CADDY (the caddy binary scripts/test.sh installs) with caddyfile, a
 // Caddyfile's site blocks, under global options that keep it to the test (no admin endpoint,
-// no automatic HTTPS, its storage in a directory of the test), and waits until it listens
-// on addr.
+// no automatic HTTPS, its storage in a directory of the test, a grace period of 100ms: a
+// client's spare connection, opened and never used, would otherwise hold its stop for Go's 5 s
+// of http.Server.Shutdown), and waits until it listens on addr.
 func StartCaddy(t testing.TB, addr, caddyfile string) *Gateway {
 	t.Helper()
 	bin := Get(t, "SLUICE_CADDY")
 	dir := t.TempDir()
 	g := &Gateway{Addr: addr, Log: filepath.Join(dir, "caddy.log")}
-	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tstorage file_system %s\n\tlog {\n\t\toutput file %s\n\t}\n}\n\n%s", dir, g.Log, caddyfile)
+	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tgrace_period 100ms\n\tstorage file_system %s\n\tlog {\n\t\toutput file %s\n\t}\n}\n\n%s", dir, g.Log, caddyfile)
 	path := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
