@@ -277,6 +277,53 @@ func TestGRPCInterceptorDoor(t *testing.T) {
 	out.check(t, secret, "grpclimit failing answer", "grpclimit working answer")
 }
 
+// traced starts tracing every span to an OTLP receiver of the test.
+func traced(t *testing.T) (*tracing.Provider, *otlptest.Receiver) {
+	rcv := otlptest.NewReceiver(t)
+	tp, err := tracing.Start(context.Background(), tracing.Config{ServiceName: "doors", SamplingRate: 1, Endpoint: rcv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp, rcv
+}
+
+// addSpans flushes tp's spans, adds each to out and fails the test when the receiver got the
+// secret in any byte.
+func addSpans(t *testing.T, tp *tracing.Provider, rcv *otlptest.Receiver, out *outputs, secret string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil { // flushes every span
+		t.Fatal(err)
+	}
+	for _, s := range rcv.Spans() {
+		out.add("span", fmt.Sprintf("%s %s %v", s.Name, s.StatusCode, s.Attributes))
+	}
+	if rcv.Received([]byte(secret)) {
+		t.Errorf("the OTLP collector received the request's value %q", secret)
+	}
+}
+
+// serve runs a sluice serve of cfg with rules on loopback ports until the test ends.
+func serve(t *testing.T, rules string, cfg server.Config) *server.Server {
+	doc, err := config.Decode("rules.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rules, err = config.Compile(doc); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReloadInterval, cfg.GRPCAddr, cfg.HTTPAddr = -1, "127.0.0.1:0", "127.0.0.1:0"
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return srv
+}
+
 const serveRules = `
 domain: doors
 descriptors:
@@ -291,29 +338,9 @@ descriptors:
 func TestServeDoor(t *testing.T) {
 	secret := newSecret()
 	var out outputs
-	rcv := otlptest.NewReceiver(t)
-	tp, err := tracing.Start(context.Background(), tracing.Config{ServiceName: "doors", SamplingRate: 1, Endpoint: rcv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := config.Decode("rules.yaml", []byte(serveRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Config: rls.Config{Rules: rules, ReloadInterval: -1, Logger: logTo(&out, "serve log"),
-		StoreConfig: store.Config{Backend: store.Backend{URL: deadRedis(t), Timeout: 200 * time.Millisecond}}},
-		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	tp, rcv := traced(t)
+	srv := serve(t, serveRules, server.Config{Config: rls.Config{Logger: logTo(&out, "serve log"),
+		StoreConfig: store.Config{Backend: store.Backend{URL: deadRedis(t), Timeout: 200 * time.Millisecond}}}, TracerProvider: tp})
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -346,18 +373,7 @@ func TestServeDoor(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, base+page, nil)
 		answer(t, &out, "serve page", req)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := tp.Shutdown(sctx); err != nil { // flushes every span
-		t.Fatal(err)
-	}
-	spans := rcv.Spans()
-	for _, s := range spans {
-		out.add("span", fmt.Sprintf("%s %s %v", s.Name, s.StatusCode, s.Attributes))
-	}
-	if rcv.Received([]byte(secret)) {
-		t.Errorf("the OTLP collector received the request's value %q", secret)
-	}
+	addSpans(t, tp, rcv, &out, secret)
 	out.check(t, secret, "serve gRPC answer", "serve HTTP answer", "serve log", "span")
 }
 
@@ -431,29 +447,10 @@ proxy:
 func TestGatewayDoors(t *testing.T) {
 	secret := newSecret()
 	var out outputs
-	rcv := otlptest.NewReceiver(t)
-	tp, err := tracing.Start(context.Background(), tracing.Config{ServiceName: "doors", SamplingRate: 1, Endpoint: rcv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := config.Decode("rules.yaml", []byte(gatewayRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp, rcv := traced(t)
 	for name, backend := range map[string]store.Backend{"failing": {URL: deadRedis(t), Timeout: 200 * time.Millisecond}, "working": {URL: "memory://"}} {
-		srv, err := server.New(server.Config{Config: rls.Config{Rules: rules, ReloadInterval: -1, Logger: logTo(&out, "serve log"),
-			StoreConfig: store.Config{Backend: backend}}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TracerProvider: tp,
-			TrustedProxies: []string{"127.0.0.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Serve(ctx) }()
+		srv := serve(t, gatewayRules, server.Config{Config: rls.Config{Logger: logTo(&out, "serve log"), StoreConfig: store.Config{Backend: backend}},
+			TracerProvider: tp, TrustedProxies: []string{"127.0.0.1"}})
 		conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
@@ -495,20 +492,8 @@ func TestGatewayDoors(t *testing.T) {
 		req, _ = http.NewRequest(http.MethodGet, base+"/metrics", nil)
 		answer(t, &out, "serve page", req)
 		conn.Close()
-		cancel()
-		<-done
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := tp.Shutdown(sctx); err != nil { // flushes every span
-		t.Fatal(err)
-	}
-	for _, s := range rcv.Spans() {
-		out.add("span", fmt.Sprintf("%s %s %v", s.Name, s.StatusCode, s.Attributes))
-	}
-	if rcv.Received([]byte(secret)) {
-		t.Errorf("the OTLP collector received the request's value %q", secret)
-	}
+	addSpans(t, tp, rcv, &out, secret)
 	out.check(t, secret, "forward-auth failing answer", "forward-auth working answer", "ext_authz HTTP failing answer",
 		"ext_authz HTTP working answer", "ext_authz gRPC failing answer", "ext_authz gRPC working answer", "serve log")
 }
