@@ -377,10 +377,14 @@ func TestServeDoor(t *testing.T) {
 	out.check(t, secret, "serve gRPC answer", "serve HTTP answer", "serve log", "span")
 }
 
+// proxyRules serve sluice proxy and the gateways' doors (TestGatewayDoors), where an Envoy
+// route's context extension adds a tenant.
 const proxyRules = `
 domain: doors
 descriptors:
   - key: api_key
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
     rate_limit: {unit: minute, requests_per_unit: 5}
 proxy:
   rate_limits:
@@ -424,19 +428,6 @@ func TestProxyDoor(t *testing.T) {
 	out.check(t, secret, "proxy answer", "proxy log", "proxy page")
 }
 
-const gatewayRules = `
-domain: doors
-descriptors:
-  - key: api_key
-    rate_limit: {unit: minute, requests_per_unit: 5}
-  - key: tenant
-    rate_limit: {unit: minute, requests_per_unit: 5}
-proxy:
-  rate_limits:
-    - actions:
-        - request_headers: {header_name: X-Api-Key, descriptor_key: api_key}
-`
-
 // TestGatewayDoors (issue 35): sluice serve's forward-auth door (NGINX, Caddy, Traefik) and
 // Envoy's ext_authz over HTTP and gRPC, the API key in a header, in the forwarded URI's query,
 // in the path Envoy passes and in a per-route context extension, on a Redis that does not
@@ -449,7 +440,7 @@ func TestGatewayDoors(t *testing.T) {
 	var out outputs
 	tp, rcv := traced(t)
 	for name, backend := range map[string]store.Backend{"failing": {URL: deadRedis(t), Timeout: 200 * time.Millisecond}, "working": {URL: "memory://"}} {
-		srv := serve(t, gatewayRules, server.Config{Config: rls.Config{Logger: logTo(&out, "serve log"), StoreConfig: store.Config{Backend: backend}},
+		srv := serve(t, proxyRules, server.Config{Config: rls.Config{Logger: logTo(&out, "serve log"), StoreConfig: store.Config{Backend: backend}},
 			TracerProvider: tp, TrustedProxies: []string{"127.0.0.1"}})
 		conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
