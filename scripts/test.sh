@@ -198,11 +198,19 @@ log "go test -race (simulate/figures module)"
 
 # Tests that assert real elapsed time (testenv.Timing) run again here, one package at a time,
 # so no other package's tests compete with them for the CPUs.
-timing_pkgs=$(grep -rl --include='*_test.go' 'testenv.Timing(t)' . | xargs -r -n1 dirname | sort -u)
-for pkg in $timing_pkgs; do
-	log "go test -race (timing phase) $pkg"
-	go test -race -count=1 -p 1 -timeout 10m "$pkg"
-done
+# Only those tests run again (the rest of their package ran above): each package's line is
+# "DIR PATTERN", the pattern naming the Test functions that call testenv.Timing, or "." (the
+# whole package) where a helper calls it, its callers not known here.
+timing_runs=$(grep -rl --include='*_test.go' 'testenv.Timing(t)' . | xargs -r perl -ne '
+	$f = $1 if /^func (?:\([^)]*\) )?(\w+)/;
+	if (/testenv\.Timing\(t\)/) { (my $d = $ARGV) =~ s{/[^/]*$}{}; $t{$d}{$f} = 1 }
+	END { for my $d (sort keys %t) { my @n = sort keys %{$t{$d}};
+		print "$d ", ((grep { !/^Test/ } @n) ? "." : "^(" . join("|", @n) . ")\$"), "\n" } }')
+while read -r pkg pattern; do
+	[ -n "$pkg" ] || continue
+	log "go test -race (timing phase) $pkg -run '$pattern'"
+	go test -race -count=1 -p 1 -timeout 10m -run "$pattern" "$pkg"
+done <<<"$timing_runs"
 if [ -f bench/go.mod ]; then
 	log "go test (bench module: correctness of the comparison harness, no benchmarks)"
 	(cd bench && go test -count=1 -timeout 10m ./...)
