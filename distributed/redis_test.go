@@ -192,9 +192,10 @@ func TestFallbackRestartResumes(t *testing.T) {
 	bound := 2*DefaultProbeInterval + redis.RedialInterval + margin // a probe writes back, the next goes back
 	var worst time.Duration
 	for i := range restarts {
-		if f.Circuit() != CircuitClosed {
-			t.Fatalf("restart %d: state %v before the kill, want store", i+1, f.Circuit())
-		}
+		// Back on the store before the kill (one decision slower than the fallback's 50 ms
+		// timeout, on a starved machine under the race detector, may open the circuit again
+		// for a probe interval: that is the fallback doing its work, not a failed restart).
+		waitFor(t, 2*time.Second, "the store state before the kill", func() bool { return f.Circuit() == CircuitClosed })
 		srv.Kill()
 		waitFor(t, 2*time.Second, "the fallback state", func() bool { return f.Circuit() == CircuitOpen })
 		// Down long enough for the pool to stop dialing (4 failed probes), for a time that
