@@ -20,9 +20,9 @@ const (
 	// KindWait (N > 0 and MaxDelay > 0) is a take that a bucket algorithm may admit up to
 	// MaxDelay ahead (Decision.Delay, Limiter.WaitN); window algorithms decide it as a take.
 	KindWait
-	// KindTakeReserved (N > 0 and Reserve > 0) is a take admitted only if Reserve units
-	// remain after it (a criticality class's reserve, Limiter.AllowClass).
-	KindTakeReserved
+	// KindTakeHoldback (N > 0 and Holdback > 0) is a take admitted only if Holdback units
+	// remain after it (a criticality class's holdback, Limiter.AllowClass).
+	KindTakeHoldback
 	// KindSettle (Settle) applies N whatever the limit (Limiter.Settle): a charge, a refund,
 	// or a report when N = 0.
 	KindSettle
@@ -33,11 +33,11 @@ var kindNames = [...]string{
 	KindPeek:         "peek",
 	KindRefund:       "refund",
 	KindWait:         "wait",
-	KindTakeReserved: "take_reserved",
+	KindTakeHoldback: "take_holdback",
 	KindSettle:       "settle",
 }
 
-// String returns the kind's name: "take", "peek", "refund", "wait", "take_reserved" or
+// String returns the kind's name: "take", "peek", "refund", "wait", "take_holdback" or
 // "settle".
 func (k RequestKind) String() string {
 	if int(k) < len(kindNames) {
@@ -47,14 +47,14 @@ func (k RequestKind) String() string {
 }
 
 // Takes reports whether k takes N > 0 units against the limit: a take, a wait or a take with
-// a reserve. The other kinds are admitted whatever the key holds (a refund, a settle) or
+// a holdback. The other kinds are admitted whatever the key holds (a refund, a settle) or
 // consume nothing (a peek).
 func (k RequestKind) Takes() bool {
-	return k == KindTake || k == KindWait || k == KindTakeReserved
+	return k == KindTake || k == KindWait || k == KindTakeHoldback
 }
 
 // Kind classifies the request: a settle first (whatever N), then by N (a refund, a peek),
-// then a take by what it carries (a reserve, a MaxDelay). It is meaningful for a valid
+// then a take by what it carries (a holdback, a MaxDelay). It is meaningful for a valid
 // request (Validate), which rejects the combinations no kind allows.
 func (req *Request) Kind() RequestKind {
 	switch {
@@ -64,8 +64,8 @@ func (req *Request) Kind() RequestKind {
 		return KindRefund
 	case req.N == 0:
 		return KindPeek
-	case req.Reserve > 0:
-		return KindTakeReserved
+	case req.Holdback > 0:
+		return KindTakeHoldback
 	case req.MaxDelay > 0:
 		return KindWait
 	}

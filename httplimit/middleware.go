@@ -180,7 +180,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := q.Decide(r.Context(), m.maxWait)
-	if o.Verdict != pipeline.Pass {
+	if o.Answer != pipeline.Pass {
 		m.refuse(w, r, q, &o)
 		return
 	}
@@ -215,7 +215,7 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.
 			m.setHeaders(w, q, results, o.Decision)
 		}
 	}
-	switch o.Verdict {
+	switch o.Answer {
 	case pipeline.Deny:
 		if m.deny != nil {
 			m.denyWith(w, r, results)
@@ -233,7 +233,7 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.
 	case pipeline.Unavailable:
 		WriteUnavailable(w, r, "The rate limiter cannot decide right now.", q.Unavailable())
 	case pipeline.Invalid:
-		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 			Detail: "A rate-limit key built from the request is invalid: " + o.Err.(*sluice.FieldError).Reason})
 	case pipeline.Canceled:
 		WriteUnavailable(w, r, "The request ended before the rate limiter decided.", nil)
@@ -327,7 +327,7 @@ func (m *middleware) pattern(r *http.Request) string {
 // closed). policies names the policies that could not be decided; detail says why.
 func WriteUnavailable(w http.ResponseWriter, r *http.Request, detail string, policies []string) {
 	w.Header()[headerRetryAfter] = []string{"1"}
-	WriteProblem(w, r, &Problem{Type: ProblemTemporaryReducedCapacity,
+	WriteProblem(w, r, &ProblemDetails{Type: ProblemTemporaryReducedCapacity,
 		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
 		Detail: detail, ViolatedPolicies: policies})
 }

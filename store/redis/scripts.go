@@ -21,30 +21,30 @@ var (
 	fixedWindowLua string
 	//go:embed lua/gen/fixed_window_multi.lua
 	fixedWindowMultiLua string
-	//go:embed lua/gen/fixed_window_reserve.lua
-	fixedWindowReserveLua string
+	//go:embed lua/gen/fixed_window_holdback.lua
+	fixedWindowHoldbackLua string
 	//go:embed lua/gen/sliding_log.lua
 	slidingLogLua string
-	//go:embed lua/gen/sliding_log_reserve.lua
-	slidingLogReserveLua string
+	//go:embed lua/gen/sliding_log_holdback.lua
+	slidingLogHoldbackLua string
 	//go:embed lua/gen/sliding_window.lua
 	slidingWindowLua string
 	//go:embed lua/gen/sliding_window_multi.lua
 	slidingWindowMultiLua string
-	//go:embed lua/gen/sliding_window_reserve.lua
-	slidingWindowReserveLua string
+	//go:embed lua/gen/sliding_window_holdback.lua
+	slidingWindowHoldbackLua string
 	//go:embed lua/gen/bucket.lua
 	bucketLua string
 	//go:embed lua/gen/bucket_multi.lua
 	bucketMultiLua string
-	//go:embed lua/gen/bucket_reserve.lua
-	bucketReserveLua string
+	//go:embed lua/gen/bucket_holdback.lua
+	bucketHoldbackLua string
 	//go:embed lua/gen/gcra.lua
 	gcraLua string
 	//go:embed lua/gen/gcra_multi.lua
 	gcraMultiLua string
-	//go:embed lua/gen/gcra_reserve.lua
-	gcraReserveLua string
+	//go:embed lua/gen/gcra_holdback.lua
+	gcraHoldbackLua string
 )
 
 // script is one algorithm's Lua source and its SHA1 for EVALSHA, with its variants.
@@ -53,19 +53,19 @@ type script struct {
 	src   string
 	sha   string
 	multi *script // decides for many keys of one slot in one call; nil: one key per call
-	// reserve decides a request with a criticality reserve (lua/reserve.lua); nil for the
+	// holdback decides a request with a criticality holdback (lua/holdback.lua); nil for the
 	// variants themselves.
-	reserve *script
-	extra   bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi); none does today
+	holdback *script
+	extra    bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi); none does today
 	// next: the reply's delay is instead when the next unit frees after an allowed take that
 	// leaves nothing (sluice.Decision.NextAfter): a window algorithm's, which never delays.
 	next bool
 }
 
 // newScript returns the script name of source src, with its batched variant of source multi
-// ("": none) and its criticality variant of source reserve; next: its replies tell when the
+// ("": none) and its criticality variant of source holdback; next: its replies tell when the
 // next unit frees (script.next; not the criticality variant's, which answers 0 there).
-func newScript(name string, extra, next bool, src, multi, reserve string) *script {
+func newScript(name string, extra, next bool, src, multi, holdback string) *script {
 	variant := func(name, src string) *script {
 		return &script{name: name, src: src, sha: sha1Hex(src), extra: extra, next: next}
 	}
@@ -73,17 +73,17 @@ func newScript(name string, extra, next bool, src, multi, reserve string) *scrip
 	if multi != "" {
 		sc.multi = variant(name+"/multi", multi)
 	}
-	sc.reserve = variant(name+"/reserve", reserve)
-	sc.reserve.next = false
+	sc.holdback = variant(name+"/holdback", holdback)
+	sc.holdback.next = false
 	return sc
 }
 
 var (
-	fixedWindowScript   = newScript("fixed_window", false, true, fixedWindowLua, fixedWindowMultiLua, fixedWindowReserveLua)
-	slidingLogScript    = newScript("sliding_log", false, false, slidingLogLua, "", slidingLogReserveLua)
-	slidingWindowScript = newScript("sliding_window", false, true, slidingWindowLua, slidingWindowMultiLua, slidingWindowReserveLua)
-	bucketScript        = newScript("bucket", false, false, bucketLua, bucketMultiLua, bucketReserveLua)
-	gcraScript          = newScript("gcra", false, false, gcraLua, gcraMultiLua, gcraReserveLua)
+	fixedWindowScript   = newScript("fixed_window", false, true, fixedWindowLua, fixedWindowMultiLua, fixedWindowHoldbackLua)
+	slidingLogScript    = newScript("sliding_log", false, false, slidingLogLua, "", slidingLogHoldbackLua)
+	slidingWindowScript = newScript("sliding_window", false, true, slidingWindowLua, slidingWindowMultiLua, slidingWindowHoldbackLua)
+	bucketScript        = newScript("bucket", false, false, bucketLua, bucketMultiLua, bucketHoldbackLua)
+	gcraScript          = newScript("gcra", false, false, gcraLua, gcraMultiLua, gcraHoldbackLua)
 )
 
 // params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the

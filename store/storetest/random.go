@@ -115,9 +115,9 @@ func RandomRequest(rng *rand.Rand, key string, r sluice.Rule) sluice.Request {
 		req.Settle, req.N = true, RandomSettle(rng, r)
 	} else if r.Algorithm.Bucket() && rng.IntN(4) == 0 {
 		req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
-	} else if req.N > 0 && rng.IntN(3) == 0 { // a criticality class's reserve
+	} else if req.N > 0 && rng.IntN(3) == 0 { // a criticality class's holdback
 		c := sluice.Criticalities()[rng.IntN(4)]
-		req.Reserve = sluice.DefaultShares.Reserve(c, r.Capacity())
+		req.Holdback = sluice.DefaultShares.Holdback(c, r.Capacity())
 	}
 	return req
 }
@@ -143,8 +143,8 @@ func (d *Differential) Step(t testing.TB, at time.Duration, req sluice.Request) 
 	if err != nil {
 		t.Fatalf("key %q at +%v %s n=%d: %v", req.Key, at, req.Rule, req.N, err)
 	}
-	line := fmt.Sprintf("key %q step %d at +%v: %s n=%d maxDelay=%v settle=%v reserve=%d:\n got  %+v\n want %+v",
-		req.Key, len(d.history), at, req.Rule, req.N, req.MaxDelay, req.Settle, req.Reserve, got, want)
+	line := fmt.Sprintf("key %q step %d at +%v: %s n=%d maxDelay=%v settle=%v holdback=%d:\n got  %+v\n want %+v",
+		req.Key, len(d.history), at, req.Rule, req.N, req.MaxDelay, req.Settle, req.Holdback, got, want)
 	d.history = append(d.history, line)
 	if d.Same == nil && got != want || d.Same != nil && !d.Same(got, want) {
 		t.Fatalf("%s\nhistory:\n%s", line, strings.Join(d.history[max(0, len(d.history)-8):], "\n"))
