@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/store/redis"
 )
 
@@ -79,9 +80,10 @@ func TestCombiningCallersGiveUp(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("a call failed with %v, want a decision or ErrStoreUnavailable", err)
 	}
-	if n := redis.Leaders(s); n != 0 {
-		t.Fatalf("%d pipelines under way after every caller returned", n)
-	}
+	// A pipeline whose leader's caller gave up runs on in a goroutine of its own until its
+	// replies or its deadline (the store's timeout): on a loaded machine one may still be under
+	// way when the last caller returns, so every pipeline must end by then, none left leading.
+	testenv.Eventually(t, 10*time.Second, "every pipeline ended after its callers gave up", func() bool { return redis.Leaders(s) == 0 })
 	var wg2 sync.WaitGroup
 	for g := range 8 { // concurrent, so that they queue behind a leader
 		wg2.Add(1)
