@@ -47,7 +47,7 @@ func waitFor(t *testing.T, st algorithm.State, now int64, p *algorithm.Params, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := algorithm.Apply(cp, now, p, &sluice.Request{Key: "k", Rule: r, N: 1})
+	d, _ := algorithm.Apply(cp, now, p, &sluice.Request{Key: "k", Rule: r, N: 1})
 	if d.Allowed {
 		return 0
 	}
@@ -79,7 +79,7 @@ func TestPropertySettleSaturates(t *testing.T) {
 					now += rng.Int64N(int64(r.Period) / 4)
 					n := extremeN(rng, r)
 					before := waitFor(t, st, now, &p, r)
-					d := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r, N: n, Settle: true})
+					d, _ := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r, N: n, Settle: true})
 					after := waitFor(t, st, now, &p, r)
 					switch {
 					case d.RetryAfter < 0 || d.ResetAfter < 0:
