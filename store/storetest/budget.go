@@ -52,7 +52,7 @@ func budgetCases() []Case {
 	return []Case{
 		{Name: "fixed_window_budget", Rule: sluice.FixedWindow(10, time.Second), Steps: []Step{
 			{At: 0, N: 6, Budget: reserve(1, strict), Want: ok(10, 4, 1000*ms)},
-			{At: 100 * ms, N: 5, Budget: reserve(2, strict), Want: deny(10, 4, 900*ms, 900*ms)}, // 5 > 4 left
+			{At: 100 * ms, N: 5, Budget: reserve(2, strict), Want: deny(10, 4, 900*ms, 900*ms)},  // 5 > 4 left
 			{At: 100 * ms, N: 5, Budget: reserve(2, bounded), Want: ok(10, 0, 900*ms)},           // 4 left: not spent; 11 counted
 			{At: 200 * ms, N: 1, Budget: reserve(3, bounded), Want: deny(10, 0, 800*ms, 800*ms)}, // spent
 			{At: 200 * ms, N: 2, Budget: commit(1), Want: settled(10, 3, 0, 800*ms)},             // #1: 4 of its 6 back: 7
@@ -72,10 +72,10 @@ func budgetCases() []Case {
 		{Name: "token_bucket_budget", Rule: sluice.TokenBucket(10, time.Second, 10), Steps: []Step{
 			{At: 0, N: 6, Budget: reserve(1, strict), Want: ok(10, 4, 600*ms)},
 			{At: 0, N: 5, Budget: reserve(2, strict), Want: deny(10, 4, 100*ms, 600*ms)},
-			{At: 0, N: 5, Budget: reserve(2, bounded), Want: ok(10, 0, 1100*ms)},             // level 11
+			{At: 0, N: 5, Budget: reserve(2, bounded), Want: ok(10, 0, 1100*ms)},                  // level 11
 			{At: 100 * ms, N: 1, Budget: reserve(3, bounded), Want: deny(10, 0, 100*ms, 1000*ms)}, // level 10
-			{At: 100 * ms, N: 9, Budget: commit(2), Want: settled(10, 0, 400*ms, 1400*ms)},         // 4 more: 14
-			{At: 100 * ms, N: 0, Budget: commit(1), Want: settled(10, 2, 0, 800*ms)},               // 6 back: 8
+			{At: 100 * ms, N: 9, Budget: commit(2), Want: settled(10, 0, 400*ms, 1400*ms)},        // 4 more: 14
+			{At: 100 * ms, N: 0, Budget: commit(1), Want: settled(10, 2, 0, 800*ms)},              // 6 back: 8
 			{At: 100 * ms, N: 2, Budget: ttl(reserve(4, strict), 300*ms, true), Want: ok(10, 0, 1000*ms)},
 			// 300 ms drained 3 (7 left), and #4 expired free: its 2 back, 5
 			{At: 400 * ms, N: 0, Budget: reserve(5, strict), Want: ok(10, 5, 500*ms)},
