@@ -246,18 +246,28 @@ func (l *Ledger) remove(i int) {
 // (math.MaxInt64) for the token and leaky buckets and GCRA, which drain what they hold, so a
 // refund at any later time leaves them as if the units had never been charged.
 func ChargeLife(p *Params, now int64) int64 {
-	var length, count int64
-	switch p.Rule.Algorithm {
-	case sluice.AlgorithmFixedWindow:
-		length, count = p.period, 1
-	case sluice.AlgorithmSlidingWindow:
-		length, count = p.sub, p.windows+1
-	case sluice.AlgorithmSlidingLog:
-		length, count = int64(time.Millisecond), p.period/int64(time.Millisecond)
-	default:
+	length, count := ChargeWindows(p.Rule)
+	if length == 0 {
 		return math.MaxInt64
 	}
 	return (WindowIndex(now, length) + count) * length
+}
+
+// ChargeWindows returns how long units charged under a valid rule r stay in its state, as
+// ChargeLife computes it: until the end of the count-th window of length (ns) from the one
+// they were charged in; length 0 for the draining algorithms, whose charges never need
+// bounding. The Redis scripts receive them (store/redis/lua/budget.lua).
+func ChargeWindows(r sluice.Rule) (length, count int64) {
+	ms := int64(time.Millisecond)
+	switch r.Algorithm {
+	case sluice.AlgorithmFixedWindow:
+		return int64(r.Period), 1
+	case sluice.AlgorithmSlidingWindow:
+		return WindowShape(r).Length, r.Windows() + 1
+	case sluice.AlgorithmSlidingLog:
+		return ms, int64(r.Period) / ms
+	}
+	return 0, 0
 }
 
 // floorMs is t (Unix ns) rounded down to a whole millisecond.

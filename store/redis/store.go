@@ -164,6 +164,9 @@ func honoursContext(client goredis.UniversalClient) bool {
 }
 
 func (s *Store) newCall(ctx context.Context, req *sluice.Request, countDenied bool) *call {
+	if req.Budget.Op != sluice.BudgetNone {
+		return s.newBudgetCall(ctx, req, s.clockParams())
+	}
 	if s.cfg.counters && isCounted(req.Rule.Algorithm) {
 		return s.newPlainCall(ctx, req, countDenied)
 	}
@@ -231,6 +234,56 @@ func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p param
 	}
 	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), "", req.Reserve, pace, req.Rule.Capacity()}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
+}
+
+// newBudgetCall is newCall for a budget step (sluice.Request.Budget): the algorithm's budget
+// variant (lua/budget.lua), deciding it on the key's state and its reservations, kept beside
+// it in two keys of the same hash tag (budgetKeys). A budget key's state is always a script's,
+// WithCounters or not.
+func (s *Store) newBudgetCall(ctx context.Context, req *sluice.Request, p params) *call {
+	step := *req
+	step.N = 0 // each call of the body passes its own
+	sc, p := scriptArgs(p, &step)
+	for len(p) < paramsLen-8 {
+		p = p.add(0)
+	}
+	p = p.add(algorithm.MaxDebt(req.Rule))
+	b := &req.Budget
+	length, count := algorithm.ChargeWindows(req.Rule)
+	key := s.Key(req.Key)
+	holds, expiries := budgetKeys(key)
+	capacity := req.Rule.Capacity()
+	args := []any{nil, nil, 3, key, holds, expiries, []byte(p), "", int(b.Op), string(b.ID[:]), req.N,
+		b.TTLFor(req.Rule).Milliseconds(), b2i(b.Mode == sluice.Strict), b2i(b.FreeOnExpiry),
+		length / int64(time.Millisecond), count, capacity, sluice.MaxOpenReservations}
+	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.budget, args: args, limit: capacity}
+}
+
+// budgetKeys returns the keys of a budget key's open reservations beside its state key: a
+// hash of their records and a sorted set of their expiries (lua/budget.lua).
+func budgetKeys(key string) (holds, expiries string) { return key + ":holds", key + ":holds:exp" }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// budgetError returns the error of a budget script's one-byte reply: 'N', a reservation not
+// open; 'O', a reserve of an id already open.
+func budgetError(reply string, args []any) error {
+	var id sluice.ReservationID
+	if s, ok := args[9].(string); ok {
+		copy(id[:], s)
+	}
+	switch reply {
+	case "N":
+		return algorithm.NoReservation(id)
+	case "O":
+		return algorithm.ReservationOpen(id)
+	}
+	return fmt.Errorf("redis: %w: budget script reply %q", sluice.ErrStoreUnavailable, reply)
 }
 
 // Close fails the decisions still queued with sluice.ErrClosed and waits for the pipelines
