@@ -105,6 +105,14 @@ func (l *Limiter) Reserve(ctx context.Context, holds ...Hold) (*Reservation, err
 	return r, nil
 }
 
+// Resume returns a handle on reservation id, made by Reserve here or in another process (a
+// gateway that reserves before the call and commits after it, through the service's HTTP
+// API), over the same holds in the same order, to extend, commit or cancel it. Its Decision is
+// the zero Decision and Held reports the holds' N as given.
+func (l *Limiter) Resume(id ReservationID, holds ...Hold) *Reservation {
+	return &Reservation{store: l.store, id: id, holds: append([]Hold(nil), holds...), Denied: -1}
+}
+
 // step sends budget step op of n units for hold i.
 func (r *Reservation) step(ctx context.Context, i int, op BudgetOp, n int64) (Decision, error) {
 	h := &r.holds[i]
@@ -179,9 +187,10 @@ func (r *Reservation) end(ctx context.Context, actual []int64) (Decision, error)
 	var errs []error
 	for i := range r.holds {
 		d, err := r.step(ctx, i, BudgetCommit, actual[i])
-		if err != nil {
-			errs = append(errs, fmt.Errorf("hold %d: %w", i, err))
+		if err != nil && len(r.holds) > 1 {
+			err = fmt.Errorf("hold %d: %w", i, err)
 		}
+		errs = append(errs, err)
 		checks[i].Decision = d
 	}
 	d, _ := Combine(checks, true)
@@ -194,8 +203,10 @@ func (r *Reservation) end(ctx context.Context, actual []int64) (Decision, error)
 // check reports an ended reservation, or a hold out of range.
 func (r *Reservation) check(i int) error {
 	switch {
+	case r.store == nil:
+		return ErrNoStore
 	case r.ended:
-		return fieldError(ErrNoReservation, "id", "%s is not open (committed, cancelled or refused)", r.id)
+		return fieldError(ErrNoReservation, "id", "not open (committed, cancelled or refused)")
 	case i < 0 || i >= len(r.holds):
 		return fieldError(ErrInvalidN, "hold", "%d of %d holds", i, len(r.holds))
 	}

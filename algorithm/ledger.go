@@ -77,17 +77,13 @@ func (l *Ledger) Expiry() int64 {
 // errNotLedger is a store's bug: a budget step decided on a state that is not a Ledger.
 var errNotLedger = errors.New("algorithm: a budget step needs the key's Ledger (WithLedger)")
 
-// ReservationOpen returns the error of a reserve whose id names a reservation already open.
-func ReservationOpen(id sluice.ReservationID) error {
-	return &sluice.FieldError{Field: "id", Reason: id.String() + " already names an open reservation", Err: sluice.ErrInvalidN}
-}
+// ReservationOpen is the error of a reserve whose id names a reservation already open.
+var ReservationOpen error = &sluice.FieldError{Field: "id", Reason: "already names an open reservation", Err: sluice.ErrInvalidN}
 
-// NoReservation returns the error of an extension or commit of reservation id, which the key
-// does not hold open: unknown, committed, cancelled or expired (sluice.ErrNoReservation). The
-// Redis store answers it too.
-func NoReservation(id sluice.ReservationID) error {
-	return &sluice.FieldError{Field: "id", Reason: id.String() + " is not open (unknown, committed, cancelled or expired)", Err: sluice.ErrNoReservation}
-}
+// NoReservation is the error of an extension or commit of a reservation the key does not hold
+// open: unknown, committed, cancelled or expired (sluice.ErrNoReservation). The Redis store
+// answers it too. Neither error repeats the id, a value of the caller's request.
+var NoReservation error = &sluice.FieldError{Field: "id", Reason: "not open (unknown, committed, cancelled or expired)", Err: sluice.ErrNoReservation}
 
 // step decides a budget step (req.Kind().Budget()) at now: the reservations expired by now are
 // dropped first, a free one giving back what the state still counts of it, in one refund; then
@@ -109,7 +105,7 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 	switch b.Op {
 	case sluice.BudgetReserve:
 		if i >= 0 {
-			return sluice.Decision{}, ReservationOpen(b.ID)
+			return sluice.Decision{}, ReservationOpen
 		}
 		if len(l.Open) >= sluice.MaxOpenReservations {
 			return l.full(now, p), nil
@@ -122,7 +118,7 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 		return d, nil
 	case sluice.BudgetExtend:
 		if i < 0 {
-			return sluice.Decision{}, NoReservation(b.ID)
+			return sluice.Decision{}, NoReservation
 		}
 		var d sluice.Decision
 		if req.N == 0 { // a renewal
@@ -137,7 +133,7 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 		return d, nil
 	}
 	if i < 0 {
-		return sluice.Decision{}, NoReservation(b.ID)
+		return sluice.Decision{}, NoReservation
 	}
 	r := l.Open[i]
 	l.remove(i)

@@ -201,7 +201,7 @@ func answer(cmd noRetry, c *call) result {
 // NextAfter where the others answer Delay (lua/prelude.lua).
 func (c *call) decode(reply string) (sluice.Decision, error) {
 	if len(reply) == 1 && c.script.budgetStep {
-		return sluice.Decision{}, budgetError(reply, c.args)
+		return sluice.Decision{}, budgetError(reply)
 	}
 	d, err := decode(reply, c.limit)
 	if c.script.next {

@@ -272,16 +272,12 @@ func b2i(b bool) int {
 
 // budgetError returns the error of a budget script's one-byte reply: 'N', a reservation not
 // open; 'O', a reserve of an id already open.
-func budgetError(reply string, args []any) error {
-	var id sluice.ReservationID
-	if s, ok := args[9].(string); ok {
-		copy(id[:], s)
-	}
+func budgetError(reply string) error {
 	switch reply {
 	case "N":
-		return algorithm.NoReservation(id)
+		return algorithm.NoReservation
 	case "O":
-		return algorithm.ReservationOpen(id)
+		return algorithm.ReservationOpen
 	}
 	return fmt.Errorf("redis: %w: budget script reply %q", sluice.ErrStoreUnavailable, reply)
 }
