@@ -58,6 +58,22 @@ func (r *Reservation) ID() ReservationID { return r.id }
 // Held returns what hold i holds now: its N and the extensions admitted since.
 func (r *Reservation) Held(i int) int64 { return r.holds[i].N }
 
+// Holds returns the number of holds.
+func (r *Reservation) Holds() int { return len(r.holds) }
+
+// TTL returns how long the reservation lives without an extension: its shortest hold's TTL
+// (BudgetStep.TTLFor).
+func (r *Reservation) TTL() time.Duration {
+	var ttl time.Duration
+	for i, h := range r.holds {
+		t := BudgetStep{TTL: h.Budget.TTL}.TTLFor(h.Budget.Rule)
+		if i == 0 || t < ttl {
+			ttl = t
+		}
+	}
+	return ttl
+}
+
 // Reserve holds an estimate of a request's cost on every budget of holds, before the work, for
 // a cost known only after it: LLM tokens, bytes, money. Each hold is one atomic step in the
 // store (sluice.Request.Budget): the units count against the budget at once, so concurrent
