@@ -30,7 +30,7 @@ func TestPricesCost(t *testing.T) {
 		{budget.Usage{Model: "gpt-4o", InputTokens: 1000, OutputTokens: 200}, 4500},
 		// 400 of the 1,000 cached at $1.25/M: 600 x 2.5 + 400 x 1.25 + 2,000 = 4,000
 		{budget.Usage{Model: "gpt-4o", InputTokens: 1000, CachedInputTokens: 400, OutputTokens: 200}, 4000},
-		{budget.Usage{Model: "gpt-4o-2024-05-13", InputTokens: 1, OutputTokens: 0}, 3}, // 2.5 rounded up
+		{budget.Usage{Model: "gpt-4o-2024-05-13", InputTokens: 1, OutputTokens: 0}, 3},                // 2.5 rounded up
 		{budget.Usage{Model: "claude-3-7-sonnet-20250219", InputTokens: 402, OutputTokens: 89}, 2541}, // 1,206 + 1,335
 		{budget.Usage{Model: "free-model", InputTokens: 1 << 40, OutputTokens: 1 << 40}, 0},
 		{budget.Usage{Model: "gpt-4o", InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64}, math.MaxInt64},
