@@ -4,4 +4,4 @@ package main
 
 import "github.com/sluicehq/sluice/simulate/figures"
 
-func init() { writePlots = figures.Write }
+func init() { writePlots, writeBudgetPlots = figures.Write, figures.WriteBudget }
