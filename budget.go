@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
@@ -31,12 +32,8 @@ type ReservationID [16]byte
 // operating system): two processes never pick the same one in practice.
 func NewReservationID() ReservationID {
 	var id ReservationID
-	for i := 0; i < len(id); i += 8 {
-		x := rand.Uint64()
-		for j := range 8 {
-			id[i+j] = byte(x >> (8 * j))
-		}
-	}
+	binary.LittleEndian.PutUint64(id[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(id[8:], rand.Uint64())
 	if id == (ReservationID{}) {
 		id[0] = 1 // the zero id names no reservation
 	}

@@ -23,17 +23,17 @@ func TestReserveSeveralBudgets(t *testing.T) {
 	hold := func(tok, usd int64) []sluice.Hold {
 		return []sluice.Hold{{Key: "tenant:7:tokens", Budget: tokens, N: tok}, {Key: "tenant:7:usd", Budget: dollars, N: usd}}
 	}
-	r, err := l.Reserve(ctx, hold(600, 30_000_000)...)
+	r, err := l.ReserveAll(ctx, hold(600, 30_000_000))
 	if err != nil || !r.Decision.Allowed || r.Denied != -1 {
 		t.Fatalf("reserve 600 tokens, $30: %+v %v", r, err)
 	}
 	// $25 more does not fit the $20 left... but the dollars are bounded: admitted while not spent
-	r2, err := l.Reserve(ctx, hold(300, 25_000_000)...)
+	r2, err := l.ReserveAll(ctx, hold(300, 25_000_000))
 	if err != nil || !r2.Decision.Allowed {
 		t.Fatalf("reserve 300 tokens, $25: %+v %v", r2, err)
 	}
 	// the dollars are spent now ($55 of $50): a third is refused by them, its tokens given back
-	r3, err := l.Reserve(ctx, hold(50, 1)...)
+	r3, err := l.ReserveAll(ctx, hold(50, 1))
 	if err != nil || r3.Decision.Allowed || r3.Denied != 1 || r3.Decision.RetryAfter <= 0 {
 		t.Fatalf("reserve with the dollars spent: %+v %v, want refused by hold 1 with a RetryAfter", r3, err)
 	}
@@ -52,14 +52,14 @@ func TestReserveSeveralBudgets(t *testing.T) {
 		t.Fatalf("commit twice: %v", err)
 	}
 	// #2 extends its tokens by 100 and runs past its reservation by 50: charged
-	if d, err := r2.Extend(ctx, 0, 100); err != nil || !d.Allowed || r2.Held(0) != 400 {
-		t.Fatalf("extend: %+v %v, held %d", d, err, r2.Held(0))
+	if d, err := r2.Holds[0].Extend(ctx, 100); err != nil || !d.Allowed || r2.Holds[0].Held != 400 {
+		t.Fatalf("extend: %+v %v, held %d", d, err, r2.Holds[0].Held)
 	}
 	if d, err := r2.Commit(ctx, 450, 25_000_000); err != nil || d.Remaining != 350 {
 		t.Fatalf("commit 450 of 400 tokens: %+v %v, want 350 tokens left", d, err)
 	}
 	// a reservation that is never committed costs what it held after its TTL
-	r4, err := l.Reserve(ctx, sluice.Hold{Key: "tenant:7:tokens", Budget: sluice.Budget{Rule: tokens.Rule, Mode: sluice.Strict, TTL: time.Second}, N: 300})
+	r4, err := l.Reserve(ctx, "tenant:7:tokens", sluice.Budget{Rule: tokens.Rule, Mode: sluice.Strict, TTL: time.Second}, 300)
 	if err != nil || !r4.Decision.Allowed {
 		t.Fatal(r4, err)
 	}
@@ -88,7 +88,7 @@ func TestReserveBadInput(t *testing.T) {
 		{"ttl", "ttl", []sluice.Hold{{Key: "a", Budget: sluice.Budget{Rule: b.Rule, TTL: time.Hour}, N: 1}}},
 		{"second bad", "limit", []sluice.Hold{{Key: "a", Budget: b, N: 10}, {Key: "b", Budget: sluice.Budget{Rule: sluice.FixedWindow(0, time.Minute)}, N: 1}}},
 	} {
-		_, err := l.Reserve(ctx, c.holds...)
+		_, err := l.ReserveAll(ctx, c.holds)
 		var fe *sluice.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field {
 			t.Errorf("%s: %v, want a FieldError naming %q", c.name, err, c.field)
@@ -97,15 +97,18 @@ func TestReserveBadInput(t *testing.T) {
 	if d, _ := l.Peek(ctx, "a", b.Rule); d.Remaining != 100 {
 		t.Fatalf("after bad input: %d left, want 100", d.Remaining)
 	}
-	r, err := l.Reserve(ctx, sluice.Hold{Key: "a", Budget: b, N: 10})
+	rs, err := l.ReserveAll(ctx, []sluice.Hold{{Key: "a", Budget: b, N: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Commit(ctx, 1, 2); err == nil {
+	if _, err := rs.Commit(ctx, 1, 2); err == nil {
 		t.Fatal("two costs for one hold: no error")
 	}
-	if _, err := r.Extend(ctx, 3, 1); err == nil {
-		t.Fatal("extend of hold 3 of 1: no error")
+	if _, err := rs.Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Holds[0].Extend(ctx, 1); !errors.Is(err, sluice.ErrNoReservation) {
+		t.Fatalf("extend after the cancel: %v", err)
 	}
 }
 
@@ -120,7 +123,7 @@ func ExampleLimiter_Reserve() {
 	ctx := context.Background()
 	tokens := sluice.Budget{Rule: sluice.FixedWindow(10_000, time.Minute), Mode: sluice.Strict}
 
-	r, err := limiter.Reserve(ctx, sluice.Hold{Key: "tenant:7", Budget: tokens, N: 4_096})
+	r, err := limiter.Reserve(ctx, "tenant:7", tokens, 4_096)
 	if err != nil || !r.Decision.Allowed {
 		fmt.Println("refused", err) // 429, Retry-After: r.Decision.RetryAfter
 		return

@@ -1,4 +1,4 @@
-// Package budget holds what a token or money budget needs around sluice.Limiter.Reserve: the
+// Package budget holds what a token or money budget needs around sluice.Limiter.Reserve and ReserveAll: the
 // usage of an LLM call read where the provider writes it (Extractor: OpenAI's Chat Completions
 // and Responses, Anthropic's Messages, as JSON and as server-sent events, or the caller's own),
 // the estimate of a request before the call (Estimator: its max_tokens or max_output_tokens

@@ -43,9 +43,10 @@ const (
 // metered usage); one cut commits what it held, a client that goes away (Close before the
 // end) what the upstream produced up to then. Both are counted in the Result passed to Done.
 type Meter struct {
-	// Reservation is the response's reservation (sluice.Limiter.Reserve).
-	Reservation *sluice.Reservation
-	// Charges price usage on each of the reservation's holds, in order.
+	// Reservations are the response's reservations (sluice.Limiter.ReserveAll; a single
+	// Reservation as Reservations{Holds: []sluice.Reservation{r}}).
+	Reservations *sluice.Reservations
+	// Charges price usage on each of the reservations, in order.
 	Charges []Charge
 	// Extractor reads the usage the response reports (OpenAI, Anthropic, the caller's); nil
 	// counts output only.
@@ -102,8 +103,8 @@ func (m *Meter) Body(ctx context.Context, body []byte) Result {
 
 // Cancel ends the reservation at no cost (an upstream error that produced nothing).
 func (m *Meter) Cancel(ctx context.Context) Result {
-	res := Result{Costs: make([]int64, m.Reservation.Holds())}
-	res.Decision, res.Err = m.Reservation.Cancel(ctx)
+	res := Result{Costs: make([]int64, len(m.Reservations.Holds))}
+	res.Decision, res.Err = m.Reservations.Cancel(ctx)
 	m.done(res)
 	return res
 }
@@ -117,16 +118,16 @@ func (m *Meter) commit(ctx context.Context, res Result) Result {
 
 // commitHeld commits what the reservation holds.
 func (m *Meter) commitHeld(ctx context.Context, res Result) Result {
-	res.Costs = make([]int64, m.Reservation.Holds())
+	res.Costs = make([]int64, len(m.Reservations.Holds))
 	for i := range res.Costs {
-		res.Costs[i] = m.Reservation.Held(i)
+		res.Costs[i] = m.Reservations.Holds[i].Held
 	}
 	return m.commitCosts(ctx, res)
 }
 
 // commitCosts commits res.Costs, joining its error to res.Err, and reports res to Done.
 func (m *Meter) commitCosts(ctx context.Context, res Result) Result {
-	d, err := m.Reservation.Commit(ctx, res.Costs...)
+	d, err := m.Reservations.Commit(ctx, res.Costs...)
 	res.Decision, res.Err = d, errors.Join(res.Err, err)
 	m.done(res)
 	return res
@@ -150,7 +151,7 @@ func (m *Meter) costs(u Usage) []int64 {
 			v, err = c(u2)
 		}
 		if err != nil {
-			v = m.Reservation.Held(i) // no price: what it held
+			v = m.Reservations.Holds[i].Held // no price: what it held
 		}
 		out[i] = min(max(v, 0), sluice.MaxLimit)
 	}
@@ -167,10 +168,14 @@ func (m *Meter) Stream(ctx context.Context, body io.ReadCloser) io.ReadCloser {
 	}
 	s := &stream{m: m, ctx: ctx, up: body, br: bufio.NewReaderSize(body, 4096), clock: clock}
 	s.renewed = clock.Now()
-	s.ttl = m.Reservation.TTL()
-	s.first = make([]int64, m.Reservation.Holds())
+	for i, r := range m.Reservations.Holds {
+		if t := r.Budget.TTLFor(); i == 0 || t < s.ttl {
+			s.ttl = t
+		}
+	}
+	s.first = make([]int64, len(m.Reservations.Holds))
 	for i := range s.first {
-		s.first[i] = m.Reservation.Held(i)
+		s.first[i] = m.Reservations.Holds[i].Held
 	}
 	return s
 }
@@ -301,7 +306,7 @@ func (s *stream) meter(typ string, data []byte) bool {
 	}
 	need := s.m.costs(s.current())
 	for i, n := range need {
-		held := s.m.Reservation.Held(i)
+		held := s.m.Reservations.Holds[i].Held
 		if n <= held {
 			continue
 		}
@@ -348,7 +353,7 @@ func (s *stream) extend(i int, more int64) bool {
 	}
 	step := max(more, int64(math.Ceil(frac*float64(s.first[i]))))
 	for _, n := range []int64{step, more} {
-		d, err := s.m.Reservation.Extend(s.ctx, i, n)
+		d, err := s.m.Reservations.Holds[i].Extend(s.ctx, n)
 		if err != nil {
 			s.res.Err = err
 			return false
@@ -371,7 +376,7 @@ func (s *stream) renew() {
 		return
 	}
 	for i := range s.first {
-		if _, err := s.m.Reservation.Extend(s.ctx, i, 0); err != nil {
+		if _, err := s.m.Reservations.Holds[i].Extend(s.ctx, 0); err != nil {
 			s.res.Err = err
 		}
 	}
@@ -399,7 +404,7 @@ func (s *stream) finish() {
 		res.Costs = s.m.costs(res.Usage)
 		if res.Cut {
 			for i := range res.Costs {
-				res.Costs[i] = min(res.Costs[i], s.m.Reservation.Held(i))
+				res.Costs[i] = min(res.Costs[i], s.m.Reservations.Holds[i].Held)
 			}
 		}
 		s.m.commitCosts(ctx, res)

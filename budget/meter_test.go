@@ -67,13 +67,13 @@ func (f fixtureLimiter) remaining(t testing.TB, key string, r sluice.Rule) int64
 	return d.Remaining
 }
 
-func (f fixtureLimiter) reserve(t testing.TB, key string, b sluice.Budget, n int64) *sluice.Reservation {
+func (f fixtureLimiter) reserve(t testing.TB, key string, b sluice.Budget, n int64) *sluice.Reservations {
 	t.Helper()
-	r, err := f.l.Reserve(context.Background(), sluice.Hold{Key: key, Budget: b, N: n})
+	r, err := f.l.ReserveAll(context.Background(), []sluice.Hold{{Key: key, Budget: b, N: n}})
 	if err != nil || !r.Decision.Allowed {
 		t.Fatalf("reserve %d: %+v %v", n, r, err)
 	}
-	return r
+	return &r
 }
 
 // TestMeterWithinItsReservation: a stream that fits its reservation passes byte for byte and
@@ -83,7 +83,7 @@ func TestMeterWithinItsReservation(t *testing.T) {
 	b := sluice.Budget{Rule: sluice.FixedWindow(1000, time.Minute), Mode: sluice.Strict}
 	stream := fixture(t, "openai_responses.sse")
 	var res budget.Result
-	m := &budget.Meter{Reservation: f.reserve(t, "k", b, 137), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+	m := &budget.Meter{Reservations: f.reserve(t, "k", b, 137), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 		Estimate: budget.Usage{Model: "gpt-5.4", InputTokens: 37}, Done: func(r budget.Result) { res = r }}
 	up := &upstream{Reader: bytes.NewReader(stream)}
 	body := m.Stream(context.Background(), up)
@@ -107,7 +107,7 @@ func TestMeterExtendsInSteps(t *testing.T) {
 	b := sluice.Budget{Rule: sluice.FixedWindow(1000, time.Minute), Mode: sluice.Strict}
 	r := f.reserve(t, "k", b, 30)
 	var res budget.Result
-	m := &budget.Meter{Reservation: r, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+	m := &budget.Meter{Reservations: r, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 		Estimate: budget.Usage{Model: "gpt-4o", InputTokens: 10}, Done: func(x budget.Result) { res = x }}
 	body := m.Stream(context.Background(), &upstream{Reader: bytes.NewReader(chatStream(100, 10, true))})
 	got, _ := io.ReadAll(body)
@@ -115,8 +115,8 @@ func TestMeterExtendsInSteps(t *testing.T) {
 	if n := len(events(got)); n != 102 {
 		t.Fatalf("%d events forwarded, want 102", n)
 	}
-	if res.Cut || res.Costs[0] != 110 || r.Held(0) < 110 {
-		t.Fatalf("result %+v, held %d", res, r.Held(0))
+	if res.Cut || res.Costs[0] != 110 || r.Holds[0].Held < 110 {
+		t.Fatalf("result %+v, held %d", res, r.Holds[0].Held)
 	}
 	if rem := f.remaining(t, "k", b.Rule); rem != 890 {
 		t.Fatalf("remaining %d, want 890", rem)
@@ -130,7 +130,7 @@ func TestMeterCutsWithinOneEvent(t *testing.T) {
 	f := newFixture(t)
 	b := sluice.Budget{Rule: sluice.FixedWindow(50, time.Minute), Mode: sluice.Strict}
 	var res budget.Result
-	m := &budget.Meter{Reservation: f.reserve(t, "k", b, 30), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+	m := &budget.Meter{Reservations: f.reserve(t, "k", b, 30), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 		Estimate: budget.Usage{Model: "gpt-4o", InputTokens: 10}, Done: func(x budget.Result) { res = x }}
 	up := &upstream{Reader: bytes.NewReader(chatStream(100, 10, true))}
 	body := m.Stream(context.Background(), up)
@@ -150,7 +150,7 @@ func TestMeterCutsWithinOneEvent(t *testing.T) {
 	if rem := f.remaining(t, "k", b.Rule); rem != 0 {
 		t.Fatalf("remaining %d", rem)
 	}
-	if r, _ := f.l.Reserve(context.Background(), sluice.Hold{Key: "k", Budget: b, N: 1}); r.Decision.Allowed {
+	if r, _ := f.l.Reserve(context.Background(), "k", b, 1); r.Decision.Allowed {
 		t.Fatal("the budget is spent, yet a reservation of 1 was admitted: over by the cut event")
 	}
 }
@@ -161,7 +161,7 @@ func TestMeterChargesADisconnectedClient(t *testing.T) {
 	f := newFixture(t)
 	b := sluice.Budget{Rule: sluice.FixedWindow(1000, time.Minute), Mode: sluice.Strict}
 	var res budget.Result
-	m := &budget.Meter{Reservation: f.reserve(t, "k", b, 500), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+	m := &budget.Meter{Reservations: f.reserve(t, "k", b, 500), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 		Estimate: budget.Usage{Model: "gpt-4o", InputTokens: 10}, Done: func(x budget.Result) { res = x }}
 	up := &upstream{Reader: bytes.NewReader(chatStream(100, 10, true))}
 	body := m.Stream(context.Background(), up)
@@ -189,7 +189,7 @@ func TestMeterAnthropicStream(t *testing.T) {
 	f := newFixture(t)
 	b := sluice.Budget{Rule: sluice.FixedWindow(10_000, time.Minute), Mode: sluice.Strict}
 	var res budget.Result
-	m := &budget.Meter{Reservation: f.reserve(t, "k", b, 100), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.Anthropic,
+	m := &budget.Meter{Reservations: f.reserve(t, "k", b, 100), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.Anthropic,
 		Estimate: budget.Usage{Model: "claude-3-7-sonnet", InputTokens: 50}, Done: func(x budget.Result) { res = x }}
 	stream := fixture(t, "anthropic_messages.sse")
 	body := m.Stream(context.Background(), &upstream{Reader: bytes.NewReader(stream)})
@@ -206,7 +206,7 @@ func TestMeterRenewsALongStream(t *testing.T) {
 	f := newFixture(t)
 	b := sluice.Budget{Rule: sluice.FixedWindow(1000, time.Hour), Mode: sluice.Strict, TTL: time.Second}
 	var res budget.Result
-	m := &budget.Meter{Reservation: f.reserve(t, "k", b, 100), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+	m := &budget.Meter{Reservations: f.reserve(t, "k", b, 100), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 		Estimate: budget.Usage{Model: "gpt-4o", InputTokens: 10}, Clock: f.clock, Done: func(x budget.Result) { res = x }}
 	body := m.Stream(context.Background(), &upstream{Reader: bytes.NewReader(chatStream(10, 10, true))})
 	buf := make([]byte, 64<<10)
@@ -229,18 +229,18 @@ func TestMeterBody(t *testing.T) {
 	b := sluice.Budget{Rule: sluice.FixedWindow(1000, time.Minute), Mode: sluice.Strict}
 	p := prices(t)
 	dollars := sluice.Budget{Rule: sluice.FixedWindow(1_000_000, time.Hour)}
-	r, err := f.l.Reserve(context.Background(), sluice.Hold{Key: "tok", Budget: b, N: 200}, sluice.Hold{Key: "usd", Budget: dollars, N: 5000})
+	r, err := f.l.ReserveAll(context.Background(), []sluice.Hold{{Key: "tok", Budget: b, N: 200}, {Key: "usd", Budget: dollars, N: 5000}})
 	if err != nil || !r.Decision.Allowed {
 		t.Fatal(r, err)
 	}
-	m := &budget.Meter{Reservation: r, Charges: []budget.Charge{budget.Tokens, p.Cost}, Extractor: budget.Anthropic,
+	m := &budget.Meter{Reservations: &r, Charges: []budget.Charge{budget.Tokens, p.Cost}, Extractor: budget.Anthropic,
 		Estimate: budget.Usage{Model: "claude-3-7-sonnet"}}
 	res := m.Body(context.Background(), fixture(t, "anthropic_messages.json"))
 	if res.Err != nil || res.Costs[0] != 491 || res.Costs[1] != 2541 {
 		t.Fatalf("result %+v", res)
 	}
 	r2 := f.reserve(t, "tok", b, 100)
-	m = &budget.Meter{Reservation: r2, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI}
+	m = &budget.Meter{Reservations: r2, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI}
 	if res := m.Body(context.Background(), []byte(`{"id":"no usage"}`)); res.Costs[0] != 100 || res.Reported {
 		t.Fatalf("no usage: %+v", res)
 	}
@@ -264,7 +264,7 @@ func TestPropertyMeteredStreamsHoldTheBudget(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					n := 5 + (i*37)%150 // 5 to 154 tokens
-					r, err := f.l.Reserve(context.Background(), sluice.Hold{Key: "k", Budget: b, N: 10 + 20})
+					r, err := f.l.ReserveAll(context.Background(), []sluice.Hold{{Key: "k", Budget: b, N: 10 + 20}})
 					if err != nil {
 						t.Error(err)
 						return
@@ -273,7 +273,7 @@ func TestPropertyMeteredStreamsHoldTheBudget(t *testing.T) {
 						refused.Add(1)
 						return
 					}
-					m := &budget.Meter{Reservation: r, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+					m := &budget.Meter{Reservations: &r, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 						Estimate: budget.Usage{Model: "gpt-4o", InputTokens: 10},
 						Done: func(x budget.Result) {
 							charged.Add(x.Costs[0])

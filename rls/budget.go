@@ -10,27 +10,27 @@ import (
 // The key form of budgets (server: POST /v1/reserve, /v1/commit, /v1/cancel): a reservation of
 // an estimate on key under every rule of a limit (each rule a budget, the second and later
 // under key + "|#N", as DecideKey counts them), committed later, by id, in this process or
-// another (sluice.Limiter.Reserve and Resume). A transport checks the request as for
+// another (sluice.Limiter.ReserveAll and ResumeAll). A transport checks the request as for
 // DecideKey.
 
 // ReserveKey reserves estimate units of key on every rule of lim, each a budget of mode, TTL
-// and expiry b (b.Rule is ignored): all must admit (see sluice.Limiter.Reserve). A limit
+// and expiry b (b.Rule is ignored): all must admit (see sluice.Limiter.ReserveAll). A limit
 // without rules (unlimited) admits with Limit and Remaining -1, holding nothing. Errors are
 // DecideKey's; bad input names its field ("estimate", "ttl").
-func (e *Engine) ReserveKey(ctx context.Context, key string, lim *config.Limit, estimate int64, b sluice.Budget) (*sluice.Reservation, error) {
+func (e *Engine) ReserveKey(ctx context.Context, key string, lim *config.Limit, estimate int64, b sluice.Budget) (sluice.Reservations, error) {
 	holds := budgetHolds(key, lim, estimate, b)
 	if len(holds) == 0 {
-		return &sluice.Reservation{Decision: unlimitedKey, Denied: -1}, nil
+		return sluice.Reservations{Decision: unlimitedKey, Denied: -1}, nil
 	}
-	r, err := e.budgetLimiter(holds).Reserve(ctx, holds...)
+	rs, err := e.budgetLimiter(holds).ReserveAll(ctx, holds)
 	if err != nil {
-		return nil, e.storeError(ctx, err)
+		return rs, e.storeError(ctx, err)
 	}
-	return r, nil
+	return rs, nil
 }
 
 // CommitKey ends reservation id of key on lim's rules at its real cost, actual units on each
-// (sluice.Reservation.Commit; 0 cancels). A reservation not open (unknown, committed, expired)
+// (sluice.Reservations.Commit; 0 cancels). A reservation not open (unknown, committed, expired)
 // is an invalid request naming "id" that moved nothing.
 func (e *Engine) CommitKey(ctx context.Context, key string, lim *config.Limit, id sluice.ReservationID, actual int64) (sluice.Decision, error) {
 	holds := budgetHolds(key, lim, 0, sluice.Budget{})
@@ -41,7 +41,8 @@ func (e *Engine) CommitKey(ctx context.Context, key string, lim *config.Limit, i
 	for i := range costs {
 		costs[i] = actual
 	}
-	d, err := e.budgetLimiter(holds).Resume(id, holds...).Commit(ctx, costs...)
+	rs := e.budgetLimiter(holds).ResumeAll(id, holds)
+	d, err := rs.Commit(ctx, costs...)
 	if err != nil {
 		return sluice.Decision{}, e.storeError(ctx, err)
 	}

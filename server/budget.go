@@ -11,7 +11,7 @@ import (
 )
 
 // The budget API: a reservation of an estimate before the work and its commit at the real cost
-// after it, by any gateway (sluice.Limiter.Reserve over HTTP). The key and the rule are the
+// after it, by any gateway (sluice.Limiter.ReserveAll over HTTP). The key and the rule are the
 // /v1/allow key form's (a rule supplied or a configured limit named, each rule a budget);
 // the commit names the key, the rule and the id the reserve answered.
 
@@ -70,8 +70,8 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request, body []by
 		return
 	}
 	out := ReserveResponse{DecisionJSON: decisionJSON(res.Decision, longestPeriod(lim))}
-	if res.Decision.Allowed {
-		out.ID = res.ID().String()
+	if res.Decision.Allowed && len(res.Holds) > 0 {
+		out.ID = res.Holds[0].ID.String()
 	} else if res.Denied >= 0 {
 		out.DeniedRule = &res.Denied
 	}

@@ -273,12 +273,12 @@ func admitLLM(ctx context.Context, l *sluice.Limiter, clock sluice.Clock, b slui
 	if metered {
 		n = req.prompt + llmMeteredOutput
 	}
-	r, err := l.Reserve(ctx, sluice.Hold{Key: "budget", Budget: b, N: n})
+	r, err := l.Reserve(ctx, "budget", b, n)
 	if err != nil || !r.Decision.Allowed {
 		return nil, nil, err
 	}
 	up := &tokenSource{req: req}
-	m := &budget.Meter{Reservation: r, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+	m := &budget.Meter{Reservations: &sluice.Reservations{Denied: -1, Holds: []sluice.Reservation{r}}, Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
 		Estimate: budget.Usage{InputTokens: req.prompt}, Clock: clock,
 		Done: func(res budget.Result) {
 			if len(res.Costs) > 0 {

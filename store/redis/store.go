@@ -241,9 +241,9 @@ func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p param
 // it in two keys of the same hash tag (budgetKeys). A budget key's state is always a script's,
 // WithCounters or not.
 func (s *Store) newBudgetCall(ctx context.Context, req *sluice.Request, p params) *call {
-	step := *req
-	step.N = 0 // each call of the body passes its own
-	sc, p := scriptArgs(p, &step)
+	body := *req
+	body.N = 0 // each call of the body passes its own
+	sc, p := scriptArgs(p, &body)
 	for len(p) < paramsLen-8 {
 		p = p.add(0)
 	}
@@ -253,9 +253,10 @@ func (s *Store) newBudgetCall(ctx context.Context, req *sluice.Request, p params
 	key := s.Key(req.Key)
 	holds, expiries := budgetKeys(key)
 	capacity := req.Rule.Capacity()
-	args := []any{nil, nil, 3, key, holds, expiries, []byte(p), "", int(b.Op), string(b.ID[:]), req.N,
-		b.TTLFor(req.Rule).Milliseconds(), b2i(b.Mode == sluice.Strict), b2i(b.FreeOnExpiry),
-		length / int64(time.Millisecond), count, capacity, sluice.MaxOpenReservations}
+	step := make(params, 0, 9*8).add(int64(b.Op)).add(req.N).add(b.TTLFor(req.Rule).Milliseconds()).
+		add(b2i(b.Mode == sluice.Strict)).add(b2i(b.FreeOnExpiry)).add(length / int64(time.Millisecond)).
+		add(count).add(capacity).add(sluice.MaxOpenReservations)
+	args := []any{nil, nil, 3, key, holds, expiries, []byte(p), "", []byte(step), b.ID[:]}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.budget, args: args, limit: capacity}
 }
 
@@ -263,7 +264,7 @@ func (s *Store) newBudgetCall(ctx context.Context, req *sluice.Request, p params
 // hash of their records and a sorted set of their expiries (lua/budget.lua).
 func budgetKeys(key string) (holds, expiries string) { return key + ":holds", key + ":holds:exp" }
 
-func b2i(b bool) int {
+func b2i(b bool) int64 {
 	if b {
 		return 1
 	}

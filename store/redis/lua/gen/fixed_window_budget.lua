@@ -65,12 +65,12 @@ local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept long
 -- of their ids scored by expiry (ms); all three share the key's hash tag, and the two expire
 -- with the last reservation (ledger_ttl). ARGV[1] are the single script's packed parameters
 -- (P1, the cost, is replaced at each call of the body; P7 is the debt bound of a settle,
--- algorithm.MaxDebt), ARGV[2] a slot no script reads, ARGV[3] the step (1 reserve, 2 extend,
--- 3 commit), ARGV[4] the reservation id (16 bytes), ARGV[5] its units (held or actual),
--- ARGV[6] its TTL (ms), ARGV[7] 1 for strict, ARGV[8] 1 for free on expiry, ARGV[9] and
--- ARGV[10] the length (ms; 0: never) and count of the windows a charge stays in the state
--- (algorithm.ChargeLife: until = (floor(now / length) + count) x length), ARGV[11] the
--- capacity and ARGV[12] the most reservations a key holds open.
+-- algorithm.MaxDebt), ARGV[2] a slot no script reads, ARGV[3] the step's parameters as nine
+-- packed doubles (one struct.unpack, as ARGV[1]): the step (1 reserve, 2 extend, 3 commit),
+-- its units (held or actual), the TTL (ms), 1 for strict, 1 for free on expiry, the length
+-- (ms; 0: never) and count of the windows a charge stays in the state (algorithm.ChargeLife:
+-- until = (floor(now / length) + count) x length), the capacity and the most reservations a
+-- key holds open; ARGV[4] the reservation id (16 bytes).
 --
 -- The body is called as algorithm.Ledger calls the state: a take (P7 = 0), a settle (P7 = the
 -- debt bound), a refund (a negative cost). The reply is the step's decision (five doubles,
@@ -169,10 +169,9 @@ local X1 = ARGV[2]
 local got -- nil: the body reads the key itself (persist.lua, read)
 
 local holds, expiries = KEYS[2], KEYS[3]
-local op, id, n = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local ttl_ms, strict, free = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
-local life_len, life_count = tonumber(ARGV[9]), tonumber(ARGV[10])
-local capacity, max_open = tonumber(ARGV[11]), tonumber(ARGV[12])
+local op, n, ttl_ms, strict, free, life_len, life_count, capacity, max_open =
+  struct.unpack('<ddddddddd', ARGV[3])
+local id = ARGV[4]
 local MAX_LIMIT = 1000000000 -- sluice.MaxLimit
 local MAX_HELD = 1125899906842624 -- 2^50, algorithm's maxHeld
 local debt = P7
@@ -222,7 +221,7 @@ else
   local held, counted, until_ms, fr = 0, 0, 0, 0
   if op == 1 then
     if rec then return 'O' end
-    if free == '1' then fr = 1 end
+    if free == 1 then fr = 1 end
     if redis.call('ZCARD', expiries) >= max_open then -- full: refused until the soonest expires
       local soonest = tonumber(redis.call('ZRANGE', expiries, 0, 0, 'WITHSCORES')[2])
       allowed, remaining, retry, reset = struct.unpack('<ddddd',
@@ -240,7 +239,7 @@ else
     allowed, remaining, retry, reset = struct.unpack('<ddddd',
       decide(key, now_ms, now_sub, ttl_floor, 0, P2, P3, P4, P5, P6, 0, got))
     allowed = 1
-  elseif strict or n > capacity then -- a take of n
+  elseif strict == 1 or n > capacity then -- a take of n
     allowed, remaining, retry, reset = struct.unpack('<ddddd',
       decide(key, now_ms, now_sub, ttl_floor, n, P2, P3, P4, P5, P6, 0, got))
   else -- bounded: while one unit fits, then the rest whatever the limit
