@@ -69,6 +69,15 @@ func RunLLMBudget(ctx context.Context, policies []string, concurrency []int, see
 	return rows, nil
 }
 
+// LLMRequestCost draws one request of the scenario (LLMBudgetDefinition): its prompt, uniform in
+// 50..1000 tokens, and its output, min(LLMMaxTokens, Pareto(x_m 50, alpha 1.2)) tokens.
+func LLMRequestCost(rng *rand.Rand) (prompt, output int64) {
+	return 50 + rng.Int64N(951), min(LLMMaxTokens, int64(50/math.Pow(1-rng.Float64(), 1/1.2)))
+}
+
+// LLMMaxTokens is the max_tokens of the scenario's requests.
+const LLMMaxTokens = llmMaxTokens
+
 // llmRequest is one request of the scenario: its prompt and output tokens (its real cost is
 // their sum), drawn the same for every policy.
 type llmRequest struct {
@@ -159,7 +168,8 @@ func runLLMBudget(ctx context.Context, policy string, clients int, seed uint64) 
 	var offered int64
 	perClient := make([][]llmRequest, clients)
 	for c := 0; offered < llmOfferedBudgets*llmBudgetTokens; c = (c + 1) % clients {
-		r := llmRequest{prompt: 50 + rng.Int64N(951), output: min(llmMaxTokens, int64(50/math.Pow(1-rng.Float64(), 1/1.2)))}
+		prompt, output := LLMRequestCost(rng)
+		r := llmRequest{prompt: prompt, output: output}
 		perClient[c] = append(perClient[c], r)
 		offered += r.prompt + r.output
 	}
