@@ -23,3 +23,31 @@ func TestCoreDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleDependencies checks that the root go.mod does not require the plotting library
+// (simulate/figures is a module of its own, joined by go.work) and that no package of the
+// module links a test-only dependency (porcupine checks store/redis's histories in tests).
+func TestModuleDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not found")
+	}
+	gomod, err := exec.Command(goTool, "mod", "edit", "-json").Output()
+	if err != nil {
+		t.Fatalf("go mod edit: %v", err)
+	}
+	if strings.Contains(string(gomod), "gonum.org/") {
+		t.Errorf("go.mod requires gonum (simulate/figures has its own go.mod)")
+	}
+	deps, err := exec.Command(goTool, "list", "-deps", "./...").Output() // the module's packages, not the workspace's
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(deps)) {
+		for _, testOnly := range []string{"github.com/anishathalye/porcupine", "gonum.org/"} {
+			if strings.HasPrefix(dep, testOnly) {
+				t.Errorf("a non-test build of the module links %s", dep)
+			}
+		}
+	}
+}

@@ -14,10 +14,12 @@
 //	}
 //
 // Rates bound how often; a concurrency limit bounds how much is in progress at once, fleet-wide:
-// Acquire holds one of at most InFlight.Limit slots of a key as a lease the Limiter renews, so
-// a holder that dies frees its slot within the lease.
+// a Leases, beside the Limiter, holds one of at most InFlight.Limit slots of a key as a lease
+// it renews, so a holder that dies frees its slot within the lease.
 //
-//	slot, err := lim.Acquire(ctx, "reports:tenant-7", sluice.InFlight{Limit: 4})
+//	leases := sluice.NewLeases(store)
+//	defer leases.Close()
+//	slot, err := leases.Acquire(ctx, "reports:tenant-7", sluice.InFlight{Limit: 4})
 //	if err == nil && slot.Admitted {
 //		defer slot.Release()
 //		// ... the slow work

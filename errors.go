@@ -25,7 +25,7 @@ var (
 	// ErrWaitTooLong reports that Wait would have to wait longer than the context deadline or
 	// the configured maximum queueing delay allows; nothing was consumed.
 	ErrWaitTooLong = errors.New("sluice: wait would exceed the allowed delay")
-	// ErrNoLeaser reports Limiter.Acquire on a store that keeps no leases (not a Leaser).
+	// ErrNoLeaser reports Leases.Acquire on a store that keeps no leases (not a Leaser).
 	ErrNoLeaser = errors.New("sluice: the store keeps no leases")
 	// ErrClosed reports use of a store or decorator after Close.
 	ErrClosed = errors.New("sluice: closed")

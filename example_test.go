@@ -94,20 +94,20 @@ func ExampleFieldError() {
 // A concurrency limit: at most 2 reports built at once per tenant, across every process
 // sharing the store. The slot is released when the work is done; if the process dies
 // first, it comes back within the lease.
-func ExampleLimiter_Acquire() {
+func ExampleLeases_Acquire() {
 	store, _ := memory.New()
 	defer store.Close()
-	limiter := sluice.New(store)
-	defer limiter.Close()
+	leases := sluice.NewLeases(store)
+	defer leases.Close()
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 2, Lease: 10 * time.Second}
 
-	a, _ := limiter.Acquire(ctx, "reports:tenant-1", limit)
-	b, _ := limiter.Acquire(ctx, "reports:tenant-1", limit)
-	c, _ := limiter.Acquire(ctx, "reports:tenant-1", limit)
+	a, _ := leases.Acquire(ctx, "reports:tenant-1", limit)
+	b, _ := leases.Acquire(ctx, "reports:tenant-1", limit)
+	c, _ := leases.Acquire(ctx, "reports:tenant-1", limit)
 	fmt.Println(a.Admitted, b.Admitted, c.Admitted, c.InFlight)
 	_ = a.Release()
-	d, _ := limiter.Acquire(ctx, "reports:tenant-1", limit)
+	d, _ := leases.Acquire(ctx, "reports:tenant-1", limit)
 	fmt.Println(d.Admitted)
 	_ = b.Release()
 	_ = d.Release()

@@ -19,7 +19,7 @@ const (
 
 // InFlight is a concurrency limit: at most Limit slots of a key held at once, across every
 // process sharing the store. Each admission is a lease that lives for Lease unless renewed;
-// the Limiter that acquired it renews it while it is held (Limiter.Acquire), so a slot held by
+// the Leases that acquired it renews it while it is held (Leases.Acquire), so a slot held by
 // a process that dies comes back within Lease. The zero Lease is DefaultLease.
 type InFlight struct {
 	// Limit is the most slots held at once. 1 to MaxLimit.
@@ -68,7 +68,7 @@ type LeaseRequest struct {
 	Key string
 	// Limit is the concurrency limit (validated by the store).
 	Limit InFlight
-	// ID names the new lease (Limiter.Acquire makes a fresh one per request).
+	// ID names the new lease (Leases.Acquire makes a fresh one per request).
 	ID LeaseID
 	// Reserve, when positive, is how many slots must stay free after this one for it to be
 	// admitted (criticality: Shares.Reserve of the request's class), so a lower class cannot
@@ -138,7 +138,7 @@ func (r *LeaseRenewal) Validate(maxKeyLen int) error {
 	return nil
 }
 
-// Leaser is the optional capability behind concurrency limits (Limiter.Acquire): slots held
+// Leaser is the optional capability behind concurrency limits (Leases.Acquire): slots held
 // as leases with an expiry. Every Sluice store implements it beside Take; decorators pass it
 // on. Implementations are safe for concurrent use, give every key they write a TTL, never
 // count an expired lease as held, and never let the live leases of a key exceed its limit
@@ -155,4 +155,14 @@ type Leaser interface {
 	// ReleaseLease frees lease id of key. It is idempotent: releasing a lease that was
 	// released or has expired does nothing, and never frees another lease.
 	ReleaseLease(ctx context.Context, key string, id LeaseID) error
+}
+
+// LeaseClearer is the optional capability of a Leaser to free every lease of a key at once:
+// an operator's way out when holders died holding long leases (sluice proxy's admin endpoint
+// DELETE /v1/leases). Every Sluice store implements it; decorators pass it on. The holders
+// are not told: their renewals find the leases gone (Leases.Lost) and their releases do
+// nothing.
+type LeaseClearer interface {
+	// ClearLeases removes every lease of key and returns how many were live.
+	ClearLeases(ctx context.Context, key string) (int64, error)
 }

@@ -10,50 +10,72 @@ import (
 
 // Limiter makes rate-limit decisions against a Store. It holds no per-key state of its own, so
 // one Limiter serves any number of keys and rules, and several Limiters (in one process or
-// many) sharing a store share its limits. It is safe for concurrent use.
+// many) sharing a store share its limits. It needs no Close. It is safe for concurrent use.
+//
+// Concurrency limits (at most N in flight) are held by a Leases, beside it: NewLeases.
 type Limiter struct {
-	store   Store
-	local   localStore // store, when it decides in-process (store/memory)
-	clock   Clock
-	maxWait time.Duration
-	shares  Shares
-	leaser  Leaser // store, when it keeps leases (Acquire)
-	leases  leases // the slots held: renewal and waiters (leases.go)
+	settings
+	store Store
+	local localStore // store, when it decides in-process (store/memory)
 }
 
-// Option configures a Limiter.
-type Option interface{ apply(*Limiter) }
+// settings are what the options set, for a Limiter or a Leases.
+type settings struct {
+	clock          Clock
+	maxWait        time.Duration
+	shares         Shares
+	onReleaseError func(error) // a Leases's only
+}
 
-type optionFunc func(*Limiter)
+func newSettings(opts []Option) settings {
+	s := settings{clock: SystemClock{}}
+	for _, o := range opts {
+		o.apply(&s)
+	}
+	return s
+}
 
-func (f optionFunc) apply(l *Limiter) { f(l) }
+// Option configures a Limiter or a Leases (NewLeases).
+type Option interface{ apply(*settings) }
 
-// WithClock sets the clock Wait sleeps on (default SystemClock). The store keeps its own clock.
-func WithClock(c Clock) Option { return optionFunc(func(l *Limiter) { l.clock = c }) }
+type optionFunc func(*settings)
+
+func (f optionFunc) apply(s *settings) { f(s) }
+
+// WithClock sets the clock Wait sleeps on, and a Leases renews and waits on (default
+// SystemClock). The store keeps its own clock.
+func WithClock(c Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }
 
 // WithMaxWait bounds how long Wait may queue a request (default: one period of the rule). A
 // request that would wait longer is refused at once with ErrWaitTooLong, consuming nothing.
-// The context deadline, when sooner, bounds it too.
-func WithMaxWait(d time.Duration) Option { return optionFunc(func(l *Limiter) { l.maxWait = d }) }
+// The context deadline, when sooner, bounds it too. On a Leases it bounds AcquireWait
+// (default: the limit's lease time).
+func WithMaxWait(d time.Duration) Option { return optionFunc(func(s *settings) { s.maxWait = d }) }
 
-// WithShares sets the share of a rule's capacity each criticality class may use (default
-// DefaultShares; see AllowClass). Invalid shares (Shares.Validate) are ignored.
-func WithShares(s Shares) Option {
-	return optionFunc(func(l *Limiter) {
-		if s.Validate() == nil {
-			l.shares = s
+// WithShares sets the share of a rule's capacity (or of an in-flight limit, on a Leases)
+// each criticality class may use (default DefaultShares; see AllowClass and
+// Leases.AcquireClass). Invalid shares (Shares.Validate) are ignored.
+func WithShares(sh Shares) Option {
+	return optionFunc(func(s *settings) {
+		if sh.Validate() == nil {
+			s.shares = sh
 		}
 	})
 }
 
+// OnReleaseError sets a function a Leases calls with every release the store could not take
+// (a Slot.Release, or the background release of a failed acquire's lease id; both counted in
+// Leases.FailedReleases), for a log line: each such slot stays held, by nobody, until its
+// lease expires. It is called in the releasing goroutine and must not block. A Limiter
+// ignores it.
+func OnReleaseError(f func(err error)) Option {
+	return optionFunc(func(s *settings) { s.onReleaseError = f })
+}
+
 // New returns a Limiter deciding on store. A nil store makes every call fail with ErrNoStore.
 func New(store Store, opts ...Option) *Limiter {
-	l := &Limiter{store: store, clock: SystemClock{}}
-	for _, o := range opts {
-		o.apply(l)
-	}
+	l := &Limiter{settings: newSettings(opts), store: store}
 	l.local, _ = store.(localStore)
-	l.leaser, _ = store.(Leaser)
 	return l
 }
 

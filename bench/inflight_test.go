@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkInFlight measures one acquire and its release of a concurrency limit in memory:
-// Sluice's Limiter.Acquire (a lease in the memory store, registered for renewal) against
+// Sluice's Leases.Acquire (a lease in the memory store, registered for renewal) against
 // golang.org/x/sync/semaphore's Weighted (one process, no lease), on one key from one
 // goroutine and from parallel goroutines, with a limit high enough that nothing waits.
 //
@@ -25,7 +25,7 @@ func BenchmarkInFlight(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Close()
-		l := sluice.New(s)
+		l := sluice.NewLeases(s)
 		defer l.Close()
 		in := sluice.InFlight{Limit: limit, Lease: time.Minute}
 		cycle := func() {

@@ -61,7 +61,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		newProxied(b, "sluice_memory", sluiceProxy(b, up.URL, store.Config{})),
 	}
 	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {
-		sides = append(sides, newProxied(b, "sluice_redis", sluiceProxy(b, up.URL, store.Config{URL: "redis://" + addr, Prefix: "bench:proxy:"})))
+		sides = append(sides, newProxied(b, "sluice_redis", sluiceProxy(b, up.URL, store.Config{Backend: store.Backend{URL: "redis://" + addr, Prefix: "bench:proxy:"}})))
 	}
 	const block = 100
 	for _, s := range sides { // warm the connections and the keys

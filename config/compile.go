@@ -58,6 +58,13 @@ type Options struct {
 	// RefuseInFlight refuses every max_in_flight, saying why: sluice serve sets it, as the RLS
 	// protocol has no request-finished signal to free a slot with.
 	RefuseInFlight bool
+	// GlobalWindowsOnly refuses a limit of scope global counted otherwise than in windows
+	// (fixed_window, sliding_window): the regions' async mode counts windows (package
+	// distributed/regions); sluice serve and proxy set it with --regions-mode async.
+	GlobalWindowsOnly bool
+	// MaxLease is the longest lease a max_in_flight may ask for (0: DefaultMaxLease; at most
+	// sluice.MaxLease): a holder killed without releasing locks its slot for its lease.
+	MaxLease time.Duration
 }
 
 // Validate reports every problem of the document, joined; nil when it compiles.
@@ -265,9 +272,13 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			l.Unlimited = true
 			continue
 		}
-		local, scopeOK := d.compileScope(p, rl, f)
+		scope, scopeOK := d.compileScope(p, rl, f)
 		rule, unit, mult, ok := d.compileRule(p, o, rl, f)
 		if !ok || !scopeOK {
+			continue
+		}
+		if scope == ScopeGlobal && o.GlobalWindowsOnly && !CountsWindows(rule) {
+			p.add(d.File, rl.line, f+".scope", "global limits are counted in windows by the regions' async mode: want fixed_window or sliding_window, got %s (or --regions-mode escrow)", rule.Algorithm)
 			continue
 		}
 		if rl.RequestsPerUnit == 0 { // a block: always over the limit
@@ -277,7 +288,7 @@ func (d *Document) compileLimit(p *problems, o Options, desc *Descriptor, field,
 			}
 			continue
 		}
-		l.addScope(local)
+		l.addScope(scope)
 		l.addShares(d.compileShares(p, rl, f))
 		if len(l.Rules) == 0 && !l.Block {
 			l.Unit, l.UnitMultiplier = unit, mult

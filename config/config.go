@@ -55,6 +55,9 @@ type Limit struct {
 	// the instance's own memory, rather than a cluster limit on the shared store. Nil when
 	// every rule is a cluster limit.
 	Local []bool
+	// Global[i] reports whether Rules[i] is a limit of every region (scope: global), its
+	// budget shared between the service's regions. Nil when no rule is.
+	Global []bool
 	// Shares[i], when not nil, are the criticality shares of Rules[i] (rate_limit's
 	// criticality): a request of class c may be admitted only while c's share of the rule's
 	// capacity holds. Nil when no rule has them.

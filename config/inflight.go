@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
@@ -58,8 +58,9 @@ func (*MaxInFlight) scalarForm() {}
 func (m *MaxInFlight) UnmarshalYAML(n *yaml.Node) error {
 	m.line = n.Line
 	if n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
-		if err := n.Decode(&m.Limit); err != nil {
-			return &yaml.TypeError{Errors: []string{fmt.Sprintf("want a number of requests or a mapping (limit, lease, adaptive), got %q", n.Value)}}
+		if err := n.Decode(&m.Limit); err != nil || fraction(n) {
+			m.Limit = 0
+			return &yaml.TypeError{Errors: []string{fmt.Sprintf("want a number of requests or a mapping (limit, lease, adaptive), got %q (a whole number: a fraction is never rounded)", n.Value)}}
 		}
 		return nil
 	}
@@ -74,31 +75,16 @@ func (a *AdaptiveLimit) UnmarshalYAML(n *yaml.Node) error {
 	return decodeFields(n, (*plain)(a))
 }
 
-// InFlightLimit is a descriptor's compiled max_in_flight (Limit.InFlight).
+// InFlightLimit is a descriptor's compiled max_in_flight (Limit.InFlight): plain data.
 type InFlightLimit struct {
 	// InFlight is the limit and the lease of each slot (0: sluice.DefaultLease); with
 	// Adaptive, its Limit is the adaptive limit's ceiling.
 	sluice.InFlight
-	// Adaptive, when set, is the limit in force: transports pass Adaptive.Limit() as the
-	// limit of each acquire and tell it each request's round trip. It belongs to this
-	// compiled config: a reload starts a new one.
-	Adaptive *adaptive.Gradient
-}
-
-// Current returns the limit in force: Adaptive's when set, else Limit.
-func (f *InFlightLimit) Current() int64 {
-	if f.Adaptive != nil {
-		return int64(f.Adaptive.Limit())
-	}
-	return f.Limit
-}
-
-// Observe tells the adaptive limit, if any, that a request took rtt with inFlight requests
-// of its key in flight; it does nothing for a fixed limit.
-func (f *InFlightLimit) Observe(rtt time.Duration, inFlight int64) {
-	if f.Adaptive != nil {
-		f.Adaptive.Observe(rtt, int(min(inFlight, 1<<30)))
-	}
+	// Adaptive, when set, are the settings of the adaptive limit in force instead of Limit,
+	// with every default filled in. The limit itself (an adaptive.Gradient, which learns
+	// from each request's round trip) is runtime state: the engine that serves the rules
+	// keeps one per limit, across reloads that keep the settings (rls.Verdict.Adaptive).
+	Adaptive *adaptive.Settings
 }
 
 // compileInFlight checks a descriptor's max_in_flight and sets it on l, making l (a limit of
@@ -118,7 +104,7 @@ func (d *Document) compileInFlight(p *problems, o Options, desc *Descriptor, l *
 		p.add(d.File, m.line, f, "cannot be combined with an unlimited rate limit")
 		return l
 	}
-	in, ok := d.compileMaxInFlight(p, m, f)
+	in, ok := d.compileMaxInFlight(p, o, m, f)
 	if !ok {
 		return l
 	}
@@ -130,14 +116,35 @@ func (d *Document) compileInFlight(p *problems, o Options, desc *Descriptor, l *
 	return l
 }
 
+// DefaultMaxLease is the longest lease a max_in_flight may ask for unless Options.MaxLease
+// says otherwise: a holder killed without releasing locks its slot that long, so the bound is
+// what an operator can wait out (sluice proxy --max-lease; the proxy's admin endpoint
+// DELETE /v1/leases clears a key's leases at once).
+const DefaultMaxLease = 10 * time.Minute
+
+// maxLease returns the bound on leases of o: Options.MaxLease, DefaultMaxLease when 0, within
+// sluice.MinLease and sluice.MaxLease.
+func maxLease(o Options) time.Duration {
+	if o.MaxLease == 0 {
+		return DefaultMaxLease
+	}
+	return min(max(o.MaxLease, sluice.MinLease), sluice.MaxLease)
+}
+
 // compileMaxInFlight checks m (field f) and compiles it.
-func (d *Document) compileMaxInFlight(p *problems, m *MaxInFlight, f string) (*InFlightLimit, bool) {
+func (d *Document) compileMaxInFlight(p *problems, o Options, m *MaxInFlight, f string) (*InFlightLimit, bool) {
 	in := &InFlightLimit{InFlight: sluice.InFlight{Limit: m.Limit}}
 	ok := true
 	if m.Lease != "" {
 		lease, err := time.ParseDuration(m.Lease)
-		if err != nil {
+		switch {
+		case err != nil:
 			p.add(d.File, m.line, f+".lease", "not a duration like 10s or 1m: %q", m.Lease)
+			ok = false
+		case lease == 0:
+			// The library reads a zero lease as its default; written here, it is a mistake.
+			p.add(d.File, m.line, f+".lease", "must be between %v and %v, got %q (leave lease out for the default %v)",
+				sluice.MinLease, maxLease(o), m.Lease, sluice.DefaultLease)
 			ok = false
 		}
 		in.Lease = lease
@@ -157,10 +164,20 @@ func (d *Document) compileMaxInFlight(p *problems, m *MaxInFlight, f string) (*I
 			}
 			return nil, false
 		}
-		in.Adaptive, in.Limit = g, int64(g.Settings().Ceiling)
+		settings := g.Settings()
+		in.Adaptive, in.Limit = &settings, int64(settings.Ceiling)
 	}
 	if err := in.InFlight.Validate(); err != nil {
 		p.addFieldError(d.File, m.line, f, err, "max_in_flight", "limit")
+		return nil, false
+	}
+	if bound := maxLease(o); ok && in.LeaseTime() > bound {
+		field, what := f+".lease", "lease "+in.Lease.String()
+		if in.Lease == 0 {
+			field, what = f, "the default lease "+sluice.DefaultLease.String()
+		}
+		p.add(d.File, m.line, field, "%s is longer than the %v a rule may ask for: a holder killed without releasing would lock its slot that long (the bound is --max-lease, at most %v)",
+			what, bound, sluice.MaxLease)
 		return nil, false
 	}
 	return in, ok

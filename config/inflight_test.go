@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -24,6 +25,8 @@ func TestInFlightFixtures(t *testing.T) {
 		"adaptive_bad_smoothing.yaml":       {"adaptive_bad_smoothing.yaml:5: descriptors[0].max_in_flight.adaptive.smoothing: must be in (0, 1], got 2"},
 		"adaptive_unknown_field.yaml":       {"adaptive_unknown_field.yaml:5: descriptors[0].max_in_flight.adaptive: unknown field \"ceilng\""},
 		"with_unlimited.yaml":               {"with_unlimited.yaml:5: descriptors[0].max_in_flight: cannot be combined with an unlimited rate limit"},
+		"zero_lease.yaml":                   {`zero_lease.yaml:4: descriptors[0].max_in_flight.lease: must be between 10ms and 10m0s, got "0" (leave lease out for the default 10s)`},
+		"long_lease.yaml":                   {"long_lease.yaml:4: descriptors[0].max_in_flight.lease: lease 24h0m0s is longer than the 10m0s a rule may ask for"},
 	}
 	for base, err := range loadFixtures(t, "testdata/inflight", want) {
 		if !errors.Is(err, config.ErrInvalid) {
@@ -72,24 +75,15 @@ func TestMaxInFlight(t *testing.T) {
 	}
 	// a descriptor with max_in_flight alone is a limit with no rate rules
 	report := config.Lookup(dom, []entry{{"route", "/report"}})
-	if report == nil || len(report.Rules) != 0 || report.Unlimited || report.InFlight == nil || report.InFlight.Current() != 3 || report.InFlight.Lease != 0 {
+	if report == nil || len(report.Rules) != 0 || report.Unlimited || report.InFlight == nil || report.InFlight.Limit != 3 || report.InFlight.Adaptive != nil || report.InFlight.Lease != 0 {
 		t.Fatalf("/report: %+v", report)
 	}
+	// an adaptive limit is its settings, plain data (the engine keeps the limit that learns:
+	// rls's TestAdaptiveInFlightState)
 	llm := config.Lookup(dom, []entry{{"route", "/llm"}})
-	if llm == nil || llm.InFlight == nil || llm.InFlight.Adaptive == nil || llm.InFlight.Limit != 40 || llm.InFlight.Current() != 8 {
+	if llm == nil || llm.InFlight == nil || llm.InFlight.Adaptive == nil || llm.InFlight.Limit != 40 || llm.InFlight.Adaptive.Initial != 8 ||
+		llm.InFlight.Adaptive.Floor != 2 || llm.InFlight.Adaptive.Ceiling != 40 {
 		t.Fatalf("/llm: %+v", llm)
-	}
-	// the adaptive limit follows what it is told: busy and steady, it grows
-	for range 20 {
-		llm.InFlight.Observe(10*time.Millisecond, llm.InFlight.Current())
-	}
-	if n := llm.InFlight.Current(); n <= 8 {
-		t.Errorf("adaptive limit %d after steady samples, want above 8", n)
-	}
-	// a fixed limit ignores what it is told
-	report.InFlight.Observe(time.Hour, 3)
-	if report.InFlight.Current() != 3 {
-		t.Errorf("fixed limit moved to %d", report.InFlight.Current())
 	}
 }
 
@@ -129,5 +123,38 @@ func TestConcurrencyDocYAML(t *testing.T) {
 	if export == nil || export.InFlight == nil || export.InFlight.Limit != 4 || export.InFlight.Lease != 30*time.Second || len(export.Rules) != 1 ||
 		llm == nil || llm.InFlight == nil || llm.InFlight.Adaptive == nil || llm.InFlight.Limit != 64 {
 		t.Errorf("export %+v, llm %+v", export, llm)
+	}
+}
+
+// TestLeaseBound (issue 31 item 9): a rule may ask for a lease up to Options.MaxLease
+// (DefaultMaxLease, 10 minutes, when 0), what an operator can wait out when a holder is
+// killed; every lease from 0 to past sluice.MaxLease is accepted exactly when it lies in
+// [sluice.MinLease, bound], and a written 0 (or 0s) is refused, not read as the default.
+func TestLeaseBound(t *testing.T) {
+	leases := []string{"0", "0s", "1ms", "10ms", "10s", "9m59s", "10m", "10m1ms", "1h", "24h", "25h"}
+	for _, bound := range []time.Duration{0, time.Minute, 2 * time.Hour, 48 * time.Hour} {
+		effective := bound
+		switch {
+		case bound == 0:
+			effective = config.DefaultMaxLease
+		case bound > sluice.MaxLease:
+			effective = sluice.MaxLease
+		}
+		for _, lease := range leases {
+			d, _ := time.ParseDuration(lease)
+			_, err := compileWith(t, config.Options{MaxLease: bound}, "domain: d\ndescriptors:\n  - key: a\n    max_in_flight: {limit: 5, lease: "+lease+"}\n")
+			want := d >= sluice.MinLease && d <= effective
+			if (err == nil) != want {
+				t.Errorf("bound %v, lease %s: %v; want accepted %v", bound, lease, err, want)
+			}
+			if err != nil && !strings.Contains(err.Error(), "descriptors[0].max_in_flight.lease: ") {
+				t.Errorf("bound %v, lease %s: %v does not name the field", bound, lease, err)
+			}
+		}
+	}
+	// The default lease (10 s) under a bound shorter than it is named as such.
+	_, err := compileWith(t, config.Options{MaxLease: time.Second}, "domain: d\ndescriptors:\n  - key: a\n    max_in_flight: 5\n")
+	if err == nil || !strings.Contains(err.Error(), "descriptors[0].max_in_flight: the default lease 10s is longer than the 1s") {
+		t.Errorf("default lease over a 1 s bound: %v", err)
 	}
 }

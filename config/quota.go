@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/quota/alloc"
@@ -54,8 +54,20 @@ type QuotaBucket struct {
 	// bucket id shares its one limit, and when their demand exceeds it the classes are
 	// served most important first (package quota/alloc). It must not be a key of BucketID.
 	CriticalityKey *string `yaml:"criticality_key"`
-	line           int
+	// OnClose says when the share of a client whose stream closed returns to the pool:
+	// "hold" (the default) when its last assignment expires, since an Envoy whose stream
+	// broke keeps spending it until then, so the fleet never holds more than the limit;
+	// "release" at once, so the others get it sooner, at the cost of up to that share
+	// above the limit for one assignment TTL while such an Envoy lives on.
+	OnClose string `yaml:"on_close"`
+	line    int
 }
+
+// The values of QuotaBucket.OnClose.
+const (
+	QuotaOnCloseHold    = "hold"
+	QuotaOnCloseRelease = "release"
+)
 
 // UnmarshalYAML implements yaml.Unmarshaler (Decode reports unknown fields).
 func (q *QuotaBucket) UnmarshalYAML(n *yaml.Node) error {
@@ -226,6 +238,17 @@ func (d *Document) compileQuotaBucket(p *problems, q *QuotaBucket, f string) *Qu
 	r.Share.History = q.History
 	if q.CriticalityKey != nil {
 		compileCriticalityKey(q, r, blanket, bad)
+	}
+	switch q.OnClose {
+	case "":
+	case QuotaOnCloseHold, QuotaOnCloseRelease:
+		if blanket {
+			bad("on_close", "%s hands out no shares to hold or release", r.Strategy)
+		}
+		r.Share.ReleaseOnLeave = q.OnClose == QuotaOnCloseRelease
+		r.Share.ReleaseOnLeave = true
+	default:
+		bad("on_close", "want %s or %s, got %q", QuotaOnCloseHold, QuotaOnCloseRelease, q.OnClose)
 	}
 	if len(p.errs) > n0 {
 		return nil

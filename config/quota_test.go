@@ -29,6 +29,7 @@ quota_buckets:
     fairness: proportional
     history: 8
     default_demand: 50
+    on_close: release
   - bucket_id: {tenant: ""}
     strategy: deny_all
   - bucket_id: {}
@@ -70,7 +71,8 @@ func TestQuotaRules(t *testing.T) {
 		t.Errorf("login rule: %+v", login)
 	}
 	api := d.QuotaRules()[1]
-	if api.Burst != 200 || api.Share.Fairness != alloc.Proportional || api.Share.History != 8 || api.Share.DefaultDemand != 50 || api.Share.Period != 10*time.Second {
+	if api.Burst != 200 || api.Share.Fairness != alloc.Proportional || api.Share.History != 8 || api.Share.DefaultDemand != 50 || api.Share.Period != 10*time.Second ||
+		!api.Share.ReleaseOnLeave || login.Share.ReleaseOnLeave {
 		t.Errorf("api rule: %+v", api)
 	}
 	if d.QuotaRules()[2].Strategy != config.QuotaDenyAll || d.QuotaRules()[3].Share.StaticShare != 1 {
@@ -87,6 +89,7 @@ func TestQuotaRules(t *testing.T) {
 func TestQuotaInvalidFixtures(t *testing.T) {
 	want := map[string][]string{
 		"bad_strategy.yaml":            {"bad_strategy.yaml:3: quota_buckets[0].strategy:", `"leaky"`},
+		"bad_on_close.yaml":            {"bad_on_close.yaml:3: quota_buckets[0].on_close: want hold or release", `"forget"`},
 		"uneven_unit.yaml":             {"uneven_unit.yaml:3: quota_buckets[0].period: requests_per_time_unit needs"},
 		"static_without_share.yaml":    {"static_without_share.yaml:3: quota_buckets[0].static_share:"},
 		"bad_ttl.yaml":                 {"bad_ttl.yaml:3: quota_buckets[0].assignment_ttl:", `"never"`},

@@ -2,12 +2,13 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // shape collects the problems of a YAML tree's shape against the Go types it decodes into:
@@ -124,8 +125,37 @@ func (s *shape) check(n *yaml.Node, t reflect.Type, path string, depth int) {
 		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
 			s.brokenAt(n.Line, path, "want %s, got %q", scalarWord(t), n.Value)
+			return
+		}
+		if integer(t) && fraction(n) {
+			s.brokenAt(n.Line, path, "want %s, got %s (a fraction is never rounded)", scalarWord(t), n.Value)
 		}
 	}
+}
+
+// integer reports whether t is an integer kind.
+func integer(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// fraction reports whether the scalar n is a number with a fractional part (2.9, 0.5, 1.5e0).
+// yaml.v3 decodes such a number into an integer field by truncating it (2.9 becomes 2), so
+// every integer field is checked with it: a fraction is a problem, never silently rounded.
+// A float with no fractional part (1.0, 1e3) is the integer it equals.
+func fraction(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
+		return false
+	}
+	var f float64
+	if err := n.Decode(&f); err != nil {
+		return false
+	}
+	return f != math.Trunc(f)
 }
 
 func (s *shape) checkStruct(n *yaml.Node, t reflect.Type, path string, depth int) {

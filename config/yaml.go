@@ -1,7 +1,7 @@
 package config
 
 import (
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Document is one decoded rules file, before validation. Its fields mirror the YAML.
@@ -88,8 +88,9 @@ type RateLimit struct {
 	SubWindows int `yaml:"sub_windows"`
 	// UnitMultiplier makes the period UnitMultiplier units (RLS's unit_multiplier); 0 is 1.
 	UnitMultiplier uint32 `yaml:"unit_multiplier"`
-	// Scope (Sluice) is "cluster" (the default: the shared store) or "local" (an in-process
-	// memory store of each instance); see ScopeLocal.
+	// Scope (Sluice) is "cluster" (the default: the shared store), "local" (an in-process
+	// memory store of each instance; see ScopeLocal) or "global" (every region's, its
+	// budget shared between regions; see ScopeGlobal).
 	Scope string `yaml:"scope"`
 	// Criticality (Sluice), when set, makes the limit share its capacity between the
 	// criticality classes of the requests (see CriticalityShares).

@@ -62,6 +62,10 @@ type Fallback struct {
 	onError func(err error)
 
 	leases fallbackLeases // the leases acquired through it (leases.go)
+	// down is true while the circuit is open because the store failed with errors (K in a
+	// row), false when a timeout or a late answer opened it: a slow store, which still holds
+	// the fleet's leases, so in-flight limits keep asking it (leases.go).
+	down atomic.Bool
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -199,21 +203,38 @@ func (f *Fallback) observe(err error, late bool) (failed bool) {
 		f.breaker.succeeded()
 		if late {
 			f.storeFailed(fmt.Errorf("distributed: the store answered after the timeout (%v): %w", f.timeout, sluice.ErrStoreUnavailable))
-			f.breaker.open() // the store answered, but too slowly: stop asking it
+			f.openSlow() // the store answered, but too slowly: stop asking it
 		}
 		return false
 	case late:
 		f.storeFailed(fmt.Errorf("%w (%v): %w", errTimeout, f.timeout, err))
-		f.breaker.open()
+		f.openSlow()
 		return true
 	case sluice.IsUnavailable(err):
 		f.storeFailed(err)
-		if f.breaker.failed() {
-			f.breaker.open()
-		}
+		f.failed()
 		return true
 	}
 	return false
+}
+
+// openSlow opens the circuit because the store was too slow (a timeout or a late answer).
+func (f *Fallback) openSlow() {
+	if f.State() == CircuitClosed {
+		f.down.Store(false)
+	}
+	f.breaker.open()
+}
+
+// failed counts a store failure (an error wrapping ErrStoreUnavailable) and opens the circuit
+// at the K-th in a row: the store is down.
+func (f *Fallback) failed() {
+	if f.breaker.failed() {
+		if f.State() == CircuitClosed {
+			f.down.Store(true)
+		}
+		f.breaker.open()
+	}
 }
 
 // storeFailed reports a store failure the Fallback absorbs to the OnStoreError hook.

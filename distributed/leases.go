@@ -15,9 +15,12 @@ import (
 // store is down, with the fleet-wide budget it keeps for rates.
 
 var (
-	_ sluice.Leaser = (*OverLimit)(nil)
-	_ sluice.Leaser = (*Async)(nil)
-	_ sluice.Leaser = (*Fallback)(nil)
+	_ sluice.Leaser       = (*OverLimit)(nil)
+	_ sluice.Leaser       = (*Async)(nil)
+	_ sluice.Leaser       = (*Fallback)(nil)
+	_ sluice.LeaseClearer = (*OverLimit)(nil)
+	_ sluice.LeaseClearer = (*Async)(nil)
+	_ sluice.LeaseClearer = (*Fallback)(nil)
 )
 
 // leaserOf returns next as a Leaser, or an error wrapping sluice.ErrNoLeaser.
@@ -51,6 +54,45 @@ func passRelease(ctx context.Context, next sluice.Store, key string, id sluice.L
 		return err
 	}
 	return l.ReleaseLease(ctx, key, id)
+}
+
+// passClear hands a clear to next.
+func passClear(ctx context.Context, next sluice.Store, key string) (int64, error) {
+	c, ok := next.(sluice.LeaseClearer)
+	if !ok {
+		return 0, fmt.Errorf("distributed: %T clears no leases: %w", next, sluice.ErrNoLeaser)
+	}
+	return c.ClearLeases(ctx, key)
+}
+
+// ClearLeases implements sluice.LeaseClearer on the wrapped store.
+func (o *OverLimit) ClearLeases(ctx context.Context, key string) (int64, error) {
+	return passClear(ctx, o.next, key)
+}
+
+// ClearLeases implements sluice.LeaseClearer on the wrapped store.
+func (a *Async) ClearLeases(ctx context.Context, key string) (int64, error) {
+	return passClear(ctx, a.next, key)
+}
+
+// ClearLeases implements sluice.LeaseClearer: the leases of key granted locally are dropped,
+// and the store's are cleared (under the timeout, or at least a second); it returns both
+// counts added up, and the store's error, if any, with the local ones dropped all the same.
+func (f *Fallback) ClearLeases(ctx context.Context, key string) (int64, error) {
+	now := f.now()
+	f.leases.mu.Lock()
+	var local int64
+	for _, h := range f.leases.keys[key] {
+		if h.local && h.expires > now {
+			local++
+		}
+	}
+	delete(f.leases.keys, key)
+	f.leases.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, max(f.timeout, time.Second))
+	defer cancel()
+	n, err := passClear(cctx, f.next, key)
+	return local + n, err
 }
 
 // AcquireLease implements sluice.Leaser: the wrapped store decides (no denial is cached).
@@ -139,12 +181,22 @@ func (fl *fallbackLeases) live(key string, now int64) (n, soonest int64) {
 	return n, soonest
 }
 
-// AcquireLease implements sluice.Leaser: the store decides while it answers, as for Take
-// (the timeout, the circuit); while it does not, FailLocal grants slots locally up to this
-// instance's share of the limit, max(1, Limit / live instances) (or the safe capacity), counting
-// the slots this instance already holds in the store, so the fleet holds about one limit in
-// all; FailOpen admits and FailClosed refuses (RetryAfter the probe interval). Slots granted
-// locally stay local until released: they are renewed locally and never reach the store.
+// AcquireLease implements sluice.Leaser: the store decides while it answers, however slowly;
+// while it is down (the circuit open after K failures in a row), FailLocal grants slots
+// locally up to this instance's share of the limit, max(1, Limit / live instances) (or the
+// safe capacity), counting the slots this instance already holds in the store, so the fleet
+// holds about one limit in all; FailOpen admits and FailClosed refuses (RetryAfter the probe
+// interval). Slots granted locally stay local until released: they are renewed locally and
+// never reach the store.
+//
+// A slow store is not a down one: an acquire it does not answer within the timeout fails
+// with an error wrapping sluice.ErrStoreUnavailable (the caller's failure policy answers it,
+// and sluice.Leases releases its lease id in the background) and is not decided locally; a
+// late answer stands and opens no circuit; and while a timeout of a rate decision holds the
+// circuit open, leases still ask the store. Otherwise the instances whose circuits opened
+// would grant their shares locally on top of the slots the store still counts for the others:
+// every instance's circuit opens at once on a slow store, and closes one after another
+// (issue 31: 11-17 in flight for a limit of 10 while Redis was up but slow).
 func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
 	if err := req.Validate(0); err != nil {
 		return sluice.LeaseDecision{}, err
@@ -152,18 +204,21 @@ func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (s
 	if f.closed.Load() {
 		return sluice.LeaseDecision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() != CircuitOpen {
-		if d, failed, err := f.storeLease(ctx, req); !failed {
+	if f.State() != CircuitOpen || !f.down.Load() {
+		d, local, err := f.storeLease(ctx, req)
+		if !local {
 			return d, err
 		}
 	}
 	return f.acquireLocally(req)
 }
 
-// storeLease asks the store under the Fallback's timeout and records the outcome on the
-// circuit (observe), reporting whether the store failed it; an admitted lease is remembered
-// for the local count.
-func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (d sluice.LeaseDecision, failed bool, err error) {
+// storeLease asks the store under the Fallback's timeout and reports whether the store is
+// down, so that the acquire is decided locally: an error wrapping ErrStoreUnavailable, counted
+// on the circuit (K in a row open it). A timeout is an error and no local decision (see
+// AcquireLease); an answer, late or not, is the decision. An admitted lease is remembered for
+// the local count.
+func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (d sluice.LeaseDecision, local bool, err error) {
 	next, err := leaserOf(f.next)
 	if err != nil {
 		return sluice.LeaseDecision{}, false, err
@@ -172,12 +227,25 @@ func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (d s
 	d, err = next.AcquireLease(cctx, req)
 	late := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 	cancel()
-	if err == nil && d.Admitted {
-		f.leases.mu.Lock()
-		f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.Limit.LeaseTime())})
-		f.leases.mu.Unlock()
+	switch {
+	case err == nil:
+		f.breaker.succeeded()
+		if d.Admitted {
+			f.leases.mu.Lock()
+			f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.Limit.LeaseTime())})
+			f.leases.mu.Unlock()
+		}
+		return d, false, nil
+	case late:
+		err = fmt.Errorf("%w (%v): %w: %w", errTimeout, f.timeout, sluice.ErrStoreUnavailable, err)
+		f.storeFailed(err)
+		return sluice.LeaseDecision{}, false, err
+	case sluice.IsUnavailable(err):
+		f.storeFailed(err)
+		f.failed()
+		return sluice.LeaseDecision{}, true, err
 	}
-	return d, f.observe(err, late), err
+	return d, false, err // bad input, or the caller's context ended
 }
 
 func (f *Fallback) now() int64 { return f.breaker.clock.Now().UnixNano() }
@@ -210,8 +278,8 @@ func (f *Fallback) acquireLocally(req sluice.LeaseRequest) (sluice.LeaseDecision
 }
 
 // RenewLeases implements sluice.Leaser: the leases granted locally are renewed locally, the
-// others by the store (under the Fallback's timeout). While the circuit is open, the store's
-// leases fail (Err) and are tried again by the caller; if the outage outlasts their lease they
+// others by the store (under the Fallback's timeout). While the store is down (see
+// AcquireLease), the store's leases fail (Err) and are tried again by the caller; if the outage outlasts their lease they
 // are lost, and their slots return to the fleet.
 func (f *Fallback) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) error {
 	now := f.now()
@@ -257,7 +325,7 @@ func (f *Fallback) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal)
 }
 
 func (f *Fallback) renewInStore(ctx context.Context, batch []sluice.LeaseRenewal) error {
-	if f.State() == CircuitOpen {
+	if f.State() == CircuitOpen && f.down.Load() {
 		return fmt.Errorf("distributed: fallback: the store is down: %w", sluice.ErrStoreUnavailable)
 	}
 	next, err := leaserOf(f.next)

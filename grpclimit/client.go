@@ -18,8 +18,10 @@ func (in *Interceptor) UnaryClient() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ctx = propagate(ctx)
 		if limits := in.routes.match(method); len(limits) > 0 {
-			if v := in.check(ctx, method, limits, req, in.cfg.wait); v.err != nil {
-				return v.err
+			c := in.check(ctx, method, limits, req, in.cfg.wait)
+			c.end()
+			if c.err != nil {
+				return c.err
 			}
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -32,8 +34,10 @@ func (in *Interceptor) StreamClient() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		ctx = propagate(ctx)
 		if limits := in.routes.match(method); len(limits) > 0 {
-			if v := in.check(ctx, method, limits, nil, in.cfg.wait); v.err != nil {
-				return nil, v.err
+			c := in.check(ctx, method, limits, nil, in.cfg.wait)
+			c.end()
+			if c.err != nil {
+				return nil, c.err
 			}
 		}
 		return streamer(ctx, desc, cc, method, opts...)

@@ -73,10 +73,12 @@ func TestInFlightUnary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ls := sluice.NewLeases(l.Store(), sluice.WithClock(clock))
+	t.Cleanup(func() { _ = ls.Close() })
 	in := mustNew(t, l, every(
 		grpclimit.Limit{Name: "per-call", InFlight: &sluice.InFlight{Limit: 1}},
 		grpclimit.Limit{Name: "backend", Rule: sluice.PerSecond(1000), InFlight: &sluice.InFlight{}, Adaptive: grad}),
-		grpclimit.WithClock(clock))
+		grpclimit.WithClock(clock), grpclimit.WithLeases(ls))
 	info := &grpc.UnaryServerInfo{FullMethod: checkMethod}
 	entered, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error)
@@ -89,7 +91,7 @@ func TestInFlightUnary(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	if held := l.HeldLeases(); held != 2 {
+	if held := ls.Held(); held != 2 {
 		t.Errorf("%d leases held by a call in its handler, want 2", held)
 	}
 	_, err = in.Unary()(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, nil })
@@ -100,7 +102,7 @@ func TestInFlightUnary(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if held := l.HeldLeases(); held != 0 {
+	if held := ls.Held(); held != 0 {
 		t.Errorf("%d leases held after the handler returned", held)
 	}
 

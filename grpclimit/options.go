@@ -31,12 +31,16 @@ type settings struct {
 	headers HeaderStyle
 	wait    time.Duration
 	clock   sluice.Clock
+	leases  *sluice.Leases
 }
 
 // WithFailurePolicy sets what a call gets when the store cannot decide:
 // distributed.FailOpen (the default) runs it, distributed.FailClosed answers
-// codes.Unavailable. distributed.FailLocal is not a policy here: wrap the store in
-// distributed.NewFallback, which then always decides.
+// codes.Unavailable; either way the failure is counted (Stats.StoreErrors) and logged at
+// level Warn, at most once a second. It is httplimit's failure handler, with the same
+// semantics: a key the store refuses is InvalidArgument whatever the policy, and a call
+// whose own context ended before it was decided gets its context's status. distributed.FailLocal
+// is not a policy here: wrap the store in distributed.NewFallback, which then always decides.
 func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(s *settings) { s.policy = p })
 }
@@ -84,3 +88,9 @@ func WithWait(max time.Duration) Option { return optionFunc(func(s *settings) { 
 // WithClock sets the clock the client interceptors wait on, and that spaces log lines
 // (default sluice.SystemClock).
 func WithClock(c sluice.Clock) Option { return optionFunc(func(s *settings) { s.clock = c }) }
+
+// WithLeases sets the Leases that hold the slots of the in-flight limits (Limit.InFlight):
+// its store, its clock, its criticality shares, and its counts (Held, Lost,
+// FailedReleases) for the caller to read. The default is a Leases on the limiter's store, with
+// the clock of WithClock.
+func WithLeases(ls *sluice.Leases) Option { return optionFunc(func(s *settings) { s.leases = ls }) }

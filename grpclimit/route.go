@@ -7,7 +7,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/hotkey"
-	"github.com/sluicehq/sluice/internal/inflight"
 )
 
 // Limit is one limit a call must pass.
@@ -34,7 +33,7 @@ type Limit struct {
 	// InFlight, when not nil, bounds the calls of one key in flight at once, across every
 	// process sharing the limiter's store (server interceptors; the client interceptors
 	// enforce the rate limits only): a call its rate limits admit takes a slot
-	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until its handler
+	// (sluice.Leases.Acquire, a lease renewed while held; WithLeases) and holds it until its handler
 	// returns, a stream until it ends. A call refused a slot ends with
 	// codes.ResourceExhausted, a QuotaFailure naming the limit and a RetryInfo of at most a
 	// second. A Limit may have InFlight alone: its zero Rule is then no rate limit. Not with
@@ -45,9 +44,6 @@ type Limit struct {
 	// it refuses ends with codes.Unavailable: the service is overloaded.
 	Adaptive *adaptive.Gradient
 }
-
-// rated reports whether l has a rate limit (a Limit with InFlight alone has none).
-func (l *Limit) rated() bool { return l.InFlight == nil || l.Rule != (sluice.Rule{}) }
 
 // Route gives the limits of the calls it matches.
 type Route struct {
@@ -63,60 +59,54 @@ type Route struct {
 // routes finds a call's limits: an exact method first, then its service, then the default.
 // Lookups take a substring of the method and allocate nothing.
 type routes struct {
-	methods  map[string][]Limit
-	services map[string][]Limit
-	fallback []Limit
+	methods  map[string][]limitRef
+	services map[string][]limitRef
+	fallback []limitRef
 	empty    bool // no route has a limit
 }
 
-// newRoutes validates rs: each Method well formed and given once, each Limit named, with a
-// valid rule, and one rule per name.
-func newRoutes(rs []Route) (*routes, error) {
-	t := &routes{methods: map[string][]Limit{}, services: map[string][]Limit{}, empty: true}
+// limitRef is a limit of a route: the pipeline's limit and how the route keys calls by it.
+type limitRef struct {
+	index int
+	key   Key
+}
+
+// checkRoutes checks each route's Method: well formed and given once.
+func checkRoutes(rs []Route) error {
 	seen := map[string]bool{}
-	rules := map[string]sluice.Rule{}
 	for i, r := range rs {
 		field := fmt.Sprintf("routes[%d]", i)
 		if err := checkMethod(r.Method); err != nil {
-			return nil, fmt.Errorf("grpclimit: %s.method: %w", field, err)
+			return fmt.Errorf("grpclimit: %s.method: %w", field, err)
 		}
 		if seen[r.Method] {
-			return nil, fmt.Errorf("grpclimit: %s.method: %q is given twice", field, r.Method)
+			return fmt.Errorf("grpclimit: %s.method: %q is given twice", field, r.Method)
 		}
 		seen[r.Method] = true
-		for j, l := range r.Limits {
-			lf := fmt.Sprintf("%s.limits[%d]", field, j)
-			if l.Name == "" || strings.Contains(l.Name, ":") {
-				return nil, fmt.Errorf("grpclimit: %s.name: %q: want a non-empty name without ':' (it prefixes the store key)", lf, l.Name)
-			}
-			if err := l.Rule.Validate(); err != nil && l.rated() {
-				return nil, fmt.Errorf("grpclimit: %s (%q).rule: %w", lf, l.Name, err)
-			}
-			if err := inflight.Validate(l.InFlight, l.Adaptive, l.Hot != nil); err != nil {
-				return nil, fmt.Errorf("grpclimit: %s (%q).in_flight: %w", lf, l.Name, err)
-			}
-			if l.Shares != nil {
-				if err := l.Shares.Validate(); err != nil {
-					return nil, fmt.Errorf("grpclimit: %s (%q).%w", lf, l.Name, err)
-				}
-			}
-			if prev, ok := rules[l.Name]; ok && prev != l.Rule {
-				return nil, fmt.Errorf("grpclimit: %s.rule: limit %q has rule %s here and %s in another route (one name, one budget, one rule)",
-					lf, l.Name, l.Rule, prev)
-			}
-			rules[l.Name] = l.Rule
+	}
+	return nil
+}
+
+// newRoutes indexes rs, whose limits are the pipeline's limits groups[i] (in order), keyed by
+// keys[limit].
+func newRoutes(rs []Route, groups [][]int, keys []Key) *routes {
+	t := &routes{methods: map[string][]limitRef{}, services: map[string][]limitRef{}, empty: true}
+	for i, r := range rs {
+		var refs []limitRef
+		for _, k := range groups[i] {
+			refs = append(refs, limitRef{index: k, key: keys[k]})
 			t.empty = false
 		}
 		switch {
 		case r.Method == "":
-			t.fallback = r.Limits
+			t.fallback = refs
 		case strings.HasSuffix(r.Method, "/"):
-			t.services[r.Method] = r.Limits
+			t.services[r.Method] = refs
 		default:
-			t.methods[r.Method] = r.Limits
+			t.methods[r.Method] = refs
 		}
 	}
-	return t, nil
+	return t
 }
 
 // checkMethod accepts "", "/pkg.Service/" and "/pkg.Service/Method".
@@ -132,7 +122,7 @@ func checkMethod(m string) error {
 }
 
 // match returns the limits of the call to the full method name fullMethod.
-func (t *routes) match(fullMethod string) []Limit {
+func (t *routes) match(fullMethod string) []limitRef {
 	if t.empty {
 		return nil
 	}

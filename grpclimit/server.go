@@ -21,18 +21,13 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if len(limits) == 0 {
 			return handler(ctx, req)
 		}
-		v := in.check(ctx, info.FullMethod, limits, req, 0)
-		if v.sendHeaders(in.cfg.headers) {
-			_ = grpc.SetHeader(ctx, v.header())
+		c := in.check(ctx, info.FullMethod, limits, req, 0)
+		defer c.end()
+		if c.sendHeaders(in.cfg.headers) {
+			_ = grpc.SetHeader(ctx, c.header())
 		}
-		if v.err != nil {
-			return nil, v.err
-		}
-		if len(v.claims) > 0 {
-			if err := in.acquire(ctx, v.claims); err != nil {
-				return nil, err
-			}
-			defer in.release(v.claims, in.cfg.clock.Now())
+		if c.err != nil {
+			return nil, c.err
 		}
 		return handler(ctx, req)
 	}
@@ -48,18 +43,13 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if len(limits) == 0 {
 			return handler(srv, ss)
 		}
-		v := in.check(ss.Context(), info.FullMethod, limits, nil, 0)
-		if v.sendHeaders(in.cfg.headers) {
-			_ = ss.SetHeader(v.header())
+		c := in.check(ss.Context(), info.FullMethod, limits, nil, 0)
+		defer c.end() // the stream holds its slots until it ends
+		if c.sendHeaders(in.cfg.headers) {
+			_ = ss.SetHeader(c.header())
 		}
-		if v.err != nil {
-			return v.err
-		}
-		if len(v.claims) > 0 {
-			if err := in.acquire(ss.Context(), v.claims); err != nil {
-				return err
-			}
-			defer in.release(v.claims, in.cfg.clock.Now()) // the stream holds its slots until it ends
+		if c.err != nil {
+			return c.err
 		}
 		return handler(srv, ss)
 	}

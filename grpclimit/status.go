@@ -34,7 +34,8 @@ func resetOf(checks []sluice.Check, d sluice.Decision) time.Duration {
 // denial returns the status of a call the limits refused (see Unary), to retry after reset.
 // retry_delay is rounded up so that a client that waits that long is not refused again for
 // being early; a call that costs more than a limit's capacity gets one too (until the limit's
-// state is empty), so that a client does not retry it at once.
+// state is empty), so that a client does not retry it at once. The status holds copies of the
+// checks' keys: it outlives the call's buffer.
 func denial(checks []sluice.Check, d sluice.Decision, reset time.Duration) error {
 	qf := &errdetails.QuotaFailure{}
 	var names []string
@@ -42,10 +43,11 @@ func denial(checks []sluice.Check, d sluice.Decision, reset time.Duration) error
 		if c.Decision.Allowed {
 			continue
 		}
-		name, _, _ := strings.Cut(c.Key, ":")
+		key := strings.Clone(c.Key) // c.Key may point into the call's buffer, reused once it ends
+		name, _, _ := strings.Cut(key, ":")
 		names = append(names, name)
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject:     c.Key,
+			Subject:     key,
 			Description: fmt.Sprintf("limit %q (%s) exceeded", name, c.Rule),
 			QuotaId:     name,
 			QuotaValue:  c.Decision.Limit,
@@ -71,9 +73,10 @@ func ceil(d, unit time.Duration) time.Duration {
 }
 
 // header returns the binding limit's state as response metadata.
-func (v *verdict) header() metadata.MD {
-	reset := ceil(v.reset, time.Second) / time.Second
-	vals := &[3]string{strconv.FormatInt(v.decision.Limit, 10), strconv.FormatInt(max(v.decision.Remaining, 0), 10),
+func (c *call) header() metadata.MD {
+	d := c.o.Decision
+	reset := ceil(resetOf(c.q.Checks(), d), time.Second) / time.Second
+	vals := &[3]string{strconv.FormatInt(d.Limit, 10), strconv.FormatInt(max(d.Remaining, 0), 10),
 		strconv.FormatInt(int64(reset), 10)}
 	return metadata.MD{
 		"x-ratelimit-limit":     vals[0:1:1],

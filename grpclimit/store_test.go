@@ -76,8 +76,8 @@ func TestStoreDown(t *testing.T) {
 			if st := in.Stats(); st.StoreErrors != 3 || st.Allowed+st.Denied != 0 {
 				t.Errorf("stats %+v, want 3 store errors and no decision", st)
 			}
-			recs := logs.Records(t, "grpclimit: store error")
-			if len(recs) != 1 || recs[0]["policy"] != tc.policy.String() {
+			recs := logs.Records(t, "grpclimit: the store could not decide")
+			if len(recs) != 1 || recs[0]["failure"] != tc.policy.String() {
 				t.Fatalf("log records %v, want one line with the policy", recs)
 			}
 			if msg, _ := recs[0]["err"].(string); !strings.Contains(msg, "store unavailable") || strings.Contains(msg, "grpclimit-test-") {

@@ -18,7 +18,6 @@ func ExampleLimit_inFlight() {
 	store, _ := memory.New()
 	defer store.Close()
 	limiter := sluice.New(store)
-	defer limiter.Close()
 	grad, _ := adaptive.NewGradient(adaptive.Settings{Floor: 4, Ceiling: 64})
 	mux := http.NewServeMux()
 	limit := httplimit.Middleware(limiter, httplimit.WithServeMux(mux), httplimit.WithLimits(

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // deadRedis returns a limiter on Redis whose server is gone: one the test started and killed,
@@ -105,5 +107,31 @@ func TestFallbackWithoutLimiterFailsOpen(t *testing.T) {
 	h := Middleware(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal), WithLogger(quietLogger()))(okHandler)
 	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, ok)) {
 		t.Errorf("%v", got)
+	}
+}
+
+// TestOversizedKeyRefused: a key the store refuses (a client's value too long to key by: here
+// a store that takes keys of 40 bytes at most, and a 64-byte value) is the client's bad input,
+// answered 400 and counted, whatever the failure policy: failing open on it would let a client
+// turn a limit off by sending a long value.
+func TestOversizedKeyRefused(t *testing.T) {
+	st, err := memory.New(memory.WithMaxKeyLength(40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	l := sluice.New(st)
+	long := strings.Repeat("k", 64)
+	for _, policy := range []distributed.FailurePolicy{distributed.FailOpen, distributed.FailClosed} {
+		stats := &Stats{}
+		h := mustNew(t, l, WithFailurePolicy(policy), WithStats(stats), WithLogger(quietLogger()), WithLimits(Limit{Name: "api", Rule: sluice.PerMinute(5),
+			Key: KeyFunc(func(r *http.Request) (string, bool) { return r.Header.Get("X-Tenant"), true })}))(okHandler)
+		rec := get(h, "/", func(r *http.Request) { r.Header.Set("X-Tenant", long) })
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "longer than") || strings.Contains(rec.Body.String(), long) {
+			t.Errorf("%v: %d %s", policy, rec.Code, rec.Body)
+		}
+		if stats.BadInput.Load() != 1 || stats.StoreErrors.Load() != 0 || stats.FailedOpen.Load() != 0 {
+			t.Errorf("%v: BadInput %d, StoreErrors %d, FailedOpen %d", policy, stats.BadInput.Load(), stats.StoreErrors.Load(), stats.FailedOpen.Load())
+		}
 	}
 }

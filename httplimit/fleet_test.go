@@ -45,17 +45,18 @@ func TestFleetInFlightOnRedis(t *testing.T) {
 		inside.Add(-1)
 	})
 	var handlers []http.Handler
-	var limiters []*sluice.Limiter
+	var leases []*sluice.Leases
 	for range instances {
-		st, closer, err := store.Open(context.Background(), store.Config{URL: "redis://" + addr, Prefix: prefix, Timeout: 5 * time.Second})
+		st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://" + addr, Prefix: prefix, Timeout: 5 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = closer.Close() })
 		l := sluice.New(st)
-		t.Cleanup(func() { _ = l.Close() })
-		limiters = append(limiters, l)
-		h, err := New(l, WithLimits(Limit{Name: "backend", Key: KeyFunc(func(*http.Request) (string, bool) { return "all", true }),
+		ls := sluice.NewLeases(st)
+		t.Cleanup(func() { _ = ls.Close() })
+		leases = append(leases, ls)
+		h, err := New(l, WithLeases(ls), WithLimits(Limit{Name: "backend", Key: KeyFunc(func(*http.Request) (string, bool) { return "all", true }),
 			InFlight: &sluice.InFlight{Limit: limit}}), WithFailurePolicy(distributed.FailClosed))
 		if err != nil {
 			t.Fatal(err)
@@ -105,8 +106,8 @@ func TestFleetInFlightOnRedis(t *testing.T) {
 	if summary[http.StatusOK] != served.Load() || served.Load() < limit || others != 0 {
 		t.Errorf("statuses %v, %d served: want 200 (served, at least %d), 429 (refused a slot) and, on an overloaded machine, 503 (Redis timed out: fail closed)", summary, served.Load(), limit)
 	}
-	for i, l := range limiters {
-		if n := l.HeldLeases(); n != 0 {
+	for i, ls := range leases {
+		if n := ls.Held(); n != 0 {
 			t.Errorf("instance %d holds %d leases after the run", i, n)
 		}
 	}

@@ -9,17 +9,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/monotime"
+	"github.com/sluicehq/sluice/internal/pipeline"
 )
 
 // Result is the outcome of one rate-limit policy for a request: the policy's name (as shown in
-// the RateLimit headers and the 429 body), its rule and the decision.
-type Result struct {
-	// Name identifies the policy to clients. Characters outside printable ASCII are replaced
-	// by "_"; an empty name is shown as "default".
-	Name     string
-	Rule     sluice.Rule
-	Decision sluice.Decision
-}
+// the RateLimit headers and the 429 body), its rule and the decision; fields Name (characters
+// outside printable ASCII are written "_"; an empty name is shown as "default"), Rule and
+// Decision. It is the limit pipeline's result, the one of every transport.
+type Result = pipeline.Result
 
 // HeaderStyle selects the rate-limit headers of responses: the one header-style type of
 // Sluice's transports (grpclimit.HeaderStyle is this type; sluice proxy takes it too). The

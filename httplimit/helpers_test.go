@@ -42,7 +42,7 @@ var backends = []backend{
 // client's clock.
 func openRedis(t *testing.T, url string, clock sluice.Clock) *sluice.Limiter {
 	prefix := "httplimit-test:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-	s, closer, err := store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: 200 * time.Millisecond})
+	s, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: url, Clock: clock, Prefix: prefix, Timeout: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,6 @@
 package httplimit
 
-import (
-	"net/http"
-
-	"github.com/sluicehq/sluice/hotkey"
-)
+import "net/http"
 
 // KeyQuery counts requests by the first value of a query parameter, such as a product id: a
 // parameter limited per value, usually with Limit.Hot. A request without it (or with an empty
@@ -14,24 +10,4 @@ func KeyQuery(name string) Key {
 		v := r.URL.Query().Get(name)
 		return v, v != ""
 	})
-}
-
-// buildHot builds the hot-parameter sketch of each policy with Limit.Hot (nil for others).
-func (m *middleware) buildHot() error {
-	m.hot = make([]*hotkey.Param, len(m.limits))
-	for i, p := range m.limits {
-		if p.Hot == nil {
-			continue
-		}
-		cfg := *p.Hot
-		if cfg.Clock == nil {
-			cfg.Clock = m.clock
-		}
-		hp, err := hotkey.New(p.Rule, cfg)
-		if err != nil {
-			return err
-		}
-		m.hot[i] = hp
-	}
-	return nil
 }

@@ -18,16 +18,18 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// memoryLimiter is a limiter on a fresh memory store deciding on clock.
-func memoryLimiter(t *testing.T, clock sluice.Clock) *sluice.Limiter {
+// memoryLimiter is a limiter on a fresh memory store deciding on clock, and the Leases of its
+// in-flight slots (pass WithLeases(ls) to read its counts).
+func memoryLimiter(t *testing.T, clock sluice.Clock) (*sluice.Limiter, *sluice.Leases) {
 	t.Helper()
 	s, err := memory.New(memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := sluice.New(s, sluice.WithClock(clock))
-	t.Cleanup(func() { _ = l.Close(); _ = s.Close() })
-	return l
+	ls := sluice.NewLeases(s, sluice.WithClock(clock))
+	t.Cleanup(func() { _ = ls.Close(); _ = s.Close() })
+	return l, ls
 }
 
 // gate is a handler that holds each request until released, counting those inside.
@@ -83,9 +85,9 @@ func hold(t *testing.T, h http.Handler, g *gate, n int, addr string) func() {
 // affected, and a slot is back as soon as its handler returns.
 func TestInFlightLimit(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
-	l := memoryLimiter(t, clock)
+	l, ls := memoryLimiter(t, clock)
 	g := newGate()
-	h := Middleware(l, WithLimits(Limit{Name: "busy", InFlight: &sluice.InFlight{Limit: 2}}))(g)
+	h := Middleware(l, WithLeases(ls), WithLimits(Limit{Name: "busy", InFlight: &sluice.InFlight{Limit: 2}}))(g)
 	done := hold(t, h, g, 2, "192.0.2.1:1")
 	w := get(h, "/", from("192.0.2.1:2"))
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || w.Header().Get("Content-Type") != "application/problem+json" {
@@ -103,27 +105,27 @@ func TestInFlightLimit(t *testing.T) {
 	if code := <-other; code != http.StatusNoContent {
 		t.Errorf("another key: %d", code)
 	}
-	if n := l.HeldLeases(); n != 0 {
+	if n := ls.Held(); n != 0 {
 		t.Errorf("%d leases held after every handler returned", n)
 	}
 	// the slots are back
 	g2 := newGate()
-	h2 := Middleware(l, WithLimits(Limit{Name: "busy", InFlight: &sluice.InFlight{Limit: 2}}))(g2)
+	h2 := Middleware(l, WithLeases(ls), WithLimits(Limit{Name: "busy", InFlight: &sluice.InFlight{Limit: 2}}))(g2)
 	hold(t, h2, g2, 2, "192.0.2.1:1")()
 }
 
 // A handler that panics still gives its slot back (net/http recovers the panic; the release
 // is deferred).
 func TestInFlightReleasedOnPanic(t *testing.T) {
-	l := memoryLimiter(t, sluicetest.NewManualClock(t0))
-	h := Middleware(l, WithLimits(Limit{Name: "one", InFlight: &sluice.InFlight{Limit: 1}}))(
+	l, ls := memoryLimiter(t, sluicetest.NewManualClock(t0))
+	h := Middleware(l, WithLeases(ls), WithLimits(Limit{Name: "one", InFlight: &sluice.InFlight{Limit: 1}}))(
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
 	for range 3 {
 		func() {
 			defer func() { _ = recover() }()
 			get(h, "/", from("192.0.2.1:1"))
 		}()
-		if n := l.HeldLeases(); n != 0 {
+		if n := ls.Held(); n != 0 {
 			t.Fatalf("%d leases held after a panicking handler", n)
 		}
 	}
@@ -133,11 +135,11 @@ func TestInFlightReleasedOnPanic(t *testing.T) {
 // slot, and the rate limit's headers are those of the rate alone.
 func TestInFlightWithRate(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
-	l := memoryLimiter(t, clock)
+	l, ls := memoryLimiter(t, clock)
 	var inside int
-	h := Middleware(l, WithLimits(Limit{Name: "api", Rule: sluice.Rule{Algorithm: sluice.AlgorithmFixedWindow, Limit: 2, Period: time.Minute},
+	h := Middleware(l, WithLeases(ls), WithLimits(Limit{Name: "api", Rule: sluice.Rule{Algorithm: sluice.AlgorithmFixedWindow, Limit: 2, Period: time.Minute},
 		InFlight: &sluice.InFlight{Limit: 1}}))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inside = l.HeldLeases()
+		inside = ls.Held()
 	}))
 	for i, want := range []int{200, 200, 429} {
 		w := get(h, "/", from("192.0.2.1:1"))
@@ -148,7 +150,7 @@ func TestInFlightWithRate(t *testing.T) {
 			t.Errorf("request %d: %d leases in the handler, policy %q", i, inside, w.Header().Get("RateLimit-Policy"))
 		}
 	}
-	if n := l.HeldLeases(); n != 0 {
+	if n := ls.Held(); n != 0 {
 		t.Errorf("%d leases held", n)
 	}
 }
@@ -157,7 +159,7 @@ func TestInFlightWithRate(t *testing.T) {
 // requests spend in the handler (on the middleware's clock).
 func TestInFlightAdaptive(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
-	l := memoryLimiter(t, clock)
+	l, _ := memoryLimiter(t, clock)
 	grad, err := adaptive.NewGradient(adaptive.Settings{Floor: 1, Ceiling: 1, Initial: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +191,7 @@ func TestInFlightAdaptive(t *testing.T) {
 
 // Bad in-flight limits are configuration errors naming the field.
 func TestInFlightConfigErrors(t *testing.T) {
-	l := memoryLimiter(t, sluicetest.NewManualClock(t0))
+	l, _ := memoryLimiter(t, sluicetest.NewManualClock(t0))
 	grad, _ := adaptive.NewGradient(adaptive.Settings{})
 	for field, lim := range map[string]Limit{
 		"max_in_flight": {Name: "a", InFlight: &sluice.InFlight{}},
@@ -233,7 +235,6 @@ func TestInFlightStoreFailure(t *testing.T) {
 	defer mem.Close()
 	st := &failingLeaser{Store: mem, down: true}
 	l := sluice.New(st)
-	defer l.Close()
 	lim := Limit{Name: "busy", InFlight: &sluice.InFlight{Limit: 1}}
 	var stats Stats
 	open := Middleware(l, WithLimits(lim), WithStats(&stats))(okHandler)

@@ -1,62 +1,57 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/distributed"
-	"github.com/sluicehq/sluice/hotkey"
-	"github.com/sluicehq/sluice/internal/fastpath"
-	"github.com/sluicehq/sluice/internal/inflight"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/monotime"
+	"github.com/sluicehq/sluice/internal/pipeline"
 )
 
-// middleware is the configuration Options fill in and the handlers share.
+// middleware is the configuration Options fill in and the handlers share: how requests are
+// read and answered over HTTP. What is decided and how (keys, hot keys, in-flight slots, the
+// failure policy, stats and logs) is the pipeline's.
 type middleware struct {
-	l        *sluice.Limiter
-	limits   []Limit
+	pl       *pipeline.Pipeline
+	limits   []Limit // the valid ones: limits[i] is the pipeline's limit i
 	resolver *clientip.Resolver
 	v6Bits   int
 	mux      *http.ServeMux
 	style    HeaderStyle
 	cost     func(*http.Request) int64
 	deny     func(http.ResponseWriter, *http.Request, []Result)
-	failure  distributed.FailurePolicy
-	fallback *sluice.Limiter
 	maxWait  time.Duration
 	log      *slog.Logger
-	stats    *Stats
 	clock    sluice.Clock
 	prefix   string
-	settle   bool // WithSettle
-
-	// keyPrefixes[i] is prefix + limits[i].Name + ":".
-	keyPrefixes []string
-	methods     [][]string
-	routes      []map[string]bool
-	// borrowKeys: the limiter's store copies the keys it keeps (the memory store), so keys
-	// may point into the request's pooled buffer instead of being allocated.
-	borrowKeys bool
+	settle   bool              // WithSettle
+	pc       pipeline.Config   // what Options set of the pipeline's configuration
+	methods  [][]string        // methods[i]: limits[i].Methods
+	routes   []map[string]bool // routes[i]: limits[i].Routes as a set, nil for any
 	// policyHeaders caches the RateLimit-Policy value per set of applicable policies.
 	policyHeaders atomic.Pointer[map[uint64][]string]
 	policyMu      sync.Mutex
 
-	storeLog, inputLog, routeLog logthrottle.Throttle
-	// hot[i] is limits[i]'s hot-parameter sketch, or nil (hot.go).
-	hot        []*hotkey.Param
+	routeLog   logthrottle.Throttle
 	classState // criticality.go
 }
+
+// The kinds of the application's defects the middleware reports (pipeline.Defect).
+const (
+	defectCost = iota // a cost function that panicked or returned a negative cost
+	defectKey         // a key function that panicked
+	numDefects
+)
 
 // Middleware returns net/http middleware that rate-limits requests with l under the limits
 // of opts (WithLimits). For each request it decides every limit whose routes and methods
@@ -78,7 +73,8 @@ func Middleware(l *sluice.Limiter, opts ...Option) func(http.Handler) http.Handl
 
 // New is Middleware that returns configuration errors instead of logging them: a limit
 // without a name or with a duplicate, bad or overlong one, an invalid rule, or no limiter.
-// Each error names the field (*sluice.FieldError), all of them joined.
+// Each error names the limit ("httplimit: policies[2] ("search").rule: ...") and wraps a
+// *sluice.FieldError naming the field, all of them joined.
 func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	m, err := build(l, opts)
 	if err != nil {
@@ -88,51 +84,43 @@ func New(l *sluice.Limiter, opts ...Option) (func(http.Handler) http.Handler, er
 }
 
 func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
-	m := &middleware{l: l, v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:",
-		failure: distributed.FailOpen}
+	m := &middleware{v6Bits: clientip.DefaultIPv6PrefixBits, clock: sluice.SystemClock{}, prefix: "http:",
+		pc: pipeline.Config{Name: "httplimit", Limiter: l, Failure: distributed.FailOpen}}
 	for _, o := range opts {
 		o.apply(m)
 	}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
+	m.pc.Log, m.pc.Clock, m.pc.KeyPrefix = m.log, m.clock, m.prefix
 	var errs []error
-	if l == nil && len(m.limits) > 0 {
-		errs = append(errs, &sluice.FieldError{Field: "limiter", Reason: "nil", Err: sluice.ErrNoStore})
-		m.limits = nil
+	if len(m.limits) > 64 {
+		errs = append(errs, &sluice.FieldError{Field: "policies", Reason: fmt.Sprintf("at most 64, got %d; the first 64 are enforced", len(m.limits)), Err: sluice.ErrInvalidRule})
+		m.limits = m.limits[:64]
 	}
-	switch {
-	case !m.failure.Valid():
-		errs = append(errs, &sluice.FieldError{Field: "failure_policy", Reason: m.failure.String() + " is not a failure policy; failing open", Err: sluice.ErrInvalidRule})
-		m.failure = distributed.FailOpen
-	case m.failure == distributed.FailLocal && m.fallback == nil:
-		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailLocal without WithFallback; failing open", Err: sluice.ErrInvalidRule})
-		m.failure = distributed.FailOpen
-	}
-	seen := map[string]bool{}
-	valid := m.limits[:0:0]
+	all := make([]int, 0, len(m.limits))
+	var specs []pipeline.Limit
+	var paths []string
+	var declared []Limit
 	for i, p := range m.limits {
-		if err := validateLimit(p, seen); err != nil {
-			errs = append(errs, fmt.Errorf("httplimit: policies[%d]: %w", i, err))
+		path := "policies[" + strconv.Itoa(i) + "]"
+		if err := validateKey(p.Key); err != nil {
+			errs = append(errs, &pipeline.LimitError{Path: path, Name: p.Name, Field: "key", Err: err})
 			continue
 		}
-		seen[p.Name] = true
-		valid = append(valid, p)
+		all = append(all, len(specs))
+		specs = append(specs, p.spec())
+		paths = append(paths, path)
+		declared = append(declared, p)
 	}
-	if len(valid) > 64 {
-		errs = append(errs, &sluice.FieldError{Field: "policies", Reason: fmt.Sprintf("at most 64, got %d; the first 64 are enforced", len(valid)), Err: sluice.ErrInvalidRule})
-		valid = valid[:64]
-	}
-	m.limits = valid
-	if err := m.checkLeaser(); err != nil {
+	pl, err := pipeline.New(m.pc, specs, paths, [][]int{all}, numDefects)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if err := m.buildHot(); err != nil {
-		errs = append(errs, fmt.Errorf("httplimit: hot: %w", err))
-		m.limits, m.hot = nil, nil
-	}
-	for _, p := range m.limits {
-		m.keyPrefixes = append(m.keyPrefixes, m.prefix+p.Name+":")
+	m.pl, m.limits = pl, nil
+	for _, k := range pl.Kept() {
+		p := declared[k]
+		m.limits = append(m.limits, p)
 		m.methods = append(m.methods, p.Methods)
 		var routes map[string]bool
 		if len(p.Routes) > 0 {
@@ -143,42 +131,26 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 		}
 		m.routes = append(m.routes, routes)
 	}
-	m.borrowKeys = copiesKeys(l) && (m.fallback == nil || copiesKeys(m.fallback))
 	m.policyHeaders.Store(&map[uint64][]string{})
-	return m, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return m, fmt.Errorf("httplimit: %w", err)
+	}
+	return m, nil
 }
 
-// copiesKeys reports whether l decides in-process on the memory store, which copies the keys
-// it keeps and holds none after a decision returns.
-func copiesKeys(l *sluice.Limiter) bool {
-	return l != nil && fastpath.IsLocal[sluice.Rule](l.Store())
+// spec returns what the pipeline decides of p.
+func (p Limit) spec() pipeline.Limit {
+	return pipeline.Limit{Name: p.Name, Rule: p.Rule, Shares: p.Shares, Hot: p.Hot, InFlight: p.InFlight,
+		Adaptive: p.Adaptive, OwnCost: p.Cost != nil}
 }
 
-// validateLimit checks one limit; seen holds the names of the valid limits before it.
-func validateLimit(p Limit, seen map[string]bool) error {
-	switch {
-	case p.Shares != nil && p.Shares.Validate() != nil:
-		return p.Shares.Validate()
-	case p.Name == "":
-		return &sluice.FieldError{Field: "name", Reason: "empty", Err: sluice.ErrInvalidRule}
-	case len(p.Name) > 64:
-		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%d bytes, more than 64", len(p.Name)), Err: sluice.ErrInvalidRule}
-	case strings.ContainsFunc(p.Name, func(c rune) bool { return c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == ':' }):
-		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%q has a character outside printable ASCII, or '\"', '\\' or ':'", p.Name), Err: sluice.ErrInvalidRule}
-	case seen[p.Name]:
-		return &sluice.FieldError{Field: "name", Reason: fmt.Sprintf("%q is used by another policy", p.Name), Err: sluice.ErrInvalidRule}
-	}
-	if err := validateInFlight(&p); err != nil {
-		return fmt.Errorf("in_flight: %w", err)
-	}
-	if err := p.Rule.Validate(); err != nil && rated(&p) {
-		return fmt.Errorf("rule: %w", err)
-	}
-	for _, k := range p.Key.parts {
-		if k.kind == partHeader && k.header == "" {
+// validateKey checks a Key's parts.
+func validateKey(k Key) error {
+	for _, part := range k.parts {
+		if part.kind == partHeader && part.header == "" {
 			return &sluice.FieldError{Field: "key", Reason: "KeyHeader with an empty header name", Err: sluice.ErrInvalidRule}
 		}
-		if k.kind == partFunc && k.fn == nil {
+		if part.kind == partFunc && part.fn == nil {
 			return &sluice.FieldError{Field: "key", Reason: "KeyFunc with a nil function", Err: sluice.ErrInvalidRule}
 		}
 	}
@@ -197,120 +169,92 @@ type handler struct {
 	next http.Handler
 }
 
-// request is the per-request state, pooled: the key texts, the checks decided and their
-// results. checks are exactly the charged checks of the request once it is allowed (their
-// N and Decision), the state a post-response settlement works from.
-type request struct {
-	buf     []byte
-	ends    []int // ends[i]: end of checks[i]'s key in buf
-	checks  []sluice.Check
-	results []Result
-	which   []int // which[i]: the policy of checks[i]
-	mask    uint64
-	hot     hotkey.Batch     // the checks of hot keys (Limit.Hot), charged before the store decides
-	claims  []inflight.Claim // the in-flight limits (Limit.InFlight), taken once the checks allow
-}
-
-var requestPool = sync.Pool{New: func() any {
-	return &request{buf: make([]byte, 0, 256), ends: make([]int, 0, 4), checks: make([]sluice.Check, 0, 4),
-		results: make([]Result, 0, 4), which: make([]int, 0, 4)}
-}}
-
 // ServeHTTP decides the request's limits and serves or denies it.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
-	q := requestPool.Get().(*request)
-	defer q.release()
+	q := m.pl.Get()
+	defer q.Done() // after the handler, even when it panics: the slots are given back
 	m.collect(q, r)
-	if len(q.checks) == 0 && len(q.claims) == 0 {
+	if q.Empty() {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	charged := m.l // the limiter that charged the request, if it did
-	d, err := sluice.Decision{Allowed: true}, error(nil)
-	if len(q.checks) > 0 {
-		d, err = q.hot.AllowAll(r.Context(), m.l, q.checks)
-	}
-	if err != nil {
-		charged = nil
-		if m.stats != nil {
-			m.stats.StoreErrors.Add(1)
-		}
-		m.warn(&m.storeLog, "httplimit: the store could not decide; applying the failure policy",
-			slog.String("failure", m.failure.String()), slog.Any("err", err))
-		switch m.failure {
-		case distributed.FailClosed:
-			m.failClosed(w, r, q)
-			return
-		case distributed.FailLocal:
-			d, err = q.hot.AllowAll(r.Context(), m.fallback, q.checks)
-			charged = m.fallback
-		}
-		if err != nil || m.failure == distributed.FailOpen {
-			if m.stats != nil {
-				m.stats.FailedOpen.Add(1)
-			}
-			h.next.ServeHTTP(w, r)
-			return
-		}
-	}
-	allowed := d.Allowed
-	if !allowed && m.maxWait > 0 {
-		// Shaping: wait for the slot (WithWait, bounded by the request's context).
-		if d, err := m.l.WaitAll(r.Context(), q.checks, m.maxWait); err == nil && d.Allowed {
-			allowed = true
-			if m.stats != nil {
-				m.stats.Waited.Add(1)
-			}
-		}
-	}
-	m.fillResults(q)
-	var now int64
-	if m.style == HeadersBoth || m.style == HeadersX || m.style == HeadersOnDenial && !d.Allowed {
-		now = m.unixNano()
-	}
-	setHeaders(w.Header(), m.style, q.results, m.policyHeader(q), now)
-	if !allowed {
-		if m.stats != nil {
-			m.stats.Denied.Add(1)
-		}
-		if m.deny != nil {
-			m.deny(w, r, q.results)
-		} else {
-			WriteDenial(w, r, q.results)
-		}
+	o := q.Decide(r.Context(), m.maxWait)
+	if o.Verdict != pipeline.Pass {
+		m.refuse(w, r, q, &o)
 		return
 	}
-	if len(q.claims) > 0 {
-		if !h.acquire(w, r, q) {
-			return
-		}
-		start := m.clock.Now()
-		defer func() { inflight.Release(q.claims, m.clock.Now().Sub(start)) }()
+	if o.Decided && m.style != HeadersNone && m.style != HeadersOnDenial {
+		m.setHeaders(w, q, q.Results(), o.Decision)
 	}
-	if m.stats != nil {
-		m.stats.Allowed.Add(1)
-	}
-	if m.settle {
-		h.serveSettled(w, r, q, charged)
+	if m.settle && q.Charged() {
+		h.serveSettled(w, r, q)
 		return
 	}
 	h.next.ServeHTTP(w, r)
 }
 
-func (q *request) release() {
-	clear(q.checks) // drop the key strings, which may point into buf
-	clear(q.claims)
-	q.buf, q.ends, q.checks, q.results, q.which, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.results[:0], q.which[:0], 0
-	q.claims = q.claims[:0]
-	q.hot.Reset()
-	if cap(q.buf) <= 64<<10 {
-		requestPool.Put(q)
+// setHeaders sets the rate-limit headers of results, the results of q's checks, decided d.
+func (m *middleware) setHeaders(w http.ResponseWriter, q *pipeline.Request, results []Result, d sluice.Decision) {
+	var now int64
+	if m.style == HeadersBoth || m.style == HeadersX || m.style == HeadersOnDenial && !d.Allowed {
+		now = m.unixNano()
+	}
+	setHeaders(w.Header(), m.style, results, m.policyHeader(q, results), now)
+}
+
+// refuse answers a request its limits did not let through, in the pipeline's outcome o:
+// the rate-limit headers when its rates were decided, then the denial (429), the in-flight
+// refusal (429, or 503 for an adaptive limit), the store's unavailability under FailClosed
+// (503), a key built from it that the store refused (400), or the end of its context (503).
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.Request, o *pipeline.Outcome) {
+	var results []Result
+	if o.Decided {
+		results = q.Results()
+		if m.style != HeadersNone {
+			m.setHeaders(w, q, results, o.Decision)
+		}
+	}
+	switch o.Verdict {
+	case pipeline.Deny:
+		if m.deny != nil {
+			m.denyWith(w, r, results)
+		} else {
+			WriteDenial(w, r, results)
+		}
+	case pipeline.Refuse:
+		c := q.Refused()
+		refused := Result{Name: c.Name, Decision: c.Decision()}
+		if m.deny != nil && !c.Overload() {
+			m.denyWith(w, r, append(results, refused))
+			return
+		}
+		WriteRefused(w, r, results, refused, c.Overload())
+	case pipeline.Unavailable:
+		WriteUnavailable(w, r, "The rate limiter cannot decide right now.", q.Unavailable())
+	case pipeline.Invalid:
+		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+			Detail: "A rate-limit key built from the request is invalid: " + o.Err.(*sluice.FieldError).Reason})
+	case pipeline.Canceled:
+		WriteUnavailable(w, r, "The request ended before the rate limiter decided.", nil)
 	}
 }
 
-// collect builds the checks of the limits that apply to r.
-func (m *middleware) collect(q *request, r *http.Request) {
+// resultsPool holds the Result slices WithDenial's function is given (it must not keep them).
+var resultsPool = sync.Pool{New: func() any { r := make([]Result, 0, 4); return &r }}
+
+// denyWith calls WithDenial's function with a pooled copy of results.
+func (m *middleware) denyWith(w http.ResponseWriter, r *http.Request, results []Result) {
+	rp := resultsPool.Get().(*[]Result)
+	*rp = append((*rp)[:0], results...)
+	m.deny(w, r, *rp)
+	clear(*rp)
+	resultsPool.Put(rp)
+}
+
+// collect reads, for each limit that applies to r (its routes and methods), its key and
+// cost, and adds them to q.
+func (m *middleware) collect(q *pipeline.Request, r *http.Request) {
 	pattern := ""
 	patternKnown := false
 	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
@@ -340,45 +284,14 @@ func (m *middleware) collect(q *request, r *http.Request) {
 		if n == 0 {
 			continue
 		}
-		start := len(q.buf)
-		q.buf = append(q.buf, m.keyPrefixes[i]...)
-		var ok bool
-		q.buf, ok = p.Key.appendKey(q.buf, r, m)
-		if !ok || (m.hot[i] != nil && q.hot.Observe(m.hot[i], len(q.checks), string(q.buf[start:]), n).Cold) {
-			q.buf = q.buf[:start]
+		buf, ok := p.Key.appendKey(q.Begin(i), r, m)
+		if !ok {
 			continue
 		}
-		if p.InFlight != nil {
-			if p.Shares != nil && !classKnown {
-				class, classKnown = m.class(r), true
-			}
-			q.claim(p, string(q.buf[start:]), class)
-			if !rated(p) {
-				q.buf = q.buf[:start]
-				continue
-			}
+		if q.Classed(i) && !classKnown {
+			class, classKnown = m.class(r), true
 		}
-		q.ends = append(q.ends, len(q.buf))
-		q.checks = append(q.checks, sluice.Check{Rule: p.Rule, N: n})
-		if p.Shares != nil {
-			if !classKnown {
-				class, classKnown = m.class(r), true
-			}
-			c := &q.checks[len(q.checks)-1]
-			c.Criticality, c.Reserve = class, p.Shares.Reserve(class, p.Rule.Capacity())
-		}
-		q.which = append(q.which, i)
-		q.mask |= 1 << i
-	}
-	// Keys are cut from buf only now that it no longer grows.
-	start := 0
-	for i, end := range q.ends {
-		if m.borrowKeys {
-			q.checks[i].Key = unsafe.String(&q.buf[start], end-start)
-		} else {
-			q.checks[i].Key = string(q.buf[start:end])
-		}
-		start = end
+		q.Add(i, buf, n, class)
 	}
 }
 
@@ -404,28 +317,9 @@ func (m *middleware) pattern(r *http.Request) string {
 			return p
 		}
 	}
-	m.warn(&m.routeLog, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
+	m.pl.Notice(&m.routeLog, "httplimit: no route pattern for the request (unknown route, or the middleware wraps a mux without WithServeMux); route policies count it under "+noRoute,
 		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 	return noRoute
-}
-
-func (m *middleware) fillResults(q *request) {
-	for i := range q.checks {
-		p := &m.limits[q.which[i]]
-		q.results = append(q.results, Result{Name: p.Name, Rule: p.Rule, Decision: q.checks[i].Decision})
-	}
-}
-
-// failClosed answers 503 for a request the store could not decide.
-func (m *middleware) failClosed(w http.ResponseWriter, r *http.Request, q *request) {
-	if m.stats != nil {
-		m.stats.FailedClosed.Add(1)
-	}
-	names := make([]string, len(q.which))
-	for i, p := range q.which {
-		names[i] = m.limits[p].Name
-	}
-	WriteUnavailable(w, r, "The rate limiter cannot decide right now.", names)
 }
 
 // WriteUnavailable answers 503 with Retry-After 1 and the draft's temporary-reduced-capacity
@@ -439,14 +333,15 @@ func WriteUnavailable(w http.ResponseWriter, r *http.Request, detail string, pol
 }
 
 // policyHeader returns the cached RateLimit-Policy value of q's policies.
-func (m *middleware) policyHeader(q *request) []string {
+func (m *middleware) policyHeader(q *pipeline.Request, results []Result) []string {
 	if m.style != HeadersBoth && m.style != HeadersIETF {
 		return nil
 	}
-	if v, ok := (*m.policyHeaders.Load())[q.mask]; ok {
+	mask := q.Mask()
+	if v, ok := (*m.policyHeaders.Load())[mask]; ok {
 		return v
 	}
-	v := policyValue(q.results)
+	v := policyValue(results)
 	m.policyMu.Lock()
 	defer m.policyMu.Unlock()
 	old := *m.policyHeaders.Load()
@@ -455,7 +350,7 @@ func (m *middleware) policyHeader(q *request) []string {
 		for k, x := range old {
 			next[k] = x
 		}
-		next[q.mask] = v
+		next[mask] = v
 		m.policyHeaders.Store(&next)
 	}
 	return v
@@ -478,13 +373,15 @@ func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: cost function panicked; charging 1", r, slog.String("policy", policy), slog.String("panic", fmt.Sprint(v)))
+			m.pl.Defect(defectCost, "httplimit: cost function panicked; charging 1", slog.String("policy", policy), slog.String("panic", fmt.Sprint(v)),
+				slog.String("method", r.Method), slog.String("path", r.URL.Path))
 			n = 1
 		}
 	}()
 	n = f(r)
 	if n < 0 {
-		m.badInput("httplimit: cost function returned a negative cost; charging 1", r, slog.String("policy", policy), slog.Int64("cost", n))
+		m.pl.Defect(defectCost, "httplimit: cost function returned a negative cost; charging 1", slog.String("policy", policy), slog.Int64("cost", n),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
 		return 1
 	}
 	return n
@@ -494,22 +391,10 @@ func (m *middleware) costOf(f func(*http.Request) int64, policy string, r *http.
 func (m *middleware) callKeyFunc(f func(*http.Request) (string, bool), r *http.Request) (key string, ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			m.badInput("httplimit: key function panicked; the policy does not count this request", r, slog.String("panic", fmt.Sprint(v)))
+			m.pl.Defect(defectKey, "httplimit: key function panicked; the policy does not count this request", slog.String("panic", fmt.Sprint(v)),
+				slog.String("method", r.Method), slog.String("path", r.URL.Path))
 			key, ok = "", false
 		}
 	}()
 	return f(r)
-}
-
-func (m *middleware) badInput(msg string, r *http.Request, attrs ...slog.Attr) {
-	if m.stats != nil {
-		m.stats.BadInput.Add(1)
-	}
-	m.warn(&m.inputLog, msg, append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))...)
-}
-
-// warn logs msg at level Warn through t: at most one line a second of each kind, with the
-// number held back since the last in "suppressed".
-func (m *middleware) warn(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {
-	t.Log(context.Background(), m.log, m.clock.Now(), slog.LevelWarn, msg, attrs...)
 }

@@ -3,7 +3,6 @@ package httplimit
 import (
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -11,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/internal/pipeline"
 )
 
 // Option configures Middleware.
@@ -51,11 +51,12 @@ type Limit struct {
 	// Shares, when not nil, share the policy's capacity between criticality classes: a
 	// request of class c (WithCriticalityHeader) is admitted only while c's share holds, so
 	// the lowest classes are shed first (sluice.Limiter.AllowClass). With InFlight, the class
-	// also decides the slot (sluice.Limiter.AcquireClass, with the limiter's shares).
+	// also decides the slot (sluice.Leases.AcquireClass, with the shares of the Leases,
+	// WithLeases).
 	Shares *sluice.Shares
 	// InFlight, when not nil, bounds the requests of one Key in flight at once, across every
 	// process sharing the limiter's store: a request its rate limits admit takes a slot
-	// (sluice.Limiter.Acquire, a lease the limiter renews) and holds it until the handler
+	// (sluice.Leases.Acquire, a lease renewed while held; WithLeases) and holds it until the handler
 	// returns. A request refused a slot is answered 429, its policy named in the problem
 	// (Retry-After at most 1 s: a slot frees when a request ends), and it has been counted by
 	// the rate limits as any answered request is. A Limit may have InFlight alone: its zero
@@ -111,9 +112,13 @@ func WithDenial(f func(w http.ResponseWriter, r *http.Request, results []Result)
 // does not become an outage of the service; distributed.FailClosed answers 503 with a
 // temporary-reduced-capacity problem and Retry-After: 1; distributed.FailLocal decides with
 // the local limiter of WithFallback, and fails open if that fails too. Every such error is
-// counted (Stats.StoreErrors) and logged, at most once a second.
+// counted (Stats.StoreErrors) and logged at level Warn, at most once a second. It is the
+// failure handler of every library transport (grpclimit's too), with one semantics: a key
+// the store refuses (a client's value too long to key by) is answered 400 whatever the
+// policy, and a request whose own context ended before it was decided gets a 503 and counts
+// no store error.
 func WithFailurePolicy(p distributed.FailurePolicy) Option {
-	return optionFunc(func(m *middleware) { m.failure = p })
+	return optionFunc(func(m *middleware) { m.pc.Failure = p })
 }
 
 // WithFallback sets the local limiter distributed.FailLocal decides with while the store is
@@ -121,7 +126,15 @@ func WithFailurePolicy(p distributed.FailurePolicy) Option {
 // failure policy. (A store wrapped in distributed.Fallback does this inside the store,
 // keeping the global budget.)
 func WithFallback(l *sluice.Limiter) Option {
-	return optionFunc(func(m *middleware) { m.fallback, m.failure = l, distributed.FailLocal })
+	return optionFunc(func(m *middleware) { m.pc.Fallback, m.pc.Failure = l, distributed.FailLocal })
+}
+
+// WithLeases sets the Leases that hold the slots of the in-flight limits (Limit.InFlight):
+// its store, its clock, its criticality shares, and its counts (Held, Lost,
+// FailedReleases) for the caller to read. The default is a Leases on the limiter's store, with
+// the clock of WithClock.
+func WithLeases(ls *sluice.Leases) Option {
+	return optionFunc(func(m *middleware) { m.pc.Leases = ls })
 }
 
 // WithWait shapes instead of rejecting: a denied request waits until its limits would allow
@@ -135,7 +148,7 @@ func WithWait(max time.Duration) Option { return optionFunc(func(m *middleware) 
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(m *middleware) { m.log = l }) }
 
 // WithStats counts the middleware's outcomes into s.
-func WithStats(s *Stats) Option { return optionFunc(func(m *middleware) { m.stats = s }) }
+func WithStats(s *Stats) Option { return optionFunc(func(m *middleware) { m.pc.Stats = s }) }
 
 // WithClock sets the clock of X-RateLimit-Reset, of shaping waits and of log rate limiting
 // (default sluice.SystemClock). Decisions use the store's clock.
@@ -145,24 +158,19 @@ func WithClock(c sluice.Clock) Option { return optionFunc(func(m *middleware) { 
 // the policy name, ':' and the key parts separated by '|'.
 func WithKeyPrefix(p string) Option { return optionFunc(func(m *middleware) { m.prefix = p }) }
 
-// Stats counts what the middleware did. Read the fields with Load; they are safe for
-// concurrent use.
-type Stats struct {
-	// Allowed counts requests passed to the handler after a decision (waited ones included).
-	Allowed atomic.Uint64
-	// Denied counts requests answered by the denial (429).
-	Denied atomic.Uint64
-	// StoreErrors counts requests the store could not decide, whatever the failure policy.
-	StoreErrors atomic.Uint64
-	// FailedOpen and FailedClosed count the requests let through or refused because of a
-	// store error.
-	FailedOpen, FailedClosed atomic.Uint64
-	// Waited counts requests that waited (WithWait) and were then allowed.
-	Waited atomic.Uint64
-	// BadInput counts failures of the application's functions: cost functions that panicked
-	// or returned a negative cost, key functions that panicked, negative costs given to Settle.
-	BadInput atomic.Uint64
-	// Settled counts requests whose reported cost was settled (WithSettle); SettleErrors the
-	// settles the store refused or could not make.
-	Settled, SettleErrors atomic.Uint64
-}
+// Stats counts what the middleware did: the one Stats of Sluice's library transports
+// (grpclimit's Interceptor.Stats reads the same counters). Read the fields with Load; they are
+// safe for concurrent use:
+//
+//   - Allowed: requests passed to the handler after their limits admitted them (waited ones
+//     included);
+//   - Denied: requests answered by the denial (429) or refused a slot of an in-flight limit;
+//   - StoreErrors: requests the store could not decide, whatever the failure policy;
+//     FailedOpen and FailedClosed: those let through or refused (503) because of it;
+//   - Waited: requests that waited (WithWait) and were then allowed;
+//   - BadInput: defects of the application's functions (a cost function that panicked or
+//     returned a negative cost, a key function that panicked) and input that cannot be used
+//     (a key the store refused, too long: 400; a negative cost given to Settle);
+//   - Settled: requests whose reported cost was settled (WithSettle); SettleErrors the
+//     settles the store refused or could not make.
+type Stats = pipeline.Stats

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pipeline"
 )
 
 // WithSettle settles costs known only after the response (LLM tokens generated, bytes served,
@@ -38,7 +38,8 @@ func Settle(r *http.Request, cost int64) bool {
 		return false
 	}
 	if cost < 0 {
-		s.m.badInput("httplimit: Settle with a negative cost; ignored", r, slog.Int64("cost", cost))
+		s.m.pl.BadInput("httplimit: Settle with a negative cost; ignored", slog.Int64("cost", cost),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
 		return false
 	}
 	s.real.Add(cost)
@@ -66,38 +67,16 @@ func (s *settlement) Value(key any) any {
 	return s.Context.Value(key)
 }
 
-// serveSettled serves r to the handler with a settlement and then settles q's checks charged
-// with the middleware's cost on l, the limiter that charged them.
-func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *request, l *sluice.Limiter) {
-	m := h.m
-	s := &settlement{Context: r.Context(), m: m}
+// serveSettled serves r to the handler with a settlement and then settles the cost it
+// reported on q's checks (pipeline.Request.Settle).
+func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *pipeline.Request) {
+	s := &settlement{Context: r.Context(), m: h.m}
 	h.next.ServeHTTP(w, r.WithContext(s))
 	s.done.Store(true)
 	if !s.reported.Load() {
 		return
 	}
-	real := s.real.Load()
 	// The request's context may be over (the client left): the debt is owed all the same. The
 	// store bounds the call by its own timeout (every Sluice store has one).
-	ctx := context.WithoutCancel(r.Context())
-	for i := range q.checks {
-		c := &q.checks[i]
-		if m.limits[q.which[i]].Cost != nil {
-			continue // counted in units of its own
-		}
-		delta := min(max(real-c.N, -sluice.MaxLimit), sluice.MaxLimit)
-		if delta == 0 {
-			continue
-		}
-		if _, err := l.Settle(ctx, c.Key, c.Rule, delta); err != nil {
-			if m.stats != nil {
-				m.stats.SettleErrors.Add(1)
-			}
-			m.warn(&m.storeLog, "httplimit: the store could not settle a request's cost; the estimate stands",
-				slog.String("policy", m.limits[q.which[i]].Name), slog.Int64("delta", delta), slog.Any("err", err))
-		}
-	}
-	if m.stats != nil {
-		m.stats.Settled.Add(1)
-	}
+	q.Settle(context.WithoutCancel(r.Context()), s.real.Load())
 }

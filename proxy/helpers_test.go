@@ -70,7 +70,7 @@ func startProxy(t *testing.T, up *upstream, rules string, mutate ...func(*proxy.
 	}
 	clock := sluicetest.NewManualClock(t0)
 	cfg := proxy.Config{Upstream: up.URL, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", RulesPath: path,
-		ReloadInterval: -1, StoreConfig: store.Config{Clock: clock}, ShutdownTimeout: 5 * time.Second}
+		ReloadInterval: -1, StoreConfig: store.Config{Backend: store.Backend{Clock: clock}}, ShutdownTimeout: 5 * time.Second}
 	for _, m := range mutate {
 		m(&cfg)
 	}

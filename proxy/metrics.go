@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	forwarded, denied, invalid, unavailable prometheus.Counter
 	upstreamErrors                          prometheus.Counter
+	releaseFailures                         prometheus.Counter
 	upstreamTimeouts                        [2]prometheus.Counter // by timeoutResponseHeader, timeoutIdle
 	decision                                prometheus.Observer
 }
@@ -29,13 +30,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	decision := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_proxy_decision_duration_seconds",
 		Help:    "Time to decide a request before forwarding it (building descriptors and the store call).",
 		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}})
-	for _, c := range []prometheus.Collector{requests, upstream, timeouts, decision} {
+	releases := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_lease_release_failures_total",
+		Help: "Releases of in-flight slots (max_in_flight) the store could not take, at a request's end or after an acquire that failed (timed out): each slot stays held until its lease expires."})
+	for _, c := range []prometheus.Collector{requests, upstream, timeouts, decision, releases} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return &metrics{forwarded: requests.WithLabelValues("forwarded"), denied: requests.WithLabelValues("denied"),
 		invalid: requests.WithLabelValues("invalid"), unavailable: requests.WithLabelValues("unavailable"),
-		upstreamErrors: upstream, decision: decision,
+		upstreamErrors: upstream, decision: decision, releaseFailures: releases,
 		upstreamTimeouts: [2]prometheus.Counter{timeoutResponseHeader: timeouts.WithLabelValues("response_header"), timeoutIdle: timeouts.WithLabelValues("idle")}}, nil
 }

@@ -84,7 +84,7 @@ func TestStoreErrorsFollowTheFallback(t *testing.T) {
 		t.Run("fallback="+tc.fallback, func(t *testing.T) {
 			up := newUpstream(t)
 			p := startProxy(t, up, everyone, func(c *proxy.Config) {
-				c.StoreConfig = store.Config{URL: deadRedis, Fallback: tc.fallback, Timeout: 50 * time.Millisecond}
+				c.StoreConfig = store.Config{Backend: store.Backend{URL: deadRedis, Timeout: 50 * time.Millisecond}, Decorators: store.Decorators{Fallback: tc.fallback}}
 			})
 			for range 3 {
 				resp, body := get(t, p.base+"/")

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -55,11 +56,19 @@ type Config struct {
 	ReloadInterval time.Duration
 	// Rules are static rules, used when RulesPath is empty.
 	Rules *config.Config
+	// MaxLease is the longest lease a max_in_flight of the rules at RulesPath may ask for
+	// (config.Options.MaxLease; 0: config.DefaultMaxLease, 10 minutes): a holder killed
+	// without releasing locks its slot that long, unless the admin endpoint
+	// DELETE /v1/leases clears it.
+	MaxLease time.Duration
 	// Store decides; when nil, the store StoreConfig describes is opened, and closed on
 	// shutdown (see rls.Config).
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, mode, fallback, timeout.
 	StoreConfig store.Config
+	// GlobalStore decides the limits of scope global (see rls.Config.GlobalStore); nil: the
+	// store. Not closed by the proxy.
+	GlobalStore sluice.Store
 	// TrustedProxies are the addresses (CIDRs or bare IPs) of the proxies in front of this
 	// one: X-Forwarded-For and Forwarded are believed only from them (package clientip).
 	// Empty: the client address is the peer's.
@@ -99,15 +108,17 @@ type Config struct {
 type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
-	eng      *rls.Engine // decides, owns the rules, their watcher and the store
+	eng      *rls.Engine    // decides, owns the rules, their watcher and the store
+	leases   *sluice.Leases // the slots of max_in_flight, in the engine's store
+	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	plan     atomic.Pointer[plan]
 	resolver *clientip.Resolver
 	metrics  *metrics
 	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
-	invalidLog, upstreamLog logthrottle.Throttle
-	serving                 atomic.Bool // between the start of Serve and the end of the drain
+	invalidLog, upstreamLog, releaseLog logthrottle.Throttle
+	serving                             atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -135,16 +146,25 @@ func New(cfg Config) (*Proxy, error) {
 	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	p.registry = cfg.Registry
+	if p.registry == nil {
+		p.registry = prometheus.NewRegistry()
+	}
+	engMetrics, err := rlsmetrics.New(p.registry, rlsmetrics.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
 	eng, err := rls.New(rls.Config{RulesPath: cfg.RulesPath, ReloadInterval: cfg.ReloadInterval, Rules: cfg.Rules,
-		Store: cfg.Store, StoreConfig: cfg.StoreConfig, Logger: p.log, Registry: reg, RequestRules: rls.RequestRulesOff, InFlight: true})
+		RulesOptions: config.Options{MaxLease: cfg.MaxLease},
+		Store:        cfg.Store, StoreConfig: cfg.StoreConfig, GlobalStore: cfg.GlobalStore, Logger: p.log, Observer: engMetrics, RequestRules: rls.RequestRulesOff, InFlight: true})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p.eng = eng
+	if err := engMetrics.Attach(eng); err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("proxy: metrics: %w", err)
+	}
 	if err := checkLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
 		_ = eng.Close()
 		return nil, err
@@ -153,10 +173,11 @@ func New(cfg Config) (*Proxy, error) {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
 	}
-	if p.metrics, err = newMetrics(reg); err != nil {
+	if p.metrics, err = newMetrics(p.registry); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
+	p.leases = sluice.NewLeases(eng.Limiter().Store(), sluice.OnReleaseError(p.releaseFailed))
 	p.rp = p.reverseProxy()
 	if err := p.listen(); err != nil {
 		p.Close()
@@ -220,9 +241,10 @@ func (p *Proxy) listen() error {
 // adminHandler is the engine's admin endpoints (package server/admin), with /readyz failing
 // as soon as the drain starts, so that load balancers stop sending before the listener closes.
 func (p *Proxy) adminHandler() http.Handler {
-	endpoints := admin.Handler(admin.Config{Engine: p.eng, Serving: p.serving.Load})
+	endpoints := admin.Handler(admin.Config{Engine: p.eng, Metrics: p.registry, Serving: p.serving.Load})
 	mux := http.NewServeMux()
 	mux.Handle("/", endpoints)
+	mux.HandleFunc("DELETE /v1/leases", p.clearLeases)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if p.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -245,7 +267,7 @@ func (p *Proxy) AdminAddr() string {
 }
 
 // Registry returns the registry of the metrics.
-func (p *Proxy) Registry() *prometheus.Registry { return p.eng.Registry() }
+func (p *Proxy) Registry() *prometheus.Registry { return p.registry }
 
 // Reload checks the rules files now (as the periodic poll does); see rls.Engine.Reload.
 func (p *Proxy) Reload() (bool, error) { return p.eng.Reload() }
@@ -281,6 +303,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	p.serving.Store(false)
 	stopWatch()
 	<-watchDone
+	_ = p.leases.Close()
 	_ = p.eng.Close() // flushes the store's decorators
 	if p.admin != nil {
 		_ = p.admin.Close()
@@ -326,6 +349,9 @@ func (p *Proxy) Close() error {
 		if l != nil {
 			_ = l.Close()
 		}
+	}
+	if p.leases != nil {
+		_ = p.leases.Close()
 	}
 	return p.eng.Close()
 }

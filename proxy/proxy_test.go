@@ -32,7 +32,7 @@ func TestExactlyTheLimitPasses(t *testing.T) {
 	}{
 		{"memory", func(*testing.T) store.Config { return store.Config{} }},
 		{"redis", func(t *testing.T) store.Config {
-			return store.Config{URL: "redis://" + testenv.RedisAddr(t), Prefix: "proxytest:" + t.Name() + time.Now().Format(time.RFC3339Nano) + ":"}
+			return store.Config{Backend: store.Backend{URL: "redis://" + testenv.RedisAddr(t), Prefix: "proxytest:" + t.Name() + time.Now().Format(time.RFC3339Nano) + ":"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

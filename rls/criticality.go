@@ -1,10 +1,6 @@
 package rls
 
 import (
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 )
@@ -14,24 +10,6 @@ import (
 // x-criticality header to descriptor_key "criticality") sets the class of every limit of the
 // request; without it the class is CRITICAL. Only limits with `criticality` shares use it.
 const CriticalityEntry = "criticality"
-
-// policyMetrics are the counters of the request policies.
-type policyMetrics struct {
-	unknownClass prometheus.Counter
-	unknownOnce  sync.Once
-}
-
-// registerPolicyMetrics registers the live view's gauges and the criticality counter.
-func (e *Engine) registerPolicyMetrics() error {
-	e.policy.unknownClass = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_criticality_unknown_total",
-		Help: "Requests whose criticality class was not one of CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE, decided as CRITICAL."})
-	for _, c := range []prometheus.Collector{topCollector{e}, e.policy.unknownClass} {
-		if err := e.registry.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // requestClass returns the class a request carries (CriticalityEntry), CRITICAL by default.
 // An unknown class is CRITICAL too: counted, and logged the first time.
@@ -50,8 +28,8 @@ func (e *Engine) requestClass(req *Request) sluice.Criticality {
 func (e *Engine) parseClass(v string) sluice.Criticality {
 	c, ok := sluice.ParseCriticality(v)
 	if !ok {
-		e.policy.unknownClass.Inc()
-		e.policy.unknownOnce.Do(func() {
+		e.obs.UnknownCriticality()
+		e.unknownOnce.Do(func() {
 			e.log.Warn("unknown criticality class, decided as CRITICAL (logged once; counted in sluice_criticality_unknown_total)", "value", quote(v))
 		})
 	}

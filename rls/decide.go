@@ -123,11 +123,12 @@ func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 }
 
 type scratch struct {
-	items  []item
-	checks []sluice.Check
-	own    []sluice.Check
-	shared []string          // config.LookupShared's buffer
-	rules  []sluice.Decision // each rule's own decision, per item (item.rulesAt)
+	items   []item
+	checks  []sluice.Check
+	own     []sluice.Check
+	shared  []string          // config.LookupShared's buffer
+	rules   []sluice.Decision // each rule's own decision, per item (item.rulesAt)
+	outcome Outcome           // what the Observer is told of one item (count)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -137,6 +138,7 @@ func (sc *scratch) release() {
 	clear(sc.checks)
 	clear(sc.own)
 	sc.items, sc.checks, sc.own, sc.rules = sc.items[:0], sc.checks[:0], sc.own[:0], sc.rules[:0]
+	sc.outcome = Outcome{}
 	scratchPool.Put(sc)
 }
 
@@ -149,7 +151,7 @@ const maxHits = sluice.MaxLimit + 1
 // with their own positive hits_addend, a measured cost charged whatever the answer: see
 // item.measured; Config.CountDenied decides every descriptor as envoyproxy/ratelimit). An
 // unknown domain, an unmatched or unlimited descriptor are OK without a store call. The
-// decision is counted in the metrics.
+// decision is told to the Observer.
 //
 // Errors are *Error: KindInvalid for a request the rules or the bounds refuse (before any
 // store call), KindUnavailable when the store fails without a fallback, KindCanceled or
@@ -474,8 +476,7 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 		errors.Is(err, sluice.ErrNoReservation):
 		return &Error{Kind: KindInvalid, Msg: err.Error(), Err: err}
 	}
-	e.metrics.storeErrors.Inc()
-	e.peer.redisError.Inc()
+	e.obs.StoreError(false)
 	e.logStoreError(err)
 	msg := err.Error()
 	if !errors.Is(err, sluice.ErrStoreUnavailable) { // else the message says it already
@@ -490,13 +491,13 @@ func (e *Engine) StoreError(ctx context.Context, err error) error { return e.sto
 
 // fallbackError counts and logs a store failure that the fallback answered by its policy.
 func (e *Engine) fallbackError(err error) {
-	e.metrics.storeErrors.Inc()
+	e.obs.StoreError(true)
 	e.logStoreError(err, slog.String("answered_by", "fallback "+e.cfg.StoreConfig.Fallback))
 }
 
 // logStoreError logs at most one store error per second, so an outage does not flood logs.
 func (e *Engine) logStoreError(err error, attrs ...slog.Attr) {
-	e.storeLog.Log(context.Background(), e.log, time.Now(), slog.LevelError, "store error",
+	e.storeLog.Log(context.Background(), e.log, e.clock.Now(), slog.LevelError, "store error",
 		append([]slog.Attr{slog.Any("err", err)}, attrs...)...)
 }
 
@@ -507,7 +508,6 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 	items := sc.items
 	ans.Code, ans.Verdicts, ans.Tightest, ans.Rules = CodeOK, ans.Verdicts[:0], -1, st.cfg
 	ans.rules = append(ans.rules[:0], sc.rules...) // the verdicts' Decisions, owned by ans
-	dc := st.domains[req.Domain]
 	quotas, quotasOver := 0, 0
 	var now time.Time // read once, for blocks only: time.Now is 5% of a decision
 	for i := range items {
@@ -515,15 +515,16 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		ans.Verdicts = append(ans.Verdicts, Verdict{Code: CodeOK, Limit: it.limit})
 		v := &ans.Verdicts[i]
 		if it.limit != nil && it.limit.InFlight != nil && !it.overridden() {
-			v.Key = it.key
+			v.Key, v.Adaptive = it.key, st.limits[it.limit.Index].adaptive
 		}
 		if !it.limited() {
 			switch {
 			case it.limit != nil && it.limit.Unlimited:
 				v.Remaining = math.MaxUint32
-				st.limits[it.limit.Index].counters.unlimited.Inc()
-			case dc != nil:
-				dc.noRule.Inc()
+				sc.outcome = Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Unlimited: true}
+				e.limitObserver(st, it.limit).Decided(&sc.outcome)
+			case dom != nil:
+				e.domainObserver(st, req.Domain).NoRule()
 			}
 			continue
 		}
@@ -559,13 +560,13 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 		wait := d.ResetIn(period)
 		if it.block {
 			if now.IsZero() {
-				now = time.Now()
+				now = e.clock.Now()
 			}
 			p := it.period()
 			wait = p - time.Duration(now.UnixNano()%int64(p))
 		}
 		v.Reset = (wait + time.Second - 1) / time.Second * time.Second // whole seconds, rounded up as the peer's
-		e.count(st, dc, dom, it)
+		e.count(st, dom, it, &sc.outcome)
 		// The headers describe the descriptor closest to its limit; the last one over it wins.
 		if t := ans.Tightest; t < 0 || (over && !it.quota) || v.Remaining < ans.Verdicts[t].Remaining {
 			ans.Tightest = i
@@ -581,7 +582,7 @@ func (e *Engine) respond(st *rules, dom *config.Domain, req *Request, sc *scratc
 	}
 	if ans.Code == CodeOverLimit && e.globalShadow {
 		ans.Code = CodeOK
-		e.peer.globalShadow.Inc()
+		e.obs.GlobalShadow()
 	}
 }
 
@@ -596,41 +597,19 @@ func (it *item) period() time.Duration {
 	return it.limit.Unit.Duration() * time.Duration(max(it.limit.UnitMultiplier, 1))
 }
 
-// count counts the decision, in Sluice's metrics and in envoyproxy/ratelimit's.
-func (e *Engine) count(st *rules, dc *domainCounters, dom *config.Domain, it *item) {
+// count tells the Observer the decision (in o, the scratch's: no copy, no allocation), and
+// the live view's sketch the key.
+func (e *Engine) count(st *rules, dom *config.Domain, it *item, o *Outcome) {
+	*o = Outcome{Limit: it.limit, Domain: dom, Entries: it.desc.Entries, Key: it.key, Hits: it.hits, Refund: it.desc.IsNegativeHits,
+		Over: it.over, Shadow: it.shadow(), Block: it.block, Decision: it.decision}
 	if it.overridden() {
-		if it.over {
-			dc.overrideNo.Inc()
-		} else {
-			dc.overrideOK.Inc()
-		}
-		e.peer.record(dc.peerOverride, it, e.nearLimitRatio)
+		o.Limit = nil
+		e.domainObserver(st, dom.Name).Override(o)
 		return
 	}
 	info := &st.limits[it.limit.Index]
 	if info.hot == nil { // a hot parameter's sketch counts it already
-		info.view.Add(it.key, 1, it.over && !it.shadow())
+		e.tracker(info).Add(it.key, 1, it.over && !it.shadow())
 	}
-	c := info.counters
-	switch {
-	case it.over && it.shadow():
-		c.shadow.Inc()
-		c.ok.Inc()
-	case it.over:
-		c.over.Inc()
-	default:
-		c.ok.Inc()
-	}
-	peer := info.peer
-	if it.limit.DetailedMetric || it.limit.ValueToMetric {
-		peer = e.peer.counters(config.MetricKey(dom, it.desc.Entries, it.limit))
-	}
-	e.peer.record(peer, it, e.nearLimitRatio)
-	if it.limit.DetailedMetric {
-		result := "ok"
-		if it.over && !it.shadow() {
-			result = "over_limit"
-		}
-		e.metrics.decisions.WithLabelValues(it.limit.Domain, it.key, result).Inc()
-	}
+	e.limitObserver(st, it.limit).Decided(o)
 }

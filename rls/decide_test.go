@@ -2,32 +2,31 @@ package rls_test
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-const decideRules = `
-domain: d
-descriptors:
-  - key: a
-    rate_limits:
-      - {unit: minute, requests_per_unit: 2, algorithm: fixed_window}
-      - {unit: hour, requests_per_unit: 10, algorithm: fixed_window}
-  - key: shadow
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: fixed_window}
-  - key: free
-    rate_limit: {unlimited: true}
-`
+// decideRules are the rules of the decision tests.
+var decideRules = readTestdata("decide.yaml")
+
+// readTestdata returns the text of a file of testdata.
+func readTestdata(name string) string {
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // newEngine builds an engine of rules (YAML text) over a memory store.
 func newEngine(t *testing.T, rules string) *rls.Engine {
@@ -39,14 +38,7 @@ func newEngine(t *testing.T, rules string) *rls.Engine {
 // the memory store).
 func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
 	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	compiled := testenv.Rules(t, rules)
 	if cfg.Store == nil {
 		mem, err := memory.New(memory.WithSweepInterval(-1))
 		if err != nil {
@@ -56,11 +48,33 @@ func newEngineConfig(t *testing.T, rules string, cfg rls.Config) *rls.Engine {
 		cfg.Store = mem
 	}
 	cfg.Rules, cfg.ReloadInterval = compiled, -1
+	return observed(t, cfg)
+}
+
+// registries are the registries of the engines observed by the tests' metrics (metric).
+var registries sync.Map // *rls.Engine -> *prometheus.Registry
+
+// observed builds an engine of cfg whose Observer, unless cfg has one, is the metrics of
+// package rlsmetrics on a registry of its own (read by metric).
+func observed(t *testing.T, cfg rls.Config) *rls.Engine {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := rlsmetrics.New(reg, rlsmetrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = m
+	}
 	e, err := rls.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
+	if err := m.Attach(e); err != nil {
+		t.Fatal(err)
+	}
+	registries.Store(e, reg)
 	return e
 }
 
@@ -76,14 +90,8 @@ func desc(kv ...string) rls.Descriptor {
 // metric returns the line of the engine's metrics page that starts with prefix, or "".
 func metric(t *testing.T, e *rls.Engine, prefix string) string {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(e.Registry(), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			return line
-		}
-	}
-	return ""
+	reg, _ := registries.Load(e)
+	return testenv.MetricLine(t, reg.(*prometheus.Registry), prefix)
 }
 
 // TestDecideInProcess: Decide answers with one verdict per descriptor: the binding rule,
@@ -147,5 +155,29 @@ descriptors:
 	v := ans.Verdicts[0]
 	if ans.Code != rls.CodeOverLimit || !v.Limited || !v.Block || !v.Denied() || !v.Never || v.Remaining != 0 || v.Reset != time.Second {
 		t.Errorf("answer %v, verdict %+v; want a block over its limit, reset in 1s", ans.Code, v)
+	}
+}
+
+// TestEngineClock: the engine reads the time of Config.Clock, not the system's: a block's
+// reset is the rest of its window on that clock.
+func TestEngineClock(t *testing.T) {
+	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC))
+	e := newEngineConfig(t, `
+domain: edge
+descriptors:
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: minute, requests_per_unit: 0}
+`, rls.Config{Clock: clock})
+	req := &rls.Request{Domain: "edge", Descriptors: []rls.Descriptor{desc("remote_address", "50.0.0.5")}}
+	for _, want := range []time.Duration{50 * time.Second, 30 * time.Second} {
+		var ans rls.Answer
+		if err := e.Decide(context.Background(), req, &ans); err != nil {
+			t.Fatal(err)
+		}
+		if got := ans.Verdicts[0].Reset; got != want {
+			t.Errorf("block's reset at %v: %v, want %v", clock.Now().Format(time.TimeOnly), got, want)
+		}
+		clock.Advance(20 * time.Second)
 	}
 }

@@ -3,10 +3,14 @@
 // store, with no listener. Package server serves it over the Envoy RLS v3 gRPC API and HTTP;
 // package proxy feeds it HTTP requests.
 //
-// An Engine holds the rules snapshot and its reload hook, builds the store keys of
-// descriptors, tracks hot parameters, applies criticality shares, per-instance (layered)
-// limits and the bounds of requests, decides (Engine.Decide), and counts every decision in
-// Prometheus series, Sluice's and envoyproxy/ratelimit's.
+// An Engine holds the rules set in force, taken from one RulesSource (rules files, xDS),
+// builds the store keys of descriptors, tracks hot parameters, applies criticality shares,
+// per-instance (layered) limits and the bounds of requests, decides (Engine.Decide), and
+// tells an Observer every decision: package server/rlsmetrics counts them in Prometheus
+// series, Sluice's and envoyproxy/ratelimit's. The engine links no metrics client; its time
+// is Config.Clock's. A limit's runtime state (its sketches, its adaptive in-flight limit, its
+// observer) is created at its first decision and carried over reloads that keep the limit, so
+// rule sets of many limits cost little until they are used.
 //
 // Decisions are envoyproxy/ratelimit's (an unknown domain, an unmatched or unlimited
 // descriptor are OK without a store call; quota mode, shadow mode, whole-second resets) but

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	gostats "github.com/lyft/gostats"
 	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -31,8 +28,6 @@ const (
 	DefaultMaxRequestLogLimit = 100
 	DefaultMaxRequestPeriod   = 24 * time.Hour
 	DefaultMaxRequestState    = 32 << 10
-	// DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
-	DefaultNearLimitRatio = 0.8
 )
 
 // The values of Config.RequestRules.
@@ -49,18 +44,20 @@ const (
 // Config configures an Engine: the rules, the store and the bounds of requests. The zero
 // value of every field is a documented default; an Engine needs rules (RulesPath or Rules).
 type Config struct {
-	// RulesPath is a rules file or directory, watched for changes (see config.Watcher).
+	// RulesPath is a rules file or directory, watched for changes: the engine's RulesSource is
+	// then a FileSource of it, polled every ReloadInterval.
 	RulesPath string
 	// ReloadInterval is how often RulesPath is polled by Run (default
 	// config.DefaultWatchInterval); negative disables polling (Reload still works).
 	ReloadInterval time.Duration
-	// Rules are static rules, used when RulesPath is empty (e.g. embedded defaults); with a
-	// RulesSource, the rules in force until it delivers.
+	// Rules are static rules, used when there is no rules source (e.g. embedded defaults);
+	// with a RulesSource, the rules in force until it delivers.
 	Rules *config.Config
-	// RulesSource, when RulesPath is empty, pushes the rules (e.g. xDS, package config/xds):
-	// Run runs it. Until it delivers (and Rules is nil) every decision is an error wrapping
-	// ErrNoRules, and Ready reports it unless ReadyWithoutRules (envoyproxy/ratelimit's
-	// FORCE_START_WITHOUT_INITIAL_CONFIG: healthy before the first rules).
+	// RulesSource, when RulesPath is empty, delivers the rules (e.g. xDS, package
+	// config/xds): Run runs it. Until it delivers (and Rules is nil) every decision is an
+	// error wrapping ErrNoRules, and Ready reports it unless ReadyWithoutRules
+	// (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG: healthy before the first
+	// rules).
 	RulesSource       RulesSource
 	ReadyWithoutRules bool
 	// RulesOptions say how the rules at RulesPath are read and compiled: the default
@@ -73,9 +70,14 @@ type Config struct {
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
 	// fallback and per-call timeout (default: memory, sync mode, no fallback). With a
 	// fallback, the engine hooks its OnStateChange and OnStoreError (calling any set here
-	// too) to log each change, count the failures and report the state in the metrics and
-	// Ready; a fallback inside a Store passed above is not observed.
+	// too) to log each change, tell the Observer of the failures and report the state in
+	// Ready and Fallback; a fallback inside a Store passed above is not observed. Its Logger,
+	// when nil, is the engine's.
 	StoreConfig store.Config
+	// GlobalStore, when set, decides the limits of scope global: the regions' store
+	// (package distributed/regions), which shares each such limit between the regions. Nil:
+	// the store decides them too (one region). Not closed by the engine.
+	GlobalStore sluice.Store
 	// WrapStore, when set, wraps the store the engine decides on (Store, or the one
 	// StoreConfig opened): the server's tracing makes each store call a child span with it.
 	// The readiness probe goes through it too.
@@ -83,8 +85,13 @@ type Config struct {
 	// Logger receives reload, (rate-limited) store error lines, and each change of the
 	// fallback's state; nothing is logged per request. Default: discard.
 	Logger *slog.Logger
-	// Registry receives the metrics; default a new registry of the engine's own.
-	Registry *prometheus.Registry
+	// Observer is told every decision and what else the engine does, for metrics (package
+	// server/rlsmetrics counts them in Prometheus series). Default: nothing observes.
+	Observer Observer
+	// Clock is the engine's time: the resets of blocks, the live view's rates, the readiness
+	// probe's and the fallback's times, the throttle of store error lines. Default
+	// sluice.SystemClock. The store's time is StoreConfig.Clock (or the Store's own).
+	Clock sluice.Clock
 	// MaxDescriptors bounds the descriptors of a request (default DefaultMaxDescriptors),
 	// MaxDescriptorEntries the entries of one descriptor (default
 	// DefaultMaxDescriptorEntries); MaxKeyLength bounds a descriptor's store key (default
@@ -117,47 +124,37 @@ type Config struct {
 	// GlobalQuotaMode puts every configured limit in quota mode (QUOTA_MODE): a request is
 	// over its limit only when every one of its limited descriptors is.
 	GlobalQuotaMode bool
-	// NearLimitRatio is the share of a limit past which hits count as near_limit in the
-	// envoyproxy/ratelimit metrics (default DefaultNearLimitRatio).
-	NearLimitRatio float64
 	// InFlight says that the transport enforces the descriptors' max_in_flight (it sees each
 	// request end: sluice proxy sets it). Otherwise rules with a max_in_flight are refused
 	// at load and reload (config.Options.RefuseInFlight): the RLS protocol has no
 	// request-finished signal, and a limit silently not enforced is worse than none.
 	InFlight bool
-
-	// PeerStats, when set, also counts envoyproxy/ratelimit's statsd stats (peerstats.go)
-	// in this store, each with PeerStatsTags (the peer's EXTRA_TAGS); the store's sinks
-	// send them. Nil: none.
-	PeerStats     gostats.Store
-	PeerStatsTags map[string]string
-	// ResponseTimeMilliseconds records ratelimit_service_response_time_seconds in whole
-	// milliseconds, same name and buckets, as envoyproxy/ratelimit does with
-	// PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true. Default: seconds.
-	ResponseTimeMilliseconds bool
 }
 
 // Engine is the descriptor engine: it decides requests against the rules in force, on the
-// store, and counts the decisions in its metrics. It has no listener: a transport (package
-// server, package proxy) turns its requests into Requests. Build it with New, release it
-// with Close. An Engine is safe for concurrent use.
+// store, and tells its Observer what it decided. It has no listener and counts no metric: a
+// transport (package server, package proxy) turns its requests into Requests, and an
+// Observer (package server/rlsmetrics) keeps the series. Build it with New, release it with
+// Close. An Engine is safe for concurrent use.
 type Engine struct {
 	cfg         Config
 	log         *slog.Logger
+	obs         Observer
+	clock       sluice.Clock
 	store       sluice.Store
 	storeCloser io.Closer // the store it opened; nil for Config.Store
 	limiter     *sluice.Limiter
 	layered     *sluice.Limiter // limiter and per-instance limits (layered.go)
 	localStore  io.Closer
 	rules       atomic.Pointer[rules]
+	applyMu     sync.Mutex    // one rules set built at a time (rules.go)
+	built       func()        // tests: called when a rules set is built, before it is swapped in
 	rulesIn     chan struct{} // closed when rules are first in force (source.go)
 	rulesOnce   sync.Once
-	watcher     *config.Watcher
-	metrics     *metrics
-	peer        *peerMetrics
-	registry    *prometheus.Registry
+	source      RulesSource // nil for static rules
+	sourceName  string
 	storeLog    logthrottle.Throttle
-	policy      policyMetrics // criticality.go
+	unknownOnce sync.Once // criticality.go
 	fallback    *fallbackWatch
 	readyCheck  readiness
 	unknown     unknownDomains
@@ -169,39 +166,36 @@ type Engine struct {
 	requestRules     requestRules
 	globalShadow     bool
 	globalQuota      bool
-	nearLimitRatio   float64
 	defaultAlgorithm sluice.Algorithm
 }
 
-// New validates cfg, registers the metrics, loads the rules and opens the store. Call Close
-// to release what New acquired, and Run to follow the rules files.
+// New validates cfg, loads the rules and opens the store. Call Close to release what New
+// acquired, and Run to follow the rules source.
 func New(cfg Config) (*Engine, error) {
-	e := &Engine{cfg: cfg, log: cfg.Logger, registry: cfg.Registry, rulesIn: make(chan struct{}),
+	e := &Engine{cfg: cfg, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock, rulesIn: make(chan struct{}),
 		maxDescriptors: orDefault(cfg.MaxDescriptors, DefaultMaxDescriptors),
 		maxDescEntries: orDefault(cfg.MaxDescriptorEntries, DefaultMaxDescriptorEntries),
 		maxKeyLen:      orDefault(cfg.MaxKeyLength, sluice.DefaultMaxKeyLength),
 		globalShadow:   cfg.GlobalShadowMode, globalQuota: cfg.GlobalQuotaMode,
-		nearLimitRatio: cfg.NearLimitRatio, defaultAlgorithm: cfg.RulesOptions.DefaultAlgorithm}
-	if e.nearLimitRatio <= 0 {
-		e.nearLimitRatio = DefaultNearLimitRatio
-	}
+		defaultAlgorithm: cfg.RulesOptions.DefaultAlgorithm}
 	if !e.defaultAlgorithm.Valid() {
 		e.defaultAlgorithm = sluice.AlgorithmSlidingWindow
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if e.registry == nil {
-		e.registry = prometheus.NewRegistry()
+	if e.obs == nil {
+		e.obs = nopObserver{}
 	}
+	if e.clock == nil {
+		e.clock = sluice.SystemClock{}
+	}
+	e.readyCheck.clock = e.clock
 	rr, err := newRequestRules(cfg)
 	if err != nil {
 		return nil, err
 	}
 	e.requestRules = rr
-	if err := e.registerMetrics(); err != nil {
-		return nil, fmt.Errorf("rls: metrics: %w", err)
-	}
 	if err := e.loadRules(); err != nil {
 		return nil, err
 	}
@@ -212,18 +206,6 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) registerMetrics() error {
-	m, err := newMetrics(e.registry)
-	if err != nil {
-		return err
-	}
-	e.metrics = m
-	if e.peer, err = newPeerMetrics(e.registry, newPeerStats(e.cfg.PeerStats, e.cfg.PeerStatsTags), e.cfg.ResponseTimeMilliseconds); err != nil {
-		return err
-	}
-	return e.registerPolicyMetrics()
-}
-
 func orDefault(v, d int) int {
 	if v <= 0 {
 		return d
@@ -231,6 +213,8 @@ func orDefault(v, d int) int {
 	return v
 }
 
+// loadRules sets up the rules source (a FileSource for RulesPath) and the first rules: the
+// source's, else the static Rules, else none until the source delivers.
 func (e *Engine) loadRules() error {
 	if !e.cfg.InFlight {
 		e.cfg.RulesOptions.RefuseInFlight = true
@@ -238,21 +222,42 @@ func (e *Engine) loadRules() error {
 			return err
 		}
 	}
+	if w, ok := e.cfg.GlobalStore.(interface{ WindowsOnly() bool }); ok && w.WindowsOnly() {
+		e.cfg.RulesOptions.GlobalWindowsOnly = true
+		if err := refuseGlobalNonWindows(e.cfg.Rules); err != nil {
+			return err
+		}
+	}
 	switch {
 	case e.cfg.RulesPath != "":
-		w, err := config.NewWatcherWith(e.cfg.RulesPath, e.cfg.RulesOptions, func(c *config.Config) {
-			e.applyReloaded(e.cfg.RulesPath, c)
-		}, func(err error) { e.rejectReload(e.cfg.RulesPath, err) })
+		fs, err := NewFileSource(e.cfg.RulesPath, e.cfg.RulesOptions, e.cfg.ReloadInterval)
 		if err != nil {
-			e.peer.configLoadError.Inc()
+			e.obs.RulesRejected(true)
 			return fmt.Errorf("rls: rules: %w", err)
 		}
-		e.watcher = w
-		e.setRules(w.Config())
-	case e.cfg.RulesSource != nil && e.cfg.Rules == nil:
+		e.source = fs
+	case e.cfg.RulesSource != nil:
+		e.source = e.cfg.RulesSource
+	}
+	first := e.cfg.Rules
+	if e.source != nil {
+		e.sourceName = sourceName(e.source)
+		if fs, ok := e.source.(*FileSource); ok {
+			fs.bind(e.applySourced, e.rejectSourced) // Reload before Run
+		}
+		if held, ok := e.source.(interface{ Rules() *config.Config }); ok {
+			if first = held.Rules(); !e.cfg.InFlight {
+				if err := refuseInFlight(first); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	switch {
+	case first != nil:
+		e.setRules(first, true)
+	case e.source != nil:
 		e.rules.Store(e.pendingRules())
-	case e.cfg.Rules != nil:
-		e.setRules(e.cfg.Rules)
 	default:
 		return errors.New("rls: rules: set Config.RulesPath, Config.Rules or Config.RulesSource")
 	}
@@ -263,12 +268,11 @@ func (e *Engine) openStore() error {
 	e.store = e.cfg.Store
 	if e.store == nil {
 		sc := e.cfg.StoreConfig
+		if sc.Logger == nil {
+			sc.Logger = e.log
+		}
 		if sc.Fallback != "" {
-			w, err := watchFallback(&sc, sc.Fallback, e.log, e.registry, e.fallbackError)
-			if err != nil {
-				return fmt.Errorf("rls: metrics: %w", err)
-			}
-			e.fallback = w
+			e.fallback = watchFallback(&sc, sc.Fallback, e.log, e.clock, e.obs, e.fallbackError)
 		}
 		st, closer, err := store.Open(context.Background(), sc)
 		if err != nil {
@@ -284,9 +288,6 @@ func (e *Engine) openStore() error {
 	return e.openLocal()
 }
 
-// Registry returns the registry the engine's metrics are on.
-func (e *Engine) Registry() *prometheus.Registry { return e.registry }
-
 // Logger returns the engine's logger (Config.Logger, or one that discards).
 func (e *Engine) Logger() *slog.Logger { return e.log }
 
@@ -294,40 +295,33 @@ func (e *Engine) Logger() *slog.Logger { return e.log }
 func (e *Engine) Rules() *config.Config { return e.rules.Load().cfg }
 
 // Reload checks the rules files now (as the periodic poll does) and reports whether new
-// rules were applied; an invalid change is an error and the previous rules stay.
+// rules were applied; an invalid change is an error and the previous rules stay. It needs a
+// source that reloads on demand (a FileSource).
 func (e *Engine) Reload() (bool, error) {
-	if e.watcher == nil {
+	r, ok := e.source.(interface{ Reload() (bool, error) })
+	if !ok {
 		return false, errors.New("rls: reload: no rules files to reload (static rules, or rules pushed by a RulesSource)")
 	}
-	return e.watcher.Reload()
+	return r.Reload()
 }
 
-// Run follows the rules files (polling every Config.ReloadInterval), or runs the
-// RulesSource, until ctx is done; it returns at once for static rules or a negative
-// ReloadInterval.
+// Run runs the rules source (a FileSource polls every Config.ReloadInterval) until ctx is
+// done; it returns at once for static rules or a FileSource with a negative ReloadInterval.
 func (e *Engine) Run(ctx context.Context) {
-	if e.watcher == nil && e.cfg.RulesSource != nil {
-		e.runSource(ctx)
-		return
-	}
-	if e.watcher != nil && e.cfg.ReloadInterval >= 0 {
-		e.watcher.Run(ctx, e.cfg.ReloadInterval)
+	if e.source != nil {
+		e.source.Run(ctx, e.applySourced, e.rejectSourced)
 	}
 }
 
 // Limiter returns the limiter of the engine's store: the transports that enforce max_in_flight
-// (Config.InFlight) lease their slots with it, under Verdict.Key. Close stops its renewals.
+// (Config.InFlight) hold their slots in its store (sluice.NewLeases), under Verdict.Key.
 func (e *Engine) Limiter() *sluice.Limiter { return e.limiter }
 
-// Close releases what New acquired: the store it opened (flushing its decorators), the
-// renewal of the slots its limiter holds, and the per-instance store. It is safe to call more
-// than once.
+// Close releases what New acquired: the store it opened (flushing its decorators) and the
+// per-instance store. It is safe to call more than once.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
-		if e.limiter != nil {
-			_ = e.limiter.Close()
-		}
 		if e.storeCloser != nil {
 			err = e.storeCloser.Close()
 		}

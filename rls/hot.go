@@ -3,22 +3,8 @@ package rls
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/hotkey"
 )
-
-// hotParam returns the sketch of limit l: the one of the rules in force when l's descriptor
-// and configuration did not change (so a reload keeps what was learned), else a new one.
-func (e *Engine) hotParam(l *config.Limit) *hotkey.Param {
-	if l.Hot == nil {
-		return nil
-	}
-	if prev := e.previous(l); prev != nil && prev.hot != nil {
-		return prev.hot
-	}
-	p, _ := hotkey.New(l.Rules[0], l.Hot.Config()) // validated by config
-	return p
-}
 
 // hotItem is the sketch deciding the item, or nil: a hot parameter's descriptor taking units.
 func hotItem(st *rules, it *item) *hotkey.Param {

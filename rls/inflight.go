@@ -16,3 +16,20 @@ func refuseInFlight(c *config.Config) error {
 	}
 	return nil
 }
+
+// refuseGlobalNonWindows returns an error naming the first global limit of static rules c
+// that is not counted in windows, which a regions store in async mode cannot decide (rules
+// read from files are refused by config.Options.GlobalWindowsOnly).
+func refuseGlobalNonWindows(c *config.Config) error {
+	if c == nil {
+		return nil
+	}
+	for _, l := range c.Limits() {
+		for i, r := range l.Rules {
+			if l.IsGlobal(i) && !config.CountsWindows(r) {
+				return invalid("rules: %s:%d: %s: a global limit of %s: the regions' async mode counts windows (fixed_window, sliding_window)", l.File, l.Line, l.FullKey, r.Algorithm)
+			}
+		}
+	}
+	return nil
+}

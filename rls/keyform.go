@@ -62,26 +62,19 @@ var unlimitedKey = sluice.Decision{Allowed: true, Limit: -1, Remaining: -1}
 // named limit count under key + "|#N", as descriptors do; per-instance rules on the
 // instance's memory): all must admit. criticality is the request's class ("" is CRITICAL);
 // a supplied rule then shares its capacity by sluice.DefaultShares. A limit without rules
-// (unlimited) allows with Limit and Remaining -1. The decision is counted in the metrics;
+// (unlimited) allows with Limit and Remaining -1. The decision is told to the Observer;
 // errors are Decide's.
 func (e *Engine) DecideKey(ctx context.Context, key string, lim *config.Limit, n int64, criticality string) (sluice.Decision, error) {
 	if len(lim.Rules) == 0 {
-		e.metrics.keyDecisions[1].Inc()
+		e.obs.KeyDecided(true)
 		return unlimitedKey, nil
 	}
 	d, err := e.decideKey(ctx, key, e.classLimit(lim, criticality), n, e.classOf(criticality))
 	if err != nil {
 		return d, e.storeError(ctx, err)
 	}
-	e.metrics.keyDecisions[b2i(d.Allowed)].Inc()
+	e.obs.KeyDecided(d.Allowed)
 	return d, nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func (e *Engine) decideKey(ctx context.Context, key string, lim *config.Limit, n int64, class sluice.Criticality) (sluice.Decision, error) {
@@ -117,7 +110,7 @@ func (e *Engine) decideKey(ctx context.Context, key string, lim *config.Limit, n
 // without rules allows with Limit and Remaining -1. Errors are Decide's.
 func (e *Engine) SettleKey(ctx context.Context, key string, lim *config.Limit, delta int64) (sluice.Decision, error) {
 	if len(lim.Rules) == 0 {
-		e.metrics.keyDecisions[1].Inc()
+		e.obs.KeyDecided(true)
 		return unlimitedKey, nil
 	}
 	checks := make([]sluice.Check, len(lim.Rules))

@@ -31,6 +31,7 @@ func (e *Engine) Ready(ctx context.Context) (degraded string, err error) {
 // readiness probes the store at most once a second.
 type readiness struct {
 	store   sluice.Store
+	clock   sluice.Clock
 	checked atomic.Int64
 	ok      atomic.Bool
 }
@@ -43,7 +44,7 @@ var readyRule = sluice.FixedWindow(sluice.MaxLimit, time.Second)
 // writes (Redis out of memory, a read-only replica) is not ready; a success is trusted for a
 // second.
 func (rc *readiness) check(ctx context.Context) error {
-	now := time.Now().UnixNano()
+	now := rc.clock.Now().UnixNano()
 	if now-rc.checked.Load() < int64(time.Second) {
 		if rc.ok.Load() {
 			return nil

@@ -1,9 +1,11 @@
 package rls
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -131,6 +133,11 @@ type Verdict struct {
 	// (Limit.InFlight): the transport leases the request's slot under it (Engine.Limiter).
 	// Empty otherwise.
 	Key string
+	// Adaptive is the in-flight limit in force when the max_in_flight is adaptive
+	// (Limit.InFlight.Adaptive): the engine's runtime state of the limit, kept across
+	// reloads that keep its settings. The transport acquires with its Limit and tells it
+	// each request's round trip. Nil otherwise.
+	Adaptive *adaptive.Gradient
 }
 
 // Denied reports whether the descriptor denies the request: over its limit and not in
@@ -144,4 +151,46 @@ type Settled struct {
 	Settles, Block bool
 	// Decision is the descriptor's decision after the settle.
 	Decision sluice.Decision
+}
+
+// CurrentLimit is the limit a verdict reports, as RLS's current_limit: RequestsPerUnit per
+// Unit x UnitMultiplier (0 or 1: one unit), and the rate_limit's Name when it has one.
+type CurrentLimit struct {
+	RequestsPerUnit uint32
+	Unit            config.Unit
+	UnitMultiplier  uint32
+	Name            string
+}
+
+// RuleLimit is the CurrentLimit of rule i of limit l; of its window, with RequestsPerUnit 0,
+// for a limit that blocks (requests_per_unit 0), whatever i.
+func RuleLimit(l *config.Limit, i int) CurrentLimit {
+	var r sluice.Rule
+	if l.Block {
+		r = sluice.Rule{Period: l.Unit.Duration() * time.Duration(max(l.UnitMultiplier, 1))}
+	} else {
+		r = l.Rules[i]
+	}
+	unit, mult := config.UnitOf(r.Period)
+	c := CurrentLimit{RequestsPerUnit: uint32(min(max(r.Limit, 0), math.MaxUint32)), Unit: unit}
+	if l.Name != l.FullKey {
+		c.Name = l.Name
+	}
+	if mult > 1 {
+		c.UnitMultiplier = mult
+	}
+	return c
+}
+
+// Current returns the CurrentLimit of a limited verdict: its binding rule's (RuleLimit), or
+// the descriptor's own limit (Override).
+func (v *Verdict) Current() CurrentLimit {
+	if o := v.Override; o != nil {
+		c := CurrentLimit{RequestsPerUnit: o.RequestsPerUnit, Unit: o.Unit}
+		if o.UnitMultiplier > 1 {
+			c.UnitMultiplier = o.UnitMultiplier
+		}
+		return c
+	}
+	return RuleLimit(v.Limit, v.Binding)
 }

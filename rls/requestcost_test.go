@@ -27,7 +27,9 @@ type redisCost struct {
 func newRedisCost(t *testing.T) *redisCost {
 	addr := testenv.RedisAddr(t)
 	c := &redisCost{clock: sluicetest.NewManualClock(time.Unix(1_700_000_000, 0)), prefix: "sluice-cost-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"}
-	st, err := redis.NewFromURL("redis://"+addr+"/0", redis.WithClock(c.clock), redis.WithPrefix(c.prefix))
+	// The figures are Redis's own (INFO commandstats), not the client's wait: a generous
+	// timeout, so that a busy machine's slow round trip (a log of 10,000) is not a failure.
+	st, err := redis.NewFromURL("redis://"+addr+"/0", redis.WithClock(c.clock), redis.WithPrefix(c.prefix), redis.WithTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,6 +124,7 @@ func namedLimits(cfg *config.Config) map[string]*config.Limit {
 
 // namedLimit returns the limit a request names, or an error naming the field.
 func (st *rules) namedLimit(field, name string) (*config.Limit, error) {
+	st.namedOnce.Do(func() { st.named = namedLimits(st.cfg) })
 	l, ok := st.named[name]
 	switch {
 	case !ok:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/store/memory"
@@ -29,11 +31,7 @@ func TestRulesSource(t *testing.T) {
 		}
 		defer mem.Close()
 		src := pushSource{hooks: make(chan [2]any, 1)}
-		e, err := rls.New(rls.Config{RulesSource: src, ReadyWithoutRules: readyWithout, Store: mem})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := observed(t, rls.Config{RulesSource: src, ReadyWithoutRules: readyWithout, Store: mem})
 		req := &rls.Request{Domain: "d", Descriptors: []rls.Descriptor{desc("k", "v")}}
 		var ans rls.Answer
 		err = e.Decide(context.Background(), req, &ans)
@@ -77,7 +75,8 @@ func TestRulesSource(t *testing.T) {
 // reloads returns sluice_config_reloads_total by result.
 func reloads(t *testing.T, e *rls.Engine) map[string]float64 {
 	t.Helper()
-	mfs, err := e.Registry().Gather()
+	reg, _ := registries.Load(e)
+	mfs, err := reg.(*prometheus.Registry).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

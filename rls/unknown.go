@@ -14,7 +14,7 @@ type unknownDomains struct {
 // unknownDomain counts a request in a domain the rules do not define and logs the domain the
 // first time (the first maxUnknownDomains domains; then nothing more is logged).
 func (e *Engine) unknownDomain(domain string) {
-	e.peer.unknownDomains.Inc()
+	e.obs.UnknownDomain()
 	u := &e.unknown
 	u.mu.Lock()
 	_, seen := u.seen[domain]

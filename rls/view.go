@@ -2,10 +2,7 @@ package rls
 
 import (
 	"net/url"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/hotkey"
@@ -15,47 +12,29 @@ import (
 // keys of highest rate over the last viewPeriod in a Space-Saving sketch of ViewTopK keys:
 // bounded memory whatever the number of keys. A hot parameter's own sketch serves instead.
 const (
-	ViewTopK      = 64
-	viewPeriod    = 10 * time.Second
-	metricTopKeys = 10 // keys per limit in sluice_top_key_rate: bounded cardinality
+	ViewTopK   = 64
+	viewPeriod = 10 * time.Second
 )
 
-// previous returns the limit of the rules in force that l replaces unchanged (same domain,
-// descriptor, rules and hot parameter), so a reload keeps what its sketches learned.
-func (e *Engine) previous(l *config.Limit) *limitInfo {
-	old := e.rules.Load()
-	if old == nil {
-		return nil
+// tracker returns the sketch of the keys of limit info for the live view: its hot
+// parameter's, or its own, created at its first decision.
+func (e *Engine) tracker(info *limitInfo) *hotkey.Tracker {
+	if info.hot != nil {
+		return info.hot.Tracker()
 	}
-	for _, ol := range old.cfg.Limits() {
-		if ol.Domain == l.Domain && ol.FullKey == l.FullKey && sameRules(ol, l) {
-			return &old.limits[ol.Index]
-		}
+	if t := info.rt.view.Load(); t != nil {
+		return t
 	}
-	return nil
+	info.rt.view.CompareAndSwap(nil, hotkey.NewTracker(ViewTopK, viewPeriod, e.clock))
+	return info.rt.view.Load()
 }
 
-func sameRules(a, b *config.Limit) bool {
-	if len(a.Rules) != len(b.Rules) || (a.Hot == nil) != (b.Hot == nil) || (a.Hot != nil && *a.Hot != *b.Hot) {
-		return false
+// viewOf returns the sketch of limit info if it has one yet (nil before its first decision).
+func viewOf(info *limitInfo) *hotkey.Tracker {
+	if info.hot != nil {
+		return info.hot.Tracker()
 	}
-	for i := range a.Rules {
-		if a.Rules[i] != b.Rules[i] || a.IsLocal(i) != b.IsLocal(i) {
-			return false
-		}
-	}
-	return true
-}
-
-// viewTracker returns the tracker of limit l: its hot parameter's, or one of its own.
-func (e *Engine) viewTracker(l *config.Limit, hot *hotkey.Param) *hotkey.Tracker {
-	if hot != nil {
-		return hot.Tracker()
-	}
-	if prev := e.previous(l); prev != nil && prev.view != nil {
-		return prev.view
-	}
-	return hotkey.NewTracker(ViewTopK, viewPeriod, nil)
+	return info.rt.view.Load()
 }
 
 // TopResponse is the live view: the answer of GET /v1/top.
@@ -129,16 +108,19 @@ func (e *Engine) Top(n int) TopResponse {
 		tl := TopLimit{Name: l.Name, FullKey: l.FullKey, Keys: []TopKey{}}
 		for i, r := range l.Rules {
 			d := r.String()
-			if l.IsLocal(i) {
+			switch {
+			case l.IsLocal(i):
 				d += " (local)"
+			case l.IsGlobal(i):
+				d += " (global)"
 			}
 			tl.Rules = append(tl.Rules, d)
 		}
 		if l.Unlimited {
 			tl.Rules = append(tl.Rules, "unlimited")
 		}
-		if info.view != nil {
-			keys, total := info.view.Top(n)
+		if view := viewOf(info); view != nil {
+			keys, total := view.Top(n)
 			tl.DecisionsPerSecond = total
 			for _, k := range keys {
 				tl.Keys = append(tl.Keys, TopKey{Key: redactKey(k.Value, l.RawValues), AdmittedRate: max(0, k.Rate-k.DeniedRate), DeniedRate: k.DeniedRate})
@@ -183,32 +165,23 @@ func (e *Engine) storeView() StoreView {
 	return v
 }
 
-// topCollector exports the metricTopKeys keys of highest rate of each limit as gauges:
-// sluice_top_key_rate{domain, limit, rank, key, result}. The cardinality at any time is
-// bounded by limits x metricTopKeys x 2.
-type topCollector struct{ e *Engine }
-
-var topKeyDesc = prometheus.NewDesc("sluice_top_key_rate",
-	"Requests per second of the keys of highest rate of each limit (over the last 10 s, or the hot parameter's period), by result (admitted, denied); rank 1 is the highest.",
-	[]string{"domain", "limit", "rank", "key", "result"}, nil)
-
-func (c topCollector) Describe(ch chan<- *prometheus.Desc) { ch <- topKeyDesc }
-
-func (c topCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.e.rules.Load()
-	if st == nil {
-		return
-	}
+// EachTop calls fn, for each limit of the rules in force that was decided since it came
+// into force (or before, when a reload kept it), with its n keys of highest rate: the
+// sluice_top_key_rate gauges of package server/rlsmetrics. Each key is shown as the live view
+// shows it (hashed unless the rules allow it raw); keys is reused between calls.
+func (e *Engine) EachTop(n int, fn func(l *config.Limit, keys []TopKey)) {
+	st := e.rules.Load()
+	var keys []TopKey
 	for _, l := range st.cfg.Limits() {
-		view := st.limits[l.Index].view
+		view := viewOf(&st.limits[l.Index])
 		if view == nil {
 			continue
 		}
-		keys, _ := view.Top(metricTopKeys)
-		for i, k := range keys {
-			rank, key := strconv.Itoa(i+1), redactKey(k.Value, l.RawValues)
-			ch <- prometheus.MustNewConstMetric(topKeyDesc, prometheus.GaugeValue, max(0, k.Rate-k.DeniedRate), l.Domain, l.FullKey, rank, key, "admitted")
-			ch <- prometheus.MustNewConstMetric(topKeyDesc, prometheus.GaugeValue, k.DeniedRate, l.Domain, l.FullKey, rank, key, "denied")
+		top, _ := view.Top(n)
+		keys = keys[:0]
+		for _, k := range top {
+			keys = append(keys, TopKey{Key: redactKey(k.Value, l.RawValues), AdmittedRate: max(0, k.Rate-k.DeniedRate), DeniedRate: k.DeniedRate})
 		}
+		fn(l, keys)
 	}
 }

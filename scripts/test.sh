@@ -164,7 +164,9 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
-MODULES=(. bench)
+# The modules: the root, the comparison harness, and the figures (their own go.mod, so that
+# gonum stays out of the root go.mod; go.work joins them to the root in a clone).
+MODULES=(. bench simulate/figures)
 for m in "${MODULES[@]}"; do
 	[ -f "$m/go.mod" ] || continue
 	log "go vet ($m)"
@@ -181,9 +183,11 @@ fi
 
 log "go test -race (real-time tests deferred to the timing phase)"
 SLUICE_TIMING=defer go test -race -count=1 -timeout 30m ./...
-log "go vet and go test -race -tags plot (simulate --out, the plotting build)"
+log "go vet and go test -race -tags plot (simulate --out and replay --out, the plotting build, through go.work)"
 go vet -tags plot ./cmd/sluice
-go test -race -count=1 -tags plot -run '^TestSimulate' ./cmd/sluice
+go test -race -count=1 -tags plot -run '^(TestSimulate|TestReplayOut)' ./cmd/sluice
+log "go test -race (simulate/figures module)"
+(cd simulate/figures && go test -race -count=1 ./...)
 
 # Tests that assert real elapsed time (testenv.Timing) run again here, one package at a time,
 # so no other package's tests compete with them for the CPUs.

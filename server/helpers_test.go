@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -93,18 +94,7 @@ func (h *harness) run(t *testing.T, cfg server.Config) *harness {
 	return h
 }
 
-func compile(t testing.TB, rules string) *config.Config {
-	t.Helper()
-	doc, err := config.Decode("rules.yaml", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func compile(t testing.TB, rules string) *config.Config { return testenv.Rules(t, rules) }
 
 func writeFile(t *testing.T, dir, name, body string) string {
 	t.Helper()
@@ -161,12 +151,12 @@ type serverConfig = server.Config
 func startReal(t *testing.T, rules, storeURL string) *server.Server {
 	t.Helper()
 	h := &harness{}
-	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: store.Config{URL: storeURL}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
+	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: store.Config{Backend: store.Backend{URL: storeURL}}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 	return h.run(t, cfg).srv
 }
 
 func redisConfig(t *testing.T, url string) server.Config {
-	return server.Config{Config: rls.Config{Rules: compile(t, sharedRules), StoreConfig: store.Config{URL: url, Timeout: 5 * time.Second}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
+	return server.Config{Config: rls.Config{Rules: compile(t, sharedRules), StoreConfig: store.Config{Backend: store.Backend{URL: url, Timeout: 5 * time.Second}}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 }
 
 func randomSuffix() string { return strconv.FormatInt(time.Now().UnixNano(), 36) }

@@ -42,7 +42,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) AdminHandler() http.Handler { return s.adminMux(nil) }
 
 func (s *Server) adminMux(api []admin.Endpoint) *http.ServeMux {
-	return admin.Handler(admin.Config{Engine: s.eng, Serving: s.ready.Load, Waiting: s.gate.reason, Invalid: s.metrics.httpInvalid.Inc, API: api})
+	return admin.Handler(admin.Config{Engine: s.eng, Metrics: s.registry, Serving: s.ready.Load, Waiting: s.gate.reason, Invalid: s.metrics.httpInvalid.Inc, API: api})
 }
 
 // apiEndpoints are the routes of Handler that the index page GET / lists.

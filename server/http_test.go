@@ -117,3 +117,16 @@ func TestHTTPRuleErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPAllowCriticality: the key form's "criticality" reaches the engine: a supplied rule
+// of 2 with a SHEDDABLE class gets the default shares (rls's
+// TestCriticalityClassesShareOneCounter decides them).
+func TestHTTPAllowCriticality(t *testing.T) {
+	h := start(t, goldenRules)
+	for i, want := range []string{`"allowed":true`, `"allowed":false`} {
+		_, body := h.post(t, "/v1/allow", `{"key":"k","rule":{"limit":2,"period":"1m"},"criticality":"SHEDDABLE"}`)
+		if !strings.Contains(body, want) {
+			t.Errorf("key form, SHEDDABLE request %d on a limit of 2: %s, want %s", i, body, want)
+		}
+	}
+}

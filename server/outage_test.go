@@ -68,7 +68,7 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 	for _, policy := range []string{"local", "fail_open", "fail_closed"} {
 		t.Run(policy, func(t *testing.T) {
 			var logs testenv.LogBuffer
-			h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), StoreConfig: store.Config{URL: "redis://" + r.Addr() + "/0", Fallback: policy, Timeout: 200 * time.Millisecond}}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+			h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), StoreConfig: store.Config{Backend: store.Backend{URL: "redis://" + r.Addr() + "/0", Timeout: 200 * time.Millisecond}, Decorators: store.Decorators{Fallback: policy}}}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 			tenant := "t-" + policy + "-" + randomSuffix()
 			state := func(s string) string { return `sluice_store_state{policy="` + policy + `",state="` + s + `"}` }
 			h.ask(t, "shared", desc("tenant", tenant))
@@ -145,7 +145,7 @@ func TestFallbackOutageLeavesATrace(t *testing.T) {
 // redis-server), as every decision then fails; ready again once memory is freed.
 func TestReadyzRefusesAStoreThatRefusesWrites(t *testing.T) {
 	r := testenv.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1, StoreConfig: store.Config{URL: "redis://" + r.Addr() + "/0", Timeout: 5 * time.Second}}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1, StoreConfig: store.Config{Backend: store.Backend{URL: "redis://" + r.Addr() + "/0", Timeout: 5 * time.Second}}}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	ctx := context.Background()
 	admin := goredis.NewClient(&goredis.Options{Addr: r.Addr(), MaxRetries: -1})
 	defer admin.Close()

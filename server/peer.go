@@ -60,11 +60,11 @@ func (s *Server) listenSide() error {
 			path = "/metrics"
 		}
 		mux := http.NewServeMux()
-		var g prometheus.Gatherer = s.eng.Registry()
+		var g prometheus.Gatherer = s.registry
 		if s.cfg.MetricsGatherer != nil {
 			g = s.cfg.MetricsGatherer
 		}
-		mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: s.eng.Registry()}))
+		mux.Handle("GET "+path, promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: s.registry}))
 		if err := s.addSide("metrics-addr", a, mux); err != nil {
 			return err
 		}

@@ -171,6 +171,13 @@ func TestQuotaMetrics(t *testing.T) {
 	b := openRLQS(t, h)
 	b.report("q", bucketUsage("acme", time.Second, 50, 0))
 	h.waitValue(t, `sluice_rlqs_actions_total{kind="assignment"}`, 4)
+	// The first stream's shrunk share is pushed at this instant of the clock (its TTL runs
+	// from here): wait for it before the clock moves, or a push sent late would expire late.
+	for deadline := time.Now().Add(10 * time.Second); h.value(t, `sluice_rlqs_actions_total{kind="push"}`) < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first stream's shrunk share was never pushed")
+		}
+	}
 	for series, want := range map[string]float64{
 		`sluice_rlqs_streams`:              2,
 		`sluice_rlqs_buckets` + rule:       2,

@@ -353,7 +353,7 @@ func resetProxy(t *testing.T) int {
 	}
 	clock := sluicetest.NewManualClock(t0)
 	p, err := proxy.New(proxy.Config{Upstream: up.URL, Addr: "127.0.0.1:0", AdminAddr: "-", RulesPath: path, ReloadInterval: -1,
-		StoreConfig: store.Config{Clock: clock}, ShutdownTimeout: 5 * time.Second})
+		StoreConfig: store.Config{Backend: store.Backend{Clock: clock}}, ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

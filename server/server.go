@@ -12,6 +12,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/server/rlsmetrics"
 )
 
 // Defaults of Config's zero values.
@@ -56,9 +58,24 @@ const (
 // documented default; a Server needs rules (RulesPath or Rules).
 type Config struct {
 	// Config configures the engine. Its ReloadInterval applies while Serve runs; its Logger
-	// also receives the server's startup and shutdown lines; its Registry the server's
-	// metrics too.
+	// also receives the server's startup and shutdown lines. Its Observer is the server's
+	// metrics (one set here is not used).
 	rls.Config
+	// Registry receives the metrics, the engine's (package rlsmetrics) and the server's;
+	// default a new registry of the server's own.
+	Registry *prometheus.Registry
+	// NearLimitRatio is the share of a limit past which hits count as near_limit in the
+	// envoyproxy/ratelimit metrics (default rlsmetrics.DefaultNearLimitRatio).
+	NearLimitRatio float64
+	// ResponseTimeMilliseconds records ratelimit_service_response_time_seconds in whole
+	// milliseconds, same name and buckets, as envoyproxy/ratelimit does with
+	// PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true. Default: seconds.
+	ResponseTimeMilliseconds bool
+	// PeerStats, when set, also counts envoyproxy/ratelimit's statsd stats (peerstats.go)
+	// in this store, each with PeerStatsTags (the peer's EXTRA_TAGS); the store's sinks
+	// send them. Nil: none.
+	PeerStats     gostats.Store
+	PeerStatsTags map[string]string
 	// GRPCAddr is the RLS gRPC listen address (default DefaultGRPCAddr); "-" disables gRPC.
 	GRPCAddr string
 	// HTTPAddr is the HTTP API, metrics and health listen address (default DefaultHTTPAddr);
@@ -133,11 +150,13 @@ type Config struct {
 // gRPC (RLS, and RLQS from package quota/rlqs) and HTTP listeners. Build it with New, run it
 // with Serve.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	eng     *rls.Engine
-	metrics *metrics
-	current atomic.Pointer[currentLimits] // response.go
+	cfg        Config
+	log        *slog.Logger
+	eng        *rls.Engine
+	registry   *prometheus.Registry
+	rlsMetrics *rlsmetrics.Metrics // the engine's series (its Observer)
+	metrics    *metrics
+	current    atomic.Pointer[currentLimits] // response.go
 
 	grpcLis, httpLis net.Listener
 	grpc             *grpc.Server
@@ -174,29 +193,51 @@ func New(cfg Config) (*Server, error) {
 		s.cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	s.setupTracing()
+	if err := s.newMetrics(); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	s.cfg.Observer = s.rlsMetrics
 	eng, err := rls.New(s.cfg.Config)
 	if err != nil {
 		return nil, err
 	}
 	s.eng, s.log = eng, eng.Logger()
 	s.gate = newStoreGate(&s.cfg)
-	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log, eng.Registry()); err != nil {
+	if err := s.rlsMetrics.Attach(eng); err != nil {
+		_ = eng.Close()
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log, s.registry); err != nil {
 		_ = eng.Close()
 		return nil, err
-	}
-	if s.metrics, err = newMetrics(eng.Registry()); err != nil {
-		_ = eng.Close()
-		return nil, fmt.Errorf("server: metrics: %w", err)
-	}
-	if s.quotaMetrics, err = newQuotaMetrics(eng.Registry(), s); err != nil {
-		_ = eng.Close()
-		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if err := s.listen(); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// newMetrics registers the engine's series (package rlsmetrics, with the peer's statsd stats
+// when Config.PeerStats is set), the transports' and the quota service's.
+func (s *Server) newMetrics() error {
+	s.registry = s.cfg.Registry
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	o := rlsmetrics.Options{NearLimitRatio: s.cfg.NearLimitRatio, ResponseTimeMilliseconds: s.cfg.ResponseTimeMilliseconds}
+	if st := newPeerStats(s.cfg.PeerStats, s.cfg.PeerStatsTags); st != nil {
+		o.Peer = st
+	}
+	var err error
+	if s.rlsMetrics, err = rlsmetrics.New(s.registry, o); err != nil {
+		return err
+	}
+	if s.metrics, err = newMetrics(s.registry); err != nil {
+		return err
+	}
+	s.quotaMetrics, err = newQuotaMetrics(s.registry, s)
+	return err
 }
 
 func orDefault(v, d int) int {
@@ -269,7 +310,7 @@ func addr(l net.Listener) string {
 }
 
 // Registry returns the registry the server's metrics are on.
-func (s *Server) Registry() *prometheus.Registry { return s.eng.Registry() }
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
 // Engine returns the descriptor engine the server serves.
 func (s *Server) Engine() *rls.Engine { return s.eng }
@@ -408,7 +449,7 @@ func (r rlsService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReq
 	took := time.Since(start)
 	r.s.metrics.grpcLatency.Observe(took.Seconds())
 	invalid := err != nil && isInvalid(err)
-	r.s.eng.ObserveShouldRateLimit(took, invalid)
+	r.s.rlsMetrics.ObserveShouldRateLimit(took, invalid)
 	if invalid {
 		r.s.metrics.grpcInvalid.Inc()
 	}

@@ -28,7 +28,7 @@ func TestNotReadyUntilStoreAnswers(t *testing.T) {
 	var logs testenv.LogBuffer
 	url := "redis://sluice:s3cret@" + rs.Addr() + "/0"
 	h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), StoreConfig: store.Config{URL: url, Timeout: 200 * time.Millisecond}},
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)), StoreConfig: store.Config{Backend: store.Backend{URL: url, Timeout: 200 * time.Millisecond}}},
 		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
 	health := healthpb.NewHealthClient(h.conn)
 	masked := "redis://sluice:xxxxx@" + rs.Addr() + "/0"
@@ -69,7 +69,7 @@ func TestNotReadyUntilStoreAnswers(t *testing.T) {
 	}
 
 	// Ready at once: the memory store, and a Redis nothing answers with a fallback to decide.
-	for _, sc := range []store.Config{{}, {URL: url, Fallback: "local", Timeout: 200 * time.Millisecond}} {
+	for _, sc := range []store.Config{{}, {Backend: store.Backend{URL: url, Timeout: 200 * time.Millisecond}, Decorators: store.Decorators{Fallback: "local"}}} {
 		rs.Kill()
 		h := (&harness{}).run(t, server.Config{Config: rls.Config{Rules: compile(t, sharedRules), ReloadInterval: -1, StoreConfig: sc},
 			GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})

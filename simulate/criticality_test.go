@@ -56,7 +56,7 @@ func TestCriticalityBounds(t *testing.T) {
 				var n atomic.Int64
 				open = func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
 					prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
-					return store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: 10 * time.Second})
+					return store.Open(context.Background(), store.Config{Backend: store.Backend{URL: url, Clock: clock, Prefix: prefix, Timeout: 10 * time.Second}})
 				}
 			}
 			rows, err := simulate.RunCriticalityOn(context.Background(), open, sluice.Algorithms(), 2, 20*time.Second, 1)

@@ -21,7 +21,7 @@ const LatencyScenario = "latency_spike"
 // and Scenario.Definition do the others (`sluice simulate -list`).
 const (
 	LatencySummary    = "a backend slows down 5x for the middle third: rate limit alone, fixed max_in_flight, adaptive limit (queueing, admitted, latency)"
-	LatencyDefinition = "1 key; Poisson arrivals at 400 per second (seeded); backend of 40 workers with a FIFO queue, 50 ms per request (800/s of room), 250 ms (160/s) for requests started in the middle third of the run; each arrival decided by a GCRA rate limit of 500 per 1s (Limiter.Allow on the memory store), then by its in-flight limit: none, 40 (max_in_flight: Limiter.Acquire on the memory store), or adaptive.Gradient (floor 5, ceiling 200, other settings default) through adaptive.Local; latency from arrival to the end of the response; 60s."
+	LatencyDefinition = "1 key; Poisson arrivals at 400 per second (seeded); backend of 40 workers with a FIFO queue, 50 ms per request (800/s of room), 250 ms (160/s) for requests started in the middle third of the run; each arrival decided by a GCRA rate limit of 500 per 1s (Limiter.Allow on the memory store), then by its in-flight limit: none, 40 (max_in_flight: Leases.Acquire on the memory store), or adaptive.Gradient (floor 5, ceiling 200, other settings default) through adaptive.Local; latency from arrival to the end of the response; 60s."
 )
 
 // Latency-spike constants (LatencyDefinition).
@@ -69,10 +69,10 @@ func (noGate) acquire(context.Context, *pending) (bool, error) { return true, ni
 func (noGate) release(*pending)                                {}
 func (noGate) limit() int                                      { return 0 }
 
-// fixedGate is max_in_flight: the library's concurrency limit, Limiter.Acquire on the memory
+// fixedGate is max_in_flight: the library's concurrency limit, Leases.Acquire on the memory
 // store (on the run's virtual clock).
 type fixedGate struct {
-	l   *sluice.Limiter
+	l   *sluice.Leases
 	max sluice.InFlight
 }
 
@@ -143,10 +143,11 @@ func runLatencyOne(ctx context.Context, name string, d time.Duration, seed uint6
 	}
 	defer closer.Close()
 	l := sluice.New(st, sluice.WithClock(r.clock))
-	defer l.Close()
+	leases := sluice.NewLeases(st, sluice.WithClock(r.clock))
+	defer leases.Close()
 	switch name {
 	case "max_in_flight_40":
-		r.gate = &fixedGate{l: l, max: sluice.InFlight{Limit: latencyWorkers, Lease: time.Hour}}
+		r.gate = &fixedGate{l: leases, max: sluice.InFlight{Limit: latencyWorkers, Lease: time.Hour}}
 	case "adaptive":
 		g, err := adaptive.NewGradient(adaptive.Settings{Floor: 5, Ceiling: 200})
 		if err != nil {

@@ -34,19 +34,22 @@ func ParseRouting(name string) (Routing, error) {
 	return "", fmt.Errorf("simulate: routing: unknown %q (want round_robin, sticky or skewed)", name)
 }
 
-// router picks the instance of each request.
-type router struct {
+// Router picks the instance of each request in a distributed mode. It is not safe for
+// concurrent use.
+type Router struct {
 	routing Routing
 	nodes   int
 	next    int
 	rng     *rand.Rand
 }
 
-func newRouter(r Routing, nodes int, seed uint64) *router {
-	return &router{routing: r, nodes: nodes, rng: rand.New(rand.NewPCG(seed, 0x70a7e))}
+// NewRouter returns the router of r over nodes instances (skewed routing draws from seed).
+func NewRouter(r Routing, nodes int, seed uint64) *Router {
+	return &Router{routing: r, nodes: nodes, rng: rand.New(rand.NewPCG(seed, 0x70a7e))}
 }
 
-func (r *router) route(client int32) int {
+// Route returns the instance of the next request, from client's (sticky routing).
+func (r *Router) Route(client int32) int {
 	switch r.routing {
 	case Sticky:
 		return int(client) % r.nodes

@@ -89,10 +89,10 @@ func (s *quotaServer) report(node int, now int64) {
 			continue // never used on this instance
 		}
 		// Every instance is local to the one server: the shares changed by this report are
-		// pushed to their instances at once, as the RLQS server does on their streams.
+		// pushed to their instances at once, as the RLQS server does on their streams, and
+		// delivered at once (what a shrink delivered frees goes out too).
 		a, pushes := q.bucket.ReportPush(&q.settings, nodeID(node), sluice.Critical, now, c, s.interval, everyNode, nil)
-		q.share[node], q.expires[node] = a.Share, a.Expires
-		for _, p := range pushes {
+		for _, p := range q.bucket.DeliverNow(&q.settings, now, nodeID(node), a, pushes, everyNode) {
 			if i, ok := nodeOf(p.Client); ok {
 				q.share[i], q.expires[i] = p.Share, p.Expires
 			}

@@ -13,8 +13,14 @@ type Window struct {
 	sum    int64
 }
 
-// Add records n units at instant t.
+// Add records n units at instant t. Units added at the instant of the last entry join it,
+// so a log with one timestamp a second holds one entry a second.
 func (w *Window) Add(t, n int64) {
+	if last := len(w.at) - 1; last >= w.head && w.at[last] == t {
+		w.units[last] += n
+		w.sum += n
+		return
+	}
 	if w.head > 1024 && w.head*2 > len(w.at) { // compact the consumed prefix
 		w.at = append(w.at[:0], w.at[w.head:]...)
 		w.units = append(w.units[:0], w.units[w.head:]...)

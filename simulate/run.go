@@ -312,12 +312,9 @@ type fleet struct {
 	closeShared io.Closer    // releases shared
 	stores      []sluice.Store
 	limiters    []*sluice.Limiter
-	router      *router
+	router      *Router
 	keys        []string
-	syncEvery   int64
-	nextSync    int64
-	probeEvery  int64
-	nextProbe   int64
+	chores      *Chores
 }
 
 // outageSpan returns the instants the mode's outage starts and ends in the trace.
@@ -352,10 +349,8 @@ func newFleet(trace Trace, cfg Config, m Mode) (*fleet, error) {
 	if routing == "" {
 		routing = RoundRobin
 	}
-	d := &fleet{clock: clock, shared: mem, sharedView: shared, closeShared: closeMem, router: newRouter(routing, m.Nodes, cfg.Seed),
-		keys: make([]string, trace.Clients), syncEvery: int64(m.SyncEvery), probeEvery: int64(m.ProbeEvery)}
-	d.nextSync = trace.Start + d.syncEvery
-	d.nextProbe = trace.Start + d.probeEvery
+	d := &fleet{clock: clock, shared: mem, sharedView: shared, closeShared: closeMem, router: NewRouter(routing, m.Nodes, cfg.Seed),
+		keys: make([]string, trace.Clients)}
 	for i := range d.keys {
 		d.keys[i] = fmt.Sprintf("client-%d", i)
 	}
@@ -368,32 +363,13 @@ func newFleet(trace Trace, cfg Config, m Mode) (*fleet, error) {
 		d.stores = append(d.stores, st)
 		d.limiters = append(d.limiters, sluice.New(st, sluice.WithClock(clock)))
 	}
+	d.chores = NewChores(m, clock, d.stores, trace.Start)
 	return d, nil
 }
 
 func (d *fleet) decide(ctx context.Context, ev Event, rule sluice.Rule) (sluice.Decision, error) {
-	for (d.syncEvery > 0 && d.nextSync <= ev.At) || (d.probeEvery > 0 && d.nextProbe <= ev.At) {
-		// The background work due first, at its own instant: syncs, then probes and heartbeats.
-		if d.syncEvery > 0 && (d.probeEvery <= 0 || d.nextSync <= d.nextProbe) {
-			d.clock.Set(time.Unix(0, d.nextSync).UTC())
-			for _, st := range d.stores {
-				if s, ok := st.(sluice.Syncer); ok {
-					_ = s.Sync(ctx) // a failed sync (store down) is retried at the next interval
-				}
-			}
-			d.nextSync += d.syncEvery
-			continue
-		}
-		d.clock.Set(time.Unix(0, d.nextProbe).UTC())
-		for _, st := range d.stores {
-			if p, ok := st.(sluice.Prober); ok {
-				_ = p.Probe(ctx) // a failed probe (store down) is retried at the next interval
-			}
-		}
-		d.nextProbe += d.probeEvery
-	}
-	d.clock.Set(time.Unix(0, ev.At).UTC())
-	node := d.router.route(ev.Client)
+	d.chores.RunUntil(ctx, ev.At)
+	node := d.router.Route(ev.Client)
 	return d.limiters[node].AllowN(ctx, d.keys[ev.Client], rule, ev.N)
 }
 

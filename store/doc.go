@@ -3,9 +3,8 @@
 // users make to get a store without composing decorators and ordering their Close by hand.
 //
 //	st, closer, err := store.Open(ctx, store.Config{
-//		URL:      "redis://127.0.0.1:6379/0",
-//		Mode:     "async",
-//		Fallback: "local",
+//		Backend:    store.Backend{URL: "redis://127.0.0.1:6379/0"},
+//		Decorators: store.Decorators{Mode: "async", Fallback: "local"},
 //	})
 //	if err != nil {
 //		return err
@@ -13,7 +12,8 @@
 //	defer closer.Close() // flushes the decorators, then closes the store and its client
 //	lim := sluice.New(st)
 //
-// The URL names the store: "memory" (also "" and "memory://"), or a Redis URL as
+// A Config is the store (Backend) and the decorators in front of it (Decorators). The URL
+// names the store: "memory" (also "" and "memory://"), or a Redis URL as
 // redis.NewFromURL reads it (redis://, rediss://, redis-cluster://, redis-sentinel://), or a
 // memcached URL as memcached.NewFromURL reads it (memcached://host:port,host:port).
 // The mode is one of package distributed's decorators ("sync": none; "overlimit": denials

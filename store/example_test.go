@@ -13,7 +13,7 @@ func ExampleOpen() {
 	ctx := context.Background()
 	// "redis://127.0.0.1:6379/0", "redis-cluster://...", "redis-sentinel://..." share the
 	// limits across instances; Mode and Fallback add package distributed's decorators.
-	st, closer, err := store.Open(ctx, store.Config{URL: "memory", Mode: "overlimit", Fallback: "local"})
+	st, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: "memory"}, Decorators: store.Decorators{Mode: "overlimit", Fallback: "local"}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -24,7 +24,7 @@ func ExampleOpen() {
 		d, err := limiter.Allow(ctx, "client:42", sluice.FixedWindow(2, time.Minute))
 		fmt.Println(d.Allowed, err)
 	}
-	_, _, err = store.Open(ctx, store.Config{URL: "memory", Mode: "eventually"})
+	_, _, err = store.Open(ctx, store.Config{Backend: store.Backend{URL: "memory"}, Decorators: store.Decorators{Mode: "eventually"}})
 	fmt.Println(err)
 	// Output:
 	// true <nil>

@@ -20,8 +20,7 @@ func TestOpenMemcached(t *testing.T) {
 	url := "memcached://" + testenv.MemcachedAddr(t)
 	for _, fallback := range []string{"", "local"} {
 		clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		st, closer, err := store.Open(context.Background(), store.Config{URL: url, Ping: true,
-			Prefix: freshPrefix(), Clock: clock, Fallback: fallback, Timeout: time.Second})
+		st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: url, Ping: true, Prefix: freshPrefix(), Clock: clock, Timeout: time.Second}, Decorators: store.Decorators{Fallback: fallback}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +41,7 @@ func TestOpenMemcached(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	_, _, err := store.Open(context.Background(), store.Config{URL: "memcached://127.0.0.1:1", Ping: true})
+	_, _, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "memcached://127.0.0.1:1", Ping: true}})
 	if !errors.Is(err, sluice.ErrStoreUnavailable) {
 		t.Errorf("ping of a closed port: %v, want ErrStoreUnavailable", err)
 	}

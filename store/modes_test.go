@@ -79,7 +79,7 @@ func TestModesTable(t *testing.T) {
 				continue
 			}
 			for _, fallback := range []string{"", "local", "fail_open", "fail_closed"} {
-				c := store.Config{URL: url, Mode: mode, Fallback: fallback}
+				c := store.Config{Backend: store.Backend{URL: url}, Decorators: store.Decorators{Mode: mode, Fallback: fallback}}
 				check, validate := store.CheckModeOn(url, mode), c.Validate()
 				if supported {
 					if check != nil || validate != nil {

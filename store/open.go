@@ -5,16 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 )
 
-// Config says which store Open opens and how decisions are distributed over it. The zero
-// Config is a memory store in sync mode without fallback.
+// Config says which store Open opens and how decisions are distributed over it: the store
+// itself (Backend: its URL and what every backend's client takes) apart from the decorators
+// Open puts in front of it (Decorators: the distribution mode and the fallback). Both are
+// embedded, so their fields read as Config's own (c.URL, c.Mode). The zero Config is a
+// memory store in sync mode without fallback. A Config is plain data.
 type Config struct {
+	Backend
+	Decorators
+}
+
+// Backend says which store Open opens and how its client connects.
+type Backend struct {
 	// URL names the store: "memory" (the default, also "" and "memory://"), or a Redis URL
 	// as redis.NewFromURL reads it: "redis://[user:pass@]host:port[/db]" or "rediss://..."
 	// (TLS) for one Redis; "redis-cluster://host:port,host:port" for Redis Cluster;
@@ -27,6 +36,47 @@ type Config struct {
 	// fallback) that decides the rules of a one-second period: envoyproxy/ratelimit's
 	// REDIS_PERSECOND_URL.
 	PerSecondURL string
+	// Timeout bounds each store call (Redis, memcached; 0: their DefaultTimeout). A call that
+	// takes longer fails as the store being unavailable. Keep it below the timeout of the
+	// callers (Envoy's rate limit filter: 20 ms by default). The memory store ignores it.
+	// With a Fallback, a set Timeout is also the fallback's (distributed.WithTimeout): a call
+	// slower than it is decided by the policy. 0 leaves the fallback its
+	// DefaultFallbackTimeout, shorter than the stores' default.
+	Timeout time.Duration
+	// Clock, when set, is the time of the store and the decorators: the memory store's
+	// clock, and on Redis the client time the scripts decide on instead of the server's
+	// TIME (every client of the keys must then agree on time). Default: the system clock
+	// (Redis: the server's).
+	Clock sluice.Clock
+	// Prefix, when set, is the prefix of every key in a shared store (Redis: default
+	// redis.DefaultPrefix). The memory store, private to its process, ignores it.
+	Prefix string
+	// Ping makes Open check that the store answers (one round trip, bounded by Open's
+	// context) and fail if it does not. Without it clients connect on first use, so a
+	// service can start while its store is down, and fall back.
+	Ping bool
+	// TLS configures TLS on every connection to Redis (one server, Sentinels and the primary,
+	// Cluster nodes) and memcached: authorities, client certificate, server name (see TLS).
+	// The zero TLS leaves the URL's scheme to decide (rediss:// is TLS with the system roots).
+	// The memory store ignores it.
+	TLS TLS
+	// MemoryMaxBytes bounds the bytes the memory store's keys hold (memory.WithMaxBytes; 0:
+	// memory.DefaultMaxBytes). The other stores ignore it.
+	MemoryMaxBytes int64
+	// MemcachedSRV, with a memcached:// URL and a positive MemcachedSRVRefresh, is a DNS SRV
+	// record the store follows: looked up again every MemcachedSRVRefresh, its targets become
+	// the store's servers when they change (memcached.WithSRV; envoyproxy/ratelimit's
+	// MEMCACHE_SRV and MEMCACHE_SRV_REFRESH). The URL holds the servers to start with. The
+	// per-second store does not follow it.
+	MemcachedSRV        string
+	MemcachedSRVRefresh time.Duration
+	// Logger receives the store's own lines (the SRV refresh's); default: discard.
+	Logger *slog.Logger
+}
+
+// Decorators say how decisions are distributed over the store and what happens when it
+// fails: the decorators of package distributed Open puts in front of it.
+type Decorators struct {
 	// Mode is the distribution mode: "sync" (the default, also ""; one store call per
 	// decision), "overlimit" (keys already over their limit are denied locally until they
 	// reset: distributed.NewOverLimit) or "async" (local counters synchronised in the
@@ -37,28 +87,6 @@ type Config struct {
 	// distributed.NewFallback): "" (none: decisions fail with sluice.ErrStoreUnavailable),
 	// "local" (a local limiter keeping the global budget), "fail_open" or "fail_closed".
 	Fallback string
-	// Timeout bounds each store call (Redis, memcached; 0: their DefaultTimeout). A call that takes
-	// longer fails as the store being unavailable. Keep it below the timeout of the callers
-	// (Envoy's rate limit filter: 20 ms by default). The memory store ignores it. With a
-	// Fallback, a set Timeout is also the fallback's (distributed.WithTimeout): a call slower
-	// than it is decided by the policy. 0 leaves the fallback its DefaultFallbackTimeout,
-	// shorter than the stores' default.
-	Timeout time.Duration
-	// Clock, when set, is the time of the store and the decorators: the memory store's
-	// clock, and on Redis the client time the scripts decide on instead of the server's
-	// TIME (every client of the keys must then agree on time). Default: the system clock
-	// (Redis: the server's).
-	Clock sluice.Clock
-	// Prefix, when set, is the prefix of every key in a shared store (Redis: default
-	// redis.DefaultPrefix). The memory store, private to its process, ignores it.
-	Prefix string
-	// MemoryMaxBytes bounds the bytes the memory store's keys hold (memory.WithMaxBytes; 0:
-	// memory.DefaultMaxBytes). The other stores ignore it.
-	MemoryMaxBytes int64
-	// Ping makes Open check that the store answers (one round trip, bounded by Open's
-	// context) and fail if it does not. Without it clients connect on first use, so a
-	// service can start while its store is down, and fall back.
-	Ping bool
 	// OnStateChange, when set with a Fallback, is called on every change of the fallback's
 	// state (distributed.OnStateChange): CircuitClosed to CircuitOpen when the store fails,
 	// back when a probe answers. It runs in the goroutine that changes the state and must not
@@ -69,15 +97,6 @@ type Config struct {
 	// the store failed or was too slow, and failed probes and heartbeats. Failures without a
 	// fallback are returned by Take instead. It must not block.
 	OnStoreError func(err error)
-	// TLS configures TLS on every connection to Redis (one server, Sentinels and the primary,
-	// Cluster nodes) and memcached: authorities, client certificate, server name (see TLS).
-	// The zero TLS leaves the URL's scheme to decide (rediss:// is TLS with the system roots).
-	// The memory store ignores it.
-	TLS TLS
-	// MemcachedServers, when set with a memcached:// URL, holds the servers of URL
-	// (memcached.WithServerList): its SetServers swaps them while the store serves. The
-	// per-second store does not use it.
-	MemcachedServers *memcache.ServerList
 }
 
 // Validate reports every invalid field of c, each error naming its field (url, mode,
@@ -104,6 +123,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("store: timeout: must not be negative, got %v", c.Timeout))
+	}
+	if c.MemcachedSRVRefresh < 0 {
+		errs = append(errs, fmt.Errorf("store: memcached srv refresh: must not be negative, got %v", c.MemcachedSRVRefresh))
 	}
 	if err := c.TLS.Validate(); err != nil {
 		errs = append(errs, err)

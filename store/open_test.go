@@ -45,7 +45,7 @@ func TestOpenEveryScheme(t *testing.T) {
 		if scheme, err := store.Scheme(tc.url); err != nil || scheme != tc.scheme {
 			t.Errorf("Scheme(%q) = %q, %v; want %q", tc.url, scheme, err, tc.scheme)
 		}
-		st, closer, err := store.Open(context.Background(), store.Config{URL: tc.url})
+		st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: tc.url}})
 		if err != nil {
 			t.Errorf("%q: %v", tc.url, err)
 			continue
@@ -91,7 +91,7 @@ func TestOpenBadURL(t *testing.T) {
 		{"memcached://127.0.0.1:11211?timeout=1s", "memcached: url"},
 		{"memcached://127.0.0.1", "not host:port"},
 	} {
-		st, closer, err := store.Open(context.Background(), store.Config{URL: tc.url})
+		st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: tc.url}})
 		if err == nil {
 			closer.Close()
 			t.Errorf("%q: opened %T, want an error", tc.url, st)
@@ -114,14 +114,14 @@ func TestOpenValidatesFirst(t *testing.T) {
 		cfg   store.Config
 		names string
 	}{
-		{store.Config{Mode: "psychic"}, `store: mode: unknown distribution mode "psychic" (want sync, overlimit or async)`},
-		{store.Config{URL: down, Mode: "Sync"}, "store: mode: "},
-		{store.Config{URL: down, Mode: "over_limit"}, "store: mode: "},
-		{store.Config{Fallback: "pray"}, `store: fallback: unknown fallback policy "pray"`},
-		{store.Config{URL: down, Fallback: "open"}, "store: fallback: "},
-		{store.Config{URL: down, Fallback: "none"}, "store: fallback: "},
-		{store.Config{URL: down, Timeout: -time.Second}, "store: timeout: must not be negative, got -1s"},
-		{store.Config{URL: "memcache://127.0.0.1:1"}, "store: url: scheme: "},
+		{store.Config{Decorators: store.Decorators{Mode: "psychic"}}, `store: mode: unknown distribution mode "psychic" (want sync, overlimit or async)`},
+		{store.Config{Backend: store.Backend{URL: down}, Decorators: store.Decorators{Mode: "Sync"}}, "store: mode: "},
+		{store.Config{Backend: store.Backend{URL: down}, Decorators: store.Decorators{Mode: "over_limit"}}, "store: mode: "},
+		{store.Config{Decorators: store.Decorators{Fallback: "pray"}}, `store: fallback: unknown fallback policy "pray"`},
+		{store.Config{Backend: store.Backend{URL: down}, Decorators: store.Decorators{Fallback: "open"}}, "store: fallback: "},
+		{store.Config{Backend: store.Backend{URL: down}, Decorators: store.Decorators{Fallback: "none"}}, "store: fallback: "},
+		{store.Config{Backend: store.Backend{URL: down, Timeout: -time.Second}}, "store: timeout: must not be negative, got -1s"},
+		{store.Config{Backend: store.Backend{URL: "memcache://127.0.0.1:1"}}, "store: url: scheme: "},
 	} {
 		tc.cfg.Ping = true
 		_, _, err := store.Open(context.Background(), tc.cfg)
@@ -132,7 +132,7 @@ func TestOpenValidatesFirst(t *testing.T) {
 			t.Errorf("%+v: Validate: %v, want %v", tc.cfg, verr, err)
 		}
 	}
-	err := store.Config{URL: "x://", Mode: "m", Fallback: "f", Timeout: -1}.Validate()
+	err := store.Config{Backend: store.Backend{URL: "x://", Timeout: -1}, Decorators: store.Decorators{Mode: "m", Fallback: "f"}}.Validate()
 	for _, field := range []string{"url: scheme", "mode", "fallback", "timeout"} {
 		if err == nil || !strings.Contains(err.Error(), "store: "+field+": ") {
 			t.Errorf("Validate: %v does not name %s", err, field)
@@ -140,7 +140,7 @@ func TestOpenValidatesFirst(t *testing.T) {
 	}
 	for _, mode := range modes {
 		for _, fb := range fallbacks {
-			if err := (store.Config{URL: down, Mode: mode, Fallback: fb}).Validate(); err != nil {
+			if err := (store.Config{Backend: store.Backend{URL: down}, Decorators: store.Decorators{Mode: mode, Fallback: fb}}).Validate(); err != nil {
 				t.Errorf("mode %q fallback %q: %v", mode, fb, err)
 			}
 		}
@@ -176,7 +176,7 @@ func TestOpenModesAndFallbacks(t *testing.T) {
 		for _, fb := range fallbacks {
 			name := fmt.Sprintf("mode %q fallback %q", mode, fb)
 			clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-			st, closer, err := store.Open(ctx, store.Config{Mode: mode, Fallback: fb, Clock: clock})
+			st, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{Clock: clock}, Decorators: store.Decorators{Mode: mode, Fallback: fb}})
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
@@ -216,7 +216,7 @@ func outermost(mode, fallback string) string {
 // TestOpenPing: Ping makes a store that does not answer an error wrapping
 // sluice.ErrStoreUnavailable; without it the client connects on first use.
 func TestOpenPing(t *testing.T) {
-	down := store.Config{URL: "redis://127.0.0.1:1?dial_timeout=50ms"}
+	down := store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1?dial_timeout=50ms"}}
 	_, closer, err := store.Open(context.Background(), down)
 	if err != nil {
 		t.Fatalf("without Ping: %v", err)
@@ -228,7 +228,7 @@ func TestOpenPing(t *testing.T) {
 	if _, _, err := store.Open(ctx, down); !errors.Is(err, sluice.ErrStoreUnavailable) || !strings.HasPrefix(err.Error(), "store: ping: ") {
 		t.Errorf("Ping on a closed port: %v", err)
 	}
-	if _, closer, err := store.Open(ctx, store.Config{Ping: true}); err != nil {
+	if _, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{Ping: true}}); err != nil {
 		t.Errorf("Ping on memory: %v", err)
 	} else {
 		closer.Close()
@@ -244,19 +244,15 @@ func TestOpenFallbackHooks(t *testing.T) {
 		errs    []error
 		changes []string
 	)
-	st, closer, err := store.Open(context.Background(), store.Config{
-		URL: "redis://127.0.0.1:1?dial_timeout=50ms", Fallback: "fail_closed", Timeout: time.Second,
-		OnStateChange: func(from, to distributed.Circuit) {
-			mu.Lock()
-			defer mu.Unlock()
-			changes = append(changes, from.String()+">"+to.String())
-		},
-		OnStoreError: func(err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			errs = append(errs, err)
-		},
-	})
+	st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1?dial_timeout=50ms", Timeout: time.Second}, Decorators: store.Decorators{Fallback: "fail_closed", OnStateChange: func(from, to distributed.Circuit) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, from.String()+">"+to.String())
+	}, OnStoreError: func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +286,7 @@ func TestOpenFallbackTimeout(t *testing.T) {
 	}
 	defer l.Close()
 	const timeout = 150 * time.Millisecond
-	st, closer, err := store.Open(context.Background(), store.Config{
-		URL: "redis://" + l.Addr().String(), Fallback: "fail_open", Timeout: timeout})
+	st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://" + l.Addr().String(), Timeout: timeout}, Decorators: store.Decorators{Fallback: "fail_open"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +305,7 @@ func TestOpenFallbackTimeout(t *testing.T) {
 // TestOpenMemoryMaxBytes: Config.MemoryMaxBytes reaches the memory store (sluice serve
 // --memory-max-bytes), and a negative one is refused.
 func TestOpenMemoryMaxBytes(t *testing.T) {
-	st, closer, err := store.Open(context.Background(), store.Config{MemoryMaxBytes: 1 << 20})
+	st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{MemoryMaxBytes: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +322,7 @@ func TestOpenMemoryMaxBytes(t *testing.T) {
 	if mem.Bytes() > 1<<20 {
 		t.Errorf("%d bytes charged, budget %d", mem.Bytes(), 1<<20)
 	}
-	if _, _, err := store.Open(context.Background(), store.Config{MemoryMaxBytes: -1}); err == nil || !strings.Contains(err.Error(), "memory max bytes") {
+	if _, _, err := store.Open(context.Background(), store.Config{Backend: store.Backend{MemoryMaxBytes: -1}}); err == nil || !strings.Contains(err.Error(), "memory max bytes") {
 		t.Errorf("MemoryMaxBytes -1: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ type perSecond struct {
 // openPerSecond opens the store of c.PerSecondURL and routes st's one-second decisions to it.
 func openPerSecond(ctx context.Context, c Config, st sluice.Store, closers *chain) (sluice.Store, error) {
 	c2 := c
-	c2.URL, c2.PerSecondURL, c2.MemcachedServers = c.PerSecondURL, "", nil
+	c2.URL, c2.PerSecondURL, c2.MemcachedSRV = c.PerSecondURL, "", ""
 	second, closer, err := Open(ctx, c2)
 	if err != nil {
 		return nil, fmt.Errorf("store: per-second store: %w", err)

@@ -19,7 +19,7 @@ import (
 func TestOpenPerSecond(t *testing.T) {
 	addr := testenv.RedisAddr(t)
 	prefix := freshPrefix()
-	st, closer, err := store.Open(context.Background(), store.Config{URL: "redis://" + addr + "/0", PerSecondURL: "redis://" + addr + "/1", Prefix: prefix})
+	st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://" + addr + "/0", PerSecondURL: "redis://" + addr + "/1", Prefix: prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestOpenPerSecond(t *testing.T) {
 			t.Errorf("db %d: keys %q, want one", db, keys)
 		}
 	}
-	if _, _, err := store.Open(ctx, store.Config{URL: "memory", PerSecondURL: "nosuch://x"}); err == nil {
+	if _, _, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: "memory", PerSecondURL: "nosuch://x"}}); err == nil {
 		t.Error("a per-second URL of no store: no error")
 	}
 }

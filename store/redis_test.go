@@ -47,8 +47,7 @@ func TestOpenRedis(t *testing.T) {
 				for _, fb := range []string{"", "local"} {
 					name := fmt.Sprintf("mode %q fallback %q", mode, fb)
 					prefix := freshPrefix()
-					st, closer, err := store.Open(ctx, store.Config{URL: u, Mode: mode, Fallback: fb,
-						Prefix: prefix, Timeout: 5 * time.Second, Ping: true})
+					st, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: u, Prefix: prefix, Timeout: 5 * time.Second, Ping: true}, Decorators: store.Decorators{Mode: mode, Fallback: fb}})
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
@@ -121,8 +120,7 @@ func keysUnder(t *testing.T, url, prefix string) int64 {
 func TestOpenRedisClock(t *testing.T) {
 	ctx := context.Background()
 	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, closer, err := store.Open(ctx, store.Config{URL: "redis://" + testenv.RedisAddr(t), Clock: clock,
-		Prefix: freshPrefix(), Mode: "overlimit"})
+	st, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: "redis://" + testenv.RedisAddr(t), Clock: clock, Prefix: freshPrefix()}, Decorators: store.Decorators{Mode: "overlimit"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +146,7 @@ func TestCloseFlushesAsyncBeforeTheClient(t *testing.T) {
 	rule := sluice.FixedWindow(10, time.Hour)
 	for _, fb := range []string{"", "local", "fail_closed"} {
 		clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		cfg := store.Config{URL: url, Clock: clock, Prefix: freshPrefix(), Mode: "async", Fallback: fb}
+		cfg := store.Config{Backend: store.Backend{URL: url, Clock: clock, Prefix: freshPrefix()}, Decorators: store.Decorators{Mode: "async", Fallback: fb}}
 		st, closer, err := store.Open(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)

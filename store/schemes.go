@@ -119,8 +119,8 @@ func openMemcached(_ context.Context, c Config) (closingStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.MemcachedServers != nil {
-		opts = append(opts, memcached.WithServerList(c.MemcachedServers))
+	if c.MemcachedSRV != "" && c.MemcachedSRVRefresh > 0 {
+		opts = append(opts, memcached.WithSRV(memcached.SRV{Name: c.MemcachedSRV, Every: c.MemcachedSRVRefresh, Logger: c.Logger}))
 	}
 	st, err := memcached.NewFromURL(c.URL, opts...) // owns its client: Close closes it
 	if err != nil {

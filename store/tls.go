@@ -5,7 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
+
+	"github.com/sluicehq/sluice/internal/certfile"
 )
 
 // TLS says how a shared store's connections use TLS: every connection to Redis (one server,
@@ -26,8 +27,8 @@ type TLS struct {
 	CAFile string
 	// CertFile and KeyFile are the PEM client certificate and key presented to servers that
 	// ask for one (Redis' tls-auth-clients, memcached's ssl_verify_mode). Both or neither. They
-	// are read again at each new connection, so a certificate rotated in place is used from
-	// the next connection on.
+	// are read again when they change, so a certificate rotated in place is used from the
+	// next handshake on; a rotated pair that does not load keeps the previous one.
 	CertFile, KeyFile string
 	// ServerName is the name the servers' certificates must carry (default: the host of each
 	// address dialed, which an IP address matches through the certificate's IP SANs).
@@ -51,40 +52,20 @@ func (t TLS) Validate() error {
 }
 
 // ClientConfig returns the client TLS configuration t describes, or nil when t asks for no
-// TLS. The files are read now (a missing or invalid one is an error naming its field), and the
-// client certificate again at each handshake.
+// TLS. The files are read now (a missing or invalid one is an error naming its field) and
+// again when they change (internal/certfile, as the xDS client's): the client certificate
+// at the next handshake, a rotated one that does not load keeping the previous one; the CA
+// bundle as it is when the store opens, every connection of a store sharing one
+// configuration.
 func (t TLS) ClientConfig() (*tls.Config, error) {
 	if !t.on() {
 		return nil, nil
 	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	var errs []error
-	if t.CAFile != "" {
-		pool, err := readCAs(t.CAFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("store: tls ca: %w", err))
-		}
-		c.RootCAs = pool
+	files, err := certfile.LoadClient(t.CAFile, t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, storeTLSError(err)
 	}
-	switch {
-	case (t.CertFile == "") != (t.KeyFile == ""):
-		errs = append(errs, errors.New("store: tls cert, tls key: give both the client certificate and its key, or neither"))
-	case t.CertFile != "":
-		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-			errs = append(errs, fmt.Errorf("store: tls cert: %w", err))
-		}
-		cert, key := t.CertFile, t.KeyFile
-		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			kp, err := tls.LoadX509KeyPair(cert, key)
-			if err != nil {
-				return nil, fmt.Errorf("store: tls cert: %w", err)
-			}
-			return &kp, nil
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
+	c := files.Config(t.ServerName)
 	if t.SkipHostnameVerification {
 		c.InsecureSkipVerify = true // the chain is verified below, without the name
 		c.VerifyConnection = verifyChain(c.RootCAs)
@@ -92,17 +73,29 @@ func (t TLS) ClientConfig() (*tls.Config, error) {
 	return c, nil
 }
 
-// readCAs reads a PEM file of certificates into a pool.
-func readCAs(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+// storeTLSError names the field of each problem of certfile.LoadClient: tls ca, tls cert.
+func storeTLSError(err error) error {
+	var out []error
+	for _, e := range unjoin(err) {
+		var fe *certfile.Error
+		switch {
+		case !errors.As(e, &fe):
+			out = append(out, fmt.Errorf("store: tls: %w", e))
+		case fe.Field == "cert, key":
+			out = append(out, errors.New("store: tls cert, tls key: give both the client certificate and its key, or neither"))
+		default:
+			out = append(out, fmt.Errorf("store: tls %s: %w", fe.Field, fe.Err))
+		}
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	return errors.Join(out...)
+}
+
+// unjoin returns the errors joined in err (err alone when it is not a join).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
 	}
-	return pool, nil
+	return []error{err}
 }
 
 // verifyChain verifies a server's certificate chain against roots (nil: the system roots)

@@ -68,23 +68,23 @@ func refused(t *testing.T, what string, c store.Config) {
 func TestOpenRedisTLS(t *testing.T) {
 	files := testenv.NewTLSFiles(t)
 	srv := testenv.StartRedisTLS(t, files, "")
-	holdsLimit(t, store.Config{URL: "redis://" + srv.Addr(), TLS: mtls(files)})
-	holdsLimit(t, store.Config{URL: "rediss://" + srv.Addr() + "/1", TLS: mtls(files)})
-	holdsLimit(t, store.Config{URL: "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1], TLS: mtls(files)})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: mtls(files)}})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "rediss://" + srv.Addr() + "/1", TLS: mtls(files)}})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1], TLS: mtls(files)}})
 
-	refused(t, "plain text", store.Config{URL: "redis://" + srv.Addr()})
-	refused(t, "no client certificate", store.Config{URL: "redis://" + srv.Addr(), TLS: store.TLS{CAFile: files.CA}})
+	refused(t, "plain text", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr()}})
+	refused(t, "no client certificate", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: store.TLS{CAFile: files.CA}}})
 	other := mtls(files)
 	other.CAFile = files.OtherCA
-	refused(t, "another authority", store.Config{URL: "redis://" + srv.Addr(), TLS: other})
+	refused(t, "another authority", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: other}})
 	other.SkipHostnameVerification = true // the chain is still verified
-	refused(t, "another authority, names not verified", store.Config{URL: "redis://" + srv.Addr(), TLS: other})
+	refused(t, "another authority, names not verified", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: other}})
 
 	wrongName := mtls(files)
 	wrongName.ServerName = "redis.example"
-	refused(t, "another server name", store.Config{URL: "redis://" + srv.Addr(), TLS: wrongName})
+	refused(t, "another server name", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: wrongName}})
 	wrongName.SkipHostnameVerification = true
-	holdsLimit(t, store.Config{URL: "redis://" + srv.Addr(), TLS: wrongName})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: wrongName}})
 }
 
 // TestOpenRedisSentinelTLS: a Sentinel and its primary, both TLS-only with client
@@ -94,8 +94,8 @@ func TestOpenRedisSentinelTLS(t *testing.T) {
 	files := testenv.NewTLSFiles(t)
 	sentinel, _ := testenv.StartSentinelTLS(t, files)
 	url := "redis-sentinel://" + sentinel.Addr() + "/sluice"
-	holdsLimit(t, store.Config{URL: url, TLS: mtls(files)})
-	refused(t, "plain text", store.Config{URL: url})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: url, TLS: mtls(files)}})
+	refused(t, "plain text", store.Config{Backend: store.Backend{URL: url}})
 }
 
 // TestOpenRedisClusterTLS: a three-primary Cluster talking TLS to clients and on its bus
@@ -105,7 +105,7 @@ func TestOpenRedisClusterTLS(t *testing.T) {
 	nodes := testenv.StartClusterTLS(t, files, 3)
 	url := "redis-cluster://" + nodes[0].Addr()
 	ctx := context.Background()
-	st, closer, err := store.Open(ctx, store.Config{URL: url, TLS: mtls(files), Ping: true, Prefix: freshPrefix(), Timeout: 5 * time.Second})
+	st, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: url, TLS: mtls(files), Ping: true, Prefix: freshPrefix(), Timeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestOpenRedisClusterTLS(t *testing.T) {
 			}
 		}
 	}
-	refused(t, "plain text", store.Config{URL: url})
+	refused(t, "plain text", store.Config{Backend: store.Backend{URL: url}})
 }
 
 // TestOpenMemcachedTLS: a memcached that accepts only TLS with a client certificate (-Z,
@@ -130,9 +130,9 @@ func TestOpenRedisClusterTLS(t *testing.T) {
 func TestOpenMemcachedTLS(t *testing.T) {
 	files := testenv.NewTLSFiles(t)
 	srv := testenv.StartMemcachedTLS(t, files)
-	holdsLimit(t, store.Config{URL: "memcached://" + srv.Addr(), TLS: mtls(files)})
-	refused(t, "plain text", store.Config{URL: "memcached://" + srv.Addr()})
-	refused(t, "no client certificate", store.Config{URL: "memcached://" + srv.Addr(), TLS: store.TLS{CAFile: files.CA}})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr(), TLS: mtls(files)}})
+	refused(t, "plain text", store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr()}})
+	refused(t, "no client certificate", store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr(), TLS: store.TLS{CAFile: files.CA}}})
 }
 
 // TestOpenSharedTLS: the TLS servers scripts/test.d/tls.sh starts for the whole suite (Redis
@@ -140,8 +140,8 @@ func TestOpenMemcachedTLS(t *testing.T) {
 func TestOpenSharedTLS(t *testing.T) {
 	tl := store.TLS{CAFile: testenv.Get(t, "SLUICE_TLS_CA"), CertFile: testenv.Get(t, "SLUICE_TLS_CLIENT_CERT"),
 		KeyFile: testenv.Get(t, "SLUICE_TLS_CLIENT_KEY")}
-	holdsLimit(t, store.Config{URL: "rediss://" + testenv.Get(t, "SLUICE_REDIS_TLS_ADDR"), TLS: tl})
-	holdsLimit(t, store.Config{URL: "memcached://" + testenv.Get(t, "SLUICE_MEMCACHED_TLS_ADDR"), TLS: tl})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "rediss://" + testenv.Get(t, "SLUICE_REDIS_TLS_ADDR"), TLS: tl}})
+	holdsLimit(t, store.Config{Backend: store.Backend{URL: "memcached://" + testenv.Get(t, "SLUICE_MEMCACHED_TLS_ADDR"), TLS: tl}})
 }
 
 // TestTLSConfigErrors: unreadable or incomplete TLS settings are errors naming the field,
@@ -163,7 +163,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		{store.TLS{CertFile: files.ClientCert, KeyFile: files.ServerKey}, "store: tls cert:"},
 		{store.TLS{CertFile: notPEM, KeyFile: notPEM}, "store: tls cert:"},
 	} {
-		cfg := store.Config{URL: "redis://127.0.0.1:1", TLS: c.tls}
+		cfg := store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1", TLS: c.tls}}
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Validate(%+v) = %v, want an error containing %q", c.tls, err, c.want)
 		}
@@ -173,11 +173,37 @@ func TestTLSConfigErrors(t *testing.T) {
 	}
 	// Valid settings, TLS on or off, validate.
 	for _, tl := range []store.TLS{{}, {Enabled: true}, mtls(files), {SkipHostnameVerification: true}} {
-		if err := (store.Config{URL: "redis://127.0.0.1:1", TLS: tl}).Validate(); err != nil {
+		if err := (store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1", TLS: tl}}).Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v", tl, err)
 		}
 	}
 	if tc, err := (store.TLS{}).ClientConfig(); tc != nil || err != nil {
 		t.Errorf("zero TLS: ClientConfig() = %v, %v; want nil, nil", tc, err)
 	}
+}
+
+// TestTLSClientCertificateRotated: the client certificate of a store's TLS is read again when
+// it is rotated in place, as the xDS client's (both are internal/certfile's Client, whose
+// TestClientFollowsRotation shows a rotation that does not load keeping the previous pair):
+// a handshake after the rotation presents the new one.
+func TestTLSClientCertificateRotated(t *testing.T) {
+	ca := testenv.NewCA(t, "ca", "")
+	first := ca.Issue(t, "client", "sluice-test-client")
+	c, err := store.TLS{CAFile: ca.CAFile, CertFile: first.CertFile, KeyFile: first.KeyFile}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string {
+		t.Helper()
+		cert, err := c.GetClientCertificate(nil)
+		if err != nil || cert == nil {
+			t.Fatalf("GetClientCertificate: %v, %v; want a certificate", cert, err)
+		}
+		return cert.Leaf.SerialNumber.String()
+	}
+	if got := serial(); got != first.Cert.SerialNumber.String() {
+		t.Fatalf("serial %s, want %s", got, first.Cert.SerialNumber)
+	}
+	second := ca.Issue(t, "client", "sluice-test-client") // the whole pair, rotated in place
+	testenv.Eventually(t, 10*time.Second, "the rotated certificate", func() bool { return serial() == second.Cert.SerialNumber.String() })
 }

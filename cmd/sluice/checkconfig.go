@@ -21,7 +21,7 @@ Loads each rules file or directory as serve and proxy would, without serving, an
 what it holds, or every problem of every file, each with its file, line and YAML path
 (descriptors[0].rate_limit.unit). Exits 0 when every PATH is valid, 1 when one is not.`,
 	groups: []flagGroup{
-		{"Reading", []string{"config-tree", "config-dotfiles", "merge-domains", "serve", "xds"}},
+		{"Reading", []string{"config-tree", "config-dotfiles", "merge-domains", "serve", "xds", "max-lease"}},
 	},
 	examples: []string{
 		"sluice check-config examples/config/rules.yaml",
@@ -38,6 +38,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.DotFiles, "config-dotfiles", false, "with --config-tree, read names starting with '.' too")
 	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "let several files define one domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.RefuseInFlight, "serve", false, "check as sluice serve loads the rules: max_in_flight refused (its RLS cannot see a request end)")
+	fs.DurationVar(&o.MaxLease, "max-lease", config.DefaultMaxLease, "longest lease a max_in_flight may ask for, as sluice proxy --max-lease")
 	xdsDump := fs.Bool("xds", false, "each PATH is a dumped xDS snapshot: RateLimitConfig resources in JSON or YAML, one, a list, or a DiscoveryResponse's resources")
 	if code, done := parseFlags("check-config", fs, &checkConfigHelp, args, stdout, stderr); done {
 		return code

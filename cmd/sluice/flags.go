@@ -21,6 +21,7 @@ type sharedFlags struct {
 	logLevel, logFormat           string
 	reload, storeTimeout          time.Duration
 	storeTLS                      storeTLSFlags // storetls.go
+	regions                       regionsFlags  // regions.go
 }
 
 // envFunc gives a flag's default: the value of the environment variable name when it is set,
@@ -48,6 +49,7 @@ func (f *sharedFlags) register(fs *flag.FlagSet, configUsage string, env envFunc
 	fs.DurationVar(&f.reload, "reload-interval", reload, "how often the rules files are checked for changes [SLUICE_RELOAD_INTERVAL]")
 	storeTimeout, _ := time.ParseDuration(env("store-timeout", "SLUICE_STORE_TIMEOUT", "0s"))
 	f.storeTLS.register(fs, env)
+	f.regions.register(fs, env)
 	fs.DurationVar(&f.storeTimeout, "store-timeout", storeTimeout, "bound on each Redis or memcached store call, e.g. 15ms (0: the store's default, 250ms, and the fallback's, 50ms); with --fallback, a slower call is decided by the fallback; keep it below the caller's timeout [SLUICE_STORE_TIMEOUT]")
 }
 
@@ -65,12 +67,15 @@ func (f *sharedFlags) check() error {
 	if err := store.CheckFallback(f.fallback); err != nil {
 		return fmt.Errorf("--fallback: %w", err)
 	}
+	if _, err := f.regions.parse(); err != nil {
+		return err
+	}
 	return f.storeTLS.check()
 }
 
 // storeConfig is the store the flags name, its keys under prefix ("": the store's default).
 func (f *sharedFlags) storeConfig(prefix string) store.Config {
-	return store.Config{URL: f.store, Mode: f.mode, Fallback: f.fallback, Timeout: f.storeTimeout, Prefix: prefix, TLS: f.storeTLS.tls}
+	return store.Config{Backend: store.Backend{URL: f.store, Timeout: f.storeTimeout, Prefix: prefix, TLS: f.storeTLS.tls}, Decorators: store.Decorators{Mode: f.mode, Fallback: f.fallback}}
 }
 
 // logger builds the logger of --log-level and --log-format on w, and sends go-redis's own

@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/proxy"
 )
@@ -30,6 +32,7 @@ type proxyFlags struct {
 	storePrefix                                        string
 	adminPublic                                        bool
 	shutdownTimeout, headerTimeout, idleTimeout        time.Duration
+	maxLease                                           time.Duration
 	style                                              httplimit.HeaderStyle // of headers, once checked
 }
 
@@ -47,6 +50,8 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.idleTimeout, "upstream-idle-timeout", idle, "longest silence of an upstream's response body before the response is aborted (not WebSockets); 0: no bound [SLUICE_UPSTREAM_IDLE_TIMEOUT]")
 	fs.StringVar(&f.trustedProxies, "trusted-proxies", plainEnv("", "SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs or addresses of the proxies in front of this one, whose X-Forwarded-For and Forwarded are believed; empty: the client is the peer [SLUICE_TRUSTED_PROXIES]")
 	fs.StringVar(&f.headers, "headers", plainEnv("", "SLUICE_RATELIMIT_HEADERS", httplimit.HeadersBoth.String()), "rate-limit headers of responses: both (the IETF draft's RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x or none; Retry-After comes with every 429 [SLUICE_RATELIMIT_HEADERS]")
+	lease, _ := time.ParseDuration(plainEnv("", "SLUICE_MAX_LEASE", config.DefaultMaxLease.String()))
+	fs.DurationVar(&f.maxLease, "max-lease", lease, "longest lease a max_in_flight may ask for: a holder killed without releasing locks its slot that long (DELETE /v1/leases on the admin address frees a descriptor's slots at once); at most 24h [SLUICE_MAX_LEASE]")
 	timeout, _ := time.ParseDuration(plainEnv("", "SLUICE_SHUTDOWN_TIMEOUT", proxy.DefaultShutdownTimeout.String()))
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", timeout, "how long in-flight requests (WebSockets and streams too) may take to finish on SIGTERM/SIGINT before they are cut [SLUICE_SHUTDOWN_TIMEOUT]")
 }
@@ -64,6 +69,8 @@ func (f *proxyFlags) check() error {
 		return fmt.Errorf("--upstream-response-header-timeout: must not be negative (0: no bound), got %v", f.headerTimeout)
 	case f.idleTimeout < 0:
 		return fmt.Errorf("--upstream-idle-timeout: must not be negative (0: no bound), got %v", f.idleTimeout)
+	case f.maxLease < sluice.MinLease || f.maxLease > sluice.MaxLease:
+		return fmt.Errorf("--max-lease: must be between %v and %v, got %v", sluice.MinLease, sluice.MaxLease, f.maxLease)
 	}
 	if f.adminAddr != "-" {
 		loopback, err := isLoopback(f.adminAddr)
@@ -136,7 +143,14 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		logger.Warn("admin listener on a non-loopback address (--admin-public): /metrics, /v1/top and /ui are reachable from the network",
 			"admin", f.adminAddr)
 	}
+	global, closeRegions, err := f.regions.open(f.storePrefix, f.storeTLS.tls, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice proxy:", err)
+		return 2
+	}
+	defer closeRegions()
 	p, err := proxy.New(proxy.Config{
+		GlobalStore:     global,
 		Upstream:        f.upstream,
 		Addr:            f.addr,
 		AdminAddr:       f.adminAddr,
@@ -147,6 +161,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		HeaderStyle:     f.style,
 		Logger:          logger,
 		ShutdownTimeout: f.shutdownTimeout,
+		MaxLease:        f.maxLease,
 
 		ResponseHeaderTimeout: orDisabled(f.headerTimeout),
 		UpstreamIdleTimeout:   orDisabled(f.idleTimeout),

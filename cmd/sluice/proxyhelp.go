@@ -11,9 +11,10 @@ and is forwarded or answered 429 with Retry-After and the rate-limit headers. /m
 Every flag defaults to the SLUICE_* variable in brackets when it is set.`,
 	groups: []flagGroup{
 		{"Upstream", []string{"upstream", "upstream-response-header-timeout", "upstream-idle-timeout", "trusted-proxies"}},
-		{"Rules", []string{"config", "reload-interval"}},
+		{"Rules", []string{"config", "reload-interval", "max-lease"}},
 		{"Store", []string{"store", "mode", "fallback", "store-timeout", "store-prefix"}},
 		{"Store TLS", []string{"store-tls", "store-tls-ca", "store-tls-cert", "store-tls-key", "store-tls-server-name", "store-tls-skip-hostname-verification"}},
+		{"Regions (limits of scope global)", []string{"region", "regions", "regions-mode", "regions-coordinator", "regions-interval", "regions-epoch", "regions-max-clock-skew"}},
 		{"Listeners", []string{"http-addr", "admin-addr", "admin-public", "shutdown-timeout"}},
 		{"Answers", []string{"headers"}},
 		{"Logs", []string{"log-level", "log-format"}},

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store"
@@ -22,6 +24,12 @@ func quotaState(cfg *server.Config, url string, t store.TLS) (closeFn func(), er
 	if err != nil {
 		return nil, err
 	}
-	cfg.Quota.Ledger = rlqs.NewRedisLedger(st.Client(), "")
-	return func() { _ = st.Close() }, nil
+	ledger := rlqs.NewRedisLedger(st.Client(), "")
+	cfg.Quota.Ledger = ledger
+	return func() {
+		if c, ok := ledger.(io.Closer); ok {
+			_ = c.Close() // its pub/sub subscription, before the client
+		}
+		_ = st.Close()
+	}, nil
 }

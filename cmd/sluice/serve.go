@@ -263,18 +263,23 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer stopTracing()
+	global, closeRegions, err := f.regions.open(f.storePrefix, f.storeTLS.tls, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice serve:", err)
+		return 2
+	}
+	defer closeRegions()
+	cfg.GlobalStore = global
 	closeQuota, err := quotaState(&cfg, f.quotaStore, f.storeTLS.tls)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice serve: --quota-store:", err)
 		return 2
 	}
 	defer closeQuota()
-	stopSRV, err := f.startSRVRefresh(&cfg, logger)
-	if err != nil {
+	if err := f.setSRVRefresh(&cfg, logger); err != nil {
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	defer stopSRV()
 	logStore(logger, cfg.StoreConfig)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

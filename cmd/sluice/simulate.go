@@ -42,7 +42,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	for _, s := range simulate.Scenarios() {
 		scenarioNames = append(scenarioNames, s.Name)
 	}
-	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario, simulate.LLMBudgetScenario)
+	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario, simulate.RegionsScenario, simulate.LLMBudgetScenario)
 	scenario := fs.String("scenario", simulate.Scenarios()[0].Name, "traffic scenario: "+strings.Join(scenarioNames, ", "))
 	algorithms := fs.String("algorithms", "all", "comma-separated algorithms (sliding_window_N for N sub-windows), or all")
 	modes := fs.String("modes", "single", "comma-separated modes: "+strings.Join(simulate.ModeNames(), ", "))
@@ -69,8 +69,12 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.CriticalityScenario, simulate.CriticalitySummary, simulate.CriticalityDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.LatencyScenario, simulate.LatencySummary, simulate.LatencyDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.QuotaScaleUpScenario, simulate.QuotaScaleUpSummary, simulate.QuotaScaleUpDefinition)
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.RegionsScenario, simulate.RegionsSummary, simulate.RegionsDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.LLMBudgetScenario, simulate.LLMBudgetSummary, simulate.LLMBudgetDefinition)
 		return 0
+	}
+	if *scenario == simulate.RegionsScenario {
+		return simulateRegions(stdout, stderr, *seed, *out)
 	}
 	if *scenario == simulate.LLMBudgetScenario {
 		return simulateLLMBudget(stdout, stderr, *seed, *out)
@@ -116,7 +120,15 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *out != "" {
-		paths, err := writePlots(*out, res)
+		return wrote(stderr)(writePlots(*out, res))
+	}
+	return 0
+}
+
+// wrote returns what reports the figures written (or the failure) on stderr, and the
+// command's exit code.
+func wrote(stderr io.Writer) func(paths []string, err error) int {
+	return func(paths []string, err error) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
 			return 1
@@ -124,8 +136,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		for _, p := range paths {
 			fmt.Fprintf(stderr, "wrote %s\n", p)
 		}
+		return 0
 	}
-	return 0
 }
 
 func simulateConfig(scenario, algorithms, modes, routing, format string, nodes int, duration time.Duration, seed uint64) (simulate.Config, error) {
@@ -175,29 +187,36 @@ func progressPrinter(w io.Writer) func(done, total int64) {
 	}
 }
 
-// simulateStore sets cfg.Store from the --store flag: memory (the default: the simulator's
-// own store) or a store URL store.Open reads, checked to answer before the run. There every
-// algorithm and mode gets a fresh store under a fresh key prefix, taking the simulation's
-// virtual clock as client time, so the run stays deterministic in what it decides.
+// simulateStore sets cfg.Store from the --store flag (see virtualStore).
 func simulateStore(cfg *simulate.Config, url string) error {
+	st, err := virtualStore(url, "sluice-simulate")
+	cfg.Store = st
+	return err
+}
+
+// virtualStore returns, for a --store flag, how a run on a virtual clock builds its store:
+// nil for memory (the run's own memory store), or for a store URL store.Open reads, checked
+// to answer first, a fresh store under a fresh key prefix (name:<run>:<n>:) per call, taking
+// the run's virtual clock as client time, so that the run stays deterministic in what it
+// decides. simulate and replay share it.
+func virtualStore(url, name string) (func(clock sluice.Clock) (sluice.Store, io.Closer, error), error) {
 	scheme, err := store.Scheme(url)
 	if err != nil || scheme == "memory" {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, closer, err := store.Open(ctx, store.Config{URL: url, Ping: true})
+	_, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: url, Ping: true}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := closer.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	run := fmt.Sprintf("sluice-simulate:%x:", time.Now().UnixNano())
+	run := fmt.Sprintf("%s:%x:", name, time.Now().UnixNano())
 	var n atomic.Int64
-	cfg.Store = func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
+	return func(clock sluice.Clock) (sluice.Store, io.Closer, error) {
 		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
-		return store.Open(context.Background(), store.Config{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second})
-	}
-	return nil
+		return store.Open(context.Background(), store.Config{Backend: store.Backend{URL: url, Clock: clock, Prefix: prefix, Timeout: time.Second}})
+	}, nil
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/sluicehq/sluice/simulate"
 )
 
+// writeBudgetPlots draws the llm_budget scenario's figure; nil without -tags plot.
+var writeBudgetPlots func(dir string, rows []simulate.BudgetRow) ([]string, error)
+
 // simulateLLMBudget runs `sluice simulate --scenario llm_budget`: concurrent streamed LLM
 // requests against a token budget, charge-after vs bounded vs strict, as a table and, with
 // --out (a -tags plot build), a figure.
@@ -23,14 +26,7 @@ func simulateLLMBudget(stdout, stderr io.Writer, seed uint64, out string) int {
 		return 1
 	}
 	if out != "" {
-		paths, err := writeBudgetPlots(out, rows)
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice simulate: %v\n", err)
-			return 1
-		}
-		for _, p := range paths {
-			fmt.Fprintf(stderr, "wrote %s\n", p)
-		}
+		return wrote(stderr)(writeBudgetPlots(out, rows))
 	}
 	return 0
 }

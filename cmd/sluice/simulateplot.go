@@ -7,9 +7,6 @@ import "github.com/sluicehq/sluice/simulate"
 // binary is built with -tags plot.
 var writePlots func(dir string, res *simulate.Result) ([]string, error)
 
-// writeBudgetPlots draws the llm_budget scenario's figure, set with writePlots.
-var writeBudgetPlots func(dir string, rows []simulate.BudgetRow) ([]string, error)
-
 // errNoPlots is what simulate --out says in a build without plotting.
 const errNoPlots = "sluice simulate: --out: this binary was built without plotting; draw the figures with\n" +
 	"  go run -tags plot ./cmd/sluice simulate --out DIR [flags]"

@@ -4,4 +4,6 @@ package main
 
 import "github.com/sluicehq/sluice/simulate/figures"
 
-func init() { writePlots, writeBudgetPlots = figures.Write, figures.WriteBudget }
+func init() {
+	writePlots, writeRegionPlots, writeBudgetPlots = figures.Write, figures.WriteRegions, figures.WriteBudget
+}

@@ -17,7 +17,7 @@ import (
 // defaulting to its SLUICE_* variable, then to envoyproxy/ratelimit's (peerSourceFlags).
 type sourceFlags struct {
 	xdsServer, xdsNodeID, xdsNodeMetadata, xdsHeaders      string
-	xdsTLS, xdsNoJitter, readyWithoutRules                 bool
+	xdsTLS, xdsNoJitter, readyWithoutRules, xdsAllowEmpty  bool
 	xdsCA, xdsCert, xdsKey, xdsServerName, xdsRandomFactor string
 	xdsBackoffInitial, xdsBackoffMax, xdsConnectRetry      time.Duration
 	xdsMaxMessageBytes                                     int64
@@ -40,7 +40,8 @@ func (f *serveFlags) registerSource(fs *flag.FlagSet) {
 	fs.StringVar(&s.xdsRandomFactor, "xds-backoff-random-factor", f.env("xds-backoff-random-factor", "SLUICE_XDS_BACKOFF_RANDOM_FACTOR", strconv.FormatFloat(xds.DefaultBackoffRandomFactor, 'g', -1, 64)), "share by which each reconnection wait is spread either way, in [0, 1) [SLUICE_XDS_BACKOFF_RANDOM_FACTOR, XDS_CLIENT_BACKOFF_RANDOM_FACTOR]")
 	fs.BoolVar(&s.xdsNoJitter, "xds-backoff-no-jitter", f.envBool("xds-backoff-no-jitter", "SLUICE_XDS_BACKOFF_NO_JITTER"), "exact reconnection waits, not spread [SLUICE_XDS_BACKOFF_NO_JITTER, XDS_CLIENT_BACKOFF_JITTER=false]")
 	fs.DurationVar(&s.xdsConnectRetry, "xds-connect-retry-interval", f.envDuration("xds-connect-retry-interval", "SLUICE_XDS_CONNECT_RETRY_INTERVAL", f.peerDurationOr("xds-connect-retry-interval", xds.DefaultConnectRetryInterval)), "first delay of gRPC's reconnection of the xDS channel [SLUICE_XDS_CONNECT_RETRY_INTERVAL, CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL]")
-	fs.Int64Var(&s.xdsMaxMessageBytes, "xds-max-message-bytes", f.envInt64("xds-max-message-bytes", "SLUICE_XDS_MAX_MESSAGE_BYTES", f.peerInt("xds-max-message-bytes")), "largest response of the xDS server; 0: gRPC's 4 MiB [SLUICE_XDS_MAX_MESSAGE_BYTES, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES]")
+	fs.Int64Var(&s.xdsMaxMessageBytes, "xds-max-message-bytes", f.envInt64("xds-max-message-bytes", "SLUICE_XDS_MAX_MESSAGE_BYTES", f.peerInt("xds-max-message-bytes")), "largest snapshot of the xDS server applied; a larger one is NACKed, the rules in force kept; 0: 64 MiB [SLUICE_XDS_MAX_MESSAGE_BYTES, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES]")
+	fs.BoolVar(&s.xdsAllowEmpty, "xds-allow-empty", f.envBool("xds-allow-empty", "SLUICE_XDS_ALLOW_EMPTY"), "apply an empty xDS snapshot that removes every limit in force (envoyproxy/ratelimit applies it); by default it is NACKed and the rules in force kept [SLUICE_XDS_ALLOW_EMPTY]")
 	fs.BoolVar(&s.readyWithoutRules, "ready-without-rules", f.envBool("ready-without-rules", "SLUICE_READY_WITHOUT_RULES"), "with --xds-server, report healthy (/healthcheck, /readyz) before the first rules arrive; requests are answered UNAVAILABLE until then either way [SLUICE_READY_WITHOUT_RULES, FORCE_START_WITHOUT_INITIAL_CONFIG]")
 	fs.StringVar(&s.tlsCert, "tls-cert", f.env("tls-cert", "SLUICE_TLS_CERT", ""), "serve gRPC over TLS with this certificate chain (PEM), read again when it changes [SLUICE_TLS_CERT, GRPC_SERVER_USE_TLS+GRPC_SERVER_TLS_CERT]")
 	fs.StringVar(&s.tlsKey, "tls-key", f.env("tls-key", "SLUICE_TLS_KEY", ""), "key of --tls-cert [SLUICE_TLS_KEY, GRPC_SERVER_TLS_KEY]")
@@ -67,7 +68,7 @@ func (f *serveFlags) peerInt(flagName string) int64 {
 func (f *serveFlags) applySource(fs *flag.FlagSet, cfg *server.Config, log *slog.Logger) error {
 	fs.Visit(func(fl *flag.Flag) { delete(f.envErrs, fl.Name) })
 	for _, name := range []string{"xds-tls", "xds-backoff-initial", "xds-backoff-max", "xds-backoff-no-jitter",
-		"xds-connect-retry-interval", "xds-max-message-bytes", "ready-without-rules"} {
+		"xds-connect-retry-interval", "xds-max-message-bytes", "xds-allow-empty", "ready-without-rules"} {
 		if msg, ok := f.envErrs[name]; ok {
 			return errors.New(msg)
 		}
@@ -92,7 +93,7 @@ func (f *serveFlags) applySource(fs *flag.FlagSet, cfg *server.Config, log *slog
 		return fmt.Errorf("--xds-server, --config: the rules come from one source; got both (%s and %s)", s.xdsServer, f.config)
 	}
 	o := xds.Options{Server: s.xdsServer, NodeID: s.xdsNodeID, InitialBackoff: s.xdsBackoffInitial, MaxBackoff: s.xdsBackoffMax,
-		NoJitter: s.xdsNoJitter, ConnectRetryInterval: s.xdsConnectRetry, MaxMessageBytes: int(s.xdsMaxMessageBytes),
+		NoJitter: s.xdsNoJitter, ConnectRetryInterval: s.xdsConnectRetry, MaxMessageBytes: int(s.xdsMaxMessageBytes), AllowEmpty: s.xdsAllowEmpty,
 		Rules: cfg.RulesOptions, Logger: log}
 	var err error
 	if o.NodeMetadata, err = pairs("--xds-node-metadata", s.xdsNodeMetadata); err != nil {

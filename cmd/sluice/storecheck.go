@@ -42,7 +42,7 @@ func announceStore(log *slog.Logger, c store.Config) (done <-chan struct{}) {
 		defer close(ch)
 		ctx, cancel := context.WithTimeout(context.Background(), storeCheckTimeout)
 		defer cancel()
-		_, closer, err := store.Open(ctx, store.Config{URL: c.URL, Timeout: c.Timeout, Ping: true})
+		_, closer, err := store.Open(ctx, store.Config{Backend: store.Backend{URL: c.URL, Timeout: c.Timeout, Ping: true}})
 		if err != nil {
 			then := "decisions fail (503, UNAVAILABLE) until it answers"
 			if c.Fallback != "" {

@@ -6,19 +6,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/certfile"
 )
 
 // Defaults of Options' zero values: envoyproxy/ratelimit's (CONFIG_GRPC_XDS_NODE_ID,
@@ -29,6 +35,19 @@ const (
 	DefaultMaxBackoff           = 60 * time.Second
 	DefaultBackoffRandomFactor  = 0.5
 	DefaultConnectRetryInterval = 3 * time.Second
+	// DefaultMaxMessageBytes bounds a snapshot when Options.MaxMessageBytes is 0: 64 MiB,
+	// sixteen times gRPC's default of 4 MiB (a snapshot of 100,000 limits takes about 5 MB).
+	DefaultMaxMessageBytes = 64 << 20
+)
+
+// The errors of snapshots refused whatever their rules (each is NACKed, and the rules in
+// force stay).
+var (
+	// ErrEmptySnapshot: a snapshot with no RateLimitConfig would remove every limit in
+	// force (Options.AllowEmpty applies it).
+	ErrEmptySnapshot = errors.New("xds: empty snapshot refused")
+	// ErrSnapshotTooLarge: a snapshot larger than Options.MaxMessageBytes.
+	ErrSnapshotTooLarge = errors.New("xds: snapshot too large")
 )
 
 // maxNackBytes bounds the error message sent back with a NACK.
@@ -59,8 +78,19 @@ type Options struct {
 	// ConnectRetryInterval is the first delay of gRPC's own reconnection of the channel
 	// (default DefaultConnectRetryInterval).
 	ConnectRetryInterval time.Duration
-	// MaxMessageBytes bounds a response from the server (0: gRPC's default, 4 MiB).
+	// MaxMessageBytes bounds a snapshot (default DefaultMaxMessageBytes): a larger one is
+	// NACKed, naming its size and this bound, and the rules in force stay; the stream stays
+	// open, so the snapshot is not fetched again until the server sends another version. So
+	// that it can be NACKed, a response of up to twice the bound is received; a larger one
+	// ends the stream (gRPC refuses it), which is logged as an error naming the bound, and the
+	// client reconnects after MaxBackoff.
 	MaxMessageBytes int
+	// AllowEmpty applies a snapshot with no RateLimitConfig that would remove every limit in
+	// force (the rules of an earlier snapshot), as envoyproxy/ratelimit does. By default it is
+	// refused: NACKed, logged as an error, and the rules in force keep serving, so that a
+	// control plane that lost its state does not silently lift every limit. An empty first
+	// snapshot, with nothing in force to remove, is applied either way.
+	AllowEmpty bool
 	// Rules say how the snapshot's rules are compiled (default algorithm, merged domains),
 	// as for rules files.
 	Rules config.Options
@@ -114,10 +144,12 @@ func New(o Options) (*Client, error) {
 	if o.ConnectRetryInterval <= 0 {
 		o.ConnectRetryInterval = DefaultConnectRetryInterval
 	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	if o.TLS != nil {
 		t := *o.TLS // the caller's TLS is not written to
-		t.files = &tlsFiles{}
-		if _, err := t.config(); err != nil {
+		if err := t.load(); err != nil {
 			return nil, err
 		}
 		o.TLS = &t
@@ -145,8 +177,9 @@ func (c *Client) Run(ctx context.Context, apply func(*config.Config), reject fun
 		MaxInterval:         c.opts.MaxBackoff,
 	}
 	b.Reset()
+	var inForce snapshotState
 	for {
-		delivered, err := c.stream(ctx, apply, reject)
+		delivered, err := c.stream(ctx, &inForce, apply, reject)
 		if ctx.Err() != nil {
 			return
 		}
@@ -154,6 +187,11 @@ func (c *Client) Run(ctx context.Context, apply func(*config.Config), reject fun
 			b.Reset()
 		}
 		wait := b.NextBackOff()
+		if status.Code(err) == codes.ResourceExhausted {
+			wait = c.opts.MaxBackoff // the same response would come again at once
+			c.log.Error("xds: the xDS server sent a response too large to receive (more than twice the max message bytes); the rules in force stay. "+
+				"Raise the max message bytes (--xds-max-message-bytes) to apply it", "server", c.opts.Server, "max_message_bytes", c.opts.MaxMessageBytes, "err", err, "reconnect_in", wait)
+		}
 		c.log.Warn("xds: stream to the xDS server lost; reconnecting", "server", c.opts.Server, "err", err, "in", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -167,12 +205,8 @@ func (c *Client) Run(ctx context.Context, apply func(*config.Config), reject fun
 
 // stream runs one ADS stream until it fails; delivered reports whether it received a
 // snapshot.
-func (c *Client) stream(ctx context.Context, apply func(*config.Config), reject func(error)) (delivered bool, err error) {
-	opts, err := c.dialOptions()
-	if err != nil {
-		return false, err
-	}
-	conn, err := grpc.NewClient(c.opts.Server, opts...)
+func (c *Client) stream(ctx context.Context, inForce *snapshotState, apply func(*config.Config), reject func(error)) (delivered bool, err error) {
+	conn, err := grpc.NewClient(c.opts.Server, c.dialOptions()...)
 	if err != nil {
 		return false, fmt.Errorf("xds: server %s: %w", c.opts.Server, err)
 	}
@@ -182,29 +216,103 @@ func (c *Client) stream(ctx context.Context, apply func(*config.Config), reject 
 	if len(c.opts.Headers) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, metadata.New(c.opts.Headers))
 	}
-	ads := sotw.NewADSClient(ctx, c.node, TypeURL)
-	if err := ads.InitConnect(conn); err != nil {
+	ads, err := openADS(ctx, conn, c.node)
+	if err != nil {
 		return false, fmt.Errorf("xds: server %s: %w", c.opts.Server, err)
 	}
+	var again refusal // the last version refused, which the server may send again at once
 	for {
-		resp, err := ads.Fetch()
+		resp, err := ads.recv()
 		if err != nil {
 			return delivered, fmt.Errorf("xds: server %s: %w", c.opts.Server, err)
 		}
 		delivered = true
-		cfg, err := Compile(c.opts.Rules, resp.Resources)
-		if err != nil {
-			reject(err)
-			if err := ads.Nack(nackMessage(err)); err != nil {
+		if again.is(resp) { // refused already: NACK again, after a growing wait
+			if err := again.wait(ctx, c.log); err != nil {
+				return delivered, err
+			}
+			if err := ads.nack(resp, again.msg); err != nil {
 				return delivered, fmt.Errorf("xds: NACK: %w", err)
 			}
 			continue
 		}
+		cfg, err := c.compile(resp.GetResources(), inForce)
+		if err != nil {
+			reject(err)
+			again = c.refused(resp, nackMessage(err))
+			if err := ads.nack(resp, again.msg); err != nil {
+				return delivered, fmt.Errorf("xds: NACK: %w", err)
+			}
+			continue
+		}
+		again = refusal{}
 		apply(cfg)
-		if err := ads.Ack(); err != nil {
+		inForce.domains = len(cfg.Domains())
+		if err := ads.ack(resp); err != nil {
 			return delivered, fmt.Errorf("xds: ACK: %w", err)
 		}
 	}
+}
+
+// refusal is a version of the server's snapshot the client refused. A NACK names the version
+// applied before, so a server that answers every request whose version differs from its own
+// (go-control-plane's snapshot cache, which Envoy Gateway serves from) sends the refused
+// version again at once: the client NACKs it again only after a wait that doubles from
+// InitialBackoff to MaxBackoff, so a refused snapshot is not fetched in a loop. The server
+// answers the next request with its newest version, which a fix of the rules then is.
+type refusal struct {
+	version string
+	msg     string
+	b       *backoff.ExponentialBackOff // nil: no refusal
+}
+
+func (c *Client) refused(resp *discovery.DiscoveryResponse, msg string) refusal {
+	b := &backoff.ExponentialBackOff{InitialInterval: c.opts.InitialBackoff, RandomizationFactor: c.opts.BackoffRandomFactor,
+		Multiplier: 2, MaxInterval: c.opts.MaxBackoff}
+	b.Reset()
+	return refusal{version: resp.GetVersionInfo(), msg: msg, b: b}
+}
+
+// is reports whether resp is the refused version again.
+func (r *refusal) is(resp *discovery.DiscoveryResponse) bool {
+	return r.b != nil && resp.GetVersionInfo() == r.version
+}
+
+// wait waits before the refused version is NACKed again; an error when ctx ends.
+func (r *refusal) wait(ctx context.Context, log *slog.Logger) error {
+	d := r.b.NextBackOff()
+	log.Warn("xds: the server sent a refused snapshot again; NACKing it again after a wait (the rules in force stay)",
+		"version", r.version, "in", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// snapshotState is what the client applied last, across its streams.
+type snapshotState struct {
+	domains int // of the last snapshot applied
+}
+
+// compile checks a snapshot's size and emptiness, then compiles it (Compile).
+func (c *Client) compile(resources []*anypb.Any, inForce *snapshotState) (*config.Config, error) {
+	size := 0
+	for _, r := range resources {
+		size += proto.Size(r)
+	}
+	switch {
+	case size > c.opts.MaxMessageBytes:
+		return nil, fmt.Errorf("%w: %d bytes, more than the max message bytes, %d; the rules in force stay (raise --xds-max-message-bytes to apply it)",
+			ErrSnapshotTooLarge, size, c.opts.MaxMessageBytes)
+	case len(resources) == 0 && inForce.domains > 0 && !c.opts.AllowEmpty:
+		return nil, fmt.Errorf("%w: it has no RateLimitConfig and would remove every limit of the %d domains in force; the rules in force stay "+
+			"(--xds-allow-empty applies such a snapshot)", ErrEmptySnapshot, inForce.domains)
+	}
+	return Compile(c.opts.Rules, resources)
 }
 
 func nackMessage(err error) string {
@@ -215,14 +323,10 @@ func nackMessage(err error) string {
 	return msg
 }
 
-func (c *Client) dialOptions() ([]grpc.DialOption, error) {
+func (c *Client) dialOptions() []grpc.DialOption {
 	creds := insecure.NewCredentials()
 	if c.opts.TLS != nil {
-		tc, err := c.opts.TLS.config()
-		if err != nil {
-			return nil, err
-		}
-		creds = credentials.NewTLS(tc)
+		creds = credentials.NewTLS(c.opts.TLS.config())
 	}
 	bc := grpcbackoff.DefaultConfig
 	bc.BaseDelay = c.opts.ConnectRetryInterval
@@ -230,14 +334,14 @@ func (c *Client) dialOptions() ([]grpc.DialOption, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: 20 * time.Second}),
 	}
-	if c.opts.MaxMessageBytes > 0 {
-		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.opts.MaxMessageBytes)))
-	}
-	return opts, nil
+	// twice the bound, so that a snapshot above it is received and NACKed (compile)
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(int(min(2*int64(c.opts.MaxMessageBytes), math.MaxInt32)))))
+	return opts
 }
 
 // TLS secures the connection to the xDS server. The files are read again when they change
-// (at the next connection for the CA bundle, at the next handshake for the key pair).
+// (internal/certfile, as a shared store's TLS): the CA bundle at the next connection, the key
+// pair at the next handshake; a rotated file that does not load keeps the previous one.
 type TLS struct {
 	// CAFile is a PEM bundle of the CAs the server's certificate must chain to (the peer's
 	// CONFIG_GRPC_XDS_SERVER_TLS_CACERT); empty: the system's roots.
@@ -249,5 +353,5 @@ type TLS struct {
 	// CONFIG_GRPC_XDS_SERVER_TLS_SAN); empty: the host of Server.
 	ServerName string
 
-	files *tlsFiles
+	files *certfile.Client // read by New
 }

@@ -4,52 +4,29 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/sluicehq/sluice/internal/certfile"
 )
 
-// tlsFiles are the loaded files of a TLS, kept so that a change is read again.
-type tlsFiles struct {
-	once sync.Once
-	err  error
-	pair *certfile.KeyPair
-	ca   *certfile.Pool
+// load reads the TLS files (internal/certfile, as a shared store's TLS), naming the problem.
+func (t *TLS) load() error {
+	files, err := certfile.LoadClient(t.CAFile, t.CertFile, t.KeyFile)
+	if err != nil {
+		var fe *certfile.Error
+		switch {
+		case !errors.As(err, &fe):
+			return fmt.Errorf("xds: TLS: %w", err)
+		case fe.Field == "cert, key":
+			return errors.New("xds: TLS: a client certificate and its key are both required (or neither)")
+		case fe.Field == "cert":
+			return fmt.Errorf("xds: TLS client certificate: %w", fe.Err)
+		}
+		return fmt.Errorf("xds: TLS server CA: %w", fe.Err)
+	}
+	t.files = files
+	return nil
 }
 
-// config returns the TLS configuration of a new connection.
-func (t *TLS) config() (*tls.Config, error) {
-	f := t.files // set by New
-	f.once.Do(func() {
-		if (t.CertFile == "") != (t.KeyFile == "") {
-			f.err = errors.New("xds: TLS: a client certificate and its key are both required (or neither)")
-			return
-		}
-		if t.CertFile != "" {
-			if f.pair, f.err = certfile.LoadKeyPair(t.CertFile, t.KeyFile); f.err != nil {
-				f.err = fmt.Errorf("xds: TLS client certificate: %w", f.err)
-				return
-			}
-		}
-		if t.CAFile != "" {
-			if f.ca, f.err = certfile.LoadPool(t.CAFile); f.err != nil {
-				f.err = fmt.Errorf("xds: TLS server CA: %w", f.err)
-			}
-		}
-	})
-	if f.err != nil {
-		return nil, f.err
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if f.ca != nil {
-		pool, _ := f.ca.CertPool() // a bad new bundle keeps the previous one
-		tc.RootCAs = pool
-	}
-	if f.pair != nil {
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, _ := f.pair.Certificate() // a bad new pair keeps the previous one
-			return c, nil
-		}
-	}
-	return tc, nil
-}
+// config returns the TLS configuration of a new connection: the CA bundle as it is now, the
+// client certificate as it is at each handshake.
+func (t *TLS) config() *tls.Config { return t.files.Config(t.ServerName) }

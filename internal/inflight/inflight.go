@@ -1,6 +1,6 @@
 // Package inflight is the in-flight step of every transport's limit pipeline (httplimit,
 // grpclimit, sluice proxy): once a request's rate limits admit it, it takes a slot of each
-// of its in-flight limits (sluice.Limiter.Acquire), all or none, holds them while it runs
+// of its in-flight limits (sluice.Leases.Acquire), all or none, holds them while it runs
 // and gives them back when it ends, telling each adaptive limit the request's round trip.
 // The transports pass their claims as data; the deciding, the releasing and the mapping of a
 // refusal to a denial live here once.
@@ -26,7 +26,7 @@ type Claim struct {
 	Limit sluice.InFlight
 	// Adaptive, when set, is the limit in force, told each request's round trip on Release.
 	Adaptive *adaptive.Gradient
-	// Classed decides the claim for criticality class Class (sluice.Limiter.AcquireClass):
+	// Classed decides the claim for criticality class Class (sluice.Leases.AcquireClass):
 	// the class cannot take the slots the classes above it keep.
 	Classed bool
 	Class   sluice.Criticality
@@ -43,18 +43,18 @@ func (c *Claim) limit() sluice.InFlight {
 	return f
 }
 
-// Acquire takes a slot of every claim, in order, on l, and returns -1 when every claim holds
+// Acquire takes a slot of every claim, in order, on ls, and returns -1 when every claim holds
 // one. When a claim is refused, or the store fails, the slots already taken are given back:
 // it returns the refused claim's index (its Slot says why), or the failing one's with the
 // error. A request then holds nothing.
-func Acquire(ctx context.Context, l *sluice.Limiter, claims []Claim) (int, error) {
+func Acquire(ctx context.Context, ls *sluice.Leases, claims []Claim) (int, error) {
 	for i := range claims {
 		c := &claims[i]
 		var err error
 		if c.Classed {
-			c.Slot, err = l.AcquireClass(ctx, c.Key, c.limit(), c.Class)
+			c.Slot, err = ls.AcquireClass(ctx, c.Key, c.limit(), c.Class)
 		} else {
-			c.Slot, err = l.Acquire(ctx, c.Key, c.limit())
+			c.Slot, err = ls.Acquire(ctx, c.Key, c.limit())
 		}
 		if err != nil || !c.Slot.Admitted {
 			giveBack(claims[:i])
@@ -135,8 +135,8 @@ func Validate(f *sluice.InFlight, a *adaptive.Gradient, hot bool) error {
 	return v.Validate()
 }
 
-// Leases reports whether l's store keeps leases (sluice.Leaser), which in-flight limits need.
-func Leases(l *sluice.Limiter) bool {
-	_, ok := l.Store().(sluice.Leaser)
+// Leases reports whether st keeps leases (sluice.Leaser), which in-flight limits need.
+func Leases(st sluice.Store) bool {
+	_, ok := st.(sluice.Leaser)
 	return ok
 }

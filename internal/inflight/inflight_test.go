@@ -20,7 +20,7 @@ func TestAcquireAllOrNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	l := sluice.New(mem)
+	l := sluice.NewLeases(mem)
 	defer l.Close()
 	ctx := context.Background()
 	held, err := l.Acquire(ctx, "b", sluice.InFlight{Limit: 1, Lease: time.Minute})
@@ -34,7 +34,7 @@ func TestAcquireAllOrNone(t *testing.T) {
 	if i != 1 || err != nil {
 		t.Fatalf("Acquire = %d, %v; want the second claim refused", i, err)
 	}
-	if n := l.HeldLeases(); n != 1 {
+	if n := l.Held(); n != 1 {
 		t.Errorf("%d leases held after a refusal, want only the one held before", n)
 	}
 	d := claims[1].Decision()
@@ -42,13 +42,13 @@ func TestAcquireAllOrNone(t *testing.T) {
 		t.Errorf("refusal: %+v", d)
 	}
 	_ = held.Release()
-	if i, err := inflight.Acquire(ctx, l, claims); i != -1 || err != nil || l.HeldLeases() != 2 {
-		t.Fatalf("Acquire = %d, %v with %d held", i, err, l.HeldLeases())
+	if i, err := inflight.Acquire(ctx, l, claims); i != -1 || err != nil || l.Held() != 2 {
+		t.Fatalf("Acquire = %d, %v with %d held", i, err, l.Held())
 	}
 	for range 2 {
 		inflight.Release(claims, 10*time.Millisecond)
 	}
-	if n := l.HeldLeases(); n != 0 {
+	if n := l.Held(); n != 0 {
 		t.Errorf("%d leases held after Release", n)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/distributed"
+	"github.com/sluicehq/sluice/distributed/regions"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/hotkey"
 	"github.com/sluicehq/sluice/httplimit"
@@ -162,14 +163,26 @@ func TestConstructorsRefuseOrWork(t *testing.T) {
 			return clientip.New([][]string{nil, {""}, {"10.0.0.0/33"}, {"nonsense"}}[r.IntN(4)])
 		},
 		"store.Open": func(r *rand.Rand) (any, error) {
-			st, closer, err := store.Open(context.Background(), store.Config{URL: []string{"", "memory", "nosuch://"}[r.IntN(3)],
-				Mode: []string{"", "psychic", "async"}[r.IntN(3)], Fallback: []string{"", "nope", "local"}[r.IntN(3)], Timeout: pickDuration(r)})
+			st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: []string{"", "memory", "nosuch://"}[r.IntN(3)], Timeout: pickDuration(r)}, Decorators: store.Decorators{Mode: []string{"", "psychic", "async"}[r.IntN(3)], Fallback: []string{"", "nope", "local"}[r.IntN(3)]}})
 			if err == nil {
 				defer closer.Close()
 			}
 			return st, err
 		},
 		"rlqs.New": func(r *rand.Rand) (any, error) { return rlqs.New(rlqs.Config{MaxBuckets: pickInt(r)}), nil },
+		"regions.New": func(r *rand.Rand) (any, error) {
+			var st sluice.Store
+			if r.IntN(3) > 0 {
+				st = mem
+			}
+			var coord regions.Coordinator
+			if r.IntN(2) == 0 {
+				coord = regions.NewMemoryCoordinator()
+			}
+			return regions.New(regions.Config{Region: []string{"", "eu"}[r.IntN(2)],
+				Regions: []regions.Region{{Name: []string{"", "eu", "a b"}[r.IntN(3)], Store: st}}, Mode: regions.Mode(r.IntN(3)),
+				Coordinator: coord, Interval: pickDuration(r), Epoch: pickDuration(r), MaxClockSkew: pickDuration(r), MaxKeys: pickInt(r)})
+		},
 		"hotkey.New": func(r *rand.Rand) (any, error) {
 			return hotkey.New(sluice.Rule{Limit: int64(pickInt(r)), Period: pickDuration(r)}, hotkey.Config{TopK: pickInt(r)})
 		},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -83,4 +84,13 @@ func (s *MemcachedServer) Kill() {
 	}
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Signal sends sig (SIGSTOP, SIGCONT) to the server: stopped, it keeps its connections open
+// and the kernel accepts new ones, but nothing is answered.
+func (s *MemcachedServer) Signal(sig syscall.Signal) {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal %v to memcached %d: %v", sig, s.cmd.Process.Pid, err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -69,16 +70,22 @@ func startRedis(t testing.TB, conf func(dir string) string, args ...string) *Red
 // ephemeral ports (32768 and up), so an outgoing connection cannot take p or its bus port
 // between this check and the server's start, and it lies apart from scripts/test.sh's own
 // servers (20000-22499, buses 30000-32499). Two tests choosing the same port at once is
-// left to StartRedis's retry.
+// left to StartRedis's retry. When SLUICE_TEST_PORT_BASE names the base of a range of ports
+// given to this run (one of several runs sharing a machine), p is taken in [base+100,
+// base+600) instead, above scripts/test.sh's servers at that base.
 func freePort(t testing.TB) int {
 	t.Helper()
+	lo, n := 10000, 10000
+	if base, err := strconv.Atoi(os.Getenv("SLUICE_TEST_PORT_BASE")); err == nil && base > 0 && base+600+10000 < 32768 {
+		lo, n = base+100, 500
+	}
 	for range 1000 {
-		p := 10000 + rand.IntN(10000)
+		p := lo + rand.IntN(n)
 		if portFree(p) && portFree(p+10000) {
 			return p
 		}
 	}
-	t.Fatal("no free port pair in [10000, 20000)")
+	t.Fatalf("no free port pair in [%d, %d)", lo, lo+n)
 	return 0
 }
 

@@ -66,3 +66,21 @@ func (r *Reader) Uint64() uint64 {
 	r.b = r.b[8:]
 	return v
 }
+
+// String reads a length-prefixed string (an unsigned varint length, then the bytes) of at
+// most limit bytes.
+func (r *Reader) String(limit int) string {
+	n := r.Uvarint()
+	if r.failed || n > uint64(limit) || n > uint64(len(r.b)) {
+		r.fail()
+		return ""
+	}
+	v := string(r.b[:n])
+	r.b = r.b[n:]
+	return v
+}
+
+// AppendString appends s length-prefixed, as String reads it.
+func AppendString(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}

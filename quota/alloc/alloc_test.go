@@ -105,12 +105,14 @@ func TestProportionalSplit(t *testing.T) {
 }
 
 // TestBucketNeverOvercommits drives a bucket with random clients reporting random usage at
-// random instants, leaving and coming back, every client local (its pushes delivered), and
-// checks after every report that the shares clients hold sum to at most the limit (holds
-// only decrease between reports, so the instant of a report is the worst one), and that the
-// reporter gets its target, less at most the others' deadbands, when no client that is gone
-// or idle still holds a share (and the targets fit the limit: under Static they may not). With classes, each client is of a criticality class and the
-// heavy demand moves from class to class every 1000 steps.
+// random instants, leaving and coming back, every client local and every assignment
+// delivered at once, and checks after every report that the shares clients may be spending
+// sum to at most the limit (holds only decrease between reports, so the instant of a report
+// is the worst one), and that the reporter gets its target, less at most the others'
+// deadbands, once its shrinking neighbours' assignments are delivered, when no client that
+// is gone or idle still holds a share (and the targets fit the limit: under Static they may
+// not). With classes, each client is of a criticality class and the heavy demand moves from
+// class to class every 1000 steps.
 func TestBucketNeverOvercommits(t *testing.T) {
 	for _, classes := range []bool{false, true} {
 		for _, pol := range []Fairness{MaxMin, Proportional, Static} {
@@ -134,18 +136,22 @@ func TestBucketNeverOvercommits(t *testing.T) {
 						count = math.Floor(count / 10) // the heavy demand is the one class's
 					}
 				}
-				a, _ := b.ReportPush(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))), everyone, nil)
-				if a.Share < 0 || a.Expires != now+int64(s.TTL) {
+				a, pushes := b.ReportPush(s, id, class, now, count, time.Duration(r.IntN(int(2*time.Second))), everyone, nil)
+				if lasts := now + int64(s.TTL+DefaultGrace); a.Share < 0 || a.Expires < lasts || a.Expires > lasts+int64(time.Millisecond) {
 					t.Fatalf("bad assignment %+v", a)
 				}
+				if c := b.Committed(now); c > s.Limit {
+					t.Fatalf("%v (classes %v): step %d: committed %d > limit %d before delivery", pol, classes, i, c, s.Limit)
+				}
+				got := deliver(&b, s, now, id, a, pushes)
 				targets := b.Targets(s, now)
 				var total int64
 				for _, v := range targets {
 					total += v
 				}
 				if lag, stale := b.slack(s, id, now); stale == 0 && total <= s.Limit {
-					if target := targets[id]; a.Share < target-lag {
-						t.Fatalf("%v (classes %v): step %d: reporter got %d, target %d, others' deadbands %d", pol, classes, i, a.Share, target, lag)
+					if target := targets[id]; got[id].Share < target-lag {
+						t.Fatalf("%v (classes %v): step %d: reporter got %d, target %d, others' deadbands %d", pol, classes, i, got[id].Share, target, lag)
 					}
 				}
 				if c := b.Committed(now); c > s.Limit {
@@ -158,6 +164,101 @@ func TestBucketNeverOvercommits(t *testing.T) {
 				}
 				if got := b.Clients[id].Class; got != class {
 					t.Fatalf("client %s recorded as %v, want %v", id, got, class)
+				}
+			}
+		}
+	}
+}
+
+// TestBucketNeverOverWhateverTheDelivery is the property of issue 37 for the whole class of
+// delivery orders: clients join, report, change demand, leave (their stream broken while
+// they keep spending) and come back at random; every assignment travels on its client's
+// stream in order, but the streams deliver at random moments relative to each other, and a
+// broken stream loses what it had not delivered. A client spends the newest assignment it
+// received until that expires; the server learns a delivery when it happens (Delivered).
+// At every step the shares the clients really spend sum to at most the limit, and the
+// server's count (Committed) is never below it. With ReleaseOnLeave the bucket frees a
+// leaver's share at once, and the sum may exceed the limit by at most the leavers' shares.
+func TestBucketNeverOverWhateverTheDelivery(t *testing.T) {
+	type sent struct {
+		a       Assignment
+		pending bool
+	}
+	for _, release := range []bool{false, true} {
+		for seed := uint64(0); seed < 20; seed++ {
+			r := rand.New(rand.NewPCG(seed, 37))
+			s := &Settings{Limit: 1000, Period: time.Second, TTL: time.Duration(1+r.IntN(3)) * time.Second, ReleaseOnLeave: release}
+			var b Bucket
+			spends := map[string]Assignment{}   // what each client enforces (received)
+			queue := map[string][]sent{}        // each stream's undelivered assignments, in order
+			leftWith := map[string]Assignment{} // clients gone, spending their last share
+			released := map[string]int64{}      // the newest assignment a client had when it was released
+			now := int64(0)
+			send := func(id string, a Assignment, pending bool) {
+				if _, gone := leftWith[id]; !gone {
+					queue[id] = append(queue[id], sent{a, pending})
+				}
+			}
+			for step := 0; step < 3000; step++ {
+				now += int64(r.IntN(int(50 * time.Millisecond)))
+				id := fmt.Sprint("c", r.IntN(8))
+				switch op := r.IntN(10); {
+				case op < 4: // a stream delivers its oldest assignment
+					q := queue[id]
+					if len(q) == 0 {
+						continue
+					}
+					m := q[0]
+					queue[id] = q[1:]
+					if m.a.Expires > spends[id].Expires {
+						spends[id] = m.a
+					}
+					for _, p := range b.Delivered(s, id, m.a, now, everyone, nil) {
+						send(p.Client, p.Assignment, p.Pending)
+					}
+				case op < 5: // the stream breaks: the client lives on with what it received
+					if _, gone := leftWith[id]; gone || b.Clients[id] == nil {
+						continue
+					}
+					leftWith[id] = spends[id]
+					delete(queue, id)
+					if release {
+						if h := b.Clients[id].Held; len(h) > 0 {
+							released[id] = h[len(h)-1].Expires
+						}
+						b.Release(id)
+					} else {
+						b.Leave(id)
+					}
+				default: // a report (a client that left comes back on a new stream)
+					if prev, gone := leftWith[id]; gone {
+						delete(leftWith, id)
+						spends[id] = prev
+					}
+					a, pushes := b.ReportPush(s, id, sluice.Critical, now, float64(r.IntN(2000)), time.Second, everyone, nil)
+					send(id, a, b.Pending(id, now))
+					for _, p := range pushes {
+						send(p.Client, p.Assignment, p.Pending)
+					}
+				}
+				var spent, leavers int64
+				for cid, a := range spends {
+					if a.Expires > now {
+						spent += a.Share
+						if a.Expires <= released[cid] { // handed out before the release
+							leavers += a.Share
+						}
+					}
+				}
+				bound := s.Limit
+				if release {
+					bound += leavers
+				}
+				if spent > bound {
+					t.Fatalf("release %v seed %d step %d: clients spend %d > %d (limit %d): %v", release, seed, step, spent, bound, s.Limit, spends)
+				}
+				if c := b.Committed(now); !release && c < spent {
+					t.Fatalf("seed %d step %d: the bucket counts %d, the clients spend %d", seed, step, c, spent)
 				}
 			}
 		}
@@ -182,9 +283,8 @@ func TestBucketConverges(t *testing.T) {
 		for i, id := range ids {
 			if id != skip {
 				a, pushes := b.ReportPush(s, id, sluice.Critical, now, demands[i], time.Duration(interval), everyone, nil)
-				got[id] = a.Share
-				for _, p := range pushes {
-					got[p.Client] = p.Share
+				for cid, a := range deliver(&b, s, now, id, a, pushes) {
+					got[cid] = a.Share
 				}
 			}
 		}
@@ -232,40 +332,57 @@ func TestBucketNewcomerPushes(t *testing.T) {
 	if a, _ := b.ReportPush(s, "a", sluice.Critical, 0, 500, time.Second, everyone, nil); a.Share != 100 {
 		t.Fatalf("alone: %+v", a)
 	}
-	// b arrives while a holds the whole limit for 30 s: b gets its half at once, a is
-	// pushed its half.
+	// b arrives while a holds the whole limit for 30 s: a is pushed its half, and b gets
+	// nothing until that push is delivered, then its half.
 	a, pushes := b.ReportPush(s, "b", sluice.Critical, sec/2, 500, time.Second, everyone, nil)
-	if a.Share != 50 || len(pushes) != 1 || pushes[0].Client != "a" || pushes[0].Share != 50 {
-		t.Fatalf("newcomer got %d, pushes %+v; want 50 and a pushed 50", a.Share, pushes)
+	if a.Share != 0 || len(pushes) != 1 || pushes[0].Client != "a" || pushes[0].Share != 50 || !pushes[0].Pending {
+		t.Fatalf("newcomer got %d, pushes %+v; want 0 and a pushed 50, pending", a.Share, pushes)
+	}
+	if c := b.Committed(sec / 2); c != 100 {
+		t.Fatalf("committed %d before the delivery", c)
+	}
+	grown := b.Delivered(s, "a", pushes[0].Assignment, sec/2, everyone, nil)
+	if len(grown) != 1 || grown[0].Client != "b" || grown[0].Share != 50 || grown[0].Pending {
+		t.Fatalf("after a's shrink was delivered: pushes %+v, want b pushed 50", grown)
 	}
 	if c := b.Committed(sec / 2); c != 100 {
 		t.Fatalf("committed %d", c)
 	}
-	// Cold start: c and d join (no history: they ask for the whole limit) and get a fair
-	// share each at once.
-	b.ReportPush(s, "c", sluice.Critical, sec, 0, 0, everyone, nil)
-	a, _ = b.ReportPush(s, "d", sluice.Critical, sec, 0, 0, everyone, nil)
-	if a.Share < 24 || b.Committed(sec) > 100 {
-		t.Fatalf("fourth newcomer got %d, committed %d", a.Share, b.Committed(sec))
+	// Delivering it again, or an unknown assignment, changes nothing.
+	if again := b.Delivered(s, "a", pushes[0].Assignment, sec/2, everyone, nil); len(again) != 0 {
+		t.Fatalf("a second delivery pushed %+v", again)
 	}
-	// Without local clients nothing is pushed: a newcomer still gets its share, the others
-	// are counted at their targets and learn them at their next report.
+	// Cold start: c and d join (no history: they ask for the whole limit) and get a fair
+	// share each once the shrinks are delivered.
+	reportDelivered(&b, s, "c", sec, 0, 0)
+	got := reportDelivered(&b, s, "d", sec, 0, 0)
+	if got["d"].Share < 24 || b.Committed(sec) > 100 {
+		t.Fatalf("fourth newcomer got %d, committed %d", got["d"].Share, b.Committed(sec))
+	}
+	// Without local clients nothing is pushed: a newcomer gets what is free, the others
+	// learn their shares at their next report, and the newcomer its share at its next one
+	// after theirs are delivered.
 	var r Bucket
 	r.Report(s, "a", 0, 500, time.Second)
-	if a := r.Report(s, "b", sec/2, 500, time.Second); a.Share != 50 {
-		t.Fatalf("remote newcomer got %d, want 50", a.Share)
+	if a := r.Report(s, "b", sec/2, 500, time.Second); a.Share != 0 {
+		t.Fatalf("remote newcomer got %d while a holds the limit, want 0", a.Share)
 	}
-	if a := r.Report(s, "a", sec, 500, time.Second); a.Share != 50 {
-		t.Fatalf("a at its next report: %d, want 50", a.Share)
+	a = r.Report(s, "a", sec, 500, time.Second)
+	if a.Share != 50 || !r.Pending("a", sec) {
+		t.Fatalf("a at its next report: %d (pending %v), want 50, pending", a.Share, r.Pending("a", sec))
 	}
-	if c := r.Committed(sec); c != 100 {
+	r.Delivered(s, "a", a, sec, nil, nil)
+	if a := r.Report(s, "b", 2*sec, 500, time.Second); a.Share != 50 {
+		t.Fatalf("b at its next report: %d, want 50", a.Share)
+	}
+	if c := r.Committed(2 * sec); c != 100 {
 		t.Fatalf("committed %d", c)
 	}
 }
 
 // TestBucketWaitersShareFreedCapacity: a client idle (past IdleAfter) still holds its share
-// until it expires; the clients waiting for it all get their share at the first
-// recomputation after it has expired, whoever reports.
+// until it expires (its TTL and the grace); the clients waiting for it all get their share
+// at the first recomputation after it has expired, whoever reports.
 func TestBucketWaitersShareFreedCapacity(t *testing.T) {
 	s := &Settings{Limit: 90, Period: time.Second, TTL: 2 * time.Second, IdleAfter: time.Second / 2}
 	var b Bucket
@@ -276,10 +393,9 @@ func TestBucketWaitersShareFreedCapacity(t *testing.T) {
 	if w1.Share != 0 || w2.Share != 0 {
 		t.Fatalf("while the idle client's 90 is live: %d, %d", w1.Share, w2.Share)
 	}
-	w3, pushes := b.ReportPush(s, "w3", sluice.Critical, 2*sec, 500, time.Second, everyone, nil)
-	got := map[string]int64{"w3": w3.Share}
-	for _, p := range pushes {
-		got[p.Client] = p.Share
+	got := map[string]int64{}
+	for cid, a := range reportDelivered(&b, s, "w3", 2*sec+int64(DefaultGrace), 500, time.Second) {
+		got[cid] = a.Share
 	}
 	if got["w1"] != 30 || got["w2"] != 30 || got["w3"] != 30 {
 		t.Fatalf("after the idle client's share expired: %v, want 30 each", got)
@@ -310,17 +426,64 @@ func TestBucketSilentClientFreed(t *testing.T) {
 	}
 }
 
-// TestBucketLeaverFreedAtOnce: a client whose stream closed frees its share at the next
-// recomputation, whatever its TTL.
-func TestBucketLeaverFreedAtOnce(t *testing.T) {
-	s := &Settings{Limit: 100, Period: time.Second, TTL: 30 * time.Second}
-	var b Bucket
-	b.Report(s, "a", 0, 500, time.Second)
-	b.Report(s, "b", 0, 500, time.Second)
-	b.Leave("a")
-	if a, _ := b.ReportPush(s, "b", sluice.Critical, int64(time.Second)/5, 500, time.Second, everyone, nil); a.Share != 100 {
-		t.Fatalf("after a left: b got %d, want the whole limit", a.Share)
+// TestBucketLeaverHeldUntilExpiry: a client whose stream closed may live on and spend its
+// last share until it expires, so the share returns to the pool then, not before; with
+// ReleaseOnLeave it is free at the next recomputation. Rebalance hands it out at expiry
+// without waiting for a report.
+func TestBucketLeaverHeldUntilExpiry(t *testing.T) {
+	sec := int64(time.Second)
+	for _, release := range []bool{false, true} {
+		s := &Settings{Limit: 100, Period: time.Second, TTL: 30 * time.Second, ReleaseOnLeave: release}
+		var b Bucket
+		b.Report(s, "a", 0, 500, time.Second)
+		reportDelivered(&b, s, "b", 0, 500, time.Second)
+		if release {
+			b.Release("a")
+		} else {
+			b.Leave("a")
+		}
+		a, _ := b.ReportPush(s, "b", sluice.Critical, sec/5, 500, time.Second, everyone, nil)
+		switch {
+		case release && a.Share != 100:
+			t.Fatalf("released: b got %d after a left, want the whole limit", a.Share)
+		case !release && a.Share != 50:
+			t.Fatalf("held: b got %d while a's share lives, want 50", a.Share)
+		}
+		if release {
+			continue
+		}
+		expiry := b.Clients["a"].Held[0].Expires
+		if expiry < 30*sec {
+			t.Fatalf("a's share expires at %d, before its TTL", expiry)
+		}
+		if pushes := b.Rebalance(s, expiry-1, everyone, nil); len(pushes) != 0 {
+			t.Fatalf("before a's share expired: %+v", pushes)
+		}
+		pushes := b.Rebalance(s, expiry, everyone, nil)
+		if len(pushes) != 1 || pushes[0].Client != "b" || pushes[0].Share != 100 {
+			t.Fatalf("at a's expiry: pushes %+v, want b pushed the whole limit", pushes)
+		}
+		if b.Clients["a"] != nil {
+			t.Fatal("the leaver is still recorded after its share expired")
+		}
 	}
+}
+
+// deliver delivers the reporter's assignment a and the pushes, and the pushes their
+// deliveries make (DeliverNow), and returns the newest assignment each client got.
+func deliver(b *Bucket, s *Settings, now int64, id string, a Assignment, pushes []Push) map[string]Assignment {
+	got := map[string]Assignment{}
+	for _, p := range b.DeliverNow(s, now, id, a, pushes, everyone) {
+		got[p.Client] = p.Assignment
+	}
+	return got
+}
+
+// reportDelivered is ReportPush of client id (class Critical), every assignment it makes
+// delivered (see deliver).
+func reportDelivered(b *Bucket, s *Settings, id string, now int64, count float64, elapsed time.Duration) map[string]Assignment {
+	a, pushes := b.ReportPush(s, id, sluice.Critical, now, count, elapsed, everyone, nil)
+	return deliver(b, s, now, id, a, pushes)
 }
 
 // everyone is the local of a single replica: every client is pushed.

@@ -43,6 +43,29 @@ type Settings struct {
 	// TTL); what it holds still counts until it expires. With the default a silent client's
 	// share is free one TTL after its last report (when TTL ≥ interval / 2).
 	IdleAfter time.Duration
+	// ReleaseOnLeave frees a client's share as soon as it leaves (Bucket.Release) instead of
+	// when its last assignment expires (Bucket.Leave, the default). It trades exactness for
+	// capacity: a client whose stream broke while it lives on may spend its last share until
+	// it expires while the others already have it, so the fleet may hold up to the limit
+	// plus the leaver's share for one TTL.
+	ReleaseOnLeave bool
+	// Grace is how long past its TTL an assignment still counts (default DefaultGrace): a
+	// client counts the TTL from when it receives the assignment, after the network's
+	// delivery delay, and its clock may run behind, so the share it frees is handed out
+	// that much later.
+	Grace time.Duration
+}
+
+// DefaultGrace is Settings.Grace's default: above a delivery delay and a clock skew
+// between hosts that keep time (NTP).
+const DefaultGrace = 100 * time.Millisecond
+
+// lasts is how long an assignment counts: the TTL and the grace.
+func (s *Settings) lasts() time.Duration {
+	if s.Grace > 0 {
+		return s.ttl() + s.Grace
+	}
+	return s.ttl() + DefaultGrace
 }
 
 // ttl returns TTL or its default.
@@ -65,7 +88,7 @@ func (s *Settings) Retention() time.Duration {
 	if s.IdleAfter > 0 {
 		idle = s.IdleAfter
 	}
-	return idle + s.ttl()
+	return idle + s.lasts()
 }
 
 // idleAfter is how long client c may stay silent before its demand stops counting.
@@ -94,8 +117,8 @@ type Sample struct {
 	Elapsed int64 // nanoseconds
 }
 
-// Assignment is a share handed to a client, in requests per Period, until Expires (Unix
-// nanoseconds).
+// Assignment is a share handed to a client, in requests per Period, counted until Expires
+// (Unix nanoseconds): the TTL the client is sent, and the grace (Settings.Grace).
 type Assignment struct {
 	Share   int64
 	Expires int64
@@ -115,6 +138,8 @@ type Client struct {
 	// classes): when the bucket's demand exceeds its limit, the classes are served in
 	// sluice.Criticalities() order (see Targets).
 	Class sluice.Criticality
+
+	lacks int64 // how far below its target the last recomputation left it (not encoded)
 }
 
 // demand returns the client's smoothed demand in requests per period, or def without history.
@@ -131,10 +156,24 @@ func (c *Client) demand(period time.Duration, def float64) float64 {
 	return count * float64(period) / float64(elapsed)
 }
 
-// holds returns the share the client may be spending at now: its latest assignment, unless
-// expired. A newer assignment replaces an older one (Envoy applies an assignment when it
-// receives it), so a shrunk share takes effect once it is delivered (see ReportPush).
+// holds returns the share the client may be spending at now: the largest of its unexpired
+// assignments. A client applies an assignment when it receives it, so until the newest one
+// is known to be delivered (see Bucket.Delivered) it may still be spending an older, larger
+// one: a shrunk share frees the difference only once delivered (or when the older
+// assignment expires).
 func (c *Client) holds(now int64) int64 {
+	var most int64
+	for _, a := range c.Held {
+		if a.Expires > now {
+			most = max(most, a.Share)
+		}
+	}
+	return most
+}
+
+// latest returns the share of the client's newest assignment, 0 when it has expired: what
+// the client spends once everything handed to it has been delivered.
+func (c *Client) latest(now int64) int64 {
 	if n := len(c.Held); n > 0 && c.Held[n-1].Expires > now {
 		return c.Held[n-1].Share
 	}
@@ -152,8 +191,33 @@ func (c *Client) prune(now int64) {
 	c.Held = kept
 }
 
-// hold records a new assignment, which replaces the previous ones.
-func (c *Client) hold(a Assignment) { c.Held = append(c.Held[:0], a) }
+// hold records a new assignment and returns it as recorded: its Expires is moved past the
+// previous assignment's, so that Expires orders a client's assignments (a stream drops one
+// older than what it last sent, and Delivered names one by it). The older assignments it
+// covers (no larger, expiring no later) are dropped; larger ones stay counted until a newer
+// one is delivered. At most MaxHeld are kept: the two oldest merge into one as large and as
+// long, which never counts less.
+func (c *Client) hold(a Assignment) Assignment {
+	if n := len(c.Held); n > 0 {
+		a.Expires = max(a.Expires, c.Held[n-1].Expires+1)
+	}
+	kept := c.Held[:0]
+	for _, o := range c.Held {
+		if o.Share > a.Share || o.Expires > a.Expires {
+			kept = append(kept, o)
+		}
+	}
+	c.Held = append(kept, a)
+	for len(c.Held) > MaxHeld {
+		c.Held[1] = Assignment{Share: max(c.Held[0].Share, c.Held[1].Share), Expires: max(c.Held[0].Expires, c.Held[1].Expires)}
+		c.Held = append(c.Held[:0], c.Held[1:]...)
+	}
+	return a
+}
+
+// pending reports whether the client may still be spending more than its newest
+// assignment: one handed to it earlier is larger and not yet superseded by a delivery.
+func (c *Client) pending(now int64) bool { return c.holds(now) > c.latest(now) }
 
 // Bucket is the allocation state of one bucket: its clients by id. The zero value is an
 // empty bucket. It is not safe for concurrent use.
@@ -179,11 +243,21 @@ func (b *Bucket) ReportClass(s *Settings, id string, class sluice.Criticality, n
 	return a
 }
 
-// Leave marks client id as gone (its stream closed): its demand no longer counts, and its
-// share is free at the next recomputation. A client whose stream broke while it lives on
-// may spend its last share until it expires: the overcommit is that share for at most one
-// TTL.
+// Leave marks client id as gone (its stream closed): its demand no longer counts, and what
+// it holds counts until it expires, since a client whose stream broke while it lives on
+// keeps spending its last share until then. The share returns to the pool at the first
+// recomputation after that (see Rebalance). Release frees it at once instead.
 func (b *Bucket) Leave(id string) {
+	if c := b.Clients[id]; c != nil {
+		c.Left = true
+	}
+}
+
+// Release is Leave, and frees what client id holds at once: for a client known to have
+// stopped spending (Settings.ReleaseOnLeave says the bucket assumes it). A client that
+// lives on may spend its last share until it expires: the overcommit is that share for at
+// most one TTL.
+func (b *Bucket) Release(id string) {
 	if c := b.Clients[id]; c != nil {
 		c.Left, c.Held = true, c.Held[:0]
 	}
@@ -325,9 +399,9 @@ func (b *Bucket) Demand(s *Settings, id string) (float64, bool) {
 	return c.demand(s.Period, s.defaultDemand()), true
 }
 
-// Committed returns the sum, over clients, of the share each holds at now (its latest
-// unexpired assignment): what the fleet can spend once every assignment handed out has been
-// delivered. ReportPush keeps it at most Limit when every client is local.
+// Committed returns the sum, over clients, of the share each may be spending at now: its
+// largest unexpired assignment not superseded by a delivered one. ReportPush, Delivered and
+// Rebalance keep it at most Limit.
 func (b *Bucket) Committed(now int64) int64 {
 	var sum int64
 	for _, c := range b.Clients {

@@ -166,8 +166,11 @@ func TestClassShiftPushed(t *testing.T) {
 		t.Fatalf("alone: %+v", a)
 	}
 	a, pushes := b.ReportPush(s, "c1", cp, sec/2, 60, time.Second, everyone, nil)
-	if a.Share != 60 || len(pushes) != 1 || pushes[0].Share != 40 {
-		t.Fatalf("critical got %d, pushes %+v; want 60 and the sheddable client pushed 40", a.Share, pushes)
+	if a.Share != 0 || len(pushes) != 1 || pushes[0].Share != 40 {
+		t.Fatalf("critical got %d, pushes %+v; want 0 until the sheddable client's 40 is delivered", a.Share, pushes)
+	}
+	if got := deliver(&b, s, sec/2, "c1", a, pushes); got["c1"].Share != 60 || got["s1"].Share != 40 {
+		t.Fatalf("delivered: %+v, want critical 60 and sheddable 40", got)
 	}
 	if c := b.Committed(sec / 2); c != 100 {
 		t.Fatalf("committed %d", c)

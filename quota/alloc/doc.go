@@ -3,14 +3,17 @@
 // proportional to demand, or a static share per client. It is the allocation core of the
 // RLQS quota server (package quota/rlqs) and of `sluice simulate`'s quota mode.
 //
-// A Bucket tracks, per client, a sliding history of reported usage and the latest assignment
-// handed out with its expiry. ReportPush hands the reporter its new share and pushes every
+// A Bucket tracks, per client, a sliding history of reported usage and the assignments
+// handed out with their expiry. ReportPush hands the reporter its new share and pushes every
 // other client of this replica whose share moved by more than a deadband its new one, to be
-// sent on its stream at once: a newcomer gets its fair share at its first report, and a
-// shrunk share takes effect as soon as it is delivered (a client applies an assignment when
-// it receives it). Once the pushes are delivered, the shares the clients hold sum to at most
-// the limit; while they are in flight the overcommit is at most the shrinkage they carry.
-// A client that is gone or idle counts at what it holds until that expires.
+// sent on its stream at once. A share is never handed out before it is free: a client whose
+// share shrinks is counted at what it held until its new assignment is delivered
+// (Delivered; a client applies an assignment when it receives it), so a newcomer gets what
+// is free at once and the rest when the shrinks it needs have been delivered. The shares
+// the clients may be spending therefore sum to at most the limit at every instant, in
+// whatever order the streams deliver. A client that is gone or idle counts at what it
+// holds until that expires (Release frees it at once, for buckets that choose it:
+// Settings.ReleaseOnLeave), and Rebalance hands out what expired without a report.
 //
 // Clients may carry a criticality class (ReportClass; sluice.Criticality). When the demands
 // of clients of several classes exceed the limit, the classes are served most important

@@ -3,6 +3,7 @@ package rlqs_test
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -62,6 +63,9 @@ type fakeEnvoy struct {
 	// current is the last action received per bucket (quota.BucketKey), answers and pushes
 	// alike, as Envoy applies them.
 	current map[string]*rlqspb.RateLimitQuotaResponse_BucketAction
+	// received is when the stream last received a message (Unix ns), as Envoy counts an
+	// assignment's TTL from it.
+	received atomic.Int64
 }
 
 func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy {
@@ -80,6 +84,7 @@ func newFakeEnvoy(t *testing.T, conn *grpc.ClientConn, domain string) *fakeEnvoy
 				f.done <- err
 				return
 			}
+			f.received.Store(time.Now().UnixNano())
 			f.resps <- r
 		}
 	}()
@@ -107,31 +112,55 @@ func (f *fakeEnvoy) send(us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsa
 	}
 }
 
-// report sends one report and waits (bounded real time) for the answer: the last message
-// received once the stream is quiet (pushes sent before it come first).
+// report sends one report and waits (bounded real time) for the answer, and returns what
+// the stream delivered from then until it is quiet, each bucket's newest action once, in
+// the order the buckets first came: the answer, and the pushes that follow it (a share
+// still held by others is pushed once their shrinks are delivered).
 func (f *fakeEnvoy) report(us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqspb.RateLimitQuotaResponse {
 	f.t.Helper()
 	f.settle()
 	f.send(us...)
-	r := f.recv()
-	if last := f.settle(); last != nil {
-		r = last
+	merged := &rlqspb.RateLimitQuotaResponse{}
+	at := map[string]int{}
+	add := func(r *rlqspb.RateLimitQuotaResponse) {
+		for _, a := range r.GetBucketAction() {
+			k := quota.BucketKey(a.GetBucketId().GetBucket())
+			if i, ok := at[k]; ok {
+				merged.BucketAction[i] = a
+				continue
+			}
+			at[k] = len(merged.BucketAction)
+			merged.BucketAction = append(merged.BucketAction, a)
+		}
 	}
-	return r
+	add(f.recv())
+	for _, r := range f.settleAll() {
+		add(r)
+	}
+	return merged
 }
 
-// settle applies the messages received until none arrives for 30 ms, and returns the last.
-func (f *fakeEnvoy) settle() *rlqspb.RateLimitQuotaResponse {
-	var last *rlqspb.RateLimitQuotaResponse
+// settleAll applies the messages received until none arrives for 30 ms, and returns them.
+func (f *fakeEnvoy) settleAll() []*rlqspb.RateLimitQuotaResponse {
+	var out []*rlqspb.RateLimitQuotaResponse
 	for {
 		select {
 		case r := <-f.resps:
 			f.apply(r)
-			last = r
+			out = append(out, r)
 		case <-time.After(30 * time.Millisecond):
-			return last
+			return out
 		}
 	}
+}
+
+// settle applies the messages received until none arrives for 30 ms, and returns the last.
+func (f *fakeEnvoy) settle() *rlqspb.RateLimitQuotaResponse {
+	all := f.settleAll()
+	if len(all) == 0 {
+		return nil
+	}
+	return all[len(all)-1]
 }
 
 // apply records r's actions as the current ones.

@@ -52,8 +52,9 @@ func streams(svc *Service, n int) []*stream {
 	return out
 }
 
-// TestMemoryBounded: clients that report many buckets and leave are forgotten (their shares
-// freed when they leave): the state returns to empty.
+// TestMemoryBounded: clients that report many buckets and leave are forgotten once their
+// shares have expired (a leaver may spend its share until then): the state returns to
+// empty.
 func TestMemoryBounded(t *testing.T) {
 	clock := sluicetest.NewManualClock(time.Unix(1e9, 0))
 	rules := loadRules(t)
@@ -70,8 +71,8 @@ func TestMemoryBounded(t *testing.T) {
 		clock.Advance(time.Second)
 	}
 	mem := svc.ledger.(*memoryLedger)
-	if n := mem.size(); n != 0 {
-		t.Fatalf("%d buckets held after every client left, want 0 (a leaver's share is freed at once)", n)
+	if n := mem.size(); n > 200 {
+		t.Fatalf("%d buckets held after every client left, want at most the 200 reported", n)
 	}
 	clock.Advance(time.Minute) // past every TTL and the sweep interval
 	st := streams(svc, 1)[0]
@@ -199,11 +200,15 @@ func TestReloadMovesClassRecord(t *testing.T) {
 	if _, err := st.handle(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	if n := mem.size(); n != 1 {
-		t.Fatalf("%d buckets, want only the new one (the old record left, its share freed)", n)
+	if c := old.b.Clients[st.id]; c == nil || !c.Left {
+		t.Fatalf("old record %+v, want it left (its share counted until it expires)", c)
 	}
-	if c := old.b.Clients[st.id]; c != nil {
-		t.Fatalf("old record %+v, want it gone", c)
+	clock.Advance(time.Minute) // past the old share's expiry and the sweep interval
+	if _, err := st.handle(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if n := mem.size(); n != 1 {
+		t.Fatalf("%d buckets, want only the new one (the old record left, its share expired)", n)
 	}
 	for _, mb := range mem.buckets {
 		if mb != old {

@@ -56,10 +56,13 @@ const (
 	ReasonIdle
 	// ReasonMemory: the memory budget of bucket ids is spent.
 	ReasonMemory
+	// ReasonReserved: the streams left are kept for clients with none open
+	// (Config.ReservedStreams), and this client has some.
+	ReasonReserved
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"domain", "bucket_id", "time_elapsed", "counts", "buckets", "streams", "shutdown", "client_streams", "idle", "bucket_memory"}
+var reasonNames = [numReasons]string{"domain", "bucket_id", "time_elapsed", "counts", "buckets", "streams", "shutdown", "client_streams", "idle", "bucket_memory", "reserved"}
 
 // String returns the reason's metric label.
 func (r Reason) String() string {
@@ -72,7 +75,7 @@ func (r Reason) String() string {
 // Code returns the gRPC status code the stream ends with for r.
 func (r Reason) Code() codes.Code {
 	switch r {
-	case ReasonBuckets, ReasonStreams, ReasonClientStreams, ReasonMemory:
+	case ReasonBuckets, ReasonStreams, ReasonClientStreams, ReasonMemory, ReasonReserved:
 		return codes.ResourceExhausted
 	case ReasonShutdown:
 		return codes.Unavailable

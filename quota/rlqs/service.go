@@ -49,9 +49,18 @@ type Config struct {
 	// DefaultStreamIdleTimeout), with DEADLINE_EXCEEDED.
 	StreamIdleTimeout time.Duration
 	// ClientKey names the client a stream counts against for MaxStreamsPerClient (default
-	// PeerAddress: the peer's IP address). With mTLS, key on the client certificate's
-	// identity instead.
+	// PeerIdentity(IPv6Prefix): the verified client certificate's identity, else the peer's
+	// IP address, an IPv6 one grouped by its prefix).
 	ClientKey func(ctx context.Context) string
+	// IPv6Prefix is how many leading bits of an IPv6 peer address name its client under the
+	// default ClientKey (default DefaultIPv6Prefix, a /64), so one host cannot take the
+	// streams of many clients by its addresses.
+	IPv6Prefix int
+	// ReservedStreams is how many of MaxStreams are kept for clients with no stream open
+	// (default DefaultReservedStreams percent of MaxStreams; negative: none), so the clients
+	// already served, however many addresses they hold, never take the whole cap from one
+	// not yet seen.
+	ReservedStreams int
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
@@ -61,7 +70,17 @@ type Config struct {
 	// Tracer, when set, records each usage report in a span (ReportSpan), a child of the
 	// trace context of the stream's context. Nil: no spans.
 	Tracer trace.Tracer
+	// AnswerWait bounds how long the answer to a report waits for a share still held by
+	// other clients whose shrinks are being delivered (default DefaultAnswerWait): a
+	// newcomer is handed only what is free, and the rest once the others' shrinks are sent,
+	// which takes milliseconds; the answer waits for it rather than hand a zero share
+	// (DENY_ALL) first. Past the wait the answer goes with what is free, and the rest
+	// follows as a push.
+	AnswerWait time.Duration
 }
+
+// DefaultAnswerWait is Config.AnswerWait's default.
+const DefaultAnswerWait = 250 * time.Millisecond
 
 // Service implements RateLimitQuotaService. Build it with New; it is safe for concurrent
 // use.
@@ -74,13 +93,13 @@ type Service struct {
 	obs                                       Observer
 	tracer                                    trace.Tracer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
-	maxPerClient                              int
-	abandonAfter, idleTimeout                 time.Duration
+	maxPerClient, reserved                    int
+	abandonAfter, idleTimeout, answerWait     time.Duration
 	clientKey                                 func(context.Context) string
 	ids                                       *idTable
 	prefix                                    string // this replica's part of client ids
 	seq                                       atomic.Uint64
-	errLog, uncoveredLog                      logthrottle.Throttle
+	errLog, uncoveredLog, endLog              logthrottle.Throttle
 	unknownClass                              sync.Once // logs the first unknown criticality class
 
 	mu        sync.Mutex
@@ -88,9 +107,14 @@ type Service struct {
 	perClient map[string]int // streams open by client key
 	draining  bool
 
+	timers map[string]*rebalanceTimer // by bucket key: recomputations due at leavers' expiries (push.go), under mu
+
 	regMu   sync.RWMutex
 	holders map[holder]*sub // the subs of this replica by client record, for pushes
 }
+
+// replicaIDBytes is the size of a replica's random id, the prefix of its client ids.
+const replicaIDBytes = 6
 
 // New returns a Service over cfg.
 func New(cfg Config) *Service {
@@ -99,7 +123,7 @@ func New(cfg Config) *Service {
 		maxIDBytes: orDefault(cfg.MaxBucketIDBytes, DefaultMaxBucketIDBytes), maxSt: orDefault(cfg.MaxStreams, DefaultMaxStreams),
 		abandonAfter: cfg.AbandonAfter, streams: make(map[*stream]struct{}),
 		maxPerClient: orDefault(cfg.MaxStreamsPerClient, DefaultMaxStreamsPerClient), idleTimeout: cfg.StreamIdleTimeout,
-		clientKey: cfg.ClientKey, perClient: make(map[string]int), holders: make(map[holder]*sub)}
+		clientKey: cfg.ClientKey, perClient: make(map[string]int), holders: make(map[holder]*sub), timers: make(map[string]*rebalanceTimer)}
 	budget := cfg.MaxBucketMemory
 	if budget <= 0 {
 		budget = DefaultMaxBucketMemory
@@ -108,9 +132,19 @@ func New(cfg Config) *Service {
 	if s.idleTimeout <= 0 {
 		s.idleTimeout = DefaultStreamIdleTimeout
 	}
-	if s.clientKey == nil {
-		s.clientKey = PeerAddress
+	if s.answerWait = cfg.AnswerWait; s.answerWait <= 0 {
+		s.answerWait = DefaultAnswerWait
 	}
+	if s.clientKey == nil {
+		s.clientKey = PeerIdentity(cfg.IPv6Prefix)
+	}
+	switch s.reserved = cfg.ReservedStreams; {
+	case s.reserved == 0:
+		s.reserved = s.maxSt * DefaultReservedStreams / 100
+	case s.reserved < 0:
+		s.reserved = 0
+	}
+	s.reserved = min(s.reserved, s.maxSt-1)
 	if s.rules == nil { // no rules: every bucket is uncovered, and said to be
 		s.rules = func() *config.Config { return nil }
 	}
@@ -132,9 +166,12 @@ func New(cfg Config) *Service {
 	if s.abandonAfter <= 0 {
 		s.abandonAfter = DefaultAbandonAfter
 	}
-	var b [6]byte
+	var b [replicaIDBytes]byte
 	_, _ = rand.Read(b[:])
 	s.prefix = hex.EncodeToString(b[:])
+	if l, ok := s.ledger.(sharedLedger); ok {
+		l.attach(s.prefix, s.deliverRemote)
+	}
 	return s
 }
 
@@ -158,16 +195,20 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	st := newStream(s, s.prefix+"-"+itoa(s.seq.Add(1)))
 	st.srv, st.cancel, st.peer = srv, cancel, s.clientKey(srv.Context())
 	s.mu.Lock()
-	switch {
-	case s.draining:
+	if s.draining {
 		s.mu.Unlock()
 		return s.rejected(reject(ReasonShutdown, "server shutting down"))
-	case len(s.streams) >= s.maxSt:
+	}
+	if r, refused := admit(len(s.streams), s.perClient[st.peer], s.maxSt, s.maxPerClient, s.reserved); refused {
 		s.mu.Unlock()
-		return s.rejected(reject(ReasonStreams, "%d streams open, the maximum", s.maxSt))
-	case s.perClient[st.peer] >= s.maxPerClient:
-		s.mu.Unlock()
-		return s.rejected(reject(ReasonClientStreams, "%d streams open from this client, the maximum", s.maxPerClient))
+		switch r {
+		case ReasonStreams:
+			return s.rejected(reject(r, "%d streams open, the maximum", s.maxSt))
+		case ReasonClientStreams:
+			return s.rejected(reject(r, "%d streams open from this client, the maximum", s.maxPerClient))
+		default:
+			return s.rejected(reject(r, "the last %d of %d streams are kept for clients with none open", s.reserved, s.maxSt))
+		}
 	}
 	s.streams[st] = struct{}{}
 	s.perClient[st.peer]++
@@ -184,7 +225,9 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 	err := st.run(ctx)
 	s.rejected(err)
 	if err != nil && status.Code(err) != codes.Canceled {
-		s.log.Info("rlqs stream ended", "stream", st.id, "domain", st.domain, "err", err)
+		// At most one line a second (a storm of streams ending is one line and a count).
+		s.endLog.Log(context.Background(), s.log, s.clock.Now(), slog.LevelInfo, "rlqs stream ended",
+			slog.String("stream", st.id), slog.String("domain", st.domain), slog.Any("err", err))
 	}
 	return err
 }
@@ -228,6 +271,10 @@ func (s *Service) rejected(err error) error {
 func (s *Service) Drain() {
 	s.mu.Lock()
 	s.draining = true
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	clear(s.timers)
 	streams := make([]*stream, 0, len(s.streams))
 	for st := range s.streams {
 		streams = append(streams, st)

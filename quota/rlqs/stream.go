@@ -52,6 +52,13 @@ type sub struct {
 	idleSince int64 // when the bucket started reporting no requests; 0 while it has some
 	last      held  // the current assignment (and for Stats), guarded by the stream's mu
 	dirty     bool  // last changed by a push and is not sent yet
+	// newest is the Expires of the newest assignment the ledger made (they increase per
+	// client): an older one arriving late is dropped. pending says last supersedes a larger
+	// share, to confirm once sent (Ledger.Delivered); waits that the answer to the last
+	// report is short of the share while shrinks that free the rest are in flight. All
+	// guarded by the stream's mu.
+	newest         int64
+	pending, waits bool
 	// stateKey and client name the sub's client record in the allocation state, as of the
 	// last report (see stream.target); classKey holds stateKey interned when it is not id's.
 	stateKey, client string
@@ -105,19 +112,94 @@ func (st *stream) run(ctx context.Context) error {
 			return r.err
 		}
 		idle.Reset(st.svc.idleTimeout)
-		var resp *rlqspb.RateLimitQuotaResponse
+		var rep *reply
 		var err error
 		if st.svc.tracer != nil {
-			resp, err = st.handleTraced(ctx, r.msg)
+			rep, err = st.handleTraced(ctx, r.msg)
 		} else {
-			resp, err = st.handle(ctx, r.msg)
+			rep, err = st.handle(ctx, r.msg)
 		}
 		if err != nil {
 			return err
 		}
-		if err := st.send(resp, false); err != nil {
+		if err := st.answer(ctx, rep); err != nil {
 			return err
 		}
+	}
+}
+
+// confirmation is an assignment sent that supersedes a larger share: once it is sent, the
+// ledger is told (Service.confirm).
+type confirmation struct {
+	sb   *sub
+	rule *config.QuotaRule
+	a    alloc.Assignment
+}
+
+// reply is the answer to one report message: the buckets abandoned, and those answered
+// with their assignment, built when the answer is sent.
+type reply struct {
+	abandons []*rlqspb.RateLimitQuotaResponse_BucketAction
+	subs     []*sub
+}
+
+// actions is the number of actions of the reply.
+func (r *reply) actions() int { return len(r.abandons) + len(r.subs) }
+
+// answer waits, at most the service's answer wait, until the buckets of rep that are short
+// of their share while the shrinks that free it are in flight have got it (a newcomer is
+// handed its share once it is free, not before), sends rep with the assignments as they
+// are then, and then what was pushed meanwhile to the other buckets.
+func (st *stream) answer(ctx context.Context, rep *reply) error {
+	if st.waiting(rep) {
+		t := time.NewTimer(st.svc.answerWait)
+	wait:
+		for st.waiting(rep) {
+			select {
+			case <-st.wake:
+			case <-t.C:
+				break wait
+			case <-ctx.Done():
+				t.Stop()
+				return nil // run reports why
+			}
+		}
+		t.Stop()
+	}
+	resp := &rlqspb.RateLimitQuotaResponse{BucketAction: rep.abandons}
+	var confirms []confirmation
+	st.mu.Lock()
+	for _, sb := range rep.subs {
+		if sb.rule != nil {
+			var a *rlqspb.RateLimitQuotaResponse_BucketAction
+			a, confirms = st.action(sb, confirms)
+			resp.BucketAction = append(resp.BucketAction, a)
+		}
+	}
+	st.mu.Unlock()
+	if err := st.send(resp, false); err != nil {
+		return err
+	}
+	st.confirm(confirms)
+	return st.flush()
+}
+
+// waiting reports whether a bucket of rep waits for its share (sub.waits).
+func (st *stream) waiting(rep *reply) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, sb := range rep.subs {
+		if sb.waits {
+			return true
+		}
+	}
+	return false
+}
+
+// confirm tells the ledger of the assignments sent that supersede larger shares.
+func (st *stream) confirm(confirms []confirmation) {
+	for _, c := range confirms {
+		st.svc.confirm(c.sb, c.rule, c.a)
 	}
 }
 
@@ -139,11 +221,18 @@ func (st *stream) send(resp *rlqspb.RateLimitQuotaResponse, push bool) error {
 	return nil
 }
 
-// pushed records a's assignment to sb, made at another client's report, for the stream to
-// send at once. It never blocks on the network (the ledger holds the bucket meanwhile).
-func (st *stream) pushed(sb *sub, a alloc.Assignment) {
+// pushed records h, an assignment the ledger made to sb (at its report, or another
+// client's), for the stream to send at once unless it answers a report. It never blocks on
+// the network (the ledger holds the bucket meanwhile).
+func (st *stream) pushed(sb *sub, h Handed) {
 	st.mu.Lock()
-	sb.last.share, sb.last.expires = a.Share, a.Expires
+	if h.Expires < sb.newest { // delivered late (another replica's): a newer one is in force
+		st.mu.Unlock()
+		return
+	}
+	sb.newest = h.Expires
+	sb.last.share, sb.last.expires = h.Share, h.Expires
+	sb.pending, sb.waits = h.Pending, h.Waits
 	if !sb.dirty {
 		sb.dirty = true
 		st.dirty = append(st.dirty, sb)
@@ -155,29 +244,43 @@ func (st *stream) pushed(sb *sub, a alloc.Assignment) {
 	}
 }
 
-// flush sends the pushed assignments not sent yet.
+// flush sends the pushed assignments not sent yet, and confirms those that supersede
+// larger shares.
 func (st *stream) flush() error {
 	resp := &rlqspb.RateLimitQuotaResponse{}
+	var confirms []confirmation
 	st.mu.Lock()
 	for _, sb := range st.dirty {
 		if sb.dirty && st.subs[sb.key] == sb && sb.rule != nil {
-			resp.BucketAction = append(resp.BucketAction, st.action(sb))
+			var a *rlqspb.RateLimitQuotaResponse_BucketAction
+			a, confirms = st.action(sb, confirms)
+			resp.BucketAction = append(resp.BucketAction, a)
 		}
 	}
 	st.dirty = st.dirty[:0]
 	st.mu.Unlock()
-	return st.send(resp, true)
+	if err := st.send(resp, true); err != nil {
+		return err
+	}
+	st.confirm(confirms)
+	return nil
 }
 
-// action returns sb's current assignment as an action, and marks it sent; st.mu is held.
-func (st *stream) action(sb *sub) *rlqspb.RateLimitQuotaResponse_BucketAction {
+// action returns sb's current assignment as an action, and marks it sent; when it
+// supersedes a larger share it is appended to confirms. st.mu is held.
+func (st *stream) action(sb *sub, confirms []confirmation) (*rlqspb.RateLimitQuotaResponse_BucketAction, []confirmation) {
 	sb.dirty = false
+	if sb.pending {
+		sb.pending = false
+		confirms = append(confirms, confirmation{sb, sb.rule, alloc.Assignment{Share: sb.last.share, Expires: sb.last.expires}})
+	}
 	sb.strategy = Strategy(sb.rule, sb.last.share)
-	return assign(sb.id.pb, sb.strategy, sb.rule.Share.EffectiveTTL())
+	return assign(sb.id.pb, sb.strategy, sb.rule.Share.EffectiveTTL()), confirms
 }
 
-// handle answers one report message, or returns the status that ends the stream.
-func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageReports) (*rlqspb.RateLimitQuotaResponse, error) {
+// handle records one report message and returns its reply, or the status that ends the
+// stream.
+func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageReports) (*reply, error) {
 	start := time.Now()
 	switch d := msg.GetDomain(); {
 	case st.domain == "" && d == "":
@@ -207,30 +310,24 @@ func (st *stream) handle(ctx context.Context, msg *rlqspb.RateLimitQuotaUsageRep
 	}
 	dom := st.svc.rules().Domain(st.domain)
 	now := st.svc.clock.Now().UnixNano()
-	resp := &rlqspb.RateLimitQuotaResponse{}
-	answer := make([]*sub, 0, len(usages))
+	rep := &reply{subs: make([]*sub, 0, len(usages))}
 	for _, u := range usages {
 		sb, abandoned, err := st.report(ctx, dom, u, now)
 		switch {
 		case err != nil:
 			return nil, err
 		case abandoned:
-			resp.BucketAction = append(resp.BucketAction, abandon(u.id))
+			rep.abandons = append(rep.abandons, abandon(u.id))
 		case sb != nil:
-			answer = append(answer, sb)
+			rep.subs = append(rep.subs, sb)
 		}
 	}
-	st.mu.Lock()
-	for _, sb := range answer {
-		resp.BucketAction = append(resp.BucketAction, st.action(sb))
-	}
-	st.mu.Unlock()
 	name := ""
 	if dom != nil {
 		name = st.domain
 	}
 	st.svc.obs.Reported(name, len(usages), time.Since(start))
-	return resp, nil
+	return rep, nil
 }
 
 // subscribe returns the stream's sub of u's bucket, made (its id interned) when new, or the
@@ -354,13 +451,19 @@ func (st *stream) target(rule *config.QuotaRule, u usage) (key, client string, c
 	return st.domain + "\x00" + quota.BucketKey(rest), st.id + "\x00" + v, class
 }
 
+// leave tells the ledger sb's client has gone from its bucket. Its share counts until it
+// expires (unless the rule releases it at once): the bucket is recomputed then.
 func (st *stream) leave(ctx context.Context, sb *sub, now int64) {
-	if sb.rule == nil || sb.rule.Strategy == config.QuotaAllowAll || sb.rule.Strategy == config.QuotaDenyAll {
+	rule := sb.rule
+	if rule == nil || rule.Strategy == config.QuotaAllowAll || rule.Strategy == config.QuotaDenyAll {
 		return
 	}
-	if err := st.svc.ledger.Leave(ctx, sb.stateKey, &sb.rule.Share, sb.client, now); err != nil {
+	next, err := st.svc.ledger.Leave(ctx, sb.stateKey, &rule.Share, sb.client, now, st.svc.notify(sb.stateKey))
+	if err != nil {
 		st.svc.stateError(ctx, err)
+		return
 	}
+	st.svc.rebalanceAt(sb.stateKey, rule, next)
 }
 
 // unsubscribe forgets sb, and gives back its memory.

@@ -2,6 +2,8 @@ package rlqs_test
 
 import (
 	"context"
+	"crypto/tls"
+	"log/slog"
 	"net"
 	"runtime"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -156,5 +159,116 @@ func TestStreamMemory(t *testing.T) {
 	t.Logf("per open stream (server and client): %.0f bytes of live heap, %.1f goroutines", per, goroutines)
 	if per > 64<<10 || goroutines > 8 {
 		t.Fatalf("per stream: %.0f bytes, %.1f goroutines", per, goroutines)
+	}
+}
+
+// TestStreamsReservedForNewClients (issue 31, item 7): the last streams of the global cap
+// go only to clients with none open, so a client that took every stream it may still
+// leaves room for clients not yet seen, one stream each.
+func TestStreamsReservedForNewClients(t *testing.T) {
+	rs := rules(t, fairRules)
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreams: 10, ReservedStreams: 3})
+	addr := serve(t, svc).Target()
+	greedy := dialFrom(t, addr, "127.0.0.1")
+	for i := 0; i < 7; i++ {
+		openStream(t, greedy, "")
+	}
+	waitFor(t, "seven streams open", func() bool { return svc.Streams() == 7 })
+	refused := func(conn *grpc.ClientConn, want string) {
+		t.Helper()
+		_, end := openStream(t, conn, "")
+		if err := waitEnd(t, end, 10*time.Second); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), want) {
+			t.Fatalf("stream %v, want RESOURCE_EXHAUSTED (%s)", err, want)
+		}
+	}
+	refused(greedy, "kept for clients with none open")
+	second := dialFrom(t, addr, "127.0.0.2")
+	openStream(t, second, "")
+	waitFor(t, "a new client's stream", func() bool { return svc.Streams() == 8 })
+	refused(second, "kept for clients with none open")
+	openStream(t, dialFrom(t, addr, "127.0.0.3"), "")
+	openStream(t, dialFrom(t, addr, "127.0.0.4"), "")
+	waitFor(t, "the cap reached by new clients", func() bool { return svc.Streams() == 10 })
+	refused(dialFrom(t, addr, "127.0.0.5"), "streams open, the maximum")
+}
+
+// TestStreamsCappedByCertificate (issue 31, item 7): with mutual TLS a client is its
+// certificate, whatever address it connects from: one certificate used from two addresses
+// shares one cap, another certificate from the same address has its own.
+func TestStreamsCappedByCertificate(t *testing.T) {
+	ca := testenv.NewCA(t, "rlqs-ca", t.TempDir())
+	server, abuser, envoy := ca.Issue(t, "server", "127.0.0.1"), ca.Issue(t, "abuser", "spiffe://example.org/abuser"), ca.Issue(t, "envoy", "spiffe://example.org/envoy")
+	rs := rules(t, fairRules)
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreamsPerClient: 3, ReservedStreams: -1})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{server.TLSCertificate(t)},
+		ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})))
+	svc.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	dial := func(local string, leaf testenv.Leaf) *grpc.ClientConn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+		creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{leaf.TLSCertificate(t)}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	a1, a2 := dial("127.0.0.1", abuser), dial("127.0.0.2", abuser)
+	openStream(t, a1, "")
+	openStream(t, a1, "")
+	openStream(t, a2, "")
+	waitFor(t, "three streams", func() bool { return svc.Streams() == 3 })
+	_, end := openStream(t, a2, "")
+	if err := waitEnd(t, end, 10*time.Second); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "from this client") {
+		t.Fatalf("a fourth stream of one certificate from another address: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	_, end = openStream(t, dial("127.0.0.1", envoy), "x")
+	waitFor(t, "another certificate's stream", func() bool { return svc.Streams() == 4 })
+	select {
+	case err := <-end:
+		t.Fatalf("another certificate's stream ended: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestStreamEndsLoggedThrottled (issue 31, item 7): a storm of streams ending with errors
+// writes one INFO line a second, the next one counting those held back, not a line each.
+func TestStreamEndsLoggedThrottled(t *testing.T) {
+	var logs testenv.LogBuffer
+	clock := newClock()
+	rs := rules(t, fairRules)
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, Clock: clock,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	conn := serve(t, svc)
+	bad := func() {
+		t.Helper()
+		st, end := openStream(t, conn, "")
+		if err := st.Send(&rlqspb.RateLimitQuotaUsageReports{}); err != nil { // no domain: ended
+			t.Fatal(err)
+		}
+		if err := waitEnd(t, end, 10*time.Second); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("ended with %v, want InvalidArgument", err)
+		}
+	}
+	for i := 0; i < 50; i++ {
+		bad()
+	}
+	waitFor(t, "every stream forgotten", func() bool { return svc.Streams() == 0 })
+	if n := len(logs.Records(t, "rlqs stream ended")); n != 1 {
+		t.Fatalf("%d lines for 50 streams ended within a second, want 1", n)
+	}
+	clock.Advance(time.Second)
+	bad()
+	waitFor(t, "the stream forgotten", func() bool { return svc.Streams() == 0 })
+	recs := logs.Records(t, "rlqs stream ended")
+	if len(recs) != 2 || recs[1]["suppressed"] != float64(49) {
+		t.Fatalf("lines %v, want a second one a second later counting the 49 held back", recs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/rls"
@@ -17,8 +18,11 @@ import (
 
 // Config says what the endpoints serve.
 type Config struct {
-	// Engine is the engine whose metrics, store and live view are served. Required.
+	// Engine is the engine whose store and live view are served. Required.
 	Engine *rls.Engine
+	// Metrics is the registry /metrics serves (the engine's series, package rlsmetrics, and
+	// the transport's). Required.
+	Metrics *prometheus.Registry
 	// Serving reports whether the transport serves: /readyz answers 503 while it does not
 	// (starting, shutting down). Nil: always serving.
 	Serving func() bool
@@ -36,7 +40,7 @@ type Config struct {
 // index page GET / that lists them with Config.API; the caller may add routes to it.
 func Handler(c Config) *http.ServeMux {
 	h := handler{c}
-	reg := c.Engine.Registry()
+	reg := c.Metrics
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { WriteText(w, http.StatusOK, "ok") })

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -34,27 +33,13 @@ func WriteBudget(dir string, rows []simulate.BudgetRow) ([]string, error) {
 	}
 	fig := grid([]*plot.Plot{over, needless})
 	fig.height = 3 * vg.Inch
-	base := filepath.Join(dir, simulate.LLMBudgetScenario)
-	var paths []string
-	for _, ext := range []string{".png", ".svg"} {
-		if err := fig.write(base + ext); err != nil {
-			return paths, fmt.Errorf("simulate: plot %s: %w", simulate.LLMBudgetScenario, err)
-		}
-		paths = append(paths, base+ext)
-	}
-	return paths, nil
+	return fig.writeBoth(dir, simulate.LLMBudgetScenario)
 }
 
 // budgetPanel plots value of each policy's rows against log10 of their concurrency.
 func budgetPanel(title, ylabel string, rows []simulate.BudgetRow, value func(simulate.BudgetRow) float64) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(9)
+	p := regionsPlot(title, ylabel)
 	p.X.Label.Text = "concurrent requests (log10)"
-	p.Y.Label.Text = ylabel
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.TextStyle.Font.Size = vg.Points(7)
 	for i, policy := range simulate.LLMBudgetPolicies {
 		var pts plotter.XYs
 		for _, r := range rows {
@@ -62,17 +47,9 @@ func budgetPanel(title, ylabel string, rows []simulate.BudgetRow, value func(sim
 				pts = append(pts, plotter.XY{X: math.Log10(float64(r.Concurrency)), Y: value(r)})
 			}
 		}
-		if len(pts) == 0 {
+		if len(pts) == 0 || addLine(p, pts, policy, nodeColors[i%len(nodeColors)]) != nil {
 			continue
 		}
-		l, s, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return nil
-		}
-		l.Color, s.Color = nodeColors[i%len(nodeColors)], nodeColors[i%len(nodeColors)]
-		l.Width = vg.Points(1)
-		p.Add(l, s)
-		p.Legend.Add(policy, l, s)
 	}
 	return p
 }

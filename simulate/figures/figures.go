@@ -1,6 +1,7 @@
-// Package figures draws the figures of a simulate.Result (docs/ACCURACY.md) as PNG and SVG.
-// It is apart from package simulate so that the plotting libraries stay out of every build
-// that does not draw: the sluice binary links it only when built with -tags plot.
+// Package figures draws the figures of a simulate.Result (docs/ACCURACY.md) and of a
+// replay.Report as PNG and SVG. It is apart from packages simulate and replay so that the
+// plotting libraries stay out of every build that does not draw: the sluice binary links it
+// only when built with -tags plot.
 package figures
 
 import (

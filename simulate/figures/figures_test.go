@@ -78,6 +78,25 @@ func TestWriteQuotaShares(t *testing.T) {
 	}
 }
 
+// TestWriteRegions draws the regions scenario's figure as PNG and SVG.
+func TestWriteRegions(t *testing.T) {
+	res, err := simulate.RunRegions(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := WriteRegions(t.TempDir(), res)
+	if err != nil || len(paths) != 2 {
+		t.Fatalf("wrote %v: %v", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+		t.Fatalf("%s: %v", paths[0], err)
+	}
+}
+
 // TestWriteBudget: the llm_budget scenario's figure is drawn as PNG and SVG.
 func TestWriteBudget(t *testing.T) {
 	rows, err := simulate.RunLLMBudget(context.Background(), simulate.LLMBudgetPolicies, []int{1, 10}, 1)

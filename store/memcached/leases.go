@@ -14,7 +14,10 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-var _ sluice.Leaser = (*Store)(nil)
+var (
+	_ sluice.Leaser       = (*Store)(nil)
+	_ sluice.LeaseClearer = (*Store)(nil)
+)
 
 // The leases of a key live in one item, "<prefix><body>|l", holding each lease's id (16 bytes)
 // and expiry (a varint, Unix ns on the store's clock), changed by the same gets/cas loop as the
@@ -75,6 +78,11 @@ func (l *leaseList) find(id sluice.LeaseID) int {
 // and reports whether to write them back. This process's rounds on a key take turns (a lock
 // per shard of keys), so its own callers never make each other retry; only other processes'
 // writes do.
+//
+// It returns by ctx's end: waiting for its turn and making its round (whose gomemcache calls
+// take no context) both end with the context, with an error wrapping ErrStoreUnavailable. A
+// round abandoned so goes on in the background, bounded by the store's timeout, and may still
+// write: change must keep what it finds to itself, for the caller to read only on success.
 func (s *Store) updateLeases(ctx context.Context, key string, change func(l *leaseList, now int64) bool) error {
 	if s.closed.Load() {
 		return fmt.Errorf("memcached: leases: %w", sluice.ErrClosed)
@@ -82,10 +90,32 @@ func (s *Store) updateLeases(ctx context.Context, key string, change func(l *lea
 	if err := ctx.Err(); err != nil {
 		return unavailable(err)
 	}
+	turn := s.leases[maphash.String(s.seed, key)%laneShards]
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+	if ctx.Done() == nil { // a context that never ends: no need to wait apart
+		defer func() { <-turn }()
+		return s.leaseRound(key, change)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-turn }()
+		done <- s.leaseRound(key, change)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+}
+
+// leaseRound is updateLeases's gets/cas loop, its turn taken.
+func (s *Store) leaseRound(key string, change func(l *leaseList, now int64) bool) error {
 	item := s.leaseItem(key)
-	mu := &s.leases[maphash.String(s.seed, key)%laneShards]
-	mu.Lock()
-	defer mu.Unlock()
 	return s.casLoop(key, func() error {
 		it, err := s.client.Get(item)
 		switch {
@@ -119,7 +149,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 	if err := req.Validate(s.cfg.maxKeyLen); err != nil {
 		return sluice.LeaseDecision{}, err
 	}
-	var d sluice.LeaseDecision
+	d := new(sluice.LeaseDecision) // the round's own: an abandoned round may still write it
 	err := s.updateLeases(ctx, req.Key, func(l *leaseList, now int64) bool {
 		soonest := int64(0)
 		for i, e := range l.exp {
@@ -127,7 +157,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 				soonest = e
 			}
 		}
-		d = algorithm.DecideLease(req.Limit.Limit, req.Reserve, int64(len(l.ids)), soonest, now)
+		*d = algorithm.DecideLease(req.Limit.Limit, req.Reserve, int64(len(l.ids)), soonest, now)
 		if d.Admitted {
 			l.ids, l.exp = append(l.ids, req.ID), append(l.exp, now+int64(req.Limit.LeaseTime()))
 		}
@@ -136,7 +166,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 	if err != nil {
 		return sluice.LeaseDecision{}, err
 	}
-	return d, nil
+	return *d, nil
 }
 
 // ReleaseLease implements sluice.Leaser: it removes the lease from the key's item, if there.
@@ -149,6 +179,21 @@ func (s *Store) ReleaseLease(ctx context.Context, key string, id sluice.LeaseID)
 		l.ids, l.exp = append(l.ids[:i], l.ids[i+1:]...), append(l.exp[:i], l.exp[i+1:]...)
 		return true
 	})
+}
+
+// ClearLeases implements sluice.LeaseClearer: it empties the key's item in one gets/cas
+// round.
+func (s *Store) ClearLeases(ctx context.Context, key string) (int64, error) {
+	n := new(int64) // the round's own: an abandoned round may still write it
+	err := s.updateLeases(ctx, key, func(l *leaseList, _ int64) bool {
+		*n = int64(len(l.ids))
+		l.ids, l.exp = nil, nil
+		return *n > 0
+	})
+	if err != nil {
+		return 0, err
+	}
+	return *n, nil
 }
 
 // RenewLeases implements sluice.Leaser: one gets/cas round per key of the batch (memcached has
@@ -170,27 +215,34 @@ func (s *Store) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) er
 		if done[i] {
 			continue
 		}
+		// The key's items, copied: an abandoned round (the context ended) must not touch the
+		// caller's batch.
 		key := batch[i].Key
+		var items []renewal
+		for j := i; j < len(batch); j++ {
+			if r := &batch[j]; !done[j] && r.Key == key {
+				items = append(items, renewal{at: j, id: r.ID, lease: r.Lease})
+				done[j] = true
+			}
+		}
+		held := make([]bool, len(items))
 		err := s.updateLeases(ctx, key, func(l *leaseList, now int64) bool {
 			changed := false
-			for j := i; j < len(batch); j++ {
-				if r := &batch[j]; !done[j] && r.Key == key {
-					k := l.find(r.ID)
-					r.Held = k >= 0
-					if r.Held {
-						l.exp[k] = now + int64(r.Lease)
-						changed = true
-					}
+			for k, it := range items {
+				x := l.find(it.id)
+				held[k] = x >= 0
+				if held[k] {
+					l.exp[x] = now + int64(it.lease)
+					changed = true
 				}
 			}
 			return changed
 		})
-		for j := i; j < len(batch); j++ {
-			if !done[j] && batch[j].Key == key {
-				done[j] = true
-				if err != nil {
-					batch[j].Held, batch[j].Err = false, err
-				}
+		for k, it := range items {
+			if err != nil {
+				batch[it.at].Held, batch[it.at].Err = false, err
+			} else {
+				batch[it.at].Held = held[k]
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -198,6 +250,13 @@ func (s *Store) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) er
 		}
 	}
 	return nil
+}
+
+// renewal is one item of a renewal batch, as a key's round reads it.
+type renewal struct {
+	at    int // its index in the batch
+	id    sluice.LeaseID
+	lease time.Duration
 }
 
 // casLoop runs attempt until it does not lose to another writer (errConflict), pausing with

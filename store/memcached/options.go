@@ -33,6 +33,7 @@ type config struct {
 	backoff     time.Duration
 	tls         *tls.Config
 	serverList  *memcache.ServerList // WithServerList; nil: one of the store's own
+	srv         SRV                  // WithSRV
 }
 
 type optionFunc func(*config)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,11 +29,12 @@ type Store struct {
 	clock  sluice.Clock
 	latest atomic.Int64 // the latest instant read from clock (Unix ns): windows never go back
 	lanes  [laneShards]laneShard
-	leases [laneShards]sync.Mutex // serialise this process's lease rounds per key (leases.go)
+	leases [laneShards]chan struct{} // serialise this process's lease rounds per key (leases.go)
 	seed   maphash.Seed
 	rules  algorithm.ParamsCache
 	stats  counters
 	closed atomic.Bool
+	srv    func() // stops the SRV look-ups (WithSRV); nil without
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -106,7 +106,9 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 	if cfg.tls != nil {
 		client.DialContext = tlsDialer(cfg.tls, cfg.timeout)
 	}
-	return newStore(client, cfg, true), nil
+	st := newStore(client, cfg, true)
+	st.srv = followSRV(cfg, sel.list, addrs)
+	return st, nil
 }
 
 // NewFromURL returns NewFromServers for a URL "memcached://host:port[,host:port...]".
@@ -154,6 +156,9 @@ func newStore(client *memcache.Client, cfg config, owned bool) *Store {
 	if s.clock == nil {
 		s.clock = sluice.SystemClock{}
 	}
+	for i := range s.leases {
+		s.leases[i] = make(chan struct{}, 1)
+	}
 	for i := range s.lanes {
 		s.lanes[i].m = make(map[string]*lane)
 		s.lanes[i].memos = make(map[memoKey]*memo)
@@ -185,11 +190,15 @@ func (s *Store) Ping() error {
 	return nil
 }
 
-// Close closes the client when the store built it (NewFromServers, NewFromURL). Decisions
+// Close closes the client when the store built it (NewFromServers, NewFromURL), and stops
+// the look-ups of WithSRV. Decisions
 // after Close fail with sluice.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) || !s.owned {
 		return nil
+	}
+	if s.srv != nil {
+		s.srv()
 	}
 	return s.client.Close()
 }

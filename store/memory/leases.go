@@ -8,7 +8,10 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-var _ sluice.Leaser = (*Store)(nil)
+var (
+	_ sluice.Leaser       = (*Store)(nil)
+	_ sluice.LeaseClearer = (*Store)(nil)
+)
 
 // leaseShards is the number of locks the leases are spread over.
 const leaseShards = 64
@@ -158,6 +161,21 @@ func (s *Store) ReleaseLease(_ context.Context, key string, id sluice.LeaseID) e
 	}
 	sh.mu.Unlock()
 	return nil
+}
+
+// ClearLeases implements sluice.LeaseClearer: it drops every lease of key.
+func (s *Store) ClearLeases(_ context.Context, key string) (int64, error) {
+	now := s.leaseNow()
+	sh := s.leaseShard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	set := sh.sets[key]
+	if set == nil {
+		return 0, nil
+	}
+	n, _ := set.live(now)
+	set.ids, set.expires = set.ids[:0], set.expires[:0]
+	return int64(n), nil
 }
 
 // InFlight reports how many live leases key holds.

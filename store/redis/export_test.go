@@ -65,7 +65,9 @@ func ScriptInfo(sc *script) (name, src, multi string) {
 func SetLoggerClock(l *Logger, now func() time.Time) { l.now = now }
 
 // LeaseScripts returns the sources of the lease scripts, for tests that load them first.
-func LeaseScripts() []string { return []string{leaseAcquireLua, leaseRenewLua, leaseReleaseLua} }
+func LeaseScripts() []string {
+	return []string{leaseAcquireLua, leaseRenewLua, leaseReleaseLua, leaseClearLua}
+}
 
 // Leaders returns how many pipelines s has under way or about to be.
 func Leaders(s *Store) int {

@@ -19,13 +19,19 @@ var (
 	leaseRenewLua string
 	//go:embed lua/gen/lease_release.lua
 	leaseReleaseLua string
+	//go:embed lua/gen/lease_clear.lua
+	leaseClearLua string
 
 	leaseAcquireScript = &script{name: "lease_acquire", src: leaseAcquireLua, sha: sha1Hex(leaseAcquireLua)}
 	leaseRenewScript   = &script{name: "lease_renew", src: leaseRenewLua, sha: sha1Hex(leaseRenewLua)}
 	leaseReleaseScript = &script{name: "lease_release", src: leaseReleaseLua, sha: sha1Hex(leaseReleaseLua)}
+	leaseClearScript   = &script{name: "lease_clear", src: leaseClearLua, sha: sha1Hex(leaseClearLua)}
 )
 
-var _ sluice.Leaser = (*Store)(nil)
+var (
+	_ sluice.Leaser       = (*Store)(nil)
+	_ sluice.LeaseClearer = (*Store)(nil)
+)
 
 // LeaseKey returns the Redis key holding a user key's leases: a sorted set of lease ids scored
 // by their expiry (ms), in the key's hash tag, so its slot is the key's.
@@ -82,6 +88,20 @@ func (s *Store) ReleaseLease(ctx context.Context, key string, id sluice.LeaseID)
 		return unavailable(err)
 	}
 	return nil
+}
+
+// ClearLeases implements sluice.LeaseClearer: one script call (lua/lease_clear.lua).
+func (s *Store) ClearLeases(ctx context.Context, key string) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("redis: clear leases: %w", sluice.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	n, err := s.evalScript(ctx, leaseClearScript, s.LeaseKey(key), s.leaseParams()).Int64()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return n, nil
 }
 
 // RenewLeases implements sluice.Leaser: one script call (lua/lease_renew.lua) per key and

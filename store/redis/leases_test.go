@@ -58,7 +58,7 @@ func TestLeaseRoundTrips(t *testing.T) {
 	t.Cleanup(func() { _ = stats.Close() })
 	s := newStore(t, c)
 	clock := sluicetest.NewManualClock(t0)
-	l := sluice.New(s, sluice.WithClock(clock))
+	l := sluice.NewLeases(s, sluice.WithClock(clock))
 	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
 	limit := sluice.InFlight{Limit: 100, Lease: 10 * time.Second}
@@ -100,8 +100,8 @@ func TestLeaseRoundTrips(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // nothing else may follow
-	if got := testenv.ScriptCalls(t, srv.Addr()) - before; got != 3 || rt.n.Load() != 1 || l.HeldLeases() != 60 {
-		t.Errorf("renewal of 60 slots on 3 keys: %d script calls, %d round trips, %d held; want 3, 1, 60", got, rt.n.Load(), l.HeldLeases())
+	if got := testenv.ScriptCalls(t, srv.Addr()) - before; got != 3 || rt.n.Load() != 1 || l.Held() != 60 {
+		t.Errorf("renewal of 60 slots on 3 keys: %d script calls, %d round trips, %d held; want 3, 1, 60", got, rt.n.Load(), l.Held())
 	}
 }
 
@@ -138,7 +138,7 @@ func TestLeaseHolderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close(); checkTTLs(t, c, prefix, true) })
-	l := sluice.New(s)
+	l := sluice.NewLeases(s)
 	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
 	time.Sleep(3 * lease) // the child's renewals keep its slots
@@ -178,7 +178,7 @@ func leaseHolderChild() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	l := sluice.New(s)
+	l := sluice.NewLeases(s)
 	for range 5 {
 		slot, err := l.Acquire(context.Background(), "k", sluice.InFlight{Limit: 5, Lease: time.Second})
 		if err != nil || !slot.Admitted {

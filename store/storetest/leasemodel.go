@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -29,9 +30,10 @@ func (m *leaseModel) live(now int64) (n, soonest int64) {
 }
 
 // testLeaseModel plays random sequences of acquires (with random reserves), releases (of live,
-// released and expired leases), batched renewals and clock steps against a store and the
-// model, checking every decision and renewal, so in flight never exceeds the limit, a release
-// is idempotent and an expired lease never comes back.
+// released and expired leases), batched renewals, clears of the key (when the store is a
+// sluice.LeaseClearer) and clock steps against a store and the model, checking every
+// decision, renewal and clear, so in flight never exceeds the limit, a release is idempotent,
+// and neither an expired nor a cleared lease ever comes back.
 func testLeaseModel(t *testing.T, newStore NewStore, run string) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -62,6 +64,17 @@ func testLeaseModel(t *testing.T, newStore NewStore, run string) {
 					id := ids[rng.IntN(len(ids))]
 					f.release(id)
 					delete(m.exp, id)
+				case op == 8 && rng.IntN(4) == 0:
+					c, ok := f.s.(sluice.LeaseClearer)
+					if !ok {
+						continue
+					}
+					want, _ := m.live(now)
+					got, err := c.ClearLeases(context.Background(), f.key)
+					if err != nil || got != want {
+						t.Fatalf("step %d: clear at %v: %d, %v; want %d live leases cleared", step, time.Duration(now), got, err, want)
+					}
+					clear(m.exp)
 				case op < 8 && len(ids) > 0:
 					pick := make([]sluice.LeaseID, 1+rng.IntN(min(len(ids), 4)))
 					for i := range pick {

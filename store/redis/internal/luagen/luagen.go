@@ -49,6 +49,7 @@ var algorithms = []algorithm{
 	{name: "lease_acquire", plain: true},
 	{name: "lease_renew", plain: true},
 	{name: "lease_release", plain: true},
+	{name: "lease_clear", plain: true},
 }
 
 // snippetFiles are the files defining the snippets.
