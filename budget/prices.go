@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Prices is a price table: what each model's tokens cost, per million, in a currency's unit
