@@ -119,8 +119,8 @@ func (r *Reservation) Extend(ctx context.Context, n int64) (Decision, error) {
 	return d, err
 }
 
-// Commit ends the reservation at its real cost, actual units (0 to MaxLimit): what it held
-// beyond it is given back (while the budget's state still counts it), what it exceeds it by
+// Commit ends the reservation at its real cost, actual units (0 to MaxLimit), and it holds
+// nothing more (Held 0): what it held beyond the cost is given back (while the budget's state still counts it), what it exceeds it by
 // is charged even past the limit, as Limiter.Settle charges. The Decision is allowed, with
 // Remaining 0 and RetryAfter until the debt is paid while the budget is in debt. A reservation
 // that expired fails with ErrNoReservation, having cost what it held (or nothing).
@@ -129,7 +129,9 @@ func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error
 		return Decision{}, err
 	}
 	r.ended = true
-	return r.step(ctx, BudgetCommit, actual)
+	d, err := r.step(ctx, BudgetCommit, actual)
+	r.Held = 0
+	return d, err
 }
 
 // Cancel ends the reservation at no cost: the work did not happen. It is Commit of 0.

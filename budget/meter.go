@@ -162,38 +162,46 @@ func (m *Meter) costs(u Usage) []int64 {
 // body, and close it (which closes body and commits, as a client going away when the stream
 // has not ended).
 func (m *Meter) Stream(ctx context.Context, body io.ReadCloser) io.ReadCloser {
+	return &readStream{flow: m.flow(ctx, body.Close), br: bufio.NewReaderSize(body, 4096)}
+}
+
+// Writer returns w metered as Stream meters a body, for a handler that writes a stream of
+// events itself: each event is written to w (and flushed, when w is an http.Flusher) once it
+// is whole and metered; when the budget refuses, the cut event is written in its place and
+// every later Write fails with ErrCut. Close commits (as a client gone away when the stream
+// has not ended with End). A Writer is not safe for concurrent use.
+func (m *Meter) Writer(ctx context.Context, w io.Writer) *Writer {
+	return &Writer{flow: m.flow(ctx, nil), w: w}
+}
+
+// flow returns the metering state of one response; closeUp closes its upstream (nil: none).
+func (m *Meter) flow(ctx context.Context, closeUp func() error) *flow {
 	clock := m.Clock
 	if clock == nil {
 		clock = sluice.SystemClock{}
 	}
-	s := &stream{m: m, ctx: ctx, up: body, br: bufio.NewReaderSize(body, 4096), clock: clock}
-	s.renewed = clock.Now()
+	f := &flow{m: m, ctx: ctx, clock: clock, closeUp: closeUp, renewed: clock.Now()}
 	for i, r := range m.Reservations.Holds {
-		if t := r.Budget.TTLFor(); i == 0 || t < s.ttl {
-			s.ttl = t
+		if t := r.Budget.TTLFor(); i == 0 || t < f.ttl {
+			f.ttl = t
 		}
+		f.first = append(f.first, r.Held)
 	}
-	s.first = make([]int64, len(m.Reservations.Holds))
-	for i := range s.first {
-		s.first[i] = m.Reservations.Holds[i].Held
-	}
-	return s
+	return f
 }
 
-// stream is a metered event stream.
-type stream struct {
+// flow is the metering of one response's events.
+type flow struct {
 	m       *Meter
 	ctx     context.Context
-	up      io.ReadCloser
-	br      *bufio.Reader
 	clock   sluice.Clock
+	closeUp func() error
 	renewed time.Time
 	ttl     time.Duration
 	first   []int64 // what each hold first held: the extension step's base
 
-	out      []byte // bytes for the client
-	ended    bool   // no more from the upstream (its end, or a cut)
-	reported Usage  // the usage the events reported
+	ended    bool  // no more events (the end, or a cut)
+	reported Usage // the usage the events reported
 	rep      bool
 	counted  int64  // output tokens counted between reports
 	last     string // the type of the last event forwarded
@@ -202,7 +210,70 @@ type stream struct {
 	closeErr error
 }
 
-func (s *stream) Read(p []byte) (int, error) {
+// event meters one whole event (its bytes as sent, type and data) and returns what to pass
+// on: the event, or the cut event when the budget refuses it (the flow has then ended and
+// committed).
+func (f *flow) event(raw []byte, typ string, data []byte) []byte {
+	f.renew()
+	if !f.meter(typ, data) {
+		f.res.Cut = true
+		f.ended = true
+		f.finish()
+		if f.m.Extractor == nil {
+			return nil
+		}
+		return f.m.Extractor.CutEvent(f.last, f.message())
+	}
+	if typ != "" || len(data) > 0 {
+		f.last = typ
+	}
+	return raw
+}
+
+// parser splits lines into events.
+type parser struct {
+	raw  []byte
+	typ  string
+	data []byte
+	has  bool // data or a type seen: a blank line ends the event
+}
+
+// line takes one line (with its newline, if any) and reports whether it ended an event
+// (raw, typ and data then hold it; reset before the next).
+func (p *parser) line(line []byte) bool {
+	p.raw = append(p.raw, line...)
+	l := bytes.TrimRight(line, "\r\n")
+	switch {
+	case len(l) == 0 && len(line) > 0:
+		return p.has
+	case bytes.HasPrefix(l, []byte("event:")):
+		p.typ, p.has = string(bytes.TrimSpace(l[len("event:"):])), true
+	case bytes.HasPrefix(l, []byte("data:")):
+		v := l[len("data:"):]
+		if len(v) > 0 && v[0] == ' ' {
+			v = v[1:]
+		}
+		if p.data != nil {
+			p.data = append(p.data, '\n')
+		}
+		p.data, p.has = append(p.data, v...), true
+	default:
+		p.has = p.has || len(l) > 0
+	}
+	return false
+}
+
+func (p *parser) reset() { p.raw, p.typ, p.data, p.has = nil, "", nil, false }
+
+// readStream is a metered event stream read from an upstream.
+type readStream struct {
+	*flow
+	br  *bufio.Reader
+	p   parser
+	out []byte // bytes for the client
+}
+
+func (s *readStream) Read(b []byte) (int, error) {
 	for len(s.out) == 0 {
 		if s.ended {
 			s.finish()
@@ -210,14 +281,14 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 		s.next()
 	}
-	n := copy(p, s.out)
+	n := copy(b, s.out)
 	s.out = s.out[n:]
 	return n, nil
 }
 
 // Close closes the upstream and commits: a client that goes away before the end is charged
 // what the upstream produced.
-func (s *stream) Close() error {
+func (s *readStream) Close() error {
 	if !s.ended {
 		s.res.Disconnected = true
 		s.ended = true
@@ -226,91 +297,147 @@ func (s *stream) Close() error {
 	return s.closeErr
 }
 
-// next reads the next event from the upstream and meters it, queueing it (or the cut event)
-// for the client; at the upstream's end it commits.
-func (s *stream) next() {
-	raw, typ, data, err := s.readEvent()
-	s.renew()
-	if len(raw) > 0 {
-		if !s.meter(typ, data) {
-			s.out = nil
-			if s.m.Extractor != nil {
-				s.out = s.m.Extractor.CutEvent(s.last, s.message())
-			}
-			s.res.Cut = true
-			s.ended = true
-			s.finish()
+// next reads the next event from the upstream and meters it; at the upstream's end the rest
+// (a last event without its blank line) is passed on as it is.
+func (s *readStream) next() {
+	for {
+		line, err := s.br.ReadBytes('\n')
+		if s.p.line(line) {
+			s.out = s.event(s.p.raw, s.p.typ, s.p.data)
+			s.p.reset()
 			return
 		}
-		s.out = raw
-		if typ != "" || len(data) > 0 {
-			s.last = typ
-		}
-	}
-	if err != nil {
-		s.ended = true
-		if len(s.out) == 0 {
-			s.finish()
+		if err != nil {
+			if s.p.has {
+				s.out = s.event(s.p.raw, s.p.typ, s.p.data)
+			} else {
+				s.out = s.p.raw
+			}
+			s.p.reset()
+			s.ended = true
+			return
 		}
 	}
 }
 
-func (s *stream) message() string {
-	if s.m.Message != "" {
-		return s.m.Message
+// ErrCut is what a metered Writer's Write returns once the stream was cut for want of budget:
+// the handler should stop writing.
+var ErrCut = errors.New("budget: the stream was cut: the budget is spent")
+
+// Writer is a metered stream a handler writes (Meter.Writer).
+type Writer struct {
+	*flow
+	w       io.Writer
+	p       parser
+	pending []byte // bytes of a line not yet whole
+}
+
+// Write meters the events p completes and writes them on; it returns ErrCut once the stream
+// was cut (the bytes of p after the cut are dropped).
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.ended {
+		return 0, ErrCut
+	}
+	w.pending = append(w.pending, p...)
+	for {
+		i := bytes.IndexByte(w.pending, '\n')
+		if i < 0 {
+			break
+		}
+		line := w.pending[:i+1]
+		whole := w.p.line(line)
+		w.pending = w.pending[i+1:]
+		if !whole {
+			continue
+		}
+		out := w.event(w.p.raw, w.p.typ, w.p.data)
+		w.p.reset()
+		if err := w.send(out); err != nil {
+			return len(p), err
+		}
+		if w.ended {
+			w.pending = nil
+			return len(p), ErrCut
+		}
+	}
+	if len(w.pending) == 0 {
+		w.pending = nil
+	}
+	return len(p), nil
+}
+
+// send writes out and flushes it.
+func (w *Writer) send(out []byte) error {
+	if len(out) == 0 {
+		return nil
+	}
+	if _, err := w.w.Write(out); err != nil {
+		return err
+	}
+	if fl, ok := w.w.(interface{ Flush() }); ok {
+		fl.Flush()
+	}
+	return nil
+}
+
+// End commits a stream the handler wrote to its end: what the events reported (or the metered
+// usage). A half-written last event is metered and sent first.
+func (w *Writer) End() {
+	if !w.ended {
+		if len(w.pending) > 0 {
+			w.p.line(w.pending)
+			w.pending = nil
+		}
+		if w.p.has {
+			_ = w.send(w.event(w.p.raw, w.p.typ, w.p.data))
+		} else {
+			_ = w.send(w.p.raw)
+		}
+		w.p.reset()
+		w.ended = true
+	}
+	w.finish()
+}
+
+// Close commits a stream that did not reach its end (the client went away, the handler
+// failed) as a client gone away: what was produced until then. After End it does nothing.
+func (w *Writer) Close() error {
+	if !w.ended {
+		w.res.Disconnected = true
+		w.ended = true
+	}
+	w.finish()
+	return nil
+}
+
+// Result returns how the stream ended, once it has (End, Close, or a cut).
+func (w *Writer) Result() Result { return w.res }
+
+func (f *flow) message() string {
+	if f.m.Message != "" {
+		return f.m.Message
 	}
 	return "budget exhausted"
 }
 
-// readEvent reads one event: its bytes as sent (through its blank line), its type and its data
-// (data lines joined by "\n"). err is the upstream's error or io.EOF after the last event.
-func (s *stream) readEvent() (raw []byte, typ string, data []byte, err error) {
-	for {
-		line, err := s.br.ReadBytes('\n')
-		raw = append(raw, line...)
-		l := bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(l) == 0 && len(line) > 0: // the blank line ending the event
-			if len(raw) == len(line) {
-				continue // blank lines between events: forwarded with the next one
-			}
-			return raw, typ, data, err
-		case bytes.HasPrefix(l, []byte("event:")):
-			typ = string(bytes.TrimSpace(l[len("event:"):]))
-		case bytes.HasPrefix(l, []byte("data:")):
-			v := l[len("data:"):]
-			if len(v) > 0 && v[0] == ' ' {
-				v = v[1:]
-			}
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, v...)
-		}
-		if err != nil {
-			return raw, typ, data, err
-		}
-	}
-}
-
 // meter counts an event and extends the reservation as it needs; false: the budget refuses,
 // cut the stream before this event.
-func (s *stream) meter(typ string, data []byte) bool {
+func (f *flow) meter(typ string, data []byte) bool {
 	if len(data) == 0 || bytes.Equal(data, []byte("[DONE]")) {
 		return true
 	}
-	if s.m.Extractor != nil && s.m.Extractor.Event(typ, data, &s.reported) {
-		s.rep = true
+	if f.m.Extractor != nil && f.m.Extractor.Event(typ, data, &f.reported) {
+		f.rep = true
 	} else {
-		s.counted += s.count(data)
+		f.counted += f.count(data)
 	}
-	need := s.m.costs(s.current())
+	need := f.m.costs(f.current())
 	for i, n := range need {
-		held := s.m.Reservations.Holds[i].Held
+		held := f.m.Reservations.Holds[i].Held
 		if n <= held {
 			continue
 		}
-		if !s.extend(i, n-held) {
+		if !f.extend(i, n-held) {
 			return false
 		}
 	}
@@ -318,48 +445,48 @@ func (s *stream) meter(typ string, data []byte) bool {
 }
 
 // count is the output an event without usage counts.
-func (s *stream) count(data []byte) int64 {
-	if s.m.Counting == PerByte {
-		bpt := s.m.BytesPerToken
+func (f *flow) count(data []byte) int64 {
+	if f.m.Counting == PerByte {
+		bpt := f.m.BytesPerToken
 		if bpt <= 0 {
 			bpt = 4
 		}
 		return (int64(len(data)) + bpt - 1) / bpt
 	}
-	if s.m.TokensPerEvent > 0 {
-		return s.m.TokensPerEvent
+	if f.m.TokensPerEvent > 0 {
+		return f.m.TokensPerEvent
 	}
 	return 1
 }
 
 // current is the metered usage: the report so far, the input estimate until the response
 // reports its own, and the output counted if more than reported.
-func (s *stream) current() Usage {
-	u := s.reported
-	u.Model = s.m.Estimate.Model
+func (f *flow) current() Usage {
+	u := f.reported
+	u.Model = f.m.Estimate.Model
 	if u.InputTokens == 0 {
-		u.InputTokens = s.m.Estimate.InputTokens
+		u.InputTokens = f.m.Estimate.InputTokens
 	}
-	u.OutputTokens = max(u.OutputTokens, s.counted)
+	u.OutputTokens = max(u.OutputTokens, f.counted)
 	return u
 }
 
 // extend holds at least more units more on hold i: a step (Step of what it first held) when
 // that is more, else exactly what is needed; false when the budget refuses even that.
-func (s *stream) extend(i int, more int64) bool {
-	frac := s.m.Step
+func (f *flow) extend(i int, more int64) bool {
+	frac := f.m.Step
 	if frac <= 0 {
 		frac = 0.25
 	}
-	step := max(more, int64(math.Ceil(frac*float64(s.first[i]))))
+	step := max(more, int64(math.Ceil(frac*float64(f.first[i]))))
 	for _, n := range []int64{step, more} {
-		d, err := s.m.Reservations.Holds[i].Extend(s.ctx, n)
+		d, err := f.m.Reservations.Holds[i].Extend(f.ctx, n)
 		if err != nil {
-			s.res.Err = err
+			f.res.Err = err
 			return false
 		}
 		if d.Allowed {
-			s.renewed = s.clock.Now()
+			f.renewed = f.clock.Now()
 			return true
 		}
 		if n == more {
@@ -371,42 +498,98 @@ func (s *stream) extend(i int, more int64) bool {
 
 // renew extends every hold by nothing once half the reservation's TTL has passed since it was
 // last extended, so that it outlives a long stream.
-func (s *stream) renew() {
-	if s.ttl <= 0 || s.clock.Now().Sub(s.renewed) < s.ttl/2 {
+func (f *flow) renew() {
+	if f.ttl <= 0 || f.clock.Now().Sub(f.renewed) < f.ttl/2 {
 		return
 	}
-	for i := range s.first {
-		if _, err := s.m.Reservations.Holds[i].Extend(s.ctx, 0); err != nil {
-			s.res.Err = err
+	for i := range f.first {
+		if _, err := f.m.Reservations.Holds[i].Extend(f.ctx, 0); err != nil {
+			f.res.Err = err
 		}
 	}
-	s.renewed = s.clock.Now()
+	f.renewed = f.clock.Now()
 }
 
 // finish closes the upstream and commits, once: the response's own usage when it reached its
 // end with a report, else the metered usage (what the upstream produced), which for a cut
 // stream is at most what each hold held (the event that did not fit was not forwarded).
-func (s *stream) finish() {
-	s.once.Do(func() {
-		s.closeErr = s.up.Close()
-		res := s.res
-		res.Reported = s.rep
-		ctx := context.WithoutCancel(s.ctx) // the commit outlives a client gone away
+func (f *flow) finish() {
+	f.once.Do(func() {
+		if f.closeUp != nil {
+			f.closeErr = f.closeUp()
+		}
+		res := f.res
+		res.Reported = f.rep
+		ctx := context.WithoutCancel(f.ctx) // the commit outlives a client gone away
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		res.Usage = s.current()
-		if s.rep && !res.Cut && !res.Disconnected {
-			res.Usage = s.reported
+		res.Usage = f.current()
+		if f.rep && !res.Cut && !res.Disconnected {
+			res.Usage = f.reported
 			if res.Usage.Model == "" {
-				res.Usage.Model = s.m.Estimate.Model
+				res.Usage.Model = f.m.Estimate.Model
 			}
 		}
-		res.Costs = s.m.costs(res.Usage)
+		res.Costs = f.m.costs(res.Usage)
 		if res.Cut {
 			for i := range res.Costs {
-				res.Costs[i] = min(res.Costs[i], s.m.Reservations.Holds[i].Held)
+				res.Costs[i] = min(res.Costs[i], f.m.Reservations.Holds[i].Held)
 			}
 		}
-		s.m.commitCosts(ctx, res)
+		f.res = f.m.commitCosts(ctx, res)
+	})
+}
+
+// JSON returns body, a whole JSON response (not streamed), read through as it is: its first
+// max bytes (0 means 1 MiB) are kept, and at its end (or Close) the Meter commits the usage
+// they report (Meter.Body), or what the reservation holds when they report none (or the body
+// was longer).
+func (m *Meter) JSON(ctx context.Context, body io.ReadCloser, max int) io.ReadCloser {
+	if max <= 0 {
+		max = 1 << 20
+	}
+	return &jsonBody{m: m, ctx: ctx, up: body, max: max}
+}
+
+type jsonBody struct {
+	m    *Meter
+	ctx  context.Context
+	up   io.ReadCloser
+	max  int
+	buf  []byte
+	over bool
+	once sync.Once
+}
+
+func (j *jsonBody) Read(p []byte) (int, error) {
+	n, err := j.up.Read(p)
+	if !j.over {
+		if len(j.buf)+n > j.max {
+			j.over, j.buf = true, nil
+		} else {
+			j.buf = append(j.buf, p[:n]...)
+		}
+	}
+	if err != nil {
+		j.commit()
+	}
+	return n, err
+}
+
+func (j *jsonBody) Close() error {
+	err := j.up.Close()
+	j.commit()
+	return err
+}
+
+func (j *jsonBody) commit() {
+	j.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), 5*time.Second)
+		defer cancel()
+		if j.over {
+			j.m.commitHeld(ctx, Result{})
+			return
+		}
+		j.m.Body(ctx, j.buf)
 	})
 }

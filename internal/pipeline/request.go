@@ -29,6 +29,14 @@ type Request struct {
 	charged *sluice.Limiter  // the limiter that charged the checks, for Settle
 	held    bool             // the claims hold their slots (Finish releases them)
 	since   time.Time        // when the slots were taken (the pipeline's clock)
+	// budgets (budget.go): the holds of the budget limits, which[i] their limits, and once
+	// reserved their reservations
+	holds     []sluice.Hold
+	holdWhich []int
+	holdSpans [][2]int // where each hold's key is in buf
+	starts    []int    // starts[i]: start of checks[i]'s key in buf
+	resv      sluice.Reservations
+	reserved  bool
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -50,6 +58,9 @@ func (q *Request) Put() {
 	clear(q.results)
 	q.buf, q.ends, q.checks, q.which, q.results, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.which[:0], q.results[:0], 0
 	q.claims, q.charged, q.held, q.p = q.claims[:0], nil, false, nil
+	clear(q.holds)
+	q.holds, q.holdWhich, q.holdSpans, q.starts = q.holds[:0], q.holdWhich[:0], q.holdSpans[:0], q.starts[:0]
+	q.resv, q.reserved = sluice.Reservations{}, false
 	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
@@ -89,6 +100,11 @@ func (q *Request) Add(i int, buf []byte, n int64, c sluice.Criticality) {
 			return
 		}
 	}
+	if l.Budget != nil {
+		q.addHold(i, n)
+		return
+	}
+	q.starts = append(q.starts, q.start)
 	q.ends = append(q.ends, len(q.buf))
 	q.checks = append(q.checks, sluice.Check{Rule: l.Rule, N: n})
 	if l.Shares != nil {
@@ -107,13 +123,13 @@ func (q *Request) Claim(c inflight.Claim) { q.claims = append(q.claims, c) }
 // reads the class only when one does.
 func (q *Request) Classed(i int) bool { return q.p.limits[i].Shares != nil }
 
-// Empty reports whether no limit applies to the request: no check and no claim.
-func (q *Request) Empty() bool { return len(q.checks) == 0 && len(q.claims) == 0 }
+// Empty reports whether no limit applies to the request: no check, no budget and no claim.
+func (q *Request) Empty() bool { return len(q.checks) == 0 && len(q.claims) == 0 && len(q.holds) == 0 }
 
 // cutKeys sets the checks' keys, cut from the buffer now that it no longer grows.
 func (q *Request) cutKeys() {
-	start := 0
 	for i, end := range q.ends {
+		start := q.starts[i]
 		if q.checks[i].Key == "" {
 			if q.p.borrowKeys {
 				q.checks[i].Key = unsafe.String(&q.buf[start], end-start)
@@ -121,7 +137,6 @@ func (q *Request) cutKeys() {
 				q.checks[i].Key = string(q.buf[start:end])
 			}
 		}
-		start = end
 	}
 }
 
@@ -139,16 +154,18 @@ type Result struct {
 	Decision sluice.Decision
 }
 
-// Results returns the result of each check once Decide returned, in the checks' order: what
+// Results returns the result of each check once Decide returned, in the checks' order, then
+// of each budget reserved (its reservation's decision, or after the handler its commit's): what
 // the answer's rate-limit headers and denial are written from. The slice is q's: valid until
 // Put.
 func (q *Request) Results() []Result {
-	if len(q.results) != len(q.checks) {
+	if len(q.results) != len(q.checks)+len(q.resv.Holds) {
 		q.results = q.results[:0]
 		for i := range q.checks {
 			c := &q.checks[i]
 			q.results = append(q.results, Result{Name: q.p.limits[q.which[i]].Name, Rule: c.Rule, Decision: c.Decision})
 		}
+		q.results = q.budgetResults(q.results)
 	}
 	return q.results
 }
