@@ -71,7 +71,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	for i, r := range routes {
 		for j, l := range r.Limits {
 			groups[i] = append(groups[i], len(specs))
-			specs = append(specs, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive})
+			specs = append(specs, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive, Budget: l.Budget})
 			paths = append(paths, "routes["+strconv.Itoa(i)+"].limits["+strconv.Itoa(j)+"]")
 			keys = append(keys, l.Key)
 		}
@@ -175,7 +175,11 @@ func (in *Interceptor) answer(ctx context.Context, q *pipeline.Request, o pipeli
 		if o.Err != nil { // the call's context ended its wait for a slot
 			return status.FromContextError(o.Err).Err()
 		}
-		return denial(q.Checks(), o.Decision, resetOf(q.Checks(), o.Decision))
+		checks := q.Checks()
+		if b := q.BudgetChecks(); len(b) > 0 {
+			checks = append(checks[:len(checks):len(checks)], b...)
+		}
+		return denial(checks, o.Decision, resetOf(checks, o.Decision))
 	case pipeline.Refuse:
 		return refusal(q.Refused())
 	case pipeline.Unavailable:

@@ -29,7 +29,12 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if c.err != nil {
 			return nil, c.err
 		}
-		return handler(ctx, req)
+		if c.q.Reservations() == nil {
+			return handler(ctx, req)
+		}
+		s := &settlement{Context: ctx}
+		defer c.commit(s)
+		return handler(s, req)
 	}
 }
 
@@ -51,6 +56,11 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if c.err != nil {
 			return c.err
 		}
-		return handler(srv, ss)
+		if c.q.Reservations() == nil {
+			return handler(srv, ss)
+		}
+		s := &settlement{Context: ss.Context()}
+		defer c.commit(s)
+		return handler(srv, &settledStream{ServerStream: ss, ctx: s})
 	}
 }

@@ -193,3 +193,17 @@ func (q *Request) decideBudgets(ctx context.Context, o *Outcome) (Verdict, bool)
 
 // BudgetLimits returns the limits of q's budgets, in the order of its reservations' holds.
 func (q *Request) BudgetLimits() []int { return q.holdWhich }
+
+// BudgetChecks returns q's budgets as checks (key, rule, the reservation's decision), for a
+// transport that writes its denial from checks (grpclimit).
+func (q *Request) BudgetChecks() []sluice.Check {
+	if len(q.resv.Holds) == 0 {
+		return nil
+	}
+	out := make([]sluice.Check, len(q.resv.Holds))
+	for i := range q.resv.Holds {
+		r := &q.resv.Holds[i]
+		out[i] = sluice.Check{Key: r.Key, Rule: r.Budget.Rule, N: q.holds[i].N, Decision: r.Decision}
+	}
+	return out
+}
