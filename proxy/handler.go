@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,22 +22,39 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer p.inflight.Add(-1)
 	start := time.Now()
 	sc := getScratch()
+	m, answered := p.reserveBudgets(w, r, sc, p.currentPlan())
+	if answered {
+		sc.release()
+		return
+	}
 	denied, err := p.decide(sc, r)
 	p.metrics.decision.Observe(time.Since(start).Seconds())
 	if err != nil {
+		m.cancel(r.Context())
 		sc.release()
 		p.refuse(w, r, err)
 		return
 	}
+	if m != nil {
+		sc.results = m.results(sc.results, false)
+	}
 	httplimit.SetHeaders(w.Header(), p.cfg.HeaderStyle, sc.results)
 	if denied {
+		m.cancel(r.Context())
 		httplimit.WriteDenial(w, r, sc.results)
 		sc.release()
 		p.metrics.denied.Inc()
 		return
 	}
+	if m != nil {
+		// the response is metered (meterResponse); a request the upstream does not answer
+		// gives its reservations back
+		defer m.cancel(r.Context())
+		r = r.WithContext(context.WithValue(r.Context(), meteredKey{}, m))
+	}
 	if len(sc.claims) > 0 {
 		if !p.acquire(w, r, sc) {
+			m.cancel(r.Context())
 			sc.release()
 			return
 		}

@@ -117,8 +117,8 @@ type Proxy struct {
 	resolver *clientip.Resolver
 	metrics  *metrics
 	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
-	invalidLog, upstreamLog, releaseLog logthrottle.Throttle
-	serving                             atomic.Bool // between the start of Serve and the end of the drain
+	invalidLog, upstreamLog, releaseLog, budgetLog logthrottle.Throttle
+	serving                                        atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
