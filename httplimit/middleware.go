@@ -293,6 +293,9 @@ func (m *middleware) collect(w http.ResponseWriter, r *http.Request, q *pipeline
 		switch {
 		case p.Budget != nil && est != nil:
 			c, err := m.llm.charge(p.Name)(est.Usage)
+			if err == nil && c > sluice.MaxLimit {
+				err = fmt.Errorf("an estimate of %d is more than the most a budget holds, %d", c, int64(sluice.MaxLimit))
+			}
 			if err != nil {
 				WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 					Detail: "The request's cost under policy " + p.Name + " cannot be estimated: " + err.Error()})

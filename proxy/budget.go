@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -79,8 +80,11 @@ func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *scrat
 	for i, b := range budgets {
 		if est, err = b.Estimator.Request(body); err == nil {
 			var n int64
-			if n, err = b.Charge()(est.Usage); err == nil {
-				holds[i] = sluice.Hold{Key: keys[i], Budget: b.Budget, N: min(n, sluice.MaxLimit)}
+			if n, err = b.Charge()(est.Usage); err == nil && n > sluice.MaxLimit {
+				err = fmt.Errorf("an estimate of %d is more than the most a budget holds, %d", n, int64(sluice.MaxLimit))
+			}
+			if err == nil {
+				holds[i] = sluice.Hold{Key: keys[i], Budget: b.Budget, N: n}
 				continue
 			}
 		}
