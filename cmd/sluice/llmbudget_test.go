@@ -163,7 +163,11 @@ func (c *llmCall) do(ctx context.Context, client *http.Client, url, tenant strin
 		return nil
 	}
 	if !c.stream {
-		var out struct{ Usage struct{ CompletionTokens int64 `json:"completion_tokens"` } }
+		var out struct {
+			Usage struct {
+				CompletionTokens int64 `json:"completion_tokens"`
+			}
+		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 			return err
 		}
@@ -633,10 +637,10 @@ func checkBadInput(t *testing.T, client *http.Client, proxyURL, serveURL, run st
 // gateway uses sluice serve's HTTP API from this process, as a gateway would: it reserves a
 // call's maximum, calls the upstream and commits what the call cost.
 type gateway struct {
-	client             *http.Client
-	serve, upstream    string
-	key, mode          string
-	period             time.Duration
+	client          *http.Client
+	serve, upstream string
+	key, mode       string
+	period          time.Duration
 }
 
 func (g *gateway) rule() string {
