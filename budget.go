@@ -107,6 +107,8 @@ const (
 	// BudgetNone: the request is not a budget step.
 	BudgetNone BudgetOp = iota
 	// BudgetReserve opens reservation ID holding N units (0 to MaxLimit), admitted by Mode.
+	// Its Decision's Remaining is what the budget had left when it came (its N not counted;
+	// an extension's likewise).
 	BudgetReserve
 	// BudgetExtend holds N more units (0 to MaxLimit) for the open reservation ID, admitted
 	// by Mode as a reservation of N would be, and renews its TTL from now; N = 0 only renews.

@@ -35,7 +35,10 @@ func (b Budget) TTLFor() time.Duration { return BudgetStep{TTL: b.TTL}.TTLFor(b.
 // open.
 type Reservation struct {
 	// Decision is the reserve's: Allowed when admitted; when refused, RetryAfter until the
-	// budget has room (Never for more than its capacity).
+	// budget has room (Never for more than its capacity). Its Remaining is what the budget
+	// had left when the reservation came, its own units not counted: the remaining to show a
+	// client, which falls after each response by what the response cost (what is left now is
+	// Remaining - Held, at least 0).
 	Decision Decision
 	// ID names the reservation in the store.
 	ID ReservationID

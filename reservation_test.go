@@ -128,11 +128,11 @@ func ExampleLimiter_Reserve() {
 		fmt.Println("refused", err) // 429, Retry-After: r.Decision.RetryAfter
 		return
 	}
-	fmt.Println("reserved, remaining", r.Decision.Remaining)
+	fmt.Println("reserved", r.Held, "of the", r.Decision.Remaining, "left") // RateLimit: r=10000
 	// ... the call to the model; its response used 1,200 tokens
 	d, err := r.Commit(ctx, 1_200)
 	fmt.Println("committed, remaining", d.Remaining, err)
 	// Output:
-	// reserved, remaining 5904
+	// reserved 4096 of the 10000 left
 	// committed, remaining 8800 <nil>
 }

@@ -148,16 +148,26 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 // are refused as a take refuses them (RetryAfter sluice.Never): so a key never holds more than
 // twice its capacity, within every algorithm's debt bound, and each reservation's Counted is
 // what it charged. An admitted decision has RetryAfter 0.
+//
+// The decision's Remaining is what the budget had left when the step came, its own units not
+// counted (a refusal takes none): the remaining a client is shown, which falls after each
+// response by what the response cost, not by its estimate. It is exact in both modes, where
+// what is left after a bounded reservation that overshoots (0) would not tell it.
 func admit(s State, now int64, p *Params, n int64, mode sluice.BudgetMode) sluice.Decision {
 	if mode == sluice.Strict || n > p.capacity {
-		return s.Take(now, p, n, 0)
+		d := s.Take(now, p, n, 0)
+		if d.Allowed {
+			d.Remaining += n
+		}
+		return d
 	}
 	d := s.Take(now, p, 1, 0)
 	if !d.Allowed {
 		return d
 	}
+	left := d.Remaining + 1
 	d = s.Settle(now, p, n-1)
-	d.RetryAfter = 0
+	d.Remaining, d.RetryAfter = left, 0
 	return d
 }
 

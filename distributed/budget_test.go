@@ -40,7 +40,7 @@ func TestDecoratorsPassBudgetSteps(t *testing.T) {
 				t.Fatalf("commit 3 of 8: %+v %v", d, err)
 			}
 			// the store itself counts it: the decorator kept nothing of its own
-			if d, err := budgetStep(t, store, rule, sluice.BudgetReserve, b, 7); err != nil || !d.Allowed || d.Remaining != 0 {
+			if d, err := budgetStep(t, store, rule, sluice.BudgetReserve, b, 7); err != nil || !d.Allowed || d.Remaining != 7 {
 				t.Fatalf("the store after the commit: %+v %v", d, err)
 			}
 		})

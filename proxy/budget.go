@@ -120,16 +120,13 @@ func orDefault(v, def int64) int64 {
 	return v
 }
 
-// results appends a result per budget: its reservation's decision, its Remaining what the
-// budget had left before the request (its own estimate not counted), so that it falls after
-// each response by what it cost; a refused one as denied.
+// results appends a result per budget: its reservation's decision, whose Remaining is what
+// the budget had left when the request came (sluice.Reservation), so that it falls after each
+// response by what it cost; a refused one as denied.
 func (m *metered) results(out []httplimit.Result, refused bool) []httplimit.Result {
 	for i := range m.rs.Holds {
 		r := &m.rs.Holds[i]
 		d := r.Decision
-		if d.Allowed && r.Held > 0 {
-			d.Remaining = min(d.Remaining+r.Held, d.Limit)
-		}
 		if !refused {
 			d.Allowed = true
 		}
@@ -169,7 +166,7 @@ func (p *Proxy) meterResponse(resp *http.Response) {
 	default:
 		m.started = true
 		m.meter.Done = p.budgetDone
-		resp.Body = m.meter.JSON(ctx, resp.Body, m.maxBody)
+		resp.Body = m.meter.JSON(ctx, resp.Body, resp.ContentLength, m.maxBody)
 	}
 }
 

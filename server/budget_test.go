@@ -35,7 +35,7 @@ func TestHTTPBudget(t *testing.T) {
 	h := start(t, goldenRules)
 	rule := `"rule":{"algorithm":"fixed_window","limit":100,"period":"1m"}`
 	code, got, a := reserveID(t, h, `{"key":"tenant",`+rule+`,"estimate":60,"mode":"strict"}`)
-	if want := `{"id":"ID","allowed":true,"limit":100,"remaining":40,"retry_after_ms":0,"reset_after_ms":60000}` + "\n"; code != 200 || got != want {
+	if want := `{"id":"ID","allowed":true,"limit":100,"remaining":100,"retry_after_ms":0,"reset_after_ms":60000}` + "\n"; code != 200 || got != want { // remaining: what was left when it came
 		t.Fatalf("reserve 60: %d %s", code, got)
 	}
 	code, got, _ = reserveID(t, h, `{"key":"tenant",`+rule+`,"estimate":50,"mode":"strict"}`)
@@ -58,7 +58,7 @@ func TestHTTPBudget(t *testing.T) {
 	}
 	// a named limit of two rules: both hold the estimate; cancelled, both give it back
 	code, got, c := reserveID(t, h, `{"key":"u","rule":"golden.tiered","estimate":2,"mode":"strict"}`)
-	if want := `{"id":"ID","allowed":true,"limit":2,"remaining":0,"retry_after_ms":0,"reset_after_ms":60000}` + "\n"; code != 200 || got != want {
+	if want := `{"id":"ID","allowed":true,"limit":2,"remaining":2,"retry_after_ms":0,"reset_after_ms":60000}` + "\n"; code != 200 || got != want {
 		t.Fatalf("reserve on golden.tiered: %d %s", code, got)
 	}
 	code, got, _ = reserveID(t, h, `{"key":"u","rule":"golden.tiered","estimate":2,"mode":"strict"}`)

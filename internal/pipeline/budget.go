@@ -60,18 +60,13 @@ func (q *Request) refundChecks(ctx context.Context, l *sluice.Limiter) {
 	}
 }
 
-// budgetResults appends a result per budget reserved: its decision, with, while it holds the
-// request's estimate, Remaining what the budget had left before it (at most the limit), so
-// that the remaining a client sees falls after each response by what it cost, not by what it
-// was estimated at.
+// budgetResults appends a result per budget reserved: its decision, whose Remaining is what
+// the budget had left when the request came (sluice.Reservation), so that the remaining a
+// client sees falls after each response by what it cost, not by what it was estimated at.
 func (q *Request) budgetResults(results []Result) []Result {
 	for i := range q.resv.Holds {
 		r := &q.resv.Holds[i]
-		d := r.Decision
-		if d.Allowed && r.Held > 0 {
-			d.Remaining = min(d.Remaining+r.Held, d.Limit)
-		}
-		results = append(results, Result{Name: q.p.limits[q.holdWhich[i]].Name, Rule: r.Budget.Rule, Decision: d})
+		results = append(results, Result{Name: q.p.limits[q.holdWhich[i]].Name, Rule: r.Budget.Rule, Decision: r.Decision})
 	}
 	return results
 }

@@ -51,18 +51,18 @@ const (
 func budgetCases() []Case {
 	return []Case{
 		{Name: "fixed_window_budget", Rule: sluice.FixedWindow(10, time.Second), Steps: []Step{
-			{At: 0, N: 6, Budget: reserve(1, strict), Want: ok(10, 4, 1000*ms)},
+			{At: 0, N: 6, Budget: reserve(1, strict), Want: ok(10, 10, 1000*ms)},                 // a reserve's remaining: what was left when it came
 			{At: 100 * ms, N: 5, Budget: reserve(2, strict), Want: deny(10, 4, 900*ms, 900*ms)},  // 5 > 4 left
-			{At: 100 * ms, N: 5, Budget: reserve(2, bounded), Want: ok(10, 0, 900*ms)},           // 4 left: not spent; 11 counted
+			{At: 100 * ms, N: 5, Budget: reserve(2, bounded), Want: ok(10, 4, 900*ms)},           // 4 left: not spent; 11 counted
 			{At: 200 * ms, N: 1, Budget: reserve(3, bounded), Want: deny(10, 0, 800*ms, 800*ms)}, // spent
 			{At: 200 * ms, N: 2, Budget: commit(1), Want: settled(10, 3, 0, 800*ms)},             // #1: 4 of its 6 back: 7
 			{At: 200 * ms, N: 2, Budget: commit(1), Err: sluice.ErrNoReservation},                // twice
-			{At: 300 * ms, N: 2, Budget: extend(2, strict), Want: ok(10, 1, 700*ms)},             // #2 holds 7: 9
+			{At: 300 * ms, N: 2, Budget: extend(2, strict), Want: ok(10, 3, 700*ms)},             // #2 holds 7: 9
 			{At: 300 * ms, N: 3, Budget: commit(2), Want: settled(10, 5, 0, 700*ms)},             // 4 back: 5
-			{At: 900 * ms, N: 4, Budget: ttl(reserve(4, strict), 500*ms, true), Want: ok(10, 1, 100*ms)},
+			{At: 900 * ms, N: 4, Budget: ttl(reserve(4, strict), 500*ms, true), Want: ok(10, 5, 100*ms)},
 			// the next window: #4's units left with the last one, nothing to give back
 			{At: 1000 * ms, N: 0, Budget: commit(4), Want: settled(10, 10, 0, 0)},
-			{At: 1000 * ms, N: 10, Budget: ttl(reserve(5, strict), 100*ms, false), Want: ok(10, 0, 1000*ms)},
+			{At: 1000 * ms, N: 10, Budget: ttl(reserve(5, strict), 100*ms, false), Want: ok(10, 10, 1000*ms)},
 			// #5 expired at 1100 ms, costing what it held
 			{At: 1100 * ms, N: 1, Budget: reserve(6, strict), Want: deny(10, 0, 900*ms, 900*ms)},
 			{At: 1100 * ms, N: 1, Budget: commit(5), Err: sluice.ErrNoReservation},
@@ -70,27 +70,27 @@ func budgetCases() []Case {
 			{At: 1100 * ms, N: 11, Budget: reserve(7, bounded), Want: deny(10, 0, sluice.Never, 900*ms)}, // more than the capacity
 		}},
 		{Name: "token_bucket_budget", Rule: sluice.TokenBucket(10, time.Second, 10), Steps: []Step{
-			{At: 0, N: 6, Budget: reserve(1, strict), Want: ok(10, 4, 600*ms)},
+			{At: 0, N: 6, Budget: reserve(1, strict), Want: ok(10, 10, 600*ms)},
 			{At: 0, N: 5, Budget: reserve(2, strict), Want: deny(10, 4, 100*ms, 600*ms)},
-			{At: 0, N: 5, Budget: reserve(2, bounded), Want: ok(10, 0, 1100*ms)},                  // level 11
+			{At: 0, N: 5, Budget: reserve(2, bounded), Want: ok(10, 4, 1100*ms)},                  // level 11
 			{At: 100 * ms, N: 1, Budget: reserve(3, bounded), Want: deny(10, 0, 100*ms, 1000*ms)}, // level 10
 			{At: 100 * ms, N: 9, Budget: commit(2), Want: settled(10, 0, 400*ms, 1400*ms)},        // 4 more: 14
 			{At: 100 * ms, N: 0, Budget: commit(1), Want: settled(10, 2, 0, 800*ms)},              // 6 back: 8
-			{At: 100 * ms, N: 2, Budget: ttl(reserve(4, strict), 300*ms, true), Want: ok(10, 0, 1000*ms)},
+			{At: 100 * ms, N: 2, Budget: ttl(reserve(4, strict), 300*ms, true), Want: ok(10, 2, 1000*ms)},
 			// 300 ms drained 3 (7 left), and #4 expired free: its 2 back, 5
 			{At: 400 * ms, N: 0, Budget: reserve(5, strict), Want: ok(10, 5, 500*ms)},
 			{At: 400 * ms, N: 0, Budget: commit(4), Err: sluice.ErrNoReservation},
 			{At: 400 * ms, N: 3, Budget: commit(5), Want: settled(10, 2, 0, 800*ms)}, // 3 past its 0
-			{At: 400 * ms, N: 1, Budget: reserve(5, strict), Want: ok(10, 1, 900*ms)},
+			{At: 400 * ms, N: 1, Budget: reserve(5, strict), Want: ok(10, 2, 900*ms)},
 			{At: 400 * ms, N: 1, Budget: reserve(5, strict), Err: sluice.ErrInvalidN}, // already open
 			{At: 500 * ms, N: 0, Budget: extend(5, strict), Want: ok(10, 2, 800*ms)},  // a renewal
 		}},
 		{Name: "sliding_log_budget", Rule: sluice.SlidingLog(3, time.Second), Steps: []Step{
-			{At: 0, N: 3, Budget: reserve(1, bounded), Want: ok(3, 0, 1000*ms)},
+			{At: 0, N: 3, Budget: reserve(1, bounded), Want: ok(3, 3, 1000*ms)},
 			{At: 100 * ms, N: 1, Budget: reserve(2, bounded), Want: deny(3, 0, 900*ms, 900*ms)},
 			{At: 500 * ms, N: 1, Budget: commit(1), Want: settled(3, 2, 0, 500*ms)}, // 2 of 3 back
-			{At: 600 * ms, N: 2, Budget: reserve(2, strict), Want: ok(3, 0, 1000*ms)},
-			{At: 1000 * ms, N: 1, Budget: extend(2, strict), Want: ok(3, 0, 1000*ms)}, // the unit at 0 left
+			{At: 600 * ms, N: 2, Budget: reserve(2, strict), Want: ok(3, 2, 1000*ms)},
+			{At: 1000 * ms, N: 1, Budget: extend(2, strict), Want: ok(3, 1, 1000*ms)}, // the unit at 0 left
 			{At: 1500 * ms, N: 0, Budget: commit(2), Want: settled(3, 3, 0, 0)},       // its 3 back
 		}},
 	}

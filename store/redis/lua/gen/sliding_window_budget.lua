@@ -116,7 +116,8 @@ end
 --
 -- The body is called as algorithm.Ledger calls the state: a take (P7 = 0), a settle (P7 = the
 -- debt bound), a refund (a negative cost). The reply is the step's decision (five doubles,
--- the delay's slot 0), or 'N' for a reservation not open (extend, commit) and 'O' for a
+-- the delay's slot 0; an admitted reserve's or extension's remaining is what was left when it
+-- came, as algorithm's admit says), or 'N' for a reservation not open (extend, commit) and 'O' for a
 -- reserve of an id already open: errors that moved nothing.
 local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
 local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
@@ -428,13 +429,15 @@ else
   elseif strict == 1 or n > capacity then -- a take of n
     allowed, remaining, retry, reset = struct.unpack('<ddddd',
       decide(key, now_ms, now_sub, ttl_floor, n, P2, P3, P4, P5, P6, 0, got))
+    if allowed == 1 then remaining = remaining + n end -- what was left when it came
   else -- bounded: while one unit fits, then the rest whatever the limit
     allowed, remaining, retry, reset = struct.unpack('<ddddd',
       decide(key, now_ms, now_sub, ttl_floor, 1, P2, P3, P4, P5, P6, 0, got))
     if allowed == 1 then
+      local left = remaining + 1 -- what was left when it came
       allowed, remaining, retry, reset = struct.unpack('<ddddd',
         decide(key, now_ms, now_sub, ttl_floor, n - 1, P2, P3, P4, P5, P6, debt, got))
-      retry = 0
+      remaining, retry = left, 0
     end
   end
   if allowed == 1 then
