@@ -540,21 +540,24 @@ func (f *flow) finish() {
 	})
 }
 
-// JSON returns body, a whole JSON response (not streamed), read through as it is: its first
-// max bytes (0 means 1 MiB) are kept, and at its end (or Close) the Meter commits the usage
-// they report (Meter.Body), or what the reservation holds when they report none (or the body
-// was longer).
-func (m *Meter) JSON(ctx context.Context, body io.ReadCloser, max int) io.ReadCloser {
+// JSON returns body, a whole JSON response (not streamed) of length bytes (-1 when unknown),
+// read through as it is: its first max bytes (0 means 1 MiB) are kept, and at its end (or
+// Close) the Meter commits the usage they report (Meter.Body), or what the reservation holds
+// when they report none (or the body was longer). With a length, the commit is made as the
+// last byte is read, before it is returned: a client that has the whole response sees the
+// budget charged.
+func (m *Meter) JSON(ctx context.Context, body io.ReadCloser, length int64, max int) io.ReadCloser {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return &jsonBody{m: m, ctx: ctx, up: body, max: max}
+	return &jsonBody{m: m, ctx: ctx, up: body, left: length, max: max}
 }
 
 type jsonBody struct {
 	m    *Meter
 	ctx  context.Context
 	up   io.ReadCloser
+	left int64 // bytes still to come; -1 unknown
 	max  int
 	buf  []byte
 	over bool
@@ -570,7 +573,10 @@ func (j *jsonBody) Read(p []byte) (int, error) {
 			j.buf = append(j.buf, p[:n]...)
 		}
 	}
-	if err != nil {
+	if j.left >= 0 {
+		j.left -= int64(n)
+	}
+	if err != nil || j.left == 0 {
 		j.commit()
 	}
 	return n, err

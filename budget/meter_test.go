@@ -246,6 +246,67 @@ func TestMeterBody(t *testing.T) {
 	}
 }
 
+// TestMeterJSON: a JSON response read through passes byte for byte (read in small pieces)
+// and commits the usage it reports (OpenAI's Chat Completions example: 19 + 10 tokens):
+// with its length known, before its last byte is returned, so that a client holding the
+// whole response sees the budget charged; without, at its end. One longer than the bytes
+// kept commits what its reservation holds; Close before the end commits too, once.
+func TestMeterJSON(t *testing.T) {
+	f := newFixture(t)
+	b := sluice.Budget{Rule: sluice.FixedWindow(1000, time.Minute), Mode: sluice.Strict}
+	body := fixture(t, "openai_chat.json")
+	for _, c := range []struct {
+		name   string
+		length int64
+		max    int
+		want   int64 // committed
+	}{
+		{"length", int64(len(body)), 0, 29},
+		{"no length", -1, 0, 29},
+		{"longer than kept", int64(len(body)), 64, 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := "json " + c.name
+			var committed atomic.Int64
+			committed.Store(-1)
+			m := &budget.Meter{Reservations: f.reserve(t, key, b, 300), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI,
+				Done: func(res budget.Result) { committed.Store(res.Costs[0]) }}
+			up := &upstream{Reader: bytes.NewReader(body)}
+			rc := m.JSON(context.Background(), up, c.length, c.max)
+			var got []byte
+			buf := make([]byte, 7)
+			for {
+				n, err := rc.Read(buf)
+				if c.length >= 0 && len(got)+n == len(body) && committed.Load() != c.want {
+					t.Fatalf("the last byte returned before the commit (%d)", committed.Load())
+				}
+				got = append(got, buf[:n]...)
+				if err != nil {
+					break
+				}
+			}
+			if err := rc.Close(); err != nil || !up.closed.Load() {
+				t.Fatalf("close: %v, upstream closed %v", err, up.closed.Load())
+			}
+			if !bytes.Equal(got, body) || committed.Load() != c.want {
+				t.Fatalf("passed %d of %d bytes, committed %d, want %d", len(got), len(body), committed.Load(), c.want)
+			}
+			if left := f.remaining(t, key, b.Rule); left != 1000-c.want {
+				t.Fatalf("remaining %d, want %d", left, 1000-c.want)
+			}
+		})
+	}
+	// a client gone before the end: Close commits (the usage is unknown: what it held)
+	m := &budget.Meter{Reservations: f.reserve(t, "json gone", b, 300), Charges: []budget.Charge{budget.Tokens}, Extractor: budget.OpenAI}
+	rc := m.JSON(context.Background(), &upstream{Reader: bytes.NewReader(body)}, int64(len(body)), 0)
+	_, _ = rc.Read(make([]byte, 10))
+	_ = rc.Close()
+	_ = rc.Close()
+	if left := f.remaining(t, "json gone", b.Rule); left != 700 {
+		t.Fatalf("a client gone before the end: remaining %d, want 700", left)
+	}
+}
+
 // TestPropertyMeteredStreamsHoldTheBudget: many concurrent streams of random lengths, each
 // reserving its estimate and metered as it flows, on one budget: what they deliver and what
 // the budget is charged never exceed it in strict mode, nor it plus one extension in bounded
