@@ -424,9 +424,9 @@ proxy:
 	return path
 }
 
-// TestLLMBudgetBlackBox is the bounded form: one window of 5 s per door and mode, every door
-// and mode at once (200 clients each), on the Redis of scripts/test.sh. TestLLMBudgetChaos is
-// the long one.
+// TestLLMBudgetBlackBox is the bounded form: one window of 5 s for every door and mode at once
+// (200 clients each, 1,200 in all), on the Redis of scripts/test.sh; about 10 s in all.
+// TestLLMBudgetChaos is the long one.
 func TestLLMBudgetBlackBox(t *testing.T) {
 	testenv.Timing(t) // a window's calls must end within it
 	llmBudgetBlackBox(t, 5*time.Second, 1)
@@ -486,10 +486,18 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 
-	nextWindow(offset, period, 100*time.Millisecond) // the calls in a row fit one window
-	checkRemainingFalls(t, client, proxies["strict"]+"/v1/chat/completions", "falls-proxy-"+run)
-	checkRemainingFalls(t, client, mws["strict"].URL+"/v1/chat/completions", "falls-mw-"+run)
-	checkBadInput(t, client, proxies["strict"], serve, run, period)
+	// the calls in a row of one client, and the bad input, in the first window beside the
+	// clients' (a tenant of their own): each set fits one window
+	var checks sync.WaitGroup
+	checks.Add(1)
+	go func() {
+		defer checks.Done()
+		nextWindow(offset, period, 100*time.Millisecond)
+		checkRemainingFalls(t, client, proxies["strict"]+"/v1/chat/completions", "falls-proxy-"+run)
+		checkRemainingFalls(t, client, mws["strict"].URL+"/v1/chat/completions", "falls-mw-"+run)
+		checkBadInput(t, client, proxies["strict"], serve, run, period)
+	}()
+	defer checks.Wait()
 
 	t.Logf("| door | mode | calls | admitted | denied | streams cut | clients left | tokens admitted | charged | over the budget |")
 	t.Logf("|---|---|---|---|---|---|---|---|---|---|")
@@ -498,56 +506,54 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 	if windows > 1 {
 		doors = doors[:1] // the long form runs the proxy alone
 	}
-	for _, door := range doors {
-		for w := range windows {
-			var results []llmWindow
-			for attempt := 0; ; attempt++ {
-				results = runModes(t, door, fmt.Sprintf("%s-%s-%d-%d", run, door, w, attempt), uint64(w+1), func(mode, tenant string) llmWindow {
-					var send func(context.Context, *llmCall) error
-					var probe func() int64
-					switch door {
-					case "proxy", "httplimit":
-						url := proxies[mode] + "/v1/chat/completions"
-						if door == "httplimit" {
-							url = mws[mode].URL + "/v1/chat/completions"
-						}
-						send = func(ctx context.Context, c *llmCall) error { return c.do(ctx, client, url, tenant) }
-						probe = func() int64 { return probeRemaining(client, url, tenant) }
-					default:
-						gw := &gateway{client: client, serve: serve, upstream: upSrv.URL, key: "gw:" + tenant, mode: mode, period: period}
-						send, probe = gw.send, gw.probe
-					}
-					return runWindow(t, door, mode, offset, period, quiet, uint64(w+1), send, probe)
-				})
-				if !results[0].overran && !results[1].overran {
-					break
-				}
-				if attempt == 1 {
-					t.Fatalf("%s: a window's calls ran past its end twice: the machine is too slow for a %v window", door, period)
-				}
-				t.Logf("%s: the window's calls ran past its end on a busy machine; once more", door)
+	window := func(door, mode, tenant string, w int) llmWindow {
+		var send func(context.Context, *llmCall) error
+		var probe func() int64
+		switch door {
+		case "proxy", "httplimit":
+			url := proxies[mode] + "/v1/chat/completions"
+			if door == "httplimit" {
+				url = mws[mode].URL + "/v1/chat/completions"
 			}
+			send = func(ctx context.Context, c *llmCall) error { return c.do(ctx, client, url, tenant) }
+			probe = func() int64 { return probeRemaining(client, url, tenant) }
+		default:
+			gw := &gateway{client: client, serve: serve, upstream: upSrv.URL, key: "gw:" + tenant, mode: mode, period: period}
+			send, probe = gw.send, gw.probe
+		}
+		return runWindow(t, door, mode, offset, period, quiet, uint64(w+1), send, probe)
+	}
+	// every door and mode in the same window, 200 clients each, each on a tenant of its own
+	for w := range windows {
+		var results []llmWindow
+		for attempt := 0; ; attempt++ {
+			results = make([]llmWindow, 2*len(doors))
+			var wg sync.WaitGroup
+			for i := range results {
+				door, mode := doors[i/2], []string{"bounded", "strict"}[i%2]
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					results[i] = window(door, mode, fmt.Sprintf("%s-%s-%d-%d-%s", run, door, w, attempt, mode), w)
+				}()
+			}
+			wg.Wait()
+			overran := false
 			for _, r := range results {
-				r.check(t)
+				overran = overran || r.overran
 			}
+			if !overran {
+				break
+			}
+			if attempt == 1 {
+				t.Fatalf("a window's calls ran past its end twice: the machine is too slow for a %v window", period)
+			}
+			t.Logf("the window's calls ran past its end on a busy machine; once more")
+		}
+		for _, r := range results {
+			r.check(t)
 		}
 	}
-}
-
-// runModes runs one window of the bounded and the strict budget at once, each on a tenant of
-// its own (tenant plus the mode) by window.
-func runModes(t *testing.T, door, tenant string, seed uint64, window func(mode, tenant string) llmWindow) []llmWindow {
-	results := make([]llmWindow, 2)
-	var wg sync.WaitGroup
-	for i, mode := range []string{"bounded", "strict"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = window(mode, tenant+"-"+mode)
-		}()
-	}
-	wg.Wait()
-	return results
 }
 
 // probeRemaining reads the budget's remaining of tenant with a call that costs almost nothing.
@@ -560,14 +566,16 @@ func probeRemaining(client *http.Client, url, tenant string) int64 {
 }
 
 // checkRemainingFalls: one client's calls in a row: each answer's RateLimit remaining is the
-// last one's less what the last call cost (its prompt and output).
+// last one's less what the last call cost (its prompt and output). It reports with t.Error:
+// it runs beside the test's goroutine.
 func checkRemainingFalls(t *testing.T, client *http.Client, url, tenant string) {
 	t.Helper()
 	var prev *llmCall
 	for i, out := range []int{40, 7, 300, 0, 12} {
 		c := &llmCall{id: fmt.Sprint("falls", i), max: 400, out: out, prompt: 20, stream: i%2 == 0, leaveAfter: -1, remaining: -1}
 		if err := c.do(context.Background(), client, url, tenant); err != nil || c.status != http.StatusOK {
-			t.Fatalf("%s call %d: %d %v", url, i, c.status, err)
+			t.Errorf("%s call %d: %d %v", url, i, c.status, err)
+			return
 		}
 		if prev != nil && c.remaining != prev.remaining-prev.prompt-prev.delivered {
 			t.Errorf("%s call %d: remaining %d, want %d - %d: it falls by what the last call cost", url, i, c.remaining, prev.remaining, prev.prompt+prev.delivered)
@@ -579,6 +587,7 @@ func checkRemainingFalls(t *testing.T, client *http.Client, url, tenant string) 
 // checkBadInput: bad input gets a clear error and moves no budget, through the proxy (a
 // negative or huge max_tokens, a body that is not JSON) and the HTTP API (a negative or huge
 // estimate, a commit of an unknown reservation, a commit twice).
+// It reports with t.Error: it runs beside the test's goroutine.
 func checkBadInput(t *testing.T, client *http.Client, proxyURL, serveURL, run string, period time.Duration) {
 	t.Helper()
 	tenant := "bad-" + run
@@ -588,7 +597,8 @@ func checkBadInput(t *testing.T, client *http.Client, proxyURL, serveURL, run st
 		req.Header.Set("X-Tenant", tenant)
 		resp, err := client.Do(req)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -604,7 +614,8 @@ func checkBadInput(t *testing.T, client *http.Client, proxyURL, serveURL, run st
 	post := func(path, body string) (int, map[string]any) {
 		resp, err := client.Post(serveURL+path, "application/json", strings.NewReader(body))
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return 0, nil
 		}
 		defer resp.Body.Close()
 		var out map[string]any
@@ -624,7 +635,8 @@ func checkBadInput(t *testing.T, client *http.Client, proxyURL, serveURL, run st
 	_, r := post("/v1/reserve", `{`+key+`,`+rule+`,"estimate":100,"mode":"strict"}`)
 	id, _ := r["id"].(string)
 	if code, _ := post("/v1/commit", `{`+key+`,`+rule+`,"id":"`+id+`","actual":30}`); code != http.StatusOK {
-		t.Fatalf("commit: %d", code)
+		t.Errorf("commit: %d", code)
+		return
 	}
 	if code, out := post("/v1/commit", `{`+key+`,`+rule+`,"id":"`+id+`","actual":30}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "id: not open") {
 		t.Errorf("commit twice: %d %v", code, out)
