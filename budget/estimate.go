@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 )
 
 // Estimator estimates an LLM request's usage before the call, from its JSON body: its prompt
@@ -53,7 +55,7 @@ type Estimate struct {
 func (e Estimator) Request(body []byte) (Estimate, error) {
 	var r request
 	if err := json.Unmarshal(body, &r); err != nil {
-		return Estimate{}, fmt.Errorf("%w: body: not a JSON request object: %v", ErrBadRequest, err)
+		return Estimate{}, badBody(err)
 	}
 	bpt := e.BytesPerToken
 	if bpt <= 0 {
@@ -81,4 +83,30 @@ func (e Estimator) Request(body []byte) (Estimate, error) {
 		out = min(out, e.MaxOutput)
 	}
 	return Estimate{Usage: Usage{Model: r.Model, InputTokens: in, OutputTokens: out}, Stream: r.Stream}, nil
+}
+
+// badBody is the error of a body json.Unmarshal refused: it names the field of the wrong type,
+// or the byte where the body stops being JSON, and never repeats the body's bytes (values of
+// the request).
+func badBody(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		got, _, _ := strings.Cut(te.Value, " ") // "number 1.5": the kind alone
+		if te.Field == "" {
+			return fmt.Errorf("%w: body: want a JSON object, got a JSON %s", ErrBadRequest, got)
+		}
+		want := "a string" // model
+		switch te.Type.Kind() {
+		case reflect.Int64:
+			want = "a whole number"
+		case reflect.Bool:
+			want = "true or false"
+		}
+		return fmt.Errorf("%w: %s: want %s, got a JSON %s", ErrBadRequest, te.Field, want, got)
+	case errors.As(err, &se):
+		return fmt.Errorf("%w: body: not JSON (at byte %d)", ErrBadRequest, se.Offset)
+	}
+	return fmt.Errorf("%w: body: not a JSON request object", ErrBadRequest)
 }

@@ -319,13 +319,18 @@ func TestPropertyMeteredStreamsHoldTheBudget(t *testing.T) {
 			const limit, streams = 2000, 60
 			b := sluice.Budget{Rule: sluice.FixedWindow(limit, time.Hour), Mode: mode}
 			var delivered, charged, cut, refused atomic.Int64
-			var wg sync.WaitGroup
+			var wg, reserved sync.WaitGroup
+			reserved.Add(streams)
 			for i := range streams {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					n := 5 + (i*37)%150 // 5 to 154 tokens
 					r, err := f.l.ReserveAll(context.Background(), []sluice.Hold{{Key: "k", Budget: b, N: 10 + 20}})
+					// every stream reserves (60 x 30 fit the 2,000) before any flows: they
+					// want about 5,400 in all, so some must be cut however they are scheduled
+					reserved.Done()
+					reserved.Wait()
 					if err != nil {
 						t.Error(err)
 						return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"slices"
@@ -194,9 +195,18 @@ func TestEstimator(t *testing.T) {
 	if got, _ := bound.Request([]byte(`{"input":"abcd","max_output_tokens":1000}`)); got.InputTokens != 6 || got.OutputTokens != 64 {
 		t.Errorf("one byte a token, output capped at 64: %+v", got)
 	}
-	for _, bad := range []string{`[1]`, `{"max_tokens":-1}`, `{"max_tokens":"many"}`, `{"max_output_tokens":1.5}`} {
-		if _, err := e.Request([]byte(bad)); err == nil {
-			t.Errorf("%s: no error", bad)
+	// bad input: an error naming the field (or the byte where JSON stops), never the request's
+	// values
+	for _, c := range []struct{ body, want string }{
+		{`[1]`, "body: want a JSON object"},
+		{`{"max_tokens":-1}`, "max_tokens: negative"},
+		{`{"max_tokens":"secret-sk-1"}`, "max_tokens: want a whole number, got a JSON string"},
+		{`{"max_output_tokens":1.5}`, "max_output_tokens: want a whole number, got a JSON number"},
+		{`{"model":"m", secret-sk-1}`, "body: not JSON (at byte 15)"},
+	} {
+		_, err := e.Request([]byte(c.body))
+		if !errors.Is(err, budget.ErrBadRequest) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "1.5") {
+			t.Errorf("%s: %v, want %q", c.body, err, c.want)
 		}
 	}
 }
