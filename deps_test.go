@@ -51,3 +51,36 @@ func TestModuleDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportDependencies checks that Connect (connectrpc.com/connect) is linked by package
+// connectlimit alone: neither the root package nor another transport (httplimit, grpclimit,
+// the server, the proxy) nor any other package of the module pulls it in; and that
+// connectlimit links no gRPC, so that a Connect service need not build grpc-go.
+func TestTransportDependencies(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not found")
+	}
+	out, err := exec.Command(goTool, "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const connectlimit = "github.com/sluicehq/sluice/connectlimit"
+	seen := false
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		banned := "connectrpc.com/"
+		if pkg == connectlimit {
+			seen, banned = true, "google.golang.org/grpc"
+		}
+		for _, dep := range strings.Fields(deps) {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("package %s depends on %s", pkg, dep)
+				break
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("go list did not list %s", connectlimit)
+	}
+}

@@ -271,7 +271,9 @@ type Check struct {
 //
 // The returned Decision combines them: Allowed if all allowed; Limit and Remaining of the check
 // with the least remaining; the longest RetryAfter among denials (Never if any is Never); the
-// longest ResetAfter. An error leaves earlier takes refunded.
+// longest ResetAfter. An error leaves earlier takes refunded; it names the check by its index,
+// never by its key, which may hold a request's value (an API key, an address) that errors must
+// not carry into logs, traces and answers.
 func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error) {
 	if l.store == nil {
 		return Decision{}, ErrNoStore
@@ -287,7 +289,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		}
 		d, err := l.AllowN(ctx, c.Key, c.Rule, n)
 		if err != nil {
-			return Decision{}, fmt.Errorf("check 0 (key %q): %w", c.Key, err)
+			return Decision{}, fmt.Errorf("check 0: %w", err) // never the key: it may hold an API key
 		}
 		c.Decision = d
 		return d, nil
@@ -309,7 +311,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		d, err := l.store.Take(ctx, req)
 		if err != nil {
 			l.undo(checks[:i], denied)
-			return Decision{}, fmt.Errorf("check %d (key %q): %w", i, c.Key, err)
+			return Decision{}, fmt.Errorf("check %d: %w", i, err)
 		}
 		c.Decision = d
 		if !d.Allowed && denied < 0 {

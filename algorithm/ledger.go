@@ -99,6 +99,11 @@ var NoReservation error = &sluice.FieldError{Field: "id", Reason: "not open (unk
 // commit of a reservation not open is NoReservation and moves nothing; so is a reserve of an
 // id already open (ReservationOpen).
 func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decision, error) {
+	if p.maxDebt < p.capacity { // a budget step's debt bound (BudgetDebt)
+		bp := *p
+		bp.maxDebt = p.capacity
+		p = &bp
+	}
 	l.expire(now, p)
 	b := &req.Budget
 	i := l.find(b.ID)
@@ -146,8 +151,8 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 // the limit (a settle, into debt if need be), so the budget is overshot by at most the units of
 // the one reservation that found it not yet spent. In either mode more units than the capacity
 // are refused as a take refuses them (RetryAfter sluice.Never): so a key never holds more than
-// twice its capacity, within every algorithm's debt bound, and each reservation's Counted is
-// what it charged. An admitted decision has RetryAfter 0.
+// twice its capacity, within the budget steps' debt bound (BudgetDebt: at least the
+// capacity), and each reservation's Counted is what it charged. An admitted decision has RetryAfter 0.
 //
 // The decision's Remaining is what the budget had left when the step came, its own units not
 // counted (a refusal takes none): the remaining a client is shown, which falls after each

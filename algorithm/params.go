@@ -63,21 +63,30 @@ func Compile(r sluice.Rule) Params {
 }
 
 // MaxDebt is the most units a settle (State.Settle) may charge a key past the capacity of a
-// valid rule r: a larger debt is capped there. For the bucket algorithms and GCRA it is what
-// the rule refills in sluice.MaxPeriod (at one unit per Interval), at most sluice.MaxLimit
-// units, so a key pays any debt within 366 days (and a Redis key, whose TTL is at most twice
-// that, outlives it); for the sliding log it is Limit, so the log holds at most 2 x Limit
-// timestamps (see SlidingLog); for the fixed and sliding windows, sluice.MaxLimit units (their
-// debt leaves with its window anyway). It is at least 1.
+// valid rule r: a larger debt is capped there, so every debt is paid within one period of its
+// rule and no key outlives its rule's bounds because of one (a settle once kept a key of a
+// daily rule for 367 days). For the bucket algorithms and GCRA it is what the rule refills in
+// one Period (at one unit per Interval: Limit units, at least 1), so a key in debt is back to
+// full within Period plus the time its capacity takes to refill; for the sliding log it is
+// Limit, so the log holds at most 2 x Limit timestamps (see SlidingLog), which age out within
+// the Period; for the fixed and sliding windows, sluice.MaxLimit units: their debt leaves with
+// its window (the sliding window's within Period + Period/SubWindows) whatever its size.
 func MaxDebt(r sluice.Rule) int64 {
 	switch {
 	case r.Algorithm == sluice.AlgorithmSlidingLog:
 		return r.Limit
 	case r.Algorithm.Bucket():
-		return max(1, min(sluice.MaxLimit, int64(sluice.MaxPeriod)/Interval(r)))
+		return max(1, min(sluice.MaxLimit, int64(r.Period)/Interval(r)))
 	}
 	return sluice.MaxLimit
 }
+
+// BudgetDebt is the debt bound of a budget step (sluice.Request.Budget) under a valid rule r:
+// MaxDebt, or r's capacity when that is more (a bucket whose burst is above its Limit). A
+// bounded reservation holds up to a capacity past the limit, and the state must count all it
+// holds, or a commit would give back units it never charged; so such a key may take up to
+// its capacity at the refill rate to pay, rather than one period.
+func BudgetDebt(r sluice.Rule) int64 { return max(MaxDebt(r), r.Capacity()) }
 
 // maxCachedParams bounds a ParamsCache.
 const maxCachedParams = 4096

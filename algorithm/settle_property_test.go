@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // extremeRule draws a rule from the edges the service accepts: limits from 1 to
@@ -88,6 +89,49 @@ func TestPropertySettleSaturates(t *testing.T) {
 						t.Fatalf("seed %d step %d: %s refund %d lengthened the wait from %v to %v", seed, step, r, -n, before, after)
 					case after > bound || d.RetryAfter > bound:
 						t.Fatalf("seed %d step %d: %s settle %d: wait %v (decision %v), past the debt's bound %v", seed, step, r, n, after, d.RetryAfter, bound)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPropertyDebtPaidWithinPeriod (issue 31, item 6) checks, for every algorithm on rules up
+// to the service's limits and any sequence of takes and settles up to the int64 edges, that a
+// debt is paid within one period of the rule (the sliding window's within Period +
+// Period/SubWindows, when its estimate slides the newest sub-window out), and that the key is
+// back to full within that plus the time its capacity takes to refill: a key's state, which
+// the shared stores keep for its ResetAfter, never outlives its rule's bounds because of a
+// settle. Before the fix a settle on a daily bucket rule set a debt of 366 days.
+func TestPropertyDebtPaidWithinPeriod(t *testing.T) {
+	for _, a := range sluice.Algorithms() {
+		t.Run(a.String(), func(t *testing.T) {
+			for seed := uint64(0); seed < 300; seed++ {
+				rng := rand.New(rand.NewPCG(seed, uint64(a)+31))
+				r := extremeRule(rng, a)
+				if a == sluice.AlgorithmSlidingWindow && rng.IntN(2) == 0 && r.Period%(60*time.Millisecond) == 0 {
+					r.SubWindows = 60
+				}
+				p := algorithm.Compile(r)
+				st := algorithm.New(a)
+				now := int64(1_700_000_000) * int64(time.Second)
+				debt, full := storetest.DebtBounds(r)
+				for step := range 8 {
+					now += rng.Int64N(int64(r.Period) / 4)
+					req := sluice.Request{Key: "k", Rule: r, N: extremeN(rng, r), Settle: true}
+					if rng.IntN(3) == 0 {
+						req = sluice.Request{Key: "k", Rule: r, N: 1 + rng.Int64N(r.Capacity())}
+					}
+					d, _ := algorithm.Apply(st, now, &p, &req)
+					peek, _ := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r})
+					// 1 ms of slack: the stores' clocks and windows are in whole milliseconds,
+					// and the buckets' rates round up to the next nanosecond per unit.
+					slack := time.Millisecond + time.Duration(r.Capacity()+r.Limit)
+					switch {
+					case req.Settle && d.RetryAfter > debt+slack, peek.RetryAfter > debt+slack:
+						t.Fatalf("seed %d step %d: %s after %+v: debt paid in %v (settle %v), want within %v", seed, step, r, req, peek.RetryAfter, d.RetryAfter, debt)
+					case peek.ResetAfter > full+slack:
+						t.Fatalf("seed %d step %d: %s after %+v: back to full in %v, want within %v", seed, step, r, req, peek.ResetAfter, full)
 					}
 				}
 			}

@@ -78,7 +78,14 @@ func (r *Resolver) Trusted(a netip.Addr) bool {
 // FromRequest returns the client address of r: Resolve of its RemoteAddr and its
 // X-Forwarded-For and Forwarded header values.
 func (r *Resolver) FromRequest(req *http.Request) netip.Addr {
-	return r.Resolve(req.RemoteAddr, req.Header["X-Forwarded-For"], req.Header["Forwarded"])
+	return r.FromHeader(req.RemoteAddr, req.Header)
+}
+
+// FromHeader returns the client address of a request from the peer remoteAddr with header h
+// (canonical keys, as net/http and Connect give them): Resolve of remoteAddr and h's
+// X-Forwarded-For and Forwarded values.
+func (r *Resolver) FromHeader(remoteAddr string, h http.Header) netip.Addr {
+	return r.Resolve(remoteAddr, h["X-Forwarded-For"], h["Forwarded"])
 }
 
 // Resolve returns the client address given the connection's peer address (remoteAddr, as in

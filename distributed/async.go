@@ -292,7 +292,7 @@ func (a *Async) Sync(ctx context.Context) error {
 		e := err
 		if e == nil && batch[i].Err != nil {
 			e = batch[i].Err
-			itemErr = errors.Join(itemErr, fmt.Errorf("key %q: %w", ks.key, e))
+			itemErr = errors.Join(itemErr, fmt.Errorf("item %d: %w", i, e)) // never the key: it may hold a request's value
 		}
 		if owner[i] != nil {
 			a.apply(ks, &batch[i], e)

@@ -17,7 +17,7 @@ import (
 func (in *Interceptor) UnaryClient() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		ctx = propagate(ctx)
-		if limits := in.routes.match(method); len(limits) > 0 {
+		if limits := in.door.Routes.Match(method); len(limits) > 0 {
 			c := in.check(ctx, method, limits, req, in.cfg.wait)
 			c.end()
 			if c.err != nil {
@@ -33,7 +33,7 @@ func (in *Interceptor) UnaryClient() grpc.UnaryClientInterceptor {
 func (in *Interceptor) StreamClient() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		ctx = propagate(ctx)
-		if limits := in.routes.match(method); len(limits) > 0 {
+		if limits := in.door.Routes.Match(method); len(limits) > 0 {
 			c := in.check(ctx, method, limits, nil, in.cfg.wait)
 			c.end()
 			if c.err != nil {

@@ -53,7 +53,7 @@ func Example() {
 			case *errdetails.RetryInfo:
 				fmt.Println("retry in", d.GetRetryDelay().AsDuration())
 			case *errdetails.QuotaFailure:
-				fmt.Println("quota", d.GetViolations()[0].GetSubject())
+				fmt.Println("quota", d.GetViolations()[0].GetQuotaId()) // the subject hashes the key: "per-key:hash:..."
 			}
 		}
 	}
@@ -61,7 +61,7 @@ func Example() {
 	// OK
 	// ResourceExhausted
 	// retry in 1s
-	// quota per-key:alice
+	// quota per-key
 }
 
 // A client keeps its calls to a downstream service within 100 a second, waiting up to

@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -151,4 +153,11 @@ func mustNew(t *testing.T, l *sluice.Limiter, routes []grpclimit.Route, opts ...
 // every returns the default route with the given limits.
 func every(limits ...grpclimit.Limit) []grpclimit.Route {
 	return []grpclimit.Route{{Limits: limits}}
+}
+
+// hashedSubject is the QuotaFailure subject of a refusal under the store key "name:key": the
+// key hashed as telemetry hashes request values (issue 31, item 2).
+func hashedSubject(storeKey string) string {
+	name, key, _ := strings.Cut(storeKey, ":")
+	return name + ":" + redact.Hash(key)
 }

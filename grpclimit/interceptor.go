@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/internal/pipeline"
+	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
 // Interceptor limits gRPC calls by its routes. Its methods return the server interceptors
@@ -22,19 +19,11 @@ import (
 // concurrent use; one Interceptor may serve several servers and clients, which then share its
 // limits' state through the limiter's store.
 type Interceptor struct {
-	pl     *pipeline.Pipeline
-	routes *routes
-	cfg    settings
+	door *rpclimit.Door[string] // a call is its full method name
+	cfg  settings
 
 	classOnce sync.Once // criticality.go
 }
-
-// The kinds of the application's defects the interceptor reports (pipeline.Defect).
-const (
-	defectCost = iota // a cost function that panicked or returned less than 1
-	defectKey         // a key function that panicked
-	numDefects
-)
 
 // New returns an Interceptor that checks each call against the limits of the route it
 // matches (see Route), on limiter. The error, when routes are malformed, names the field
@@ -60,33 +49,26 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	case in.cfg.wait < 0:
 		return nil, fmt.Errorf("grpclimit: wait: negative (%v)", in.cfg.wait)
 	}
-	if err := checkRoutes(routes); err != nil {
-		return nil, err
-	}
-	// Every route's limits, flattened: the pipeline's limits; each route a group of them.
-	var specs []pipeline.Limit
-	var paths []string
-	var keys []Key
-	groups := make([][]int, len(routes))
+	// Every route's limits, each a pipeline limit and its key.
+	rs := make([]rpclimit.Route[string], len(routes))
 	for i, r := range routes {
-		for j, l := range r.Limits {
-			groups[i] = append(groups[i], len(specs))
-			specs = append(specs, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive, Budget: l.Budget})
-			paths = append(paths, "routes["+strconv.Itoa(i)+"].limits["+strconv.Itoa(j)+"]")
-			keys = append(keys, l.Key)
+		rs[i].Procedure = r.Method
+		for _, l := range r.Limits {
+			rs[i].Limits = append(rs[i].Limits, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive, Budget: l.Budget})
+			rs[i].Keys = append(rs[i].Keys, l.Key)
 		}
 	}
-	pl, err := pipeline.New(pipeline.Config{Name: "grpclimit", Limiter: limiter, Leases: in.cfg.leases, Failure: in.cfg.policy,
-		Log: in.cfg.log, Clock: in.cfg.clock, Stats: &pipeline.Stats{}}, specs, paths, groups, numDefects)
+	door, err := rpclimit.Compile(pipeline.Config{Name: "grpclimit", Limiter: limiter, Leases: in.cfg.leases, Failure: in.cfg.policy,
+		Log: in.cfg.log, Clock: in.cfg.clock, Stats: &pipeline.Stats{}}, "method", rs)
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	in.pl = pl
-	in.routes = newRoutes(routes, groups, keys)
+	door.Class, door.Cost = func(ctx context.Context, _ string) sluice.Criticality { return in.class(ctx) }, in.cfg.cost
+	in.door = door
 	return in, nil
 }
 
-// call is a call decided: its Request (Finish and Put it when the call ends) and outcome.
+// call is a call decided: its Request (Done it when the call ends) and outcome.
 type call struct {
 	q   *pipeline.Request
 	o   pipeline.Outcome
@@ -99,97 +81,12 @@ func (c *call) sendHeaders(s HeaderStyle) bool {
 }
 
 // end gives back the call's slots (after its handler) and its Request.
-func (c *call) end() {
-	c.q.Finish()
-	c.q.Put()
-}
+func (c *call) end() { c.q.Done() }
 
-// check decides a call to fullMethod under the limits lims. wait is how long it may wait to
-// be admitted (client interceptors with WithWait).
-func (in *Interceptor) check(ctx context.Context, fullMethod string, lims []limitRef, req any, wait time.Duration) call {
-	q := in.pl.Get()
-	if err := in.keys(ctx, q, fullMethod, lims, in.costOf(ctx, fullMethod, req)); err != nil {
-		return call{q: q, err: err}
-	}
-	if q.Empty() {
-		return call{q: q}
-	}
-	o := q.Decide(ctx, wait)
-	return call{q: q, o: o, err: in.answer(ctx, q, o)}
-}
-
-// keys adds to q the key of each limit of lims that has one for the call: the limit's name, a
-// colon and the call's key. A key function that panics fails the call with codes.Internal.
-func (in *Interceptor) keys(ctx context.Context, q *pipeline.Request, fullMethod string, lims []limitRef, n int64) (err error) {
-	var name string
-	defer func() {
-		if p := recover(); p != nil {
-			in.pl.Defect(defectKey, "grpclimit: key function panicked; call refused with Internal",
-				slog.String("limit", name), slog.String("method", fullMethod), slog.Any("panic", p))
-			err = status.Errorf(codes.Internal, "grpclimit: key function of limit %q failed", name)
-		}
-	}()
-	class, classKnown := sluice.Critical, false
-	for _, l := range lims {
-		name = in.pl.Limit(l.index).Name
-		buf := q.Begin(l.index)
-		if l.key != nil {
-			var ok bool
-			if buf, ok = l.key(ctx, fullMethod, buf); !ok {
-				continue
-			}
-		}
-		if q.Classed(l.index) && !classKnown {
-			class, classKnown = in.class(ctx), true
-		}
-		q.Add(l.index, buf, n, class)
-	}
-	return nil
-}
-
-// costOf returns the call's cost: 1, or the cost function's answer when it is at least 1.
-func (in *Interceptor) costOf(ctx context.Context, fullMethod string, req any) (n int64) {
-	if in.cfg.cost == nil {
-		return 1
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			in.pl.Defect(defectCost, "grpclimit: cost function panicked; the call costs 1",
-				slog.String("method", fullMethod), slog.Any("panic", p))
-			n = 1
-		}
-	}()
-	n = in.cfg.cost(ctx, fullMethod, req)
-	if n < 1 {
-		in.pl.Defect(defectCost, "grpclimit: cost function returned less than 1; the call costs 1",
-			slog.String("method", fullMethod), slog.Int64("cost", n))
-		n = 1
-	}
-	return n
-}
-
-// answer writes a decided call's outcome as its status: nil to run it.
-func (in *Interceptor) answer(ctx context.Context, q *pipeline.Request, o pipeline.Outcome) error {
-	switch o.Verdict {
-	case pipeline.Deny:
-		if o.Err != nil { // the call's context ended its wait for a slot
-			return status.FromContextError(o.Err).Err()
-		}
-		checks := q.Checks()
-		if b := q.BudgetChecks(); len(b) > 0 {
-			checks = append(checks[:len(checks):len(checks)], b...)
-		}
-		return denial(checks, o.Decision, resetOf(checks, o.Decision))
-	case pipeline.Refuse:
-		return refusal(q.Refused())
-	case pipeline.Unavailable:
-		return status.Error(codes.Unavailable, "grpclimit: rate limiter unavailable")
-	case pipeline.Invalid:
-		var fe *sluice.FieldError
-		errors.As(o.Err, &fe)
-		return status.Errorf(codes.InvalidArgument, "grpclimit: rate-limit key: %s", fe.Reason)
-	case pipeline.Canceled:
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	return nil
+// check decides a call to fullMethod under the limits lims (req: a unary call's request
+// message, nil for a stream). wait is how long it may wait to be admitted (client interceptors
+// with WithWait).
+func (in *Interceptor) check(ctx context.Context, fullMethod string, lims []rpclimit.Ref[string], req any, wait time.Duration) call {
+	q, o, a := in.door.Check(ctx, fullMethod, lims, fullMethod, req, wait)
+	return call{q: q, o: o, err: statusOf(a)}
 }

@@ -2,10 +2,11 @@ package grpclimit
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
 // Key says what a limit counts calls by, as httplimit.Key does for HTTP requests, with the
@@ -44,31 +45,4 @@ func KeyMethod() Key {
 // key and the method: one budget per combination. A call missing one of them has no key. Each part is written
 // with its length ("7:tenant1|12:/pkg.S/Write"), so parts that contain the separator cannot
 // make two combinations share a key.
-func Keys(parts ...Key) Key {
-	parts = append([]Key(nil), parts...)
-	return func(ctx context.Context, fullMethod string, dst []byte) ([]byte, bool) {
-		base := len(dst)
-		for i, part := range parts {
-			if i > 0 {
-				dst = append(dst, '|')
-			}
-			start := len(dst)
-			var ok bool
-			if dst, ok = part(ctx, fullMethod, dst); !ok {
-				return dst[:base], false
-			}
-			dst = prefixLength(dst, start)
-		}
-		return dst, true
-	}
-}
-
-// prefixLength inserts the length of dst[start:] and a colon before it.
-func prefixLength(dst []byte, start int) []byte {
-	var buf [21]byte
-	prefix := append(strconv.AppendInt(buf[:0], int64(len(dst)-start), 10), ':')
-	dst = append(dst, prefix...)
-	copy(dst[start+len(prefix):], dst[start:len(dst)-len(prefix)])
-	copy(dst[start:], prefix)
-	return dst
-}
+func Keys(parts ...Key) Key { return rpclimit.Join(parts) }

@@ -56,7 +56,7 @@ func TestPeerIP(t *testing.T) {
 				if r.code != st.want {
 					t.Fatalf("step %d %v: %v %s, want %v", i, st.md, r.code, r.msg, st.want)
 				}
-				if st.wantSubject != "" && r.quota.GetViolations()[0].GetSubject() != st.wantSubject {
+				if st.wantSubject != "" && r.quota.GetViolations()[0].GetSubject() != hashedSubject(st.wantSubject) {
 					t.Errorf("step %d %v: refused as %v, want %s", i, st.md, r.quota.GetViolations(), st.wantSubject)
 				}
 			}

@@ -1,9 +1,6 @@
 package grpclimit
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/hotkey"
@@ -62,85 +59,4 @@ type Route struct {
 	// Limits are checked together: the call passes only if every one admits it. A route
 	// with no limits exempts the calls it matches.
 	Limits []Limit
-}
-
-// routes finds a call's limits: an exact method first, then its service, then the default.
-// Lookups take a substring of the method and allocate nothing.
-type routes struct {
-	methods  map[string][]limitRef
-	services map[string][]limitRef
-	fallback []limitRef
-	empty    bool // no route has a limit
-}
-
-// limitRef is a limit of a route: the pipeline's limit and how the route keys calls by it.
-type limitRef struct {
-	index int
-	key   Key
-}
-
-// checkRoutes checks each route's Method: well formed and given once.
-func checkRoutes(rs []Route) error {
-	seen := map[string]bool{}
-	for i, r := range rs {
-		field := fmt.Sprintf("routes[%d]", i)
-		if err := checkMethod(r.Method); err != nil {
-			return fmt.Errorf("grpclimit: %s.method: %w", field, err)
-		}
-		if seen[r.Method] {
-			return fmt.Errorf("grpclimit: %s.method: %q is given twice", field, r.Method)
-		}
-		seen[r.Method] = true
-	}
-	return nil
-}
-
-// newRoutes indexes rs, whose limits are the pipeline's limits groups[i] (in order), keyed by
-// keys[limit].
-func newRoutes(rs []Route, groups [][]int, keys []Key) *routes {
-	t := &routes{methods: map[string][]limitRef{}, services: map[string][]limitRef{}, empty: true}
-	for i, r := range rs {
-		var refs []limitRef
-		for _, k := range groups[i] {
-			refs = append(refs, limitRef{index: k, key: keys[k]})
-			t.empty = false
-		}
-		switch {
-		case r.Method == "":
-			t.fallback = refs
-		case strings.HasSuffix(r.Method, "/"):
-			t.services[r.Method] = refs
-		default:
-			t.methods[r.Method] = refs
-		}
-	}
-	return t
-}
-
-// checkMethod accepts "", "/pkg.Service/" and "/pkg.Service/Method".
-func checkMethod(m string) error {
-	if m == "" {
-		return nil
-	}
-	svc, method, ok := strings.Cut(strings.TrimPrefix(m, "/"), "/")
-	if !strings.HasPrefix(m, "/") || !ok || svc == "" || strings.Contains(method, "/") {
-		return fmt.Errorf("%q: want \"/pkg.Service/Method\", \"/pkg.Service/\" or \"\" (every other call)", m)
-	}
-	return nil
-}
-
-// match returns the limits of the call to the full method name fullMethod.
-func (t *routes) match(fullMethod string) []limitRef {
-	if t.empty {
-		return nil
-	}
-	if l, ok := t.methods[fullMethod]; ok {
-		return l
-	}
-	if i := strings.LastIndexByte(fullMethod, '/'); i > 0 {
-		if l, ok := t.services[fullMethod[:i+1]]; ok {
-			return l
-		}
-	}
-	return t.fallback
 }

@@ -4,20 +4,23 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
 // Unary returns the unary server interceptor. A call its rate limits admit then takes a slot
 // of each in-flight limit (Limit.InFlight), held until the handler returns. A call its limits refuse is answered with
 // codes.ResourceExhausted, without running the handler, and two status details: a
-// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the store
-// key, limit name and key; quota_id: the limit's name; quota_value: its capacity) and, unless
+// google.rpc.QuotaFailure with one violation per limit that refused it (subject: the limit's
+// name and the key's hash, "name:hash:<12 hex>", as telemetry hashes request values — the key
+// may be the caller's API key; quota_id: the limit's name; quota_value: its capacity) and, unless
 // the call can never pass (its cost exceeds a capacity), a google.rpc.RetryInfo whose
 // retry_delay is how long until it would pass, rounded up to the millisecond, and (see
 // WithHeaderStyle) the x-ratelimit-* header metadata. With no limit in any route it passes every
 // call through.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		limits := in.routes.match(info.FullMethod)
+		limits := in.door.Routes.Match(info.FullMethod)
 		if len(limits) == 0 {
 			return handler(ctx, req)
 		}
@@ -29,12 +32,11 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if c.err != nil {
 			return nil, c.err
 		}
-		if c.q.Reservations() == nil {
-			return handler(ctx, req)
+		if s := rpclimit.Settling(ctx, c.q); s != nil {
+			defer s.End()
+			return handler(s, req)
 		}
-		s := &settlement{Context: ctx}
-		defer c.commit(s)
-		return handler(s, req)
+		return handler(ctx, req)
 	}
 }
 
@@ -44,7 +46,7 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // limits until it ends. Headers as for Unary.
 func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		limits := in.routes.match(info.FullMethod)
+		limits := in.door.Routes.Match(info.FullMethod)
 		if len(limits) == 0 {
 			return handler(srv, ss)
 		}
@@ -56,11 +58,10 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if c.err != nil {
 			return c.err
 		}
-		if c.q.Reservations() == nil {
-			return handler(srv, ss)
+		if s := rpclimit.Settling(ss.Context(), c.q); s != nil {
+			defer s.End()
+			return handler(srv, &settledStream{ServerStream: ss, ctx: s})
 		}
-		s := &settlement{Context: ss.Context()}
-		defer c.commit(s)
-		return handler(srv, &settledStream{ServerStream: ss, ctx: s})
+		return handler(srv, ss)
 	}
 }

@@ -49,7 +49,7 @@ func TestDenialDetails(t *testing.T) {
 		t.Fatalf("QuotaFailure %v, want one violation", r.quota)
 	}
 	v := r.quota.Violations[0]
-	if v.Subject != "calls:"+checkMethod || v.QuotaId != "calls" || v.QuotaValue != 1 || !strings.Contains(v.Description, rule.String()) {
+	if v.Subject != hashedSubject("calls:"+checkMethod) || v.QuotaId != "calls" || v.QuotaValue != 1 || !strings.Contains(v.Description, rule.String()) {
 		t.Errorf("violation %+v, want subject calls:%s, quota_id calls, quota_value 1, the rule in the description", v, checkMethod)
 	}
 	if got := r.headerValue(t, "x-ratelimit-remaining"); got != "0" {
@@ -99,7 +99,7 @@ func TestRedis(t *testing.T) {
 	if d := r.retry.GetRetryDelay().AsDuration(); d <= 0 || d > time.Minute || d%time.Millisecond != 0 {
 		t.Errorf("retry_delay %v, want a whole number of ms in (0, 1m]", d)
 	}
-	if got := r.quota.Violations[0].Subject; got != name+":alice" {
+	if got := r.quota.Violations[0].Subject; got != hashedSubject(name+":alice") {
 		t.Errorf("subject %q, want %s:alice", got, name)
 	}
 	if r := s.check(t, "", "x-api-key", "bob"); r.code != codes.OK {
@@ -209,7 +209,7 @@ func TestStream(t *testing.T) {
 		t.Fatalf("first stream: %v %s headers %v", r.code, r.msg, r.header)
 	}
 	r := s.watch(t)
-	if r.code != codes.ResourceExhausted || r.retry == nil || r.quota.GetViolations()[0].Subject != "streams:"+watchMethod {
+	if r.code != codes.ResourceExhausted || r.retry == nil || r.quota.GetViolations()[0].Subject != hashedSubject("streams:"+watchMethod) {
 		t.Fatalf("second stream: %v %s retry %v quota %v", r.code, r.msg, r.retry, r.quota)
 	}
 	if got := r.headerValue(t, "x-ratelimit-remaining"); got != "0" {

@@ -17,7 +17,7 @@ type Stats struct {
 
 // Stats returns the interceptor's counts. It is safe for concurrent use.
 func (in *Interceptor) Stats() Stats {
-	s := in.pl.Stats()
+	s := in.door.Pipeline.Stats()
 	return Stats{Allowed: s.Allowed.Load(), Denied: s.Denied.Load(), StoreErrors: s.StoreErrors.Load(),
 		FailedOpen: s.FailedOpen.Load(), FailedClosed: s.FailedClosed.Load(), Invalid: s.BadInput.Load()}
 }

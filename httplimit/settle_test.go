@@ -44,10 +44,10 @@ func TestSettle(t *testing.T) {
 		}{
 			{0, "/?estimate=50&real=10", ok, "50", ""},  // 40 refunded: 90 left
 			{0, "/?estimate=50", ok, "40", ""},          // nothing reported: the estimate stands
-			{0, "/?estimate=30&real=330", ok, "10", ""}, // 300 more: 390 used, 290 in debt
-			{0, "/?estimate=1", deny, "0", "175"},       // 291 tokens to refill, 174.6 s
-			{174 * time.Second, "/?estimate=1", deny, "0", "1"},
-			{174*time.Second + 600*time.Millisecond, "/?estimate=1", ok, "0", ""},
+			{0, "/?estimate=30&real=330", ok, "10", ""}, // 300 more: 390 used, the debt capped at a period's refill, 100
+			{0, "/?estimate=1", deny, "0", "61"},        // 101 tokens to refill, 60.6 s
+			{60 * time.Second, "/?estimate=1", deny, "0", "1"},
+			{60*time.Second + 600*time.Millisecond, "/?estimate=1", ok, "0", ""},
 		} {
 			clock.Set(t0.Add(step.after))
 			rec := get(h, step.target, nil)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"time"
 
@@ -41,13 +42,15 @@ func (c *Config) timeouts() (header, idle time.Duration) {
 }
 
 // transport returns cfg.Transport, or a clone of http.DefaultTransport keeping up to 256
-// idle connections to the upstream, with the response-header timeout.
+// idle connections to the upstream, with the response-header timeout, and at most as many
+// connections to it as clients may hold (MaxConns).
 func (p *Proxy) transport() http.RoundTripper {
 	if p.cfg.Transport != nil {
 		return p.cfg.Transport
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 256
+	t.MaxConnsPerHost = max(0, p.cfg.maxConns())
 	t.ResponseHeaderTimeout, _ = p.cfg.timeouts()
 	return t
 }
@@ -141,19 +144,26 @@ type forwarding struct {
 	p      *Proxy
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+	body   *bodyReader // nil: the request has no body
 }
 
-// forward sends r to the upstream. The response body is watched for silence longer than the
-// idle timeout, which cancels the upstream request and aborts the response.
+// forward sends r to the upstream. The request body is read under the request-body timeout
+// (bodyReader); the response body is watched for silence longer than the idle timeout, which
+// cancels the upstream request and aborts the response.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
-	if _, idle := p.cfg.timeouts(); idle == 0 {
+	body := p.watchBody(w, r)
+	if _, idle := p.cfg.timeouts(); idle == 0 && body == nil {
 		p.rp.ServeHTTP(w, r)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	f := &forwarding{p: p, cancel: cancel}
+	f := &forwarding{p: p, cancel: cancel, body: body}
 	defer f.stop()
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, forwardingKey{}, f)))
+	r = r.WithContext(context.WithValue(ctx, forwardingKey{}, f))
+	if body != nil {
+		r.Body = body
+	}
+	p.rp.ServeHTTP(w, r)
 }
 
 func (f *forwarding) stop() {
@@ -169,15 +179,15 @@ func (f *forwarding) stop() {
 func (p *Proxy) watchIdle(resp *http.Response) error {
 	p.meterResponse(resp) // the budgets' meter reads the body below the idle watch
 	f, _ := resp.Request.Context().Value(forwardingKey{}).(*forwarding)
-	if f == nil || resp.StatusCode == http.StatusSwitchingProtocols {
+	_, idle := p.cfg.timeouts()
+	if f == nil || idle == 0 || resp.StatusCode == http.StatusSwitchingProtocols {
 		return nil
 	}
-	_, idle := p.cfg.timeouts()
 	path := resp.Request.URL.Path
 	f.timer = time.AfterFunc(idle, func() {
 		p.metrics.upstreamTimeouts[timeoutIdle].Inc()
 		p.upstreamLog.Log(context.Background(), p.log, time.Now(), slog.LevelError, "upstream timeout: the response body was silent; response aborted",
-			slog.String("upstream", p.upstream.String()), slog.String("path", path), slog.Duration("idle_timeout", idle))
+			slog.String("upstream", p.upstreamName), slog.String("path", path), slog.Duration("idle_timeout", idle))
 		f.cancel(errUpstreamIdle)
 	})
 	resp.Body = &idleBody{ReadCloser: resp.Body, timer: f.timer, idle: idle}
@@ -199,26 +209,36 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// upstreamError answers a forwarded request the upstream did not answer: 504 with an RFC
-// 9457 problem when its response headers did not come within the timeout (or its
+// upstreamError answers a forwarded request the upstream did not answer: the client's error
+// when it was reading the client's body that failed (clientBodyError: 400 or 408), else 504
+// with an RFC 9457 problem when its response headers did not come within the timeout (or its
 // connection timed out), else 502 as httputil.ReverseProxy does. Each is counted and logged
 // (once a second), except the client's own cancellation.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
-		w.WriteHeader(http.StatusBadGateway) // the client is gone: nobody reads this
+	if p.clientFault(w, r, err) {
 		return
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		p.metrics.upstreamTimeouts[timeoutResponseHeader].Inc()
-		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream timeout", slog.String("upstream", p.upstream.String()),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream timeout", slog.String("upstream", p.upstreamName),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", withoutURL(err)))
 		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Gateway Timeout",
 			Status: http.StatusGatewayTimeout, Detail: "The upstream did not answer in time."})
 		return
 	}
 	p.metrics.upstreamErrors.Inc()
-	p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstream.String()),
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+	p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream error", slog.String("upstream", p.upstreamName),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", withoutURL(err)))
 	w.WriteHeader(http.StatusBadGateway)
+}
+
+// withoutURL is the message of a transport error without the URL a *url.Error quotes: the
+// request's query, which may carry an API key (?api_key=...), stays out of the log.
+func withoutURL(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Op + ": " + ue.Err.Error()
+	}
+	return err.Error()
 }

@@ -3,9 +3,11 @@ package proxy_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/distributed/regions"
 	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -21,19 +23,23 @@ proxy:
   rate_limits:
     - actions: [{remote_address: {}}]
 `
-	eu, err := memory.New()
+	// The regions' epochs on a clock the test holds, mid-epoch (within MaxClockSkew of an
+	// epoch's edge a region decides on the smaller of two shares): a loaded machine cannot move
+	// a request into the next epoch.
+	clock := sluicetest.NewManualClock(t0.Add(500 * time.Millisecond))
+	eu, err := memory.New(memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = eu.Close() })
-	us, err := memory.New()
+	us, err := memory.New(memory.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = us.Close() })
 	coord := regions.NewMemoryCoordinator()
 	global, err := regions.New(regions.Config{Region: "eu", Regions: []regions.Region{{Name: "eu", Store: eu}, {Name: "us", Store: us}},
-		Coordinator: coord, Manual: true})
+		Coordinator: coord, Manual: true, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ type metrics struct {
 	releaseFailures                         prometheus.Counter
 	budgetCut                               prometheus.Counter
 	upstreamTimeouts                        [2]prometheus.Counter // by timeoutResponseHeader, timeoutIdle
+	clientErrors                            [2]prometheus.Counter // by clientBodyTimeout, clientBodyMalformed
+	connsRefused                            prometheus.Counter
 	decision                                prometheus.Observer
 }
 
@@ -31,17 +33,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	decision := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_proxy_decision_duration_seconds",
 		Help:    "Time to decide a request before forwarding it (building descriptors and the store call).",
 		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}})
+	client := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_proxy_client_errors_total",
+		Help: "Forwarded requests whose body the client broke or stopped sending, by reason: body_timeout (silent for the request-body timeout: answered 408), body_malformed (a malformed chunked encoding, a body shorter than its length: answered 400)."},
+		[]string{"reason"})
+	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_connections_refused_total",
+		Help: "Client connections closed at once for being over the connection bound (--max-conns)."})
 	releases := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_lease_release_failures_total",
 		Help: "Releases of in-flight slots (max_in_flight) the store could not take, at a request's end or after an acquire that failed (timed out): each slot stays held until its lease expires."})
 	cuts := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_budget_cuts_total",
 		Help: "Streamed responses cut within one event because a budget of the proxy section was spent (the provider's error event sent in place of the rest)."})
-	for _, c := range []prometheus.Collector{requests, upstream, timeouts, decision, releases, cuts} {
+	for _, c := range []prometheus.Collector{requests, upstream, timeouts, client, refused, decision, releases, cuts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return &metrics{forwarded: requests.WithLabelValues("forwarded"), denied: requests.WithLabelValues("denied"),
 		invalid: requests.WithLabelValues("invalid"), unavailable: requests.WithLabelValues("unavailable"),
-		upstreamErrors: upstream, decision: decision, releaseFailures: releases, budgetCut: cuts,
+		upstreamErrors: upstream, decision: decision, connsRefused: refused, releaseFailures: releases, budgetCut: cuts,
+		clientErrors:     [2]prometheus.Counter{clientBodyTimeout: client.WithLabelValues("body_timeout"), clientBodyMalformed: client.WithLabelValues("body_malformed")},
 		upstreamTimeouts: [2]prometheus.Counter{timeoutResponseHeader: timeouts.WithLabelValues("response_header"), timeoutIdle: timeouts.WithLabelValues("idle")}}, nil
 }

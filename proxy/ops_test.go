@@ -68,6 +68,38 @@ func TestUpstreamDown(t *testing.T) {
 	}
 }
 
+// TestUpstreamCredentialsNotLogged (issue 31, item 3): the userinfo of --upstream appeared in
+// the start-up line and in every "upstream error" line; both show it masked now, and a URL
+// that does not parse is refused without quoting it.
+func TestUpstreamCredentialsNotLogged(t *testing.T) {
+	const secret = "s3cret-upstream"
+	up := newUpstream(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://svc:" + secret + "@" + lis.Addr().String()
+	lis.Close()
+	var logs testenv.LogBuffer
+	p := startProxy(t, up, everyone, func(c *proxy.Config) { c.Upstream, c.Logger = dead, newJSONLogger(&logs) })
+	if resp, body := get(t, p.base+"/"); resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d %q, want 502", resp.StatusCode, body)
+	}
+	testenv.Eventually(t, 5*time.Second, "the upstream error logged", func() bool { return len(logs.Records(t, "upstream error")) > 0 })
+	serving := logs.Records(t, "sluice proxy serving")
+	if len(serving) != 1 || serving[0]["upstream"] != "http://svc:xxxxx@"+lis.Addr().String() {
+		t.Errorf("start-up line: %v, want the upstream with its password masked", serving)
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("the upstream's password is logged:\n%s", logs.String())
+	}
+	for _, bad := range []string{"http://svc:pa/ss-" + secret + "@h:1", "http://svc:pa ss-" + secret + "@h:1", "ftp://svc:" + secret + "@h:1", "http://svc:" + secret + "@"} {
+		if _, err := proxy.New(proxy.Config{Upstream: bad, Rules: nil}); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("proxy.New(%q): %v, want an error that does not quote the password", bad, err)
+		}
+	}
+}
+
 // TestStoreErrorsFollowTheFallback: with the store down, no fallback answers 503, fail_open
 // forwards, fail_closed denies.
 func TestStoreErrorsFollowTheFallback(t *testing.T) {

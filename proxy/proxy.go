@@ -19,7 +19,9 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/connlimit"
 	"github.com/sluicehq/sluice/internal/logthrottle"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
@@ -102,6 +104,22 @@ type Config struct {
 	// length, text/event-stream) at once and others when done; negative flushes after
 	// every write.
 	FlushInterval time.Duration
+	// RequestBodyTimeout bounds the silence between two reads of a request's body (default
+	// DefaultRequestBodyTimeout; negative: no bound): a client that stops sending its body is
+	// answered 408 and its upstream request ended, so slow uploads cannot hold upstream
+	// connections. A body the client breaks (a malformed chunked encoding) is answered 400;
+	// both count in sluice_proxy_client_errors_total, not as upstream errors.
+	RequestBodyTimeout time.Duration
+	// MaxConns bounds the client connections open at once: one accepted beyond it is closed
+	// at once (sluice_proxy_connections_refused_total). Default: the process's open-file limit
+	// less FDReserve, halved (each client connection may hold one to the upstream, which is
+	// bounded to as many), at most DefaultMaxConns; negative: no bound.
+	MaxConns int
+	// FDReserve is the number of file descriptors the default MaxConns leaves for what must
+	// go on when clients hold all the connections they may: rules reloads, the admin port
+	// (itself bounded to 32 connections), the store's connections, logs (default
+	// DefaultFDReserve).
+	FDReserve int
 }
 
 // Proxy is a rate-limiting reverse proxy. Build it with New, run it with Serve.
@@ -113,12 +131,16 @@ type Proxy struct {
 	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
-	plan     atomic.Pointer[plan]
-	resolver *clientip.Resolver
-	metrics  *metrics
-	// invalidLog and upstreamLog throttle the lines of refused requests and upstream errors.
-	invalidLog, upstreamLog, releaseLog, budgetLog logthrottle.Throttle
-	serving                                        atomic.Bool // between the start of Serve and the end of the drain
+	// upstreamName is the upstream URL as logs show it: its userinfo and anything not known
+	// to be harmless masked (store.Redact).
+	upstreamName string
+	plan         atomic.Pointer[plan]
+	resolver     *clientip.Resolver
+	metrics      *metrics
+	// invalidLog, upstreamLog, releaseLog, clientLog and budgetLog throttle the lines of
+	// refused requests, upstream errors, failed lease releases, client errors and budgets.
+	invalidLog, upstreamLog, releaseLog, clientLog, budgetLog logthrottle.Throttle
+	serving                                                   atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -138,11 +160,14 @@ func New(cfg Config) (*Proxy, error) {
 	if p.cfg.ShutdownTimeout <= 0 {
 		p.cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.FDReserve < 0 {
+		return nil, fmt.Errorf("proxy: fd-reserve: must not be negative, got %d", cfg.FDReserve)
+	}
 	u, err := parseUpstream(cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
-	p.upstream = u
+	p.upstream, p.upstreamName = u, store.Redact(cfg.Upstream)
 	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -186,20 +211,21 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// parseUpstream checks the upstream URL: http or https, with a host.
+// parseUpstream checks the upstream URL: http or https, with a host. Its errors show the URL
+// redacted (store.Redact), never its userinfo.
 func parseUpstream(raw string) (*url.URL, error) {
 	if raw == "" {
 		return nil, errors.New("proxy: upstream: missing (want a URL such as http://127.0.0.1:3000)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: upstream: %w", err)
+		return nil, fmt.Errorf("proxy: upstream: %s does not parse: %s", store.Redact(raw), redact.ParseError(err))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("proxy: upstream: scheme %q: want http or https", u.Scheme)
+		return nil, fmt.Errorf("proxy: upstream: scheme of %s: want http or https", store.Redact(raw))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("proxy: upstream: %q has no host", raw)
+		return nil, fmt.Errorf("proxy: upstream: %s has no host", store.Redact(raw))
 	}
 	return u, nil
 }
@@ -212,6 +238,9 @@ func (p *Proxy) listen() error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("proxy: addr: %w", err)
+	}
+	if n := p.cfg.maxConns(); n > 0 {
+		lis = connlimit.Listener(lis, n, p.metrics.connsRefused.Inc)
 	}
 	p.lis = lis
 	p.base, p.cancelBase = context.WithCancel(context.Background())
@@ -233,6 +262,7 @@ func (p *Proxy) listen() error {
 	if p.adminLis, err = net.Listen("tcp", adminAddr); err != nil {
 		return fmt.Errorf("proxy: admin-addr: %w", err)
 	}
+	p.adminLis = connlimit.Listener(p.adminLis, adminMaxConns, nil)
 	p.admin = &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 	return nil
@@ -291,8 +321,8 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	if p.admin != nil {
 		go serve(p.admin, p.adminLis)
 	}
-	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstream.String(),
-		"domains", p.currentPlan().domainNames())
+	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstreamName,
+		"domains", p.currentPlan().domainNames(), "max_conns", p.cfg.maxConns(), "request_body_timeout", p.cfg.bodyTimeout())
 	var err error
 	select {
 	case <-ctx.Done():

@@ -22,7 +22,7 @@ func (e *Engine) CheckKey(key string) error {
 		return invalid("key: %d bytes, more than the maximum of %d", len(key), e.maxKeyLen)
 	}
 	if err := config.CheckKey(key); err != nil {
-		return invalid("key %s: %v", quote(key), err)
+		return invalid("key %s: %v", hashValue(key), err) // hashed as telemetry shows it: it may be an API key
 	}
 	return nil
 }

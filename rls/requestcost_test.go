@@ -142,6 +142,24 @@ func TestRequestRuleRedisBytes(t *testing.T) {
 	if n > DefaultMaxRequestState || ttl > DefaultMaxRequestPeriod {
 		t.Errorf("at the default ceilings a request holds %d B for %v in Redis, want at most %d B for %v", n, ttl, DefaultMaxRequestState, DefaultMaxRequestPeriod)
 	}
+	// Every algorithm at the longest period, drained and settled into its largest debt (issue
+	// 31, item 6: a settle kept a bucket's key for 367 days): the debt is paid within the period
+	// and the key lives at most two (a bucket's burst refills within one, as the ceilings
+	// check), plus the scripts' SLACK of 1 s.
+	for _, a := range sluice.Algorithms() {
+		r := sluice.Rule{Algorithm: a, Limit: 100, Period: DefaultMaxRequestPeriod}
+		if err := rr.check("rule", "rule.period", r); err != nil {
+			t.Fatal(err)
+		}
+		key := "debt-" + a.String()
+		c.take(t, sluice.Request{Key: key, Rule: r, N: r.Capacity()})
+		c.take(t, sluice.Request{Key: key, Rule: r, N: sluice.MaxLimit, Settle: true})
+		n, ttl := c.usage(t, key)
+		t.Logf("%s drained and in debt: %d B for %v in Redis", r, n, ttl)
+		if ttl > 2*DefaultMaxRequestPeriod+time.Second {
+			t.Errorf("%s in debt: TTL %v in Redis, want at most twice the default ceiling, %v", r, ttl, 2*DefaultMaxRequestPeriod)
+		}
+	}
 }
 
 // TestRequestRuleRedisScriptTime (issue 23, item 6) measures the script time in Redis (INFO
@@ -214,5 +232,9 @@ func TestRequestRuleDefaultsBound(t *testing.T) {
 		if err := rr.check("rule", "rule.period", r); err != nil {
 			t.Errorf("%v refused at the defaults: %v", r, err)
 		}
+	}
+	// A bucket whose burst takes longer than the ceiling to refill keeps its state as long.
+	if err := rr.check("rule", "rule.period", sluice.TokenBucket(10, DefaultMaxRequestPeriod, 11)); err == nil || !strings.Contains(err.Error(), "rule.burst") || !strings.Contains(err.Error(), "max-request-period") {
+		t.Errorf("a burst refilling in 26.4 h: %v, want refused naming rule.burst and max-request-period", err)
 	}
 }

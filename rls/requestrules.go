@@ -72,6 +72,11 @@ func (rr *requestRules) check(field, periodField string, r sluice.Rule) error {
 	if r.Period > rr.period {
 		return invalid("%s: a period of %v is longer than the maximum of %v for a rule supplied by a request (max-request-period)", periodField, r.Period, rr.period)
 	}
+	// A bucket's state lasts until its burst has refilled: bounded as the period is, so a key
+	// lives at most one max-request-period to refill and one to pay a settle's debt.
+	if refill := time.Duration(float64(r.Capacity()) * float64(r.Period) / float64(r.Limit)); r.Algorithm.Bucket() && refill > rr.period {
+		return invalid("%s.burst: %d units take %v to refill, longer than the maximum of %v for a rule supplied by a request (max-request-period)", field, r.Capacity(), refill, rr.period)
+	}
 	if r.Algorithm == sluice.AlgorithmSlidingLog && r.Limit > rr.logLimit {
 		return invalid("%s.limit: %d is more than the maximum of %d for a sliding_log rule supplied by a request (max-request-log-limit)", field, r.Limit, rr.logLimit)
 	}

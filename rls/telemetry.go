@@ -1,11 +1,9 @@
 package rls
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Telemetry (the live view GET /v1/top, /ui and the sluice_top_key_rate gauges) never shows a
@@ -16,25 +14,11 @@ import (
 // guess values from outside it.
 
 // HashPrefix starts a hashed value in telemetry.
-const HashPrefix = "hash:"
+const HashPrefix = redact.HashPrefix
 
-// hashLen is the number of hexadecimal digits of a hashed value (48 bits).
-const hashLen = 12
-
-// telemetryKey keys the hashes; drawn once per process.
-var telemetryKey = func() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k) // never fails (crypto/rand)
-	return k
-}()
-
-// hashValue returns HashPrefix and the keyed hash of v.
-func hashValue(v string) string {
-	m := hmac.New(sha256.New, telemetryKey)
-	m.Write([]byte(v))
-	var sum [sha256.Size]byte
-	return HashPrefix + hex.EncodeToString(m.Sum(sum[:0]))[:hashLen]
-}
+// hashValue returns HashPrefix and the keyed hash of v (internal/redact: one hash for
+// telemetry, traces, errors and answers).
+func hashValue(v string) string { return redact.Hash(v) }
 
 // redactKey returns the store key of a descriptor ("domain|k1=v1|k2=v2", escaped as
 // descriptorKey writes it) with the value of each entry i hashed unless raw[i]. An entry past

@@ -57,7 +57,8 @@ func (e *Engine) validateDescriptor(i, domainLen int, d *Descriptor) error {
 			return invalid("descriptors[%d].entries[%d].key %s: %v", i, j, quote(en.Key), err)
 		}
 		if err := config.CheckValue(en.Value); err != nil {
-			return invalid("descriptors[%d].entries[%d].value %s: %v", i, j, quote(en.Value), err)
+			// The value hashed as telemetry shows it: it may be an API key.
+			return invalid("descriptors[%d].entries[%d].value %s: %v", i, j, hashValue(en.Value), err)
 		}
 	}
 	if l := d.Limit; l != nil {

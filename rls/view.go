@@ -1,11 +1,11 @@
 package rls
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/hotkey"
+	"github.com/sluicehq/sluice/store"
 )
 
 // The live view (GET /v1/top, /ui and the sluice_top_key_rate gauges) tracks, per limit, the
@@ -153,10 +153,7 @@ func (e *Engine) storeView() StoreView {
 	case e.cfg.Store != nil:
 		v.URL = "custom"
 	case sc.URL != "":
-		v.URL = sc.URL
-		if u, err := url.Parse(sc.URL); err == nil {
-			v.URL = u.Redacted()
-		}
+		v.URL = store.Redact(sc.URL) // a URL that does not parse was shown whole
 	}
 	if e.fallback != nil {
 		v.State = e.fallback.State().String()

@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-log() { printf '==> %s\n' "$*" >&2; }
+log() { printf '==> [%ds] %s\n' "$SECONDS" "$*" >&2; } # seconds since the script started
 
 # --- servers --------------------------------------------------------------------------------
 # REDIS_SERVER is redis-server, or another server of its protocol and arguments (valkey-server).

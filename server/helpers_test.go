@@ -150,8 +150,14 @@ type serverConfig = server.Config
 // multi-instance tests.
 func startReal(t *testing.T, rules, storeURL string) *server.Server {
 	t.Helper()
+	return startRealStore(t, rules, store.Config{Backend: store.Backend{URL: storeURL}})
+}
+
+// startRealStore is startReal on the store sc describes.
+func startRealStore(t *testing.T, rules string, sc store.Config) *server.Server {
+	t.Helper()
 	h := &harness{}
-	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: store.Config{Backend: store.Backend{URL: storeURL}}, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
+	cfg := server.Config{Config: rls.Config{Rules: compile(t, rules), StoreConfig: sc, ReloadInterval: -1}, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}
 	return h.run(t, cfg).srv
 }
 

@@ -26,6 +26,13 @@ type loadResult struct {
 	elapsed                     time.Duration
 	p50, p90, p99, max          time.Duration
 	firstErr                    error
+	latencies                   []time.Duration // every request's, sorted
+}
+
+// slowerThan counts the requests that took longer than d.
+func (r loadResult) slowerThan(d time.Duration) int {
+	i, _ := slices.BinarySearch(r.latencies, d+1)
+	return len(r.latencies) - i
 }
 
 func (r loadResult) String() string {
@@ -103,6 +110,7 @@ func load(t *testing.T, addr, domain string, clients int, d time.Duration, keys 
 	wg.Wait()
 	res.elapsed = time.Since(begin)
 	slices.Sort(all)
+	res.latencies = all
 	if len(all) > 0 {
 		q := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }
 		res.p50, res.p90, res.p99, res.max = q(.5), q(.9), q(.99), all[len(all)-1]

@@ -50,10 +50,11 @@ func (h *harness) wantRefused(t *testing.T, req *rlsv3.RateLimitRequest, want st
 func TestRequestRuleCeilings(t *testing.T) {
 	h := start(t, goldenRules, func(c *server.Config) { c.MaxRequestPeriod = 24 * time.Hour })
 	for body, want := range map[string]string{
-		`{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"8760h"}}`: `{"error":"sluice: rule.period: a period of 8760h0m0s is longer than the maximum of 24h0m0s for a rule supplied by a request (max-request-period)","code":"InvalidArgument"}`,
-		`{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"1m"}}`:    `{"error":"sluice: rule.limit: 1000000 is more than the maximum of 100 for a sliding_log rule supplied by a request (max-request-log-limit)","code":"InvalidArgument"}`,
-		`{"key":"k","rule":{"algorithm":"sliding_log","limit":101,"period":"1s"}}`:        `{"error":"sluice: rule.limit: 101 is more than the maximum of 100 for a sliding_log rule supplied by a request (max-request-log-limit)","code":"InvalidArgument"}`,
-		`{"key":"k","rule":{"limit":10,"period":"25h"}}`:                                  `{"error":"sluice: rule.period: a period of 25h0m0s is longer than the maximum of 24h0m0s for a rule supplied by a request (max-request-period)","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"8760h"}}`:      `{"error":"sluice: rule.period: a period of 8760h0m0s is longer than the maximum of 24h0m0s for a rule supplied by a request (max-request-period)","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"algorithm":"sliding_log","limit":1000000,"period":"1m"}}`:         `{"error":"sluice: rule.limit: 1000000 is more than the maximum of 100 for a sliding_log rule supplied by a request (max-request-log-limit)","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"algorithm":"sliding_log","limit":101,"period":"1s"}}`:             `{"error":"sluice: rule.limit: 101 is more than the maximum of 100 for a sliding_log rule supplied by a request (max-request-log-limit)","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"limit":10,"period":"25h"}}`:                                       `{"error":"sluice: rule.period: a period of 25h0m0s is longer than the maximum of 24h0m0s for a rule supplied by a request (max-request-period)","code":"InvalidArgument"}`,
+		`{"key":"k","rule":{"algorithm":"token_bucket","limit":10,"period":"24h","burst":20}}`: `{"error":"sluice: rule.burst: 20 units take 48h0m0s to refill, longer than the maximum of 24h0m0s for a rule supplied by a request (max-request-period)","code":"InvalidArgument"}`,
 	} {
 		if code, got := h.post(t, "/v1/allow", body); code != http.StatusBadRequest || got != want+"\n" {
 			t.Errorf("%s: %d %s\nwant 400 %s", body, code, got, want)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -26,9 +28,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/connectlimit"
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/proxy"
@@ -83,8 +87,9 @@ func (o overReset) check(t *testing.T, what string) {
 // Over every algorithm, a first request of 0 to 2 units, then costs from 1 to far above the
 // limit, through RLS gRPC (duration_until_reset and the RateLimit-Reset response header),
 // /json, /v1/allow (both forms), the httplimit middleware (t, X-RateLimit-Reset,
-// Retry-After), the grpclimit interceptor (RetryInfo, x-ratelimit-reset) and sluice proxy
-// (t, Retry-After; its requests cost 1, so it is asked up to past the limit).
+// Retry-After), the grpclimit interceptor (RetryInfo, x-ratelimit-reset), the connectlimit
+// interceptor (RetryInfo, Retry-After, t, X-RateLimit-Reset) and sluice proxy (t, Retry-After;
+// its requests cost 1, so it is asked up to past the limit).
 func TestOverLimitResetPositive(t *testing.T) {
 	var rules strings.Builder
 	rules.WriteString("domain: reset\ndescriptors:\n")
@@ -94,6 +99,7 @@ func TestOverLimitResetPositive(t *testing.T) {
 	h := start(t, rules.String(), func(c *server.Config) { c.ResponseHeaders = true })
 	mw := resetMiddleware(t)
 	gl := resetInterceptor(t)
+	cl := resetConnect(t)
 	denials := 0
 	for _, alg := range resetAlgorithms {
 		for _, prior := range resetPrior {
@@ -113,6 +119,7 @@ func TestOverLimitResetPositive(t *testing.T) {
 					over = append(over, resetAllowKey(t, h, alg, key+"-key", n, never)...)
 					over = append(over, resetHTTPLimit(t, mw, alg, key, n, never)...)
 					over = append(over, gl.call(t, alg, key, n, never)...)
+					over = append(over, cl(t, alg, key, n, never)...)
 				}
 				for _, o := range over {
 					o.check(t, what)
@@ -122,7 +129,7 @@ func TestOverLimitResetPositive(t *testing.T) {
 		}
 	}
 	denials += resetProxy(t)
-	t.Logf("%d over-limit answers checked over %d algorithms, 7 doors", denials, len(resetAlgorithms))
+	t.Logf("%d over-limit answers checked over %d algorithms, 8 doors", denials, len(resetAlgorithms))
 	if denials < len(resetAlgorithms)*len(resetPrior)*6 {
 		t.Errorf("%d over-limit answers checked: the scenarios denied too little to test the property", denials)
 	}
@@ -330,6 +337,56 @@ func (g resetGRPC) call(t *testing.T, alg, key string, n int64, never bool) []ov
 		out = append(out, overReset{"grpclimit x-ratelimit-reset", time.Duration(s) * time.Second, never})
 	}
 	return out
+}
+
+// resetConnect serves a Connect handler behind a connectlimit interceptor with a limit per
+// algorithm, keyed by the X-Key-<alg> header and costing X-Cost, and returns a call to it
+// through connect's client (Connect's protocol): the resets of its refusal.
+func resetConnect(t *testing.T) func(t *testing.T, alg, key string, n int64, never bool) []overReset {
+	t.Helper()
+	mem, err := memory.New(memory.WithClock(sluicetest.NewManualClock(t0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	var limits []connectlimit.Limit
+	for _, alg := range resetAlgorithms {
+		limits = append(limits, connectlimit.Limit{Name: alg, Rule: resetRule(t, alg), Key: connectlimit.KeyHeader("X-Key-" + alg)})
+	}
+	in, err := connectlimit.New(sluice.New(mem), []connectlimit.Route{{Limits: limits}}, connectlimit.WithCost(func(_ context.Context, c connectlimit.Call, _ any) int64 {
+		n, _ := strconv.ParseInt(c.Header.Get("X-Cost"), 10, 64)
+		return n
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const procedure = "/sluice.test.v1.Reset/Ping"
+	srv := httptest.NewServer(connect.NewUnaryHandler(procedure, func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+		return connect.NewResponse(&emptypb.Empty{}), nil
+	}, connect.WithInterceptors(in)))
+	t.Cleanup(srv.Close)
+	client := connect.NewClient[emptypb.Empty, emptypb.Empty](srv.Client(), srv.URL+procedure)
+	return func(t *testing.T, alg, key string, n int64, never bool) []overReset {
+		t.Helper()
+		req := connect.NewRequest(&emptypb.Empty{})
+		req.Header().Set("X-Key-"+alg, key)
+		req.Header().Set("X-Cost", strconv.FormatInt(n, 10))
+		now := time.Now() // X-RateLimit-Reset is a Unix time of the real clock
+		_, err := client.CallUnary(context.Background(), req)
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
+			return nil
+		}
+		out := httpResets(t, "connectlimit", &http.Response{Header: ce.Meta()}, now, never)
+		for _, d := range ce.Details() {
+			if v, _ := d.Value(); v != nil {
+				if ri, ok := v.(*errdetails.RetryInfo); ok {
+					return append(out, overReset{"connectlimit RetryInfo", ri.GetRetryDelay().AsDuration(), never})
+				}
+			}
+		}
+		return append(out, overReset{"connectlimit RetryInfo (none)", 0, never})
+	}
 }
 
 // resetProxy runs sluice proxy with a limit per algorithm (and a block), asks each past its

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/connlimit"
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
@@ -281,7 +282,7 @@ func (s *Server) listen() error {
 			return fmt.Errorf("server: http-addr: %w", err)
 		}
 		if s.cfg.MaxConns >= 0 {
-			lis = limitConns(lis, orDefault(s.cfg.MaxConns, DefaultMaxConns))
+			lis = connlimit.Listener(lis, orDefault(s.cfg.MaxConns, DefaultMaxConns), nil)
 		}
 		s.httpLis = lis
 		s.http = &http.Server{

@@ -80,7 +80,7 @@ func TestOpenBadURL(t *testing.T) {
 		{"redis://", "host"},
 		{"redis://127.0.0.1", "host"},
 		{"redis://127.0.0.1:6379/x", "path"},
-		{"redis://127.0.0.1:6379?colour=red", "colour"},
+		{"redis://127.0.0.1:6379?colour=red", "unknown query parameter"},
 		{"redis://127.0.0.1:6379?dial_timeout=soon", "dial_timeout"},
 		{"redis-cluster://127.0.0.1:1,127.0.0.1:2/3", "path"},
 		{"redis-cluster://127.0.0.1:1,nohostport", "host"},
@@ -325,4 +325,34 @@ func TestOpenMemoryMaxBytes(t *testing.T) {
 	if _, _, err := store.Open(context.Background(), store.Config{Backend: store.Backend{MemoryMaxBytes: -1}}); err == nil || !strings.Contains(err.Error(), "memory max bytes") {
 		t.Errorf("MemoryMaxBytes -1: %v", err)
 	}
+}
+
+// FuzzOpenErrorHidesPassword (issue 31, item 3): whatever bytes a password holds — raw '#',
+// '/', '?', '@', '%', spaces — in a store URL of any scheme, the error opening it (a URL that
+// does not parse, a host that is not host:port, a bad path) never quotes it; url.Parse's own
+// error did, and so did the errors naming the URL's parts.
+func FuzzOpenErrorHidesPassword(f *testing.F) {
+	for _, pw := range []string{"pa#ss-word", "pa/ss-word", "pa?ss-word", "pa ss-word", "p@ss%zz-word", "a:b/c@d"} {
+		f.Add(pw, uint8(0))
+		f.Add(pw, uint8(3))
+	}
+	schemes := []string{"redis", "rediss", "redis-sentinel", "redis-cluster", "memcached", "nosuch"}
+	f.Fuzz(func(t *testing.T, password string, scheme uint8) {
+		if len(password) < 6 || strings.Trim(password, "x:@/?#&=%,.") == "" {
+			return
+		}
+		raw := schemes[int(scheme)%len(schemes)] + "://user:" + password + "@127.0.0.1:1/m"
+		if strings.Count(raw, password) != 1 {
+			return
+		}
+		st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: raw}})
+		if err == nil {
+			_ = closer.Close()
+			_ = st
+			return
+		}
+		if strings.Contains(err.Error(), password) {
+			t.Errorf("Open(%q): %v quotes the password", raw, err)
+		}
+	})
 }

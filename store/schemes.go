@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/redis"
@@ -65,9 +66,9 @@ func Scheme(rawURL string) (string, error) {
 	case !ok:
 		return "", fmt.Errorf("store: url: scheme: missing (want memory, or scheme://... with scheme one of %s)", schemeList())
 	case backendOf(scheme) == nil:
-		return "", fmt.Errorf("store: url: scheme: unknown %q (want %s)", scheme, schemeList())
+		return "", fmt.Errorf("store: url: scheme: unknown %q (want %s)", redact.Scheme(scheme), schemeList())
 	case scheme == "memory" && rest != "":
-		return "", fmt.Errorf("store: url: memory takes nothing after memory://, got %q", rest)
+		return "", fmt.Errorf("store: url: memory takes nothing after memory://, got %s", Redact(rawURL))
 	}
 	return scheme, nil
 }

@@ -61,8 +61,9 @@ func fleetAlgorithms() []string {
 // included, from the end of the warm-up (fleetWarmup), counting an admission in a window only
 // when its request was sent and answered inside it (fleetWorstWindow; per algorithm, see
 // fleetCheck); every request answered; p99 latency of every answer within the store timeout +
-// 50 ms; every instance back on Redis within 1 s of its return (the instant of its "store
-// answered a probe" log record; sluice_store_state at the end); goroutines (/metrics) and
+// 50 ms + what the machine itself added meanwhile (the p99 of /healthz, asked beside); every
+// instance back on Redis within 1 s of its return (the instant of its "store answered a probe"
+// log record; sluice_store_state at the end); goroutines (/metrics) and
 // live heap (/debug/pprof/heap after a GC) of each instance flat across the outages, both
 // measured without load.
 func TestFallbackFleetOutage(t *testing.T) {
@@ -292,8 +293,8 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 	t.Logf("%s: most admitted in a window of %v: %d from %v (bound: %s = %d; kills at %v, back at +%v); %d including the warm-up; "+
 		"counting each admission at the midpoint of its request: %d from %v", alg, fleetPeriod, worst, worstAt.Round(time.Millisecond),
 		boundWhy, bound, roundAll(kills), roundAll(backs), warmWorst, midWorst, midAt.Round(time.Millisecond))
-	t.Logf("%s: latency p50 %v, p99 %v, max %v", alg, latencies[len(latencies)/2].Round(time.Microsecond),
-		p99.Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
+	t.Logf("%s: latency p50 %v, p99 %v, max %v; /healthz p99 %v", alg, latencies[len(latencies)/2].Round(time.Microsecond),
+		p99.Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond), load.fleetControl().Round(time.Microsecond))
 	for _, k := range kills {
 		t.Logf("%s: admitted in the period before the kill at %v: %d; in each period after it: %v", alg, k.Round(time.Millisecond),
 			countIn(hot, k-fleetPeriod, k), perPeriod(hot, k, 16))
@@ -313,8 +314,13 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 			t.Logf("admitted from %v for %v, by instance: %v", from.Round(time.Millisecond), fleetPeriod/10, by)
 		}
 	}
-	if p99 > fleetTimeout+50*time.Millisecond {
-		t.Errorf("p99 latency %v, want at most the store timeout + 50ms = %v", p99, fleetTimeout+50*time.Millisecond)
+	// The bound: the store timeout, 50 ms, and what the machine added at the time, measured by
+	// the p99 of the answers that ask no store (a loaded 2-core machine delays every answer,
+	// the store's or not; a store call that outlived its timeout is still caught).
+	control := load.fleetControl()
+	if limit := fleetTimeout + 50*time.Millisecond + control; p99 > limit {
+		t.Errorf("p99 latency %v, want at most the store timeout + 50ms + the p99 of answers asking no store (%v) = %v",
+			p99, control.Round(time.Microsecond), limit)
 	}
 }
 
@@ -438,6 +444,7 @@ type fleetLoad struct {
 	mu      sync.Mutex
 	answers []fleetAnswer
 	dropped atomic.Int64
+	control []time.Duration // latencies of /healthz, which asks no store (fleetControl)
 }
 
 type fleetJob struct {
@@ -479,6 +486,8 @@ func startFleetLoad(t *testing.T, fleet []fleetProcess, alg string) *fleetLoad {
 			}
 		}()
 	}
+	l.wg.Add(1)
+	go l.probe(fleet)
 	// Every tick (5 ms) the requests of that tick: 5 hot, 1 background at the default rates.
 	const tick = 5 * time.Millisecond
 	hotPerTick, bgPerTick := fleetHotRate*int(tick)/int(time.Second), fleetBgRate*int(tick)/int(time.Second)
@@ -509,6 +518,45 @@ func startFleetLoad(t *testing.T, fleet []fleetProcess, alg string) *fleetLoad {
 		}
 	}()
 	return l
+}
+
+// probe asks each instance's /healthz, which decides nothing, every 20 ms until the load
+// stops, and records each latency: what the machine alone (scheduling, HTTP, the load
+// generator) adds to an answer at that moment, which the latency bound allows for
+// (fleetCheck). On an idle machine its p99 is a few milliseconds.
+func (l *fleetLoad) probe(fleet []fleetProcess) {
+	defer l.wg.Done()
+	client := &http.Client{Timeout: 5 * time.Second}
+	defer client.CloseIdleConnections()
+	var mine []time.Duration
+	for i := 0; ; i++ {
+		select {
+		case <-l.done:
+			l.mu.Lock()
+			l.control = mine
+			l.mu.Unlock()
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		start := time.Now()
+		resp, err := client.Get("http://" + fleet[i%len(fleet)].httpAddr + "/healthz")
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		mine = append(mine, time.Since(start))
+	}
+}
+
+// fleetControl returns the p99 of the load's /healthz latencies (0 without any).
+func (l *fleetLoad) fleetControl() time.Duration {
+	c := slices.Clone(l.control)
+	if len(c) == 0 {
+		return 0
+	}
+	slices.Sort(c)
+	return c[len(c)*99/100]
 }
 
 // ask sends one request and records its answer.

@@ -227,12 +227,15 @@ func TestPeerMemcacheSRV(t *testing.T) {
 }
 
 // TestServeLogsEnvironment (issue 25 item 7): every setting taken from the environment is
-// logged at start-up with its value, secrets masked.
+// logged at start-up with its value, secrets masked: by an allow-list since issue 31 (item 3),
+// so the xDS headers, which no deny-list of names caught, are masked too.
 func TestServeLogsEnvironment(t *testing.T) {
 	t.Setenv("REDIS_AUTH", "s3cret-auth")
 	t.Setenv("REDIS_URL", "127.0.0.1:6379")
 	t.Setenv("SLUICE_STORE", "redis://app:s3cret-url@127.0.0.1:6379/0?password=s3cret-query")
 	t.Setenv("SLUICE_QUOTA_STORE", "memory")
+	t.Setenv("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "authorization:Bearer s3cret-xds") // issue 31 item 3: printed raw
+	t.Setenv("SLUICE_XDS_HEADERS", "x-token=s3cret-sluice-xds")
 	t.Setenv("CACHE_KEY_PREFIX", "rl:")
 	var buf bytes.Buffer
 	f := serveFlags{peer: readPeerEnv(os.LookupEnv)}
@@ -242,7 +245,8 @@ func TestServeLogsEnvironment(t *testing.T) {
 		t.Errorf("a secret is logged:\n%s", out)
 	}
 	for _, want := range []string{"name=REDIS_AUTH value=xxxxx", "name=REDIS_URL value=127.0.0.1:6379", "name=CACHE_KEY_PREFIX value=rl:",
-		"name=SLUICE_QUOTA_STORE value=memory", "name=SLUICE_STORE value=\"redis://app:xxxxx@127.0.0.1:6379/0?password=xxxxx\""} {
+		"name=SLUICE_QUOTA_STORE value=memory", "name=SLUICE_STORE value=redis://app:xxxxx@127.0.0.1:6379/0?xxxxx",
+		"name=CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS value=xxxxx", "name=SLUICE_XDS_HEADERS value=xxxxx"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
@@ -340,4 +344,28 @@ descriptors:
 			t.Errorf("request %d: dynamic_metadata %s, want %s", i, b, want)
 		}
 	}
+}
+
+// FuzzMaskSecret (issue 31, item 3): the value of a variable that is not on the allow-list
+// (shownVariables) is never logged, whatever its name, and the password of a URL never is,
+// whatever the variable; so a variable named like a harmless one but spelt otherwise
+// ("redis_url", "REDIS_URL ") is masked too.
+func FuzzMaskSecret(f *testing.F) {
+	f.Add("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "authorization:Bearer s3cret", "pw#/? x")
+	f.Add("REDIS_URL", "127.0.0.1:6379", "s3cret")
+	f.Add("redis_url", "tok3n-value", "p@ss")
+	f.Fuzz(func(t *testing.T, name, value, password string) {
+		if len(value) >= 6 && !shownVariables[name] && !strings.Contains(value, "://") && strings.Trim(value, "x") != "" {
+			if got := maskSecret(name, value); strings.Contains(got, value) {
+				t.Errorf("maskSecret(%q, %q) = %q: a variable off the allow-list is shown", name, value, got)
+			}
+		}
+		if len(password) < 6 || strings.Trim(password, "x:@/?#&=,") == "" {
+			return
+		}
+		u := "redis://user:" + password + "@redis:6379/0"
+		if got := maskSecret(name, u); strings.Contains(got, password) {
+			t.Errorf("maskSecret(%q, %q) = %q keeps the password", name, u, got)
+		}
+	})
 }

@@ -36,6 +36,9 @@ func TestProxyValidatesFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--admin-addr", "nonsense"}, "--admin-addr"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--upstream-response-header-timeout", "-1s"}, "--upstream-response-header-timeout"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--upstream-idle-timeout", "-1s"}, "--upstream-idle-timeout"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--request-body-timeout", "-1s"}, "--request-body-timeout"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--max-conns", "-2"}, "--max-conns"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--fd-reserve", "-1"}, "--fd-reserve"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"proxy"}, tc.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag+":") {

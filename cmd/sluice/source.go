@@ -116,7 +116,7 @@ func (f *serveFlags) applySource(fs *flag.FlagSet, cfg *server.Config, log *slog
 		return fmt.Errorf("--xds-server: %w", err)
 	}
 	cfg.RulesSource, cfg.ReadyWithoutRules = client, s.readyWithoutRules
-	log.Info("rules from xDS", "server", s.xdsServer, "node", s.xdsNodeID, "tls", o.TLS != nil, "ready_without_rules", s.readyWithoutRules)
+	log.Info("rules from xDS", "server", maskSecret("SLUICE_XDS_SERVER", s.xdsServer), "node", s.xdsNodeID, "tls", o.TLS != nil, "ready_without_rules", s.readyWithoutRules)
 	return nil
 }
 
@@ -126,10 +126,12 @@ func pairs(flagName, s string) (map[string]string, error) {
 		return nil, nil
 	}
 	out := make(map[string]string)
-	for _, kv := range strings.Split(s, ",") {
+	all := strings.Split(s, ",")
+	for i, kv := range all {
 		k, v, ok := strings.Cut(kv, "=")
 		if k = strings.TrimSpace(k); !ok || k == "" {
-			return nil, fmt.Errorf("%s: want key=value,key=value, got %q", flagName, kv)
+			// The element is not quoted: it may be a piece of a header's secret value.
+			return nil, fmt.Errorf("%s: want key=value,key=value; element %d of %d has no key", flagName, i+1, len(all))
 		}
 		out[k] = strings.TrimSpace(v)
 	}
@@ -157,10 +159,11 @@ var peerSourceFlags = []peerFlag{
 			return "", false, nil
 		}
 		var kvs []string
-		for _, kv := range strings.Split(v, ",") {
+		all := strings.Split(v, ",")
+		for i, kv := range all {
 			k, val, ok := strings.Cut(kv, ":")
-			if !ok {
-				return "", false, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: want key:value,key:value, got %q", kv)
+			if !ok { // not quoted: it may be a piece of a header's secret value
+				return "", false, fmt.Errorf("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: want key:value,key:value; element %d of %d has no ':'", i+1, len(all))
 			}
 			kvs = append(kvs, k+"="+val)
 		}

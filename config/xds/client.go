@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/certfile"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // Defaults of Options' zero values: envoyproxy/ratelimit's (CONFIG_GRPC_XDS_NODE_ID,
@@ -190,9 +191,9 @@ func (c *Client) Run(ctx context.Context, apply func(*config.Config), reject fun
 		if status.Code(err) == codes.ResourceExhausted {
 			wait = c.opts.MaxBackoff // the same response would come again at once
 			c.log.Error("xds: the xDS server sent a response too large to receive (more than twice the max message bytes); the rules in force stay. "+
-				"Raise the max message bytes (--xds-max-message-bytes) to apply it", "server", c.opts.Server, "max_message_bytes", c.opts.MaxMessageBytes, "err", err, "reconnect_in", wait)
+				"Raise the max message bytes (--xds-max-message-bytes) to apply it", "server", redact.Setting(c.opts.Server, true), "max_message_bytes", c.opts.MaxMessageBytes, "err", err, "reconnect_in", wait)
 		}
-		c.log.Warn("xds: stream to the xDS server lost; reconnecting", "server", c.opts.Server, "err", err, "in", wait)
+		c.log.Warn("xds: stream to the xDS server lost; reconnecting", "server", redact.Setting(c.opts.Server, true), "err", err, "in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

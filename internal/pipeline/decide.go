@@ -197,8 +197,8 @@ func (q *Request) fail(ctx context.Context, err error, claim int) (v Verdict, ca
 	return Pass, nil, false
 }
 
-// withoutKey returns err without sluice.Limiter.AllowAll's wrapping, which names the check's
-// key: a key may hold a client's secret (an API key), which logs must not show.
+// withoutKey returns err without sluice.Limiter.AllowAll's wrapping, "check i: " (AllowAll
+// names the check by its index, never by its key, which may hold a client's API key).
 func withoutKey(err error) error {
 	if u := errors.Unwrap(err); u != nil {
 		return u

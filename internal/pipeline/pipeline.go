@@ -256,6 +256,17 @@ func (p *Pipeline) BadInput(msg string, attrs ...slog.Attr) {
 	p.inputLog.Log(context.Background(), p.cfg.Log, p.cfg.Clock.Now(), levelInput, msg, attrs...)
 }
 
+// Class returns the criticality class a request carries as text v (a header's value):
+// sluice.Critical when v is empty, or names no class, which is counted and logged (BadInput)
+// without the value, a client's.
+func (p *Pipeline) Class(v string) sluice.Criticality {
+	c, ok := sluice.ParseCriticality(v)
+	if !ok && v != "" {
+		p.BadInput(p.cfg.Name + ": unknown criticality class, decided as CRITICAL")
+	}
+	return c
+}
+
 // Notice logs msg at level Warn through t, the transport's own throttle of one kind of line
 // (a request with no route pattern, say), on the pipeline's logger and clock.
 func (p *Pipeline) Notice(t *logthrottle.Throttle, msg string, attrs ...slog.Attr) {

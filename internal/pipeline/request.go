@@ -170,6 +170,27 @@ func (q *Request) Results() []Result {
 	return q.results
 }
 
+// Reset returns the reset a request decided d (its Outcome's Decision) is told:
+// sluice.Decision.ResetIn; when denied, the longest of the denying checks' and budgets'
+// (positive, for a request that can never be admitted too): how long until it would pass.
+func (q *Request) Reset(d sluice.Decision) time.Duration {
+	if d.Allowed {
+		return d.ResetIn(0)
+	}
+	var wait time.Duration
+	for _, c := range q.checks {
+		if !c.Decision.Allowed {
+			wait = max(wait, c.Decision.ResetIn(c.Rule.Period))
+		}
+	}
+	for i := range q.resv.Holds {
+		if r := &q.resv.Holds[i]; !r.Decision.Allowed {
+			wait = max(wait, r.Decision.ResetIn(r.Budget.Rule.Period))
+		}
+	}
+	return max(wait, d.ResetIn(0)) // the combined decision denies: positive
+}
+
 // Mask returns the set of limits with a check (bit i for limit i < 64): the same set, the same
 // rate-limit policy header.
 func (q *Request) Mask() uint64 { return q.mask }

@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/connectlimit"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/distributed/regions"
 	"github.com/sluicehq/sluice/grpclimit"
@@ -53,6 +56,8 @@ func exercise(t *testing.T, v any) {
 		v(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	case *grpclimit.Interceptor:
 		_ = v.Unary()
+	case *connectlimit.Interceptor:
+		_, _ = v.WrapUnary(func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) { return nil, nil })(ctx, connect.NewRequest(&emptypb.Empty{}))
 	case *clientip.Resolver:
 		_ = v.Resolve("192.0.2.1:1", []string{"198.51.100.1"}, nil)
 	case *rlqs.Service:
@@ -158,6 +163,14 @@ func TestConstructorsRefuseOrWork(t *testing.T) {
 			}
 			return grpclimit.New(l, []grpclimit.Route{{Limits: []grpclimit.Limit{{Name: []string{"", "a"}[r.IntN(2)],
 				Rule: sluice.Rule{Limit: int64(pickInt(r)), Period: pickDuration(r)}}}}})
+		},
+		"connectlimit.New": func(r *rand.Rand) (any, error) {
+			var l *sluice.Limiter
+			if r.IntN(2) == 0 {
+				l = sluice.New(mem)
+			}
+			return connectlimit.New(l, []connectlimit.Route{{Procedure: []string{"", "/a.S/", "nonsense"}[r.IntN(3)], Limits: []connectlimit.Limit{{Name: []string{"", "a"}[r.IntN(2)],
+				Rule: sluice.Rule{Limit: int64(pickInt(r)), Period: pickDuration(r)}}}}}, connectlimit.WithWait(pickDuration(r)))
 		},
 		"clientip.New": func(r *rand.Rand) (any, error) {
 			return clientip.New([][]string{nil, {""}, {"10.0.0.0/33"}, {"nonsense"}}[r.IntN(4)])

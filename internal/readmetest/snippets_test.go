@@ -32,6 +32,8 @@ var fragmentImports = map[string]string{
 	"distributed":     "github.com/sluicehq/sluice/distributed",
 	"httplimit":       "github.com/sluicehq/sluice/httplimit",
 	"grpclimit":       "github.com/sluicehq/sluice/grpclimit",
+	"connectlimit":    "github.com/sluicehq/sluice/connectlimit",
+	"connect":         "connectrpc.com/connect",
 	"clientip":        "github.com/sluicehq/sluice/clientip",
 	"quota":           "github.com/sluicehq/sluice/quota",
 	"adaptive":        "github.com/sluicehq/sluice/adaptive",

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,59 @@ func TestEveryItemExpires(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clock sluice.Clock) sluice.Store {
 		return newStore(t, []string{addr}, memcached.WithClock(clock), memcached.WithPrefix(p))
 	})
+	items := expirations(t, addr, p)
+	if len(items) == 0 {
+		t.Fatal("no item of the suite found in the metadump")
+	}
+	for key, exp := range items {
+		if exp == -1 {
+			t.Errorf("item without expiration: %s", key)
+		}
+	}
+	t.Logf("%d items, all with an expiration", len(items))
+}
+
+// TestDebtTTL (issue 31, item 6): the largest settle on a key of an hourly rule leaves its
+// items an expiration no later than its debt takes to pay plus its capacity to refill
+// (storetest.DebtBounds: at most 3 hours here), plus the store's rounding to whole seconds; a
+// settle once kept a request rule's key for 367 days.
+func TestDebtTTL(t *testing.T) {
+	addr := server(t)
+	p := prefix()
+	s := newStore(t, []string{addr}, memcached.WithPrefix(p))
+	ctx := context.Background()
+	bound := map[string]time.Duration{}
+	for _, a := range sluice.Algorithms() {
+		r := storetest.DebtRule(a, time.Hour)
+		_, full := storetest.DebtBounds(r)
+		d, err := s.Take(ctx, sluice.Request{Key: "debt:" + a.String(), Rule: r, N: sluice.MaxLimit, Settle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: settle %d: %+v", r, int64(sluice.MaxLimit), d)
+		bound[s.Key("debt:"+a.String())] = full
+	}
+	now := time.Now()
+	items := expirations(t, addr, p)
+	for key, exp := range items {
+		base := key[:strings.LastIndexByte(key, '|')]
+		full, ok := bound[base]
+		if !ok {
+			t.Fatalf("item %s: not a key of the test", key)
+		}
+		if ttl := time.Unix(exp, 0).Sub(now); exp == -1 || ttl > full+3*time.Second {
+			t.Errorf("item %s expires in %v, want at most %v", key, ttl, full)
+		}
+	}
+	if len(items) < len(bound) {
+		t.Fatalf("%d items in the metadump, want one at least per algorithm", len(items))
+	}
+}
+
+// expirations lists the server's items under prefix (lru_crawler metadump), each with its
+// expiration: Unix seconds, or -1 for none.
+func expirations(t *testing.T, addr, prefix string) map[string]int64 {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +113,7 @@ func TestEveryItemExpires(t *testing.T) {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(c, "lru_crawler metadump all\r\n")
 	sc := bufio.NewScanner(c)
-	seen := 0
+	items := map[string]int64{}
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "END" {
@@ -68,18 +123,20 @@ func TestEveryItemExpires(t *testing.T) {
 			t.Skipf("metadump unavailable: %s", line)
 		}
 		f := strings.Fields(line) // key=<urlencoded> exp=<unix or -1> ...
-		if len(f) < 2 || !strings.HasPrefix(f[0], "key="+strings.ReplaceAll(p, ":", "%3A")) {
+		if len(f) < 2 || !strings.HasPrefix(f[0], "key=") || !strings.HasPrefix(f[1], "exp=") {
 			continue
 		}
-		seen++
-		if f[1] == "exp=-1" {
-			t.Errorf("item without expiration: %s", line)
+		key, err := url.QueryUnescape(strings.TrimPrefix(f[0], "key="))
+		if err != nil || !strings.HasPrefix(key, prefix) {
+			continue
 		}
+		exp, err := strconv.ParseInt(strings.TrimPrefix(f[1], "exp="), 10, 64)
+		if err != nil {
+			t.Fatalf("metadump line %q: %v", line, err)
+		}
+		items[key] = exp
 	}
-	if seen == 0 {
-		t.Fatal("no item of the suite found in the metadump")
-	}
-	t.Logf("%d items, all with an expiration", seen)
+	return items
 }
 
 // TestLongExpiration: items that must live more than 30 days get an absolute expiration

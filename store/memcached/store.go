@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // maxIdleConns is the idle connections per server kept by the clients NewFromServers builds:
@@ -93,7 +94,7 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 			continue // a Unix socket
 		}
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return nil, fmt.Errorf("memcached: servers: %q is not host:port", a)
+			return nil, fmt.Errorf("memcached: servers: %s is not host:port", redact.URL(a))
 		}
 	}
 	sel, err := newSelector(cfg.serverList, addrs)
@@ -115,10 +116,10 @@ func NewFromServers(addrs []string, opts ...Option) (*Store, error) {
 func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	rest, ok := strings.CutPrefix(rawURL, "memcached://")
 	if !ok {
-		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...], got %q", rawURL)
+		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...], got %s", redact.URL(rawURL))
 	}
 	if rest == "" || strings.ContainsAny(rest, "/?#@") {
-		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...] (no path, query or user), got %q", rawURL)
+		return nil, fmt.Errorf("memcached: url: want memcached://host:port[,host:port...] (no path, query or user), got %s", redact.URL(rawURL))
 	}
 	return NewFromServers(strings.Split(rest, ","), opts...)
 }
@@ -251,7 +252,8 @@ type ContentionError struct {
 }
 
 func (e *ContentionError) Error() string {
-	return fmt.Sprintf("memcached: %v: key %q: %d gets/cas rounds lost to other writers", sluice.ErrStoreUnavailable, e.Key, e.Attempts)
+	// Never the key: it may hold a request's value (an API key); Key has it for the caller.
+	return fmt.Sprintf("memcached: %v: %d gets/cas rounds lost to other writers of the key", sluice.ErrStoreUnavailable, e.Attempts)
 }
 
 // Unwrap returns sluice.ErrStoreUnavailable.

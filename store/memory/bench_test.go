@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -130,6 +131,41 @@ func BenchmarkBytesPerKey(b *testing.B) {
 				runtime.ReadMemStats(&after)
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(keys)), "bytes/key")
 				runtime.KeepAlive(s)
+			}
+		})
+	}
+}
+
+// BenchmarkNewKeyFullStore measures a decision on a new key when the store is at WithMaxKeys
+// (100,000 keys of one request each, token bucket 100 a minute), so each new key first evicts
+// one: the cost of a flood of unique keys, arriving at 100,000 a second (the clock moves 10 µs
+// per key) or all at one instant (burst: the clock does not move, no key looks idle).
+//
+//	go test -run '^$' -bench NewKeyFullStore -benchtime 200000x ./store/memory/
+func BenchmarkNewKeyFullStore(b *testing.B) {
+	for name, step := range map[string]time.Duration{"100k_per_s": 10 * time.Microsecond, "burst": 0} {
+		b.Run(name, func(b *testing.B) {
+			const held = 100_000
+			ctx := context.Background()
+			rule := sluice.TokenBucket(100, time.Minute, 100)
+			keys := make([]string, held+b.N)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("flood:%d", i)
+			}
+			clock := sluicetest.NewManualClock(time.Unix(1_700_000_000, 0))
+			s, _ := memory.New(memory.WithMaxKeys(held), memory.WithClock(clock), memory.WithSweepInterval(-1))
+			defer s.Close()
+			for _, k := range keys[:held] {
+				s.Take(ctx, sluice.Request{Key: k, Rule: rule, N: 1})
+				clock.Advance(step)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Take(ctx, sluice.Request{Key: keys[held+i], Rule: rule, N: 1}); err != nil {
+					b.Fatal(err)
+				}
+				clock.Advance(step)
 			}
 		})
 	}

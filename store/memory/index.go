@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,45 +124,6 @@ func (sh *shard) kill(sl *slot, e *entry, bytes *atomic.Int64) {
 	bytes.Add(-int64(e.bytes))
 }
 
-// evict removes one entry to make room; sh.mu is held. It removes sh.victim and reports
-// whether it still had live state.
-func (sh *shard) evict(now int64, bytes *atomic.Int64) (live bool) {
-	v, exp := sh.victim(now)
-	if v == nil {
-		return false
-	}
-	sh.remove(v, bytes)
-	return exp > now
-}
-
-// victim samples a few live entries from a random place and returns an expired one if it finds
-// it, else the one closest to full capacity, with its expiry; nil when sh is empty. sh.mu is
-// held.
-func (sh *shard) victim(now int64) (*slot, int64) {
-	t := sh.tab.Load()
-	var victim *slot
-	var victimExp int64
-	seen := 0
-	for i, k := rand.Uint64()&t.mask, 0; k < len(t.slots) && seen < evictionSamples; i, k = (i+1)&t.mask, k+1 {
-		sl := &t.slots[i]
-		e := sl.e.Load()
-		if e == nil {
-			continue
-		}
-		seen++
-		e.mu.Lock()
-		exp := e.until()
-		e.mu.Unlock()
-		if victim == nil || exp < victimExp {
-			victim, victimExp = sl, exp
-		}
-		if exp <= now {
-			break
-		}
-	}
-	return victim, victimExp
-}
-
 // remove kills the entry of sl, a slot of sh's current table; sh.mu is held.
 func (sh *shard) remove(sl *slot, bytes *atomic.Int64) {
 	e := sl.e.Load()
@@ -181,6 +141,7 @@ type entry struct {
 	mu      sync.Mutex
 	dead    bool              // removed from the index
 	coarse  bool              // decisions under params read the coarse clock (Store.coarseFor)
+	seen    uint16            // when it was first decided, and whether it was since (evict.go)
 	bytes   uint32            // the entry's charge against WithMaxBytes (entryBytes)
 	expires int64             // Unix ns at which the state is back to full
 	params  *algorithm.Params // the rule of the last decision, compiled

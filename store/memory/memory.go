@@ -4,7 +4,17 @@
 //
 // Idle keys expire when their state is back to full capacity (nothing is lost by forgetting
 // them); a background sweep removes them, and a maximum key count and a byte budget bound
-// memory under a flood of unique keys by evicting the entries closest to full.
+// memory under a flood of unique keys by evicting the entries that cost least to forget.
+//
+// Eviction never lets a key admit past its limit because of a flood: a key keeps its state
+// until it is back to full once it was decided more than once, and whenever a request of one
+// unit would find it denied (at its limit, or in debt after a settle). A new key past the
+// bounds evicts a key back to full or else, among a sample, a key decided only once that still
+// admits, the one that used the fewest units (then the one idle longest): its next request
+// may use again that one request's units, fewer than its capacity. When no sampled key may be
+// forgotten, the new key is refused with ErrFull (wrapping sluice.ErrStoreUnavailable), for
+// the caller's failure policy to decide. Size WithMaxKeys and WithMaxBytes for the keys in use
+// within their periods.
 package memory
 
 import (
@@ -13,7 +23,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,16 +101,19 @@ func WithClock(c sluice.Clock) Option { return optionFunc(func(cfg *config) { cf
 func WithCoarseClock(on bool) Option { return optionFunc(func(c *config) { c.coarse = on }) }
 
 // WithMaxKeys bounds the number of keys held (default DefaultMaxKeys). When a shard is full, a
-// new key evicts an expired entry or, failing that, the sampled entry closest to full capacity.
+// new key evicts an expired entry or, failing that, the sampled entry that costs least to
+// forget: never one decided more than once before it is back to full, nor one over its limit
+// or in debt; when no sampled entry may be forgotten, the new key is refused with ErrFull (see
+// the package doc).
 func WithMaxKeys(n int) Option { return optionFunc(func(c *config) { c.maxKeys = n }) }
 
 // WithMaxBytes bounds the bytes the keys hold (default DefaultMaxBytes), as each key is
 // charged: its entry and index slot (160 bytes), its key when longer than 48 bytes, and the
 // most state its rule can hold (algorithm.StateBytes: 16 bytes per unit of a sliding log's
 // limit, its timestamps and as many again while a settle keeps the key in debt). A new key
-// that would take the store over the budget first evicts, from its own shard, expired entries
-// or else the sampled entries closest to full capacity, as WithMaxKeys does; a key is kept even
-// when it alone is over the budget. The charge is the most a key can hold, so the heap stays
+// that would take the store over the budget first evicts, from its own shard and a few others,
+// expired entries or else the sampled entries that cost least to forget, as WithMaxKeys does,
+// or is refused with ErrFull; a key is kept even when it alone is over the budget. The charge is the most a key can hold, so the heap stays
 // under the budget whatever its keys later do, and a big sliding log held lightly is charged
 // for its limit.
 func WithMaxBytes(n int64) Option { return optionFunc(func(c *config) { c.maxBytes = n }) }
@@ -222,6 +234,7 @@ func (s *Store) Take(_ context.Context, req sluice.Request) (sluice.Decision, er
 			d, err = e.apply(now, &req)
 		}
 		e.expires = now + int64(d.ResetAfter)
+		e.markReturned()
 		e.mu.Unlock()
 		return d, err
 	}
@@ -276,6 +289,7 @@ func (s *Store) TakeLocal(_ fastpath.Token, key string, rule sluice.Rule, n int6
 			allowed, remaining, retry, reset = d.Allowed, d.Remaining, int64(d.RetryAfter), int64(d.ResetAfter)
 		}
 		e.expires = now + reset
+		e.markReturned()
 		e.mu.Unlock()
 		return allowed, remaining, time.Duration(retry), time.Duration(reset), nil
 	}
@@ -328,11 +342,23 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 			e.mu.Unlock()
 			continue
 		}
+		// A new rule whose state may hold more: room is made first (e itself may be forgotten,
+		// then the key is new), or the request is refused and the key keeps its rule. A key
+		// alone in the store is kept over the budget, as a new one is.
+		if grow := int64(charge) - int64(e.bytes); grow > 0 && s.bytes.Load()+grow > s.maxBytes && s.bytes.Load() > int64(e.bytes) {
+			e.mu.Unlock()
+			sh.mu.Lock()
+			ok := s.makeRoom(sh, grow)
+			sh.mu.Unlock()
+			if !ok {
+				return sluice.Decision{}, ErrFull
+			}
+			continue
+		}
 		if e.state.Algorithm() != req.Rule.Algorithm {
 			e.state = e.newState(req.Rule.Algorithm) // a new algorithm starts from full
 		}
 		e.params, e.coarse = params, s.coarseFor(params)
-		grew := charge > e.bytes
 		if charge != e.bytes { // a new rule: its state may hold more (or less)
 			s.bytes.Add(int64(charge) - int64(e.bytes))
 			e.bytes = charge
@@ -340,12 +366,8 @@ func (s *Store) takeSlow(sh *shard, h uint64, req sluice.Request) (sluice.Decisi
 		now := s.nowFor(params)
 		d, err := e.apply(now, &req)
 		e.expires = now + int64(d.ResetAfter)
+		e.markReturned()
 		e.mu.Unlock()
-		if grew && s.bytes.Load() > s.maxBytes {
-			sh.mu.Lock()
-			s.makeRoom(sh, now, 0)
-			sh.mu.Unlock()
-		}
 		return d, err
 	}
 }
@@ -370,61 +392,6 @@ const (
 	stateHeader = 64
 )
 
-// makeRoom evicts entries until the store's charges plus need fit in WithMaxBytes; sh.mu is
-// held. Each victim is the one closest to full among the samples of sh and of a few random
-// other shards whose lock is free (TryLock: two inserts never wait on each other's shard), so a
-// key alone in its shard, such as a hot one, is not evicted for lack of other candidates. When
-// no shard offers one, the store stays over the budget until the next insert.
-func (s *Store) makeRoom(sh *shard, now int64, need int64) {
-	for s.bytes.Load()+need > s.maxBytes {
-		v, exp := sh.victim(now)
-		from := sh
-		// consider takes o's victim when it is closer to full than the one held, keeping o
-		// locked while it holds it; it reports whether o has one at all.
-		consider := func(o *shard) bool {
-			if o == sh || o == from || !o.mu.TryLock() {
-				return false
-			}
-			ov, oexp := o.victim(now)
-			if ov == nil || (v != nil && oexp >= exp) {
-				o.mu.Unlock()
-				return ov != nil
-			}
-			if from != sh {
-				from.mu.Unlock()
-			}
-			v, exp, from = ov, oexp, o
-			return true
-		}
-		probed := 0
-		for tried := 0; probed < evictionSamples && tried < 4*evictionSamples && len(s.shards) > 1; tried++ {
-			if consider(&s.shards[rand.Uint64()&s.mask]) {
-				probed++
-			}
-		}
-		// Sparse shards (more shards than keys): the random probes may find one other key or
-		// none, and that one may be a hot key alone in its shard while every other key is
-		// closer to full (it was evicted in ~1% of the floods of TestByteBudgetFlood with
-		// 1,024 shards). A thin sample goes on through the shards in order until it has
-		// evictionSamples keys to choose from.
-		for i := 0; probed < evictionSamples && i < len(s.shards); i++ {
-			if consider(&s.shards[i]) {
-				probed++
-			}
-		}
-		if v == nil {
-			return
-		}
-		from.remove(v, &s.bytes)
-		if from != sh {
-			from.mu.Unlock()
-		}
-		if exp > now {
-			s.evictions.Add(1)
-		}
-	}
-}
-
 // takeNew decides for an absent key, and keeps its entry when the decision left state behind
 // (a peek or refund on an absent key leaves nothing to keep, nor does a budget step that left
 // no reservation open); sh.mu is held.
@@ -434,14 +401,13 @@ func (s *Store) takeNew(sh *shard, h uint64, req sluice.Request, params *algorit
 	e.coarse = s.coarseFor(params)
 	e.bytes = charge
 	d, err := e.apply(now, &req)
-	e.expires = now + int64(d.ResetAfter)
+	e.expires, e.seen = now+int64(d.ResetAfter), first(now)
 	if e.until() <= now {
 		return d, err
 	}
-	if sh.n >= s.perShard && sh.evict(now, &s.bytes) {
-		s.evictions.Add(1)
+	if sh.n >= s.perShard && !s.evictFrom(sh) || !s.makeRoom(sh, int64(charge)) {
+		return sluice.Decision{}, ErrFull
 	}
-	s.makeRoom(sh, now, int64(charge))
 	s.bytes.Add(int64(charge))
 	sh.insert(h, e)
 	return d, err
@@ -509,7 +475,8 @@ func (s *Store) Len() int {
 func (s *Store) Bytes() int64 { return s.bytes.Load() }
 
 // Evictions reports how many keys with live state were evicted to respect the maximum key
-// count or the byte budget. Each one may let its key admit up to its limit again.
+// count or the byte budget: keys decided once, each of which may use again the units of that
+// one request (see the package doc).
 func (s *Store) Evictions() int64 { return s.evictions.Load() }
 
 // Close stops the background sweep. Decisions still work after Close.

@@ -107,11 +107,11 @@ func (s *Store) readTotals(ctx context.Context, batch []sluice.WindowCounts, cmd
 		vals, err := cmd.Int64Slice()
 		switch {
 		case err != nil && isRedisError(err):
-			batch[i].Err = fmt.Errorf("redis: key %q: %w: %w", batch[i].Key, sluice.ErrStoreUnavailable, err)
+			batch[i].Err = fmt.Errorf("redis: %w: %w", sluice.ErrStoreUnavailable, err) // never the key: it may hold a request's value
 		case err != nil:
 			return unavailable(err)
 		case len(vals) != len(batch[i].Totals):
-			batch[i].Err = fmt.Errorf("redis: key %q: %w: %d totals, want %d", batch[i].Key, sluice.ErrStoreUnavailable, len(vals), len(batch[i].Totals))
+			batch[i].Err = fmt.Errorf("redis: %w: %d totals, want %d", sluice.ErrStoreUnavailable, len(vals), len(batch[i].Totals))
 		default:
 			copy(batch[i].Totals, vals)
 		}

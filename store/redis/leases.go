@@ -175,7 +175,7 @@ func (s *Store) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal) er
 		switch {
 		case err != nil && isRedisError(err):
 			for _, i := range g.items {
-				batch[i].Err = fmt.Errorf("redis: key %q: %w: %w", batch[i].Key, sluice.ErrStoreUnavailable, err)
+				batch[i].Err = fmt.Errorf("redis: %w: %w", sluice.ErrStoreUnavailable, err) // never the key: it may hold a request's value
 			}
 		case err != nil:
 			return unavailable(err)

@@ -247,7 +247,7 @@ func (s *Store) newBudgetCall(ctx context.Context, req *sluice.Request, p params
 	for len(p) < paramsLen-8 {
 		p = p.add(0)
 	}
-	p = p.add(algorithm.MaxDebt(req.Rule))
+	p = p.add(algorithm.BudgetDebt(req.Rule))
 	b := &req.Budget
 	length, count := algorithm.ChargeWindows(req.Rule)
 	key := s.Key(req.Key)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/internal/redact"
 )
 
 // NewFromURL connects to the Redis named by rawURL and returns a Store on it that closes the
@@ -40,8 +42,8 @@ const ClusterStateReloadInterval = 250 * time.Millisecond
 
 func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis: url: %w", err)
+	if err != nil { // neither err nor its message quotes the URL: a password may be in the part quoted
+		return nil, fmt.Errorf("redis: url: %s does not parse: %s (a password holding '/', '?', '#' or '%%' must be percent-encoded)", redact.URL(rawURL), redact.ParseError(err))
 	}
 	q := u.Query()
 	p, err := parseCommon(u, q)
@@ -70,7 +72,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	case "redis-sentinel":
 		master := strings.Trim(u.Path, "/")
 		if master == "" || strings.Contains(master, "/") {
-			return nil, fmt.Errorf("redis: url: path: redis-sentinel:// needs the master name as the path, got %q", u.Path)
+			return nil, fmt.Errorf("redis: url: path: redis-sentinel:// needs the master name as the path, got %s", redact.URL(rawURL))
 		}
 		if p.dial == 0 {
 			p.dial = defaultDialTimeout
@@ -88,7 +90,7 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 		client = goredis.NewFailoverClient(fo)
 	case "redis-cluster":
 		if u.Path != "" && u.Path != "/" {
-			return nil, fmt.Errorf("redis: url: path: redis-cluster:// takes no path (Cluster has database 0 only), got %q", u.Path)
+			return nil, fmt.Errorf("redis: url: path: redis-cluster:// takes no path (Cluster has database 0 only), got %s", redact.URL(rawURL))
 		}
 		client = goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: p.addrs, Username: p.user, Password: p.pass,
@@ -110,6 +112,15 @@ func NewFromURL(rawURL string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// shownHost is an address of a URL as an error may show it: as it is when it reads as
+// host:port, else masked (it may be part of a password that held a raw '/').
+func shownHost(a string) string {
+	if r := redact.URL(a); r != redact.Mask {
+		return strconv.Quote(r)
+	}
+	return "an address (" + redact.Mask + ")"
+}
+
 type urlParts struct {
 	addrs      []string
 	user, pass string
@@ -126,10 +137,10 @@ func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
 	for _, a := range strings.Split(u.Host, ",") {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" {
-			return p, fmt.Errorf("redis: url: host: %q is not host:port", a)
+			return p, fmt.Errorf("redis: url: host: %s is not host:port", shownHost(a))
 		}
 		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return p, fmt.Errorf("redis: url: host: %q has an invalid port", a)
+			return p, fmt.Errorf("redis: url: host: %s has an invalid port", shownHost(a))
 		}
 		p.addrs = append(p.addrs, a)
 	}
@@ -141,7 +152,7 @@ func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
 		if path := strings.Trim(u.Path, "/"); path != "" {
 			db, err := strconv.Atoi(path)
 			if err != nil || db < 0 {
-				return p, fmt.Errorf("redis: url: path: want a database number, got %q", u.Path)
+				return p, fmt.Errorf("redis: url: path: want a database number, got %s", redact.URL("redis://"+u.Host+u.Path))
 			}
 			p.db = db
 		}
@@ -171,7 +182,8 @@ func parseCommon(u *url.URL, q url.Values) (urlParts, error) {
 		switch k {
 		case "db", "pool_size", "dial_timeout", "password", "username", "counters":
 		default:
-			return p, fmt.Errorf("redis: url: %s: unknown query parameter (want db, pool_size, dial_timeout, username, password, counters)", k)
+			// Not named: it may be part of a password that held a raw '&'.
+			return p, errors.New("redis: url: unknown query parameter (want db, pool_size, dial_timeout, username, password, counters)")
 		}
 	}
 	return p, nil

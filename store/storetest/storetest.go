@@ -80,6 +80,7 @@ func RunSkipping(t *testing.T, newStore NewStore, skip func(Case) string) {
 	t.Run("RuleChangeKeepsState", func(t *testing.T) { testRuleChange(t, newStore, run) })
 	t.Run("ConcurrentTakers", func(t *testing.T) { testConcurrent(t, newStore, run) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, newStore, run) })
+	t.Run("DebtWithinPeriod", func(t *testing.T) { testDebtWithinPeriod(t, newStore, run) })
 	t.Run("Criticality", func(t *testing.T) { testCriticality(t, newStore, run) })
 	t.Run("CriticalityPace", func(t *testing.T) { testCriticalityPace(t, newStore, run) })
 	t.Run("NextAfter", func(t *testing.T) { testNextAfter(t, newStore, run) })
@@ -279,10 +280,11 @@ func rateCases() []Case {
 			{At: 2000 * ms, N: 0, Want: ok(5, 5, 0)},
 		}},
 		{Name: "token_bucket_debt_bound", Rule: sluice.TokenBucket(1000, time.Millisecond, 0), Steps: []Step{
-			// 1 µs per token; the debt is capped at MaxLimit tokens (what refills in MaxPeriod
-			// is more): the second settle adds only 1000
-			{At: 0, N: sluice.MaxLimit, Settle: true, Want: settled(1000, 0, (sluice.MaxLimit-1000)*time.Microsecond, sluice.MaxLimit*time.Microsecond)},
-			{At: 0, N: sluice.MaxLimit, Settle: true, Want: settled(1000, 0, sluice.MaxLimit*time.Microsecond, (sluice.MaxLimit+1000)*time.Microsecond)},
+			// 1 µs per token; the debt is capped at what refills in one period (1000 tokens,
+			// paid within 1 ms): a settle of MaxLimit charges the capacity and that much, and
+			// a second one adds nothing
+			{At: 0, N: sluice.MaxLimit, Settle: true, Want: settled(1000, 0, time.Millisecond, 2*time.Millisecond)},
+			{At: 0, N: sluice.MaxLimit, Settle: true, Want: settled(1000, 0, time.Millisecond, 2*time.Millisecond)},
 		}},
 		{Name: "leaky_bucket_settle", Rule: sluice.LeakyBucket(10, time.Second, 3), Steps: []Step{
 			{At: 0, N: 3, Want: ok(3, 0, 300*ms)},
@@ -470,6 +472,64 @@ func testConcurrent(t *testing.T, newStore NewStore, run string) {
 			}
 		})
 	}
+}
+
+// testDebtWithinPeriod checks that a settle's debt never outlives its rule's period (issue 31,
+// item 6): the largest settle on a key of a 1 s rule (10 a second, a burst of 20 for the
+// buckets) is paid within the period (the sliding window's within Period + Period/SubWindows)
+// and the key is back to full within that plus the time its capacity takes to refill; and the
+// store keeps the debt that long (a take before it is paid is denied, one once it is paid and a
+// unit is back is admitted).
+// A shared store keeps a key for its ResetAfter, so this bounds its TTL too.
+func testDebtWithinPeriod(t *testing.T, newStore NewStore, run string) {
+	eachAlgorithm(t, newStore, func(t *testing.T, a sluice.Algorithm, s sluice.Store, clock *sluicetest.ManualClock) {
+		ctx := context.Background()
+		rule := DebtRule(a, time.Second)
+		debt, full := DebtBounds(rule)
+		key := "storetest:" + run + ":debt:" + a.String()
+		d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: sluice.MaxLimit, Settle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > debt || d.ResetAfter > full {
+			t.Fatalf("settle %d on %s: %+v, want the debt paid within %v and the key full within %v", int64(sluice.MaxLimit), rule, d, debt, full)
+		}
+		clock.Set(Base.Add(d.RetryAfter - time.Millisecond))
+		if d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: 1}); err != nil || d.Allowed {
+			t.Fatalf("take 1 ms before the debt is paid: %+v, %v, want denied", d, err)
+		}
+		paid := d.RetryAfter + rule.Period/time.Duration(rule.Limit) + time.Millisecond // and one unit back
+		clock.Set(Base.Add(paid))
+		if d, err := s.Take(ctx, sluice.Request{Key: key, Rule: rule, N: 1}); err != nil || !d.Allowed {
+			t.Fatalf("take once the debt is paid and a unit is back (+%v): %+v, %v, want admitted", paid, d, err)
+		}
+	})
+}
+
+// DebtRule is the rule of algorithm a that the debt tests settle on: 10 per period, and a
+// burst of 20 for the buckets (whose capacity then takes two periods to refill).
+func DebtRule(a sluice.Algorithm, period time.Duration) sluice.Rule {
+	r := sluice.Rule{Algorithm: a, Limit: 10, Period: period}
+	if a.Bucket() {
+		r.Burst = 20
+	}
+	return r
+}
+
+// DebtBounds returns, for a valid rule r, the longest a settle's debt may take to be paid
+// (algorithm.MaxDebt: one period; the sliding window's, Period + Period/SubWindows) and the
+// longest a key in debt may take to be back to full: that plus the time its capacity takes to
+// refill (a period for the window algorithms). A shared store keeps a key no longer than the
+// latter (plus its own slack).
+func DebtBounds(r sluice.Rule) (debt, full time.Duration) {
+	debt, refill := r.Period, r.Period
+	switch {
+	case r.Algorithm.Bucket():
+		refill = time.Duration(float64(r.Capacity()) * float64(r.Period) / float64(r.Limit))
+	case r.Algorithm == sluice.AlgorithmSlidingWindow:
+		debt += r.Period / time.Duration(r.Windows())
+	}
+	return debt, debt + refill
 }
 
 // testSettle checks settles on every algorithm: a refund gives back what was taken; a charge

@@ -64,8 +64,8 @@ local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept long
 -- doubles: held, counted, until ms (-1: never), expiry ms, free 0/1) and KEYS[3] a sorted set
 -- of their ids scored by expiry (ms); all three share the key's hash tag, and the two expire
 -- with the last reservation (ledger_ttl). ARGV[1] are the single script's packed parameters
--- (P1, the cost, is replaced at each call of the body; P7 is the debt bound of a settle,
--- algorithm.MaxDebt), ARGV[2] a slot no script reads, ARGV[3] the step's parameters as nine
+-- (P1, the cost, is replaced at each call of the body; P7 is the debt bound of a budget step,
+-- algorithm.BudgetDebt), ARGV[2] a slot no script reads, ARGV[3] the step's parameters as nine
 -- packed doubles (one struct.unpack, as ARGV[1]): the step (1 reserve, 2 extend, 3 commit),
 -- its units (held or actual), the TTL (ms), 1 for strict, 1 for free on expiry, the length
 -- (ms; 0: never) and count of the windows a charge stays in the state (algorithm.ChargeLife:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package connectlimit_test
+
+const raceEnabled = false
