@@ -40,6 +40,9 @@ const maxHeld = 1 << 50
 type Ledger struct {
 	State State
 	Open  []Reservation
+	// soonest is at most the soonest expiry of Open (0: unknown), so that a step scans the
+	// reservations for expired ones only when one may be (a key may hold 10,000).
+	soonest int64
 }
 
 // WithLedger returns s as a Ledger: s itself when it is one, else a Ledger of s with no open
@@ -119,6 +122,7 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 		if d.Allowed {
 			l.Open = append(l.Open, Reservation{ID: b.ID, Free: b.FreeOnExpiry})
 			l.Open[len(l.Open)-1].hold(now, p, req.N, b.TTLFor(p.Rule))
+			l.soonest = min(l.soonest, l.Open[len(l.Open)-1].Expires)
 		}
 		return d, nil
 	case sluice.BudgetExtend:
@@ -134,6 +138,7 @@ func (l *Ledger) step(now int64, p *Params, req *sluice.Request) (sluice.Decisio
 		}
 		if d.Allowed {
 			l.Open[i].hold(now, p, req.N, b.TTLFor(p.Rule))
+			l.soonest = min(l.soonest, l.Open[i].Expires) // a shorter TTL may bring it closer
 		}
 		return d, nil
 	}
@@ -204,10 +209,15 @@ func (r *Reservation) settlement(now, actual int64) int64 {
 // expire drops the reservations expired at now (Expires <= now), giving back in one refund
 // what the state still counts of the free ones.
 func (l *Ledger) expire(now int64, p *Params) {
+	if now < l.soonest {
+		return // none has expired
+	}
+	l.soonest = math.MaxInt64
 	var back int64
 	for i := 0; i < len(l.Open); {
 		r := &l.Open[i]
 		if now < r.Expires {
+			l.soonest = min(l.soonest, r.Expires)
 			i++
 			continue
 		}
