@@ -80,8 +80,8 @@ type outageEnv struct {
 	forgets bool
 }
 
+// runOutage asserts real elapsed time: its callers call testenv.Timing.
 func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
-	testenv.Timing(t)
 	baseline := runtime.NumGoroutine()
 	rule := sluice.FixedWindow(300, time.Hour) // one window covers the whole test
 	logs := make([]*stateLog, 3)
@@ -238,6 +238,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 }
 
 func TestFallbackOutageMemory(t *testing.T) {
+	testenv.Timing(t)
 	for _, hang := range []bool{false, true} {
 		name := map[bool]string{false: "refused", true: "black_hole"}[hang]
 		t.Run(name, func(t *testing.T) {

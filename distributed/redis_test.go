@@ -104,6 +104,7 @@ func TestAsyncOverAdmissionRedis(t *testing.T) {
 }
 
 func TestFallbackOutageRedis(t *testing.T) {
+	testenv.Timing(t)
 	for _, mode := range []string{"kill", "sigstop"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := testenv.StartRedis(t)

@@ -8,58 +8,43 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/budget"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/rls"
+	"github.com/sluicehq/sluice/internal/gate"
 )
 
 // Budgets (the proxy sections' budgets, config.ProxyBudget): a request is estimated from its
-// JSON body, its cost reserved on every budget that keys it, all or none, before its rate
-// limits are decided; the response is metered as it flows (an event stream event by event,
-// cut within one event when a budget is spent; a JSON body for the usage it reports) and
-// committed at what it cost. A request its rate limits deny gives its reservations back.
+// JSON body and its cost reserved on every budget that keys it, all or none (internal/gate's
+// Budgets and Reserve), before its rate limits are decided; the response is metered as it
+// flows (an event stream event by event, cut within one event when a budget is spent; a JSON
+// body for the usage it reports) and committed at what it cost. A request its rate limits
+// deny gives its reservations back.
 
 // metered is one request's budgets: their reservations and the meter of its response.
 type metered struct {
 	rs      sluice.Reservations
-	budgets []*config.Budget
+	budgets []gate.Budget
 	meter   *budget.Meter
 	maxBody int
 	started bool // the response's body is metered (the meter commits)
 }
 
-// reserveBudgets reserves r's budgets in the domains of pl; nil when none keys r. answered
+// reserveBudgets reserves the budgets of sc's request r; nil when none keys it. answered
 // reports that r was answered here: a body too large or not a JSON request, a model without a
-// price (400), a store failure (503), a budget that refused (429, named).
-func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *scratch, pl *plan) (m *metered, answered bool) {
-	var budgets []*config.Budget
-	var keys []string
-	maxBody := int64(0)
-	for _, d := range pl.domains {
-		for _, b := range d.Budgets {
-			if sc.http.r != r {
-				sc.http = httpRequest{r: r, resolver: p.resolver}
-			}
-			var desc rls.Descriptor
-			if !appendEntries(&desc, &sc.http, b.Actions) {
-				continue
-			}
-			var k strings.Builder
-			k.WriteString("budget:" + d.Name + ":" + b.Name)
-			for _, e := range desc.Entries {
-				k.WriteString(":" + e.Key + "=" + e.Value)
-			}
-			budgets, keys = append(budgets, b), append(keys, k.String())
-			maxBody = max(maxBody, orDefault(b.MaxBody, 1<<20))
-		}
-	}
+// price (400), a budget that refused (429, named), a store failure (503).
+func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *gate.Scratch) (m *metered, answered bool) {
+	budgets := p.gate.Budgets(sc, "")
 	if len(budgets) == 0 {
 		return nil, false
+	}
+	maxBody := int64(0)
+	for _, b := range budgets {
+		maxBody = max(maxBody, orDefault(b.MaxBody, 1<<20))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	switch {
@@ -74,17 +59,15 @@ func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *scrat
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	m = &metered{budgets: budgets, maxBody: int(maxBody)}
-	holds := make([]sluice.Hold, len(budgets))
+	m = &metered{budgets: slices.Clone(budgets), maxBody: int(maxBody)}
+	n := make([]int64, len(budgets))
 	var est budget.Estimate
 	for i, b := range budgets {
 		if est, err = b.Estimator.Request(body); err == nil {
-			var n int64
-			if n, err = b.Charge()(est.Usage); err == nil && n > sluice.MaxLimit {
-				err = fmt.Errorf("an estimate of %d is more than the most a budget holds, %d", n, int64(sluice.MaxLimit))
+			if n[i], err = b.Charge()(est.Usage); err == nil && n[i] > sluice.MaxLimit {
+				err = fmt.Errorf("an estimate of %d is more than the most a budget holds, %d", n[i], int64(sluice.MaxLimit))
 			}
 			if err == nil {
-				holds[i] = sluice.Hold{Key: keys[i], Budget: b.Budget, N: n}
 				continue
 			}
 		}
@@ -93,22 +76,16 @@ func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *scrat
 			Detail: "The request's cost under budget " + b.Name + " cannot be estimated: " + err.Error()})
 		return nil, true
 	}
-	rs, err := p.eng.Limiter().ReserveAll(r.Context(), holds)
-	if err != nil {
-		p.refuse(w, r, p.eng.StoreError(r.Context(), err))
+	rs, o := p.gate.Reserve(r.Context(), sc, budgets, n)
+	if o != gate.Pass {
+		p.metrics.count(o)
+		p.gate.Write(r.Context(), w, sc, o, "")
 		return nil, true
 	}
 	m.rs = rs
 	m.meter = &budget.Meter{Reservations: &m.rs, Extractor: budgets[0].Extractor, Estimate: est.Usage}
 	for _, b := range budgets {
 		m.meter.Charges = append(m.meter.Charges, b.Charge())
-	}
-	if !rs.Decision.Allowed {
-		results := m.results(nil, true)
-		httplimit.SetHeaders(w.Header(), p.cfg.HeaderStyle, results)
-		httplimit.WriteDenial(w, r, results)
-		p.metrics.denied.Inc()
-		return nil, true
 	}
 	return m, false
 }
@@ -118,21 +95,6 @@ func orDefault(v, def int64) int64 {
 		return def
 	}
 	return v
-}
-
-// results appends a result per budget: its reservation's decision, whose Remaining is what
-// the budget had left when the request came (sluice.Reservation), so that it falls after each
-// response by what it cost; a refused one as denied.
-func (m *metered) results(out []httplimit.Result, refused bool) []httplimit.Result {
-	for i := range m.rs.Holds {
-		r := &m.rs.Holds[i]
-		d := r.Decision
-		if !refused {
-			d.Allowed = true
-		}
-		out = append(out, httplimit.Result{Name: m.budgets[i].Name, Rule: r.Budget.Rule, Decision: d})
-	}
-	return out
 }
 
 // cancel gives back the reservations of a request that is not forwarded, or whose upstream

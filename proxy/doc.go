@@ -6,8 +6,9 @@
 // rate-limit actions: remote_address with trusted proxies, request_headers, generic_key,
 // header_value_match, and Sluice's path, route prefixes and method; see config.Proxy), decided
 // against the same descriptor rules as `sluice serve` by the same engine (rls.Engine.Decide),
-// with the same store, distribution mode and fallback. A denied request gets package
-// httplimit's 429; an allowed one is forwarded with the same rate-limit headers, its body,
-// trailers, streaming responses and WebSocket upgrades passing untouched. /metrics,
+// with the same store, distribution mode and fallback: package internal/gate's decision,
+// which sluice serve's forward-auth and ext_authz doors make too. A denied request gets
+// package httplimit's 429; an allowed one is forwarded with the same rate-limit headers, its
+// body, trailers, streaming responses and WebSocket upgrades passing untouched. /metrics,
 // /healthz and /readyz are served on a separate admin address, loopback by default.
 package proxy

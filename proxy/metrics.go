@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/gate"
+)
 
 // metrics are the proxy's own collectors, next to the server's (decisions per limit, store
 // errors, reloads) on the same registry.
@@ -52,4 +56,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		upstreamErrors: upstream, decision: decision, connsRefused: refused, releaseFailures: releases, budgetCut: cuts,
 		clientErrors:     [2]prometheus.Counter{clientBodyTimeout: client.WithLabelValues("body_timeout"), clientBodyMalformed: client.WithLabelValues("body_malformed")},
 		upstreamTimeouts: [2]prometheus.Counter{timeoutResponseHeader: timeouts.WithLabelValues("response_header"), timeoutIdle: timeouts.WithLabelValues("idle")}}, nil
+}
+
+// count counts a request that did not pass.
+func (m *metrics) count(o gate.Outcome) {
+	switch o {
+	case gate.Denied, gate.Refused:
+		m.denied.Inc()
+	case gate.Invalid:
+		m.invalid.Inc()
+	default:
+		m.unavailable.Inc()
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/connlimit"
+	"github.com/sluicehq/sluice/internal/gate"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/redact"
 	"github.com/sluicehq/sluice/rls"
@@ -126,21 +127,19 @@ type Config struct {
 type Proxy struct {
 	cfg      Config
 	log      *slog.Logger
-	eng      *rls.Engine    // decides, owns the rules, their watcher and the store
-	leases   *sluice.Leases // the slots of max_in_flight, in the engine's store
+	eng      *rls.Engine // decides, owns the rules, their watcher and the store
+	gate     *gate.Gate  // the decision of a request (package internal/gate), holding the slots of max_in_flight
 	registry *prometheus.Registry
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	// upstreamName is the upstream URL as logs show it: its userinfo and anything not known
 	// to be harmless masked (store.Redact).
 	upstreamName string
-	plan         atomic.Pointer[plan]
-	resolver     *clientip.Resolver
 	metrics      *metrics
-	// invalidLog, upstreamLog, releaseLog, clientLog and budgetLog throttle the lines of
-	// refused requests, upstream errors, failed lease releases, client errors and budgets.
-	invalidLog, upstreamLog, releaseLog, clientLog, budgetLog logthrottle.Throttle
-	serving                                                   atomic.Bool // between the start of Serve and the end of the drain
+	// upstreamLog, clientLog and budgetLog throttle the lines of upstream errors, client
+	// errors and budgets (streams cut, commits that failed).
+	upstreamLog, clientLog, budgetLog logthrottle.Throttle
+	serving                           atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server
@@ -168,7 +167,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.upstream, p.upstreamName = u, store.Redact(cfg.Upstream)
-	if p.resolver, err = clientip.New(cfg.TrustedProxies); err != nil {
+	resolver, err := clientip.New(cfg.TrustedProxies)
+	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p.registry = cfg.Registry
@@ -190,19 +190,19 @@ func New(cfg Config) (*Proxy, error) {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
-	if err := checkLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
+	if err := gate.CheckLeaser(eng.Rules(), eng.Limiter().Store()); err != nil {
 		_ = eng.Close()
-		return nil, err
-	}
-	if p.currentPlan().empty() {
-		_ = eng.Close()
-		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	if p.metrics, err = newMetrics(p.registry); err != nil {
 		_ = eng.Close()
 		return nil, fmt.Errorf("proxy: metrics: %w", err)
 	}
-	p.leases = sluice.NewLeases(eng.Limiter().Store(), sluice.OnReleaseError(p.releaseFailed))
+	p.gate = gate.New(eng, resolver, cfg.HeaderStyle, p.log, p.metrics.releaseFailures.Inc)
+	if len(p.gate.DomainNames()) == 0 {
+		_ = eng.Close()
+		return nil, fmt.Errorf("proxy: rules: no document has a proxy section (proxy: rate_limits: [{actions: [...]}]): nothing would be limited")
+	}
 	p.rp = p.reverseProxy()
 	if err := p.listen(); err != nil {
 		p.Close()
@@ -322,7 +322,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 		go serve(p.admin, p.adminLis)
 	}
 	p.log.Info("sluice proxy serving", "addr", p.Addr(), "admin", p.AdminAddr(), "upstream", p.upstreamName,
-		"domains", p.currentPlan().domainNames(), "max_conns", p.cfg.maxConns(), "request_body_timeout", p.cfg.bodyTimeout())
+		"domains", p.gate.DomainNames(), "max_conns", p.cfg.maxConns(), "request_body_timeout", p.cfg.bodyTimeout())
 	var err error
 	select {
 	case <-ctx.Done():
@@ -333,7 +333,7 @@ func (p *Proxy) Serve(ctx context.Context) error {
 	p.serving.Store(false)
 	stopWatch()
 	<-watchDone
-	_ = p.leases.Close()
+	_ = p.gate.Close()
 	_ = p.eng.Close() // flushes the store's decorators
 	if p.admin != nil {
 		_ = p.admin.Close()
@@ -380,8 +380,8 @@ func (p *Proxy) Close() error {
 			_ = l.Close()
 		}
 	}
-	if p.leases != nil {
-		_ = p.leases.Close()
+	if p.gate != nil {
+		_ = p.gate.Close()
 	}
 	return p.eng.Close()
 }

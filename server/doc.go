@@ -4,6 +4,11 @@
 // /readyz, and envoyproxy/ratelimit's /healthcheck and /rlconfig, over rules loaded by package
 // config and hot-reloaded when their files change.
 //
+// The gateways' doors decide the requests a gateway asks about as sluice proxy decides the
+// requests it forwards (package internal/gate): forward-auth for NGINX auth_request, Caddy
+// forward_auth and Traefik ForwardAuth (forwardauth.go), Envoy's ext_authz over gRPC and
+// HTTP (extauthz.go), with what they share in gateways.go.
+//
 // The descriptor engine (rules, store, decisions, their metrics) is package rls; a Server
 // mounts it as it mounts the RLQS quota service (package quota/rlqs): New builds the engine
 // from Config's embedded rls.Config, reads each RLS or HTTP request into an rls.Request and

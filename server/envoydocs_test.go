@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rate_limit_quota/v3" // @type registrations
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3" // @type registrations
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rate_limit_quota/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -254,6 +255,13 @@ func TestEnvoyConfigsOfTheDocs(t *testing.T) {
 						t.Errorf("%s: clusters[%d]: %v", b.where, i, err)
 					}
 					defined[cl.GetName()] = true
+				}
+			case "typed_per_filter_config": // a route's: each filter's Any
+				configs, _ := v.(map[string]any)
+				for name, c := range configs {
+					if _, err := checkEnvoy(c, &anypb.Any{}); err != nil {
+						t.Errorf("%s: typed_per_filter_config.%s: %v", b.where, name, err)
+					}
 				}
 			default:
 				t.Errorf("%s: top-level key %q: the test does not know which Envoy message it is", b.where, key)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -22,8 +23,9 @@ import (
 
 // Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, the budget API (POST
 // /v1/reserve, /v1/commit, /v1/cancel: budget.go), /json, GET /metrics,
-// /healthz, /readyz, envoyproxy/ratelimit's GET /healthcheck and /rlconfig, and the live view
-// GET /v1/top and /ui.
+// /healthz, /readyz, envoyproxy/ratelimit's GET /healthcheck and /rlconfig, the live view
+// GET /v1/top and /ui, and the gateways' doors: /v1/forward-auth/{domain} (forwardauth.go),
+// /v1/ext-authz/{domain}/... and POST /v1/leases/release.
 func (s *Server) Handler() http.Handler {
 	mux := s.adminMux(apiEndpoints)
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
@@ -34,7 +36,18 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
 	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
 	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
-	return mux
+	mux.HandleFunc("/v1/forward-auth", s.handleForwardAuth) // any method: NGINX's subrequest keeps the client's
+	mux.HandleFunc("/v1/forward-auth/{domain}", s.handleForwardAuth)
+	mux.HandleFunc("POST /v1/leases/release", s.handleRelease)
+	extAuthz := http.HandlerFunc(s.handleExtAuthzHTTP)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// before the mux, which would redirect the unclean paths Envoy passes as they came
+		if strings.HasPrefix(r.URL.Path, extAuthzPrefix) {
+			extAuthz.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // AdminHandler returns the endpoints of operators only: GET /metrics, /healthz, /readyz,
@@ -55,6 +68,9 @@ var apiEndpoints = []admin.Endpoint{
 	{Method: "POST", Path: "/json", What: "envoyproxy/ratelimit's JSON API"},
 	{Method: "GET", Path: "/healthcheck", What: "envoyproxy/ratelimit's health check"},
 	{Method: "GET", Path: "/rlconfig", What: "the rules in force"},
+	{Method: "ANY", Path: "/v1/forward-auth/{domain}", What: "forward-auth for NGINX auth_request, Caddy forward_auth, Traefik ForwardAuth"},
+	{Method: "ANY", Path: "/v1/ext-authz/{domain}/...", What: "Envoy ext_authz, HTTP form (the gRPC form is on the gRPC port)"},
+	{Method: "POST", Path: "/v1/leases/release", What: "give back the in-flight slots of a Sluice-Lease"},
 }
 
 var writeJSON = admin.WriteJSON

@@ -245,8 +245,8 @@ func resetHTTPLimit(t *testing.T, mw http.Handler, alg, key string, n int64, nev
 	r.Header.Set("X-Key-"+alg, key)
 	r.Header.Set("X-Cost", strconv.FormatInt(n, 10))
 	w := httptest.NewRecorder()
-	now := time.Now() // X-RateLimit-Reset is a Unix time of the real clock
 	mw.ServeHTTP(w, r)
+	now := time.Now() // X-RateLimit-Reset is a Unix time of the real clock, read after the door's (see httpResets)
 	if w.Code != http.StatusTooManyRequests {
 		return nil
 	}
@@ -254,7 +254,11 @@ func resetHTTPLimit(t *testing.T, mw http.Handler, alg, key string, n int64, nev
 }
 
 // httpResets are the resets of a 429: Retry-After, the RateLimit header's t and, when sent,
-// X-RateLimit-Reset (a Unix time) from now (zero: not checked).
+// X-RateLimit-Reset (a Unix time) from now (zero: not checked), the real time read just after
+// the door answered: the door read it earlier, so on a loaded machine its second may be an
+// earlier one than now's, and from a time read before the call the reset would look up to
+// that much longer (once 1h0m2s for an hour's window). These rules' resets are minutes at
+// least, far longer than a call, so from now they stay positive.
 func httpResets(t *testing.T, door string, resp *http.Response, now time.Time, never bool) []overReset {
 	t.Helper()
 	ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
@@ -371,8 +375,8 @@ func resetConnect(t *testing.T) func(t *testing.T, alg, key string, n int64, nev
 		req := connect.NewRequest(&emptypb.Empty{})
 		req.Header().Set("X-Key-"+alg, key)
 		req.Header().Set("X-Cost", strconv.FormatInt(n, 10))
-		now := time.Now() // X-RateLimit-Reset is a Unix time of the real clock
 		_, err := client.CallUnary(context.Background(), req)
+		now := time.Now() // X-RateLimit-Reset is a Unix time of the real clock, read after the door's (see httpResets)
 		var ce *connect.Error
 		if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
 			return nil

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	gostats "github.com/lyft/gostats"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/connlimit"
+	"github.com/sluicehq/sluice/internal/gate"
 	"github.com/sluicehq/sluice/quota/rlqs"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server/rlsmetrics"
@@ -145,6 +148,16 @@ type Config struct {
 	// from a call's metadata (default: W3C traceparent and B3, as Envoy sends them).
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// TrustedProxies are the gateways and proxies (CIDRs or addresses) whose forwarded client
+	// addresses the forward-auth and ext_authz doors believe (gateways.go), as sluice proxy's
+	// --trusted-proxies; empty: the client is the peer that asks. The rules' max_in_flight
+	// limits are enforced by the doors when rls.Config.InFlight is set, each slot held until
+	// the gateway releases it or its lease ends.
+	TrustedProxies []string
+	// GatewayHeaders selects the rate-limit headers of the doors' answers (default
+	// httplimit.HeadersBoth: the IETF draft's RateLimit and RateLimit-Policy, and
+	// X-RateLimit-*).
+	GatewayHeaders httplimit.HeaderStyle
 }
 
 // Server is a running rate-limit service: the descriptor engine (package rls) mounted on
@@ -176,6 +189,11 @@ type Server struct {
 
 	tracer     trace.Tracer // nil: tracing off (tracing.go)
 	propagator propagation.TextMapPropagator
+
+	// the gateways' doors (gateways.go)
+	doors          *gate.Gate
+	held           *heldSlots
+	gatewayMetrics *gatewayMetrics
 }
 
 // New validates cfg, builds the engine (loading the rules, opening the store) and listens on
@@ -209,6 +227,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	if s.grpcCreds, err = cfg.GRPCTLS.grpcCreds(s.log, s.registry); err != nil {
+		_ = eng.Close()
+		return nil, err
+	}
+	if err := s.newGate(); err != nil {
 		_ = eng.Close()
 		return nil, err
 	}
@@ -271,6 +293,7 @@ func (s *Server) listen() error {
 		s.grpcLis = lis
 		s.grpc = grpc.NewServer(s.grpcOptions()...)
 		s.grpc.RegisterService(&rlsServiceDesc, rlsService{s: s})
+		authv3.RegisterAuthorizationServer(s.grpc, authzService{s: s})
 		s.registerQuota()
 		s.health = health.NewServer()
 		healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -412,6 +435,10 @@ func (s *Server) Close() error {
 			_ = s.http.Close()
 		}
 		s.closeSide()
+		s.held.close()
+		if s.doors != nil {
+			_ = s.doors.Close()
+		}
 		for _, l := range []net.Listener{s.grpcLis, s.httpLis} {
 			if l != nil {
 				_ = l.Close() // not yet served, or already closed

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -139,7 +138,7 @@ func runFleetOutage(t *testing.T, bin, alg string, outage time.Duration, outages
 	r := testenv.StartRedis(t)
 	fleet := make([]fleetProcess, fleetInstances)
 	for i := range fleet {
-		pprof := freeAddr(t)
+		pprof := testenv.FreeAddr(t)
 		fleet[i] = fleetProcess{served: fleetServe(t, bin, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 			"--log-format", "json", "--store", "redis://"+r.Addr()+"/0", "--fallback", "local",
 			"--store-timeout", fleetTimeout.String(), "--pprof", pprof), pprof: pprof}
@@ -669,17 +668,6 @@ func (s *served) waitRecord(t *testing.T, msg string, seen int, limit time.Durat
 			t.Fatalf("no log record %q within %v", msg, limit)
 		}
 	}
-}
-
-// freeAddr returns a 127.0.0.1 address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // sleepUntil sleeps until d after start.

@@ -75,7 +75,7 @@ func TestImage(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command(buildah, "rm", ctr).Run() })
 
 	root := peerRuntime(t)
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	grpcAddr, httpAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	_, grpcPort, _ := net.SplitHostPort(grpcAddr)
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
 	mark := "SLUICE_TEST_IMAGE_RUN=" + uniq() // finds the container's process to stop it

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/examples"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/rls"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store"
@@ -54,6 +56,11 @@ type serveFlags struct {
 
 	source  sourceFlags  // rules from xDS, TLS on the gRPC port (source.go)
 	tracing tracingFlags // tracing.go
+
+	// the gateways' doors: forward-auth, ext_authz
+	trustedProxies, gatewayHeaders string
+	gatewayInFlight                bool
+	gatewayStyle                   httplimit.HeaderStyle // of gatewayHeaders, once checked
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -74,6 +81,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.readHeaderTimeout, "http-read-header-timeout", f.envDuration("http-read-header-timeout", "SLUICE_HTTP_READ_HEADER_TIMEOUT", server.DefaultReadHeaderTimeout), "longest time an HTTP client may take to send its request headers (slowloris) [SLUICE_HTTP_READ_HEADER_TIMEOUT]")
 	fs.DurationVar(&f.idleTimeout, "http-idle-timeout", f.envDuration("http-idle-timeout", "SLUICE_HTTP_IDLE_TIMEOUT", server.DefaultIdleTimeout), "longest wait of a keep-alive HTTP connection for its next request [SLUICE_HTTP_IDLE_TIMEOUT]")
 	fs.Int64Var(&f.maxHeaderBytes, "http-max-header-bytes", f.envInt64("http-max-header-bytes", "SLUICE_HTTP_MAX_HEADER_BYTES", server.DefaultMaxHeaderBytes), "largest request headers (bytes) on the HTTP port [SLUICE_HTTP_MAX_HEADER_BYTES]")
+	fs.StringVar(&f.trustedProxies, "trusted-proxies", f.env("trusted-proxies", "SLUICE_TRUSTED_PROXIES", ""), "comma-separated CIDRs or addresses of the gateways (and the proxies before them) whose X-Forwarded-For and ext_authz source address are believed by /v1/forward-auth and ext_authz; empty: the client is the peer that asks [SLUICE_TRUSTED_PROXIES]")
+	fs.StringVar(&f.gatewayHeaders, "gateway-headers", f.env("gateway-headers", "SLUICE_GATEWAY_HEADERS", httplimit.HeadersBoth.String()), "rate-limit headers of forward-auth and ext_authz answers: both (RateLimit-Policy and RateLimit, and X-RateLimit-*), ietf, x or none [SLUICE_GATEWAY_HEADERS]")
+	inFlight, _ := strconv.ParseBool(f.env("gateway-in-flight", "SLUICE_GATEWAY_IN_FLIGHT", "false"))
+	fs.BoolVar(&f.gatewayInFlight, "gateway-in-flight", inFlight, "enforce the rules' max_in_flight in forward-auth and ext_authz answers, each slot held until the gateway releases it (POST /v1/leases/release) or its lease ends; RLS and /v1/allow calls take no slot [SLUICE_GATEWAY_IN_FLIGHT]")
 	fs.Int64Var(&f.maxConns, "http-max-conns", f.envInt64("http-max-conns", "SLUICE_HTTP_MAX_CONNS", server.DefaultMaxConns), "most open HTTP connections; one beyond it is closed at once; -1: no bound [SLUICE_HTTP_MAX_CONNS]")
 }
 
@@ -83,6 +94,14 @@ func (f *serveFlags) checkHTTPLimits() error {
 		if msg, ok := f.envErrs[name]; ok {
 			return errors.New(msg)
 		}
+	}
+	style, err := httplimit.ParseHeaderStyle(f.gatewayHeaders)
+	if err != nil || style == httplimit.HeadersOnDenial {
+		return fmt.Errorf("--gateway-headers: want both, ietf, x or none, got %q", f.gatewayHeaders)
+	}
+	f.gatewayStyle = style
+	if _, err := clientip.New(list(f.trustedProxies)); err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	switch {
 	case f.readHeaderTimeout <= 0:
@@ -218,7 +237,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			MaxRequestLogLimit:   f.maxRequestLogLimit,
 			MaxRequestPeriod:     f.maxRequestPeriod,
 			MaxRequestStateBytes: f.maxRequestStateBytes,
+			InFlight:             f.gatewayInFlight,
 		},
+		TrustedProxies:  list(f.trustedProxies),
+		GatewayHeaders:  f.gatewayStyle,
 		GRPCAddr:        f.grpcAddr,
 		HTTPAddr:        f.httpAddr,
 		ResponseHeaders: headers,

@@ -9,7 +9,10 @@ var serveHelp = help{
 	synopsis: "sluice serve [flags]",
 	description: `
 Runs the rate-limit service: Envoy's rate limit service (RLS) over gRPC, the same decisions
-as JSON over HTTP (/json, /v1/allow), /metrics, /healthz and /readyz, and the live view /ui.
+as JSON over HTTP (/json, /v1/allow), /metrics, /healthz and /readyz, and the live view /ui;
+the gateways' doors decide requests by the rules' proxy sections, as sluice proxy does:
+/v1/forward-auth/DOMAIN (NGINX auth_request, Caddy forward_auth, Traefik ForwardAuth) and
+Envoy's ext_authz (gRPC on the gRPC port, HTTP at /v1/ext-authz/DOMAIN).
 Without --config it serves the embedded example rules (examples/config/rules.yaml). Rules
 files are watched and reloaded; a file that does not load keeps the rules in force.
 
@@ -27,6 +30,7 @@ variables (named after it) are read too, so its deployments need no change.`,
 		{"Listeners", []string{"grpc-addr", "http-addr", "metrics-addr", "metrics-path", "debug-addr", "pprof"}},
 		{"TLS on the gRPC port", []string{"tls-cert", "tls-key", "tls-client-ca", "tls-client-san"}},
 		{"Answers", []string{"headers", "response-header-names", "response-dynamic-metadata", "shadow-mode", "quota-mode", "count-denied", "near-limit-ratio"}},
+		{"Gateways (forward-auth, ext_authz)", []string{"trusted-proxies", "gateway-headers", "gateway-in-flight"}},
 		{"Rules chosen by requests", []string{"request-rules", "max-request-log-limit", "max-request-period", "max-request-state-bytes"}},
 		{"Connections", []string{"http-read-header-timeout", "http-idle-timeout", "http-max-header-bytes", "http-max-conns",
 			"grpc-max-connection-age", "grpc-max-connection-age-grace"}},

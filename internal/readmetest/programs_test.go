@@ -3,7 +3,6 @@ package readmetest
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,17 +21,6 @@ var (
 	portOfRE  = regexp.MustCompile(`:(\d+)$`)
 	rateLimit = []string{"RateLimit", "RateLimit-Policy"}
 )
-
-// freeAddr returns a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // waitHTTP polls url until it answers (bounded: a loaded machine may be slow to start).
 func waitHTTP(t *testing.T, url string, exited <-chan error) {
@@ -112,7 +100,7 @@ func TestSnippetServersAnswer(t *testing.T) {
 		}
 		found++
 		t.Run(p.String(), func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := testenv.FreeAddr(t)
 			src := strings.Replace(p.code, `"`+m[1]+`"`, `"`+addr+`"`, 1)
 			if err := os.WriteFile(filepath.Join(module, p.dir, "main.go"), []byte(src), 0o644); err != nil {
 				t.Fatal(err)

@@ -56,8 +56,8 @@ func TestReadmeSetUp(t *testing.T) {
 				t.Errorf("README: %q installs %s, which is not a command of this module", cmd, pkg)
 			}
 		case cmd == "go run ./cmd/sluice serve":
-			grpcAddr := freeAddr(t)
-			httpAddr = freeAddr(t)
+			grpcAddr := testenv.FreeAddr(t)
+			httpAddr = testenv.FreeAddr(t)
 			var logs testenv.LogBuffer
 			exited := start(t, root, &logs, bin, "serve", "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
 			defer func() {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -296,6 +297,53 @@ func TestGRPCInterceptorDoor(t *testing.T) {
 	out.heard(t, "grpclimit working answer", "rate limit exceeded (budget)")
 }
 
+// traced starts tracing every span to an OTLP receiver of the test.
+func traced(t *testing.T) (*tracing.Provider, *otlptest.Receiver) {
+	rcv := otlptest.NewReceiver(t)
+	tp, err := tracing.Start(context.Background(), tracing.Config{ServiceName: "doors", SamplingRate: 1, Endpoint: rcv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp, rcv
+}
+
+// addSpans flushes tp's spans, adds each to out and fails the test when the receiver got the
+// secret in any byte.
+func addSpans(t *testing.T, tp *tracing.Provider, rcv *otlptest.Receiver, out *outputs, secret string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil { // flushes every span
+		t.Fatal(err)
+	}
+	for _, s := range rcv.Spans() {
+		out.add("span", fmt.Sprintf("%s %s %v", s.Name, s.StatusCode, s.Attributes))
+	}
+	if rcv.Received([]byte(secret)) {
+		t.Errorf("the OTLP collector received the request's value %q", secret)
+	}
+}
+
+// serve runs a sluice serve of cfg with rules on loopback ports until the test ends.
+func serve(t *testing.T, rules string, cfg server.Config) *server.Server {
+	doc, err := config.Decode("rules.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rules, err = config.Compile(doc); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReloadInterval, cfg.GRPCAddr, cfg.HTTPAddr = -1, "127.0.0.1:0", "127.0.0.1:0"
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return srv
+}
+
 const serveRules = `
 domain: doors
 descriptors:
@@ -311,29 +359,9 @@ descriptors:
 func TestServeDoor(t *testing.T) {
 	secret := newSecret()
 	var out outputs
-	rcv := otlptest.NewReceiver(t)
-	tp, err := tracing.Start(context.Background(), tracing.Config{ServiceName: "doors", SamplingRate: 1, Endpoint: rcv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := config.Decode("rules.yaml", []byte(serveRules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, err := config.Compile(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Config: rls.Config{Rules: rules, ReloadInterval: -1, Logger: logTo(&out, "serve log"),
-		StoreConfig: store.Config{Backend: store.Backend{URL: deadRedis(t), Timeout: 200 * time.Millisecond}}},
-		GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	tp, rcv := traced(t)
+	srv := serve(t, serveRules, server.Config{Config: rls.Config{Logger: logTo(&out, "serve log"),
+		StoreConfig: store.Config{Backend: store.Backend{URL: deadRedis(t), Timeout: 200 * time.Millisecond}}}, TracerProvider: tp})
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -370,32 +398,29 @@ func TestServeDoor(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, base+page, nil)
 		answer(t, &out, "serve page", req)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := tp.Shutdown(sctx); err != nil { // flushes every span
-		t.Fatal(err)
-	}
-	spans := rcv.Spans()
-	for _, s := range spans {
-		out.add("span", fmt.Sprintf("%s %s %v", s.Name, s.StatusCode, s.Attributes))
-	}
-	if rcv.Received([]byte(secret)) {
-		t.Errorf("the OTLP collector received the request's value %q", secret)
-	}
+	addSpans(t, tp, rcv, &out, secret)
 	out.check(t, secret, "serve gRPC answer", "serve HTTP answer", "serve log", "span")
 	out.heard(t, "serve HTTP answer", "id: want 32 hexadecimal characters")
 }
 
+// proxyRules serve sluice proxy and the gateways' doors (TestGatewayDoors), where an Envoy
+// route's context extension adds a tenant. The proxy's budgets follow (proxyBudgets).
 const proxyRules = `
 domain: doors
 descriptors:
   - key: api_key
     rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 5}
 proxy:
   rate_limits:
     - actions:
         - request_headers: {header_name: X-Api-Key, descriptor_key: api_key}
-  budgets:
+`
+
+// proxyBudgets are the budgets of TestProxyDoor, after proxyRules: a dollar budget keyed by
+// the API key, its price table beside the rules.
+const proxyBudgets = `  budgets:
     - name: dollars
       actions: [{request_headers: {header_name: X-Api-Key, descriptor_key: api_key}}]
       rate_limit: {unit: minute, requests_per_unit: 1000000}
@@ -412,7 +437,7 @@ func TestProxyDoor(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer up.Close()
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(path, []byte(proxyRules), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(proxyRules+proxyBudgets), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	prices := "models:\n  gpt-4o: {input: 2.5, output: 10}\n"
@@ -460,4 +485,65 @@ func (o *outputs) heard(t *testing.T, where, want string) {
 	if !strings.Contains(strings.Join(o.texts[where], "\n"), want) {
 		t.Errorf("%s: no %q: the path was not driven", where, want)
 	}
+}
+
+// TestGatewayDoors (issue 35): sluice serve's forward-auth door (NGINX, Caddy, Traefik) and
+// Envoy's ext_authz over HTTP and gRPC, the API key in a header, in the forwarded URI's query,
+// in the path Envoy passes and in a per-route context extension, on a Redis that does not
+// answer (no fallback: 503 and UNAVAILABLE), on a working store past the limit (429 and its
+// problem), with a value too long for the store and a control character (400), and with a
+// forwarded URI holding the key that does not parse (400): answers (statuses, headers,
+// bodies, the CheckResponses whole), logs, spans and the metrics page.
+func TestGatewayDoors(t *testing.T) {
+	secret := newSecret()
+	var out outputs
+	tp, rcv := traced(t)
+	for name, backend := range map[string]store.Backend{"failing": {URL: deadRedis(t), Timeout: 200 * time.Millisecond}, "working": {URL: "memory://"}} {
+		srv := serve(t, proxyRules, server.Config{Config: rls.Config{Logger: logTo(&out, "serve log"), StoreConfig: store.Config{Backend: backend}},
+			TracerProvider: tp, TrustedProxies: []string{"127.0.0.1"}})
+		conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		authz := authv3.NewAuthorizationClient(conn)
+		base := "http://" + srv.HTTPAddr()
+		for _, value := range []string{secret, secret + "\x01" + secret, tooLong(secret)} {
+			for range 6 { // past the limit of 5 too, on the working store
+				headerValue := strings.ReplaceAll(value, "\x01", "\t") // the control character net/http sends (inside the value: trimmed at its ends)
+				req, _ := http.NewRequest(http.MethodGet, base+"/v1/forward-auth/doors", nil)
+				req.Header.Set("X-Forwarded-Method", "GET")
+				req.Header.Set("X-Forwarded-Uri", "/items?api_key="+secret)
+				req.Header.Set("X-Api-Key", headerValue)
+				answer(t, &out, "forward-auth "+name+" answer", req)
+				req, _ = http.NewRequest(http.MethodGet, base+"/v1/ext-authz/doors/items?api_key="+secret, nil)
+				req.Header.Set("X-Api-Key", headerValue)
+				answer(t, &out, "ext_authz HTTP "+name+" answer", req)
+				resp, err := authz.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+					Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{Method: "GET", Path: "/items?api_key=" + secret,
+						Host: "example.com", Scheme: "http", Headers: map[string]string{"x-api-key": value}}},
+					ContextExtensions: map[string]string{"domain": "doors", "tenant": value}}})
+				out.add("ext_authz gRPC "+name+" answer", prototext.Format(resp))
+				if err != nil {
+					out.add("ext_authz gRPC "+name+" answer", prototext.Format(status.Convert(err).Proto()))
+				}
+			}
+		}
+		// A forwarded URI that does not parse, holding the key.
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/forward-auth/doors", nil)
+		req.Header.Set("X-Forwarded-Method", "GET")
+		req.Header.Set("X-Forwarded-Uri", "items?api_key="+secret)
+		answer(t, &out, "forward-auth "+name+" answer", req)
+		resp, err := authz.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+			Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{Method: "GET", Path: "items?api_key=" + secret}}}})
+		out.add("ext_authz gRPC "+name+" answer", prototext.Format(resp))
+		if err != nil {
+			out.add("ext_authz gRPC "+name+" answer", prototext.Format(status.Convert(err).Proto()))
+		}
+		req, _ = http.NewRequest(http.MethodGet, base+"/metrics", nil)
+		answer(t, &out, "serve page", req)
+		conn.Close()
+	}
+	addSpans(t, tp, rcv, &out, secret)
+	out.check(t, secret, "forward-auth failing answer", "forward-auth working answer", "ext_authz HTTP failing answer",
+		"ext_authz HTTP working answer", "ext_authz gRPC failing answer", "ext_authz gRPC working answer", "serve log")
 }

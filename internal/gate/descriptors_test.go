@@ -1,4 +1,4 @@
-package proxy
+package gate
 
 import (
 	"net/http"
@@ -46,11 +46,12 @@ func TestActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{resolver: resolver}
+	g := &Gate{resolver: resolver}
 	build := func(r *http.Request) string {
-		sc := getScratch()
-		defer sc.release()
-		p.descriptors(sc, r, cfg.Domain("d"))
+		sc := Get()
+		defer sc.Release()
+		sc.Request.Of(r)
+		g.descriptors(sc, cfg.Domain("d"))
 		var out []string
 		for _, d := range sc.req.Descriptors {
 			var es []string

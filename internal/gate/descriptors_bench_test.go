@@ -1,4 +1,4 @@
-package proxy
+package gate
 
 import (
 	"net/http/httptest"
@@ -11,9 +11,9 @@ import (
 
 // BenchmarkDescriptors builds the descriptors of a request under every kind of action
 // (TestActions' rules): the part of sluice proxy's per-request cost that package replay
-// shares with it (proxy.Descriptors).
+// shares with it (proxy.Descriptors, Descriptors here).
 //
-//	go test -run '^$' -bench Descriptors -count 5 ./proxy
+//	go test -run '^$' -bench Descriptors -count 5 ./internal/gate
 func BenchmarkDescriptors(b *testing.B) {
 	cfg, err := config.LoadFS(fstest.MapFS{"rules.yaml": {Data: []byte(actionRules)}}, "rules.yaml")
 	if err != nil {
@@ -23,7 +23,7 @@ func BenchmarkDescriptors(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &Proxy{resolver: resolver}
+	g := &Gate{resolver: resolver}
 	r := httptest.NewRequest("POST", "http://example.com/api/v2/users?page=3", nil)
 	r.RemoteAddr = "10.1.2.3:5000"
 	r.Header.Set("X-Forwarded-For", "198.51.100.7")
@@ -32,10 +32,11 @@ func BenchmarkDescriptors(b *testing.B) {
 	d := cfg.Domain("d")
 	b.ReportAllocs()
 	for b.Loop() {
-		sc := getScratch()
-		if !p.descriptors(sc, r, d) || len(sc.req.Descriptors) != 8 {
+		sc := Get()
+		sc.Request.Of(r)
+		if !g.descriptors(sc, d) || len(sc.req.Descriptors) != 8 {
 			b.Fatalf("%d descriptors", len(sc.req.Descriptors))
 		}
-		sc.release()
+		sc.Release()
 	}
 }
