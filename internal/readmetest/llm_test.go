@@ -46,7 +46,7 @@ func TestReadmeLLMBudget(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(fakeOpenAI))
 	defer up.Close()
 	bin := buildSluice(t)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	cmd[1], cmd[5] = up.URL, "redis://"+testenv.RedisAddr(t)
 	var out testenv.LogBuffer
 	exited := start(t, root, &out, bin, append([]string{"proxy", "--http-addr", addr, "--admin-addr", "-"}, cmd...)...)
