@@ -198,11 +198,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o.Decided && m.style != HeadersNone && m.style != HeadersOnDenial {
 		m.setHeaders(w, q, q.Results(), o.Decision)
 	}
-	if rs := q.Reservations(); rs != nil && m.llm != nil {
+	rs := q.Reservations()
+	if rs != nil && m.llm != nil {
 		h.serveMetered(w, r, q, rs, est)
 		return
 	}
-	if m.settle && q.Charged() || q.Reservations() != nil {
+	if m.settle && q.Charged() || rs != nil {
 		h.serveSettled(w, r, q)
 		return
 	}

@@ -34,7 +34,6 @@ type Request struct {
 	holds     []sluice.Hold
 	holdWhich []int
 	holdSpans [][2]int // where each hold's key is in buf
-	starts    []int    // starts[i]: start of checks[i]'s key in buf
 	resv      sluice.Reservations
 	reserved  bool
 }
@@ -58,9 +57,11 @@ func (q *Request) Put() {
 	clear(q.results)
 	q.buf, q.ends, q.checks, q.which, q.results, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.which[:0], q.results[:0], 0
 	q.claims, q.charged, q.held, q.p = q.claims[:0], nil, false, nil
-	clear(q.holds)
-	q.holds, q.holdWhich, q.holdSpans, q.starts = q.holds[:0], q.holdWhich[:0], q.holdSpans[:0], q.starts[:0]
-	q.resv, q.reserved = sluice.Reservations{}, false
+	if len(q.holds) > 0 || q.reserved {
+		clear(q.holds)
+		q.holds, q.holdWhich, q.holdSpans = q.holds[:0], q.holdWhich[:0], q.holdSpans[:0]
+		q.resv, q.reserved = sluice.Reservations{}, false
+	}
 	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
@@ -104,7 +105,6 @@ func (q *Request) Add(i int, buf []byte, n int64, c sluice.Criticality) {
 		q.addHold(i, n)
 		return
 	}
-	q.starts = append(q.starts, q.start)
 	q.ends = append(q.ends, len(q.buf))
 	q.checks = append(q.checks, sluice.Check{Rule: l.Rule, N: n})
 	if l.Shares != nil {
@@ -126,10 +126,15 @@ func (q *Request) Classed(i int) bool { return q.p.limits[i].Shares != nil }
 // Empty reports whether no limit applies to the request: no check, no budget and no claim.
 func (q *Request) Empty() bool { return len(q.checks) == 0 && len(q.claims) == 0 && len(q.holds) == 0 }
 
-// cutKeys sets the checks' keys, cut from the buffer now that it no longer grows.
+// cutKeys sets the checks' keys, cut from the buffer now that it no longer grows. The keys
+// lie one after the other in it, with the budgets' between them (holdSpans, skipped).
 func (q *Request) cutKeys() {
+	start, h := 0, 0
 	for i, end := range q.ends {
-		start := q.starts[i]
+		for h < len(q.holdSpans) && q.holdSpans[h][0] == start {
+			start = q.holdSpans[h][1]
+			h++
+		}
 		if q.checks[i].Key == "" {
 			if q.p.borrowKeys {
 				q.checks[i].Key = unsafe.String(&q.buf[start], end-start)
@@ -137,6 +142,7 @@ func (q *Request) cutKeys() {
 				q.checks[i].Key = string(q.buf[start:end])
 			}
 		}
+		start = end
 	}
 }
 
