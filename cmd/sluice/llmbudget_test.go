@@ -37,9 +37,9 @@ import (
 // period on Redis, streamed and not, random token counts, slow streams, some clients going
 // away mid-stream, some requests stating no max_tokens (their streams extended as they flow,
 // cut when the budget is spent); the same through httplimit, and through the HTTP API of sluice
-// serve (another child process) used by this process as a gateway. Each window's traffic
-// starts after the window does and ends before it ends (the clients keep quiet around its
-// edges, timed on Redis's clock), so each window's figures are its own.
+// serve (another child process) used by this process as a gateway. Each run's calls and the
+// probe of what they were charged lie inside one window of the budget (timed on Redis's clock),
+// on tenants of their own, so each run's figures are its own.
 
 // llmBudgetLimit is the budget: 100,000 tokens per period.
 const llmBudgetLimit = 100_000
@@ -242,34 +242,41 @@ func redisClock(t *testing.T, c *goredis.Client) time.Duration {
 	return time.Until(ts)
 }
 
-// nextWindow waits for the start of the next window of period on Redis's clock plus lead, and
-// returns that window's end in this process's clock.
-func nextWindow(offset, period, lead time.Duration) time.Time {
+// span is when a run of calls happens, in this process's clock: they start from start until
+// stop, and they and the probe after them end by done, all within one window of the budget,
+// which ends at end.
+type span struct{ start, stop, done, end time.Time }
+
+// beginSpan returns a span of calls calls that must be done within need of its start, inside
+// one window of period on Redis's clock: it starts at once when the current window has need
+// (and 300 ms) left, else 300 ms into the next window, waiting for it. Each run's tenants are
+// new, so their budgets are whole wherever in a window it starts.
+func beginSpan(offset, period, calls, need time.Duration) span {
 	now := time.Now().Add(offset)
-	start := now.Truncate(period).Add(period)
-	time.Sleep(start.Sub(now) + lead)
-	return start.Add(period).Add(-offset)
+	start, end := now, now.Truncate(period).Add(period)
+	if end.Sub(now) < need+300*time.Millisecond {
+		start, end = end.Add(300*time.Millisecond), end.Add(period)
+		time.Sleep(start.Sub(now))
+	}
+	return span{start: start.Add(-offset), stop: start.Add(calls - offset), done: start.Add(need - offset), end: end.Add(-offset)}
 }
 
-// runWindow runs 200 clients against send during one window of period: they start calls from
-// 0.3 s into the window until quiet before its end, then the probe reads the budget's
-// remaining (probe returns it, -1 when unknown).
-func runWindow(t *testing.T, door, mode string, offset, period, quiet time.Duration, seed uint64,
+// runWindow runs 200 clients against send in span sp: they start calls until sp.stop, then the
+// probe reads the budget's remaining (probe returns it, -1 when unknown).
+func runWindow(t *testing.T, door, mode string, sp span, seed uint64,
 	send func(ctx context.Context, c *llmCall) error, probe func() int64) llmWindow {
-	end := nextWindow(offset, period, 300*time.Millisecond)
-	stop := end.Add(-quiet)
+	stop := sp.stop
 	w := llmWindow{door: door, mode: mode, charged: -1}
 	var mu sync.Mutex
 	var calls []*llmCall
 	var wg sync.WaitGroup
-	var n atomic.Int64
 	for g := range 200 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
 			for time.Now().Before(stop) {
-				c := newCall(rng, fmt.Sprintf("%s-%s-%d-%d", door, mode, seed, n.Add(1)))
+				c := newCall(rng, fmt.Sprintf("%s-%s-%d-%d", door, mode, seed, callSeq.Add(1)))
 				err := send(context.Background(), c)
 				mu.Lock()
 				calls = append(calls, c)
@@ -281,18 +288,22 @@ func runWindow(t *testing.T, door, mode string, offset, period, quiet time.Durat
 				}
 				mu.Unlock()
 				if c.status == http.StatusTooManyRequests {
-					time.Sleep(20 * time.Millisecond)
+					// a client backs off (its Retry-After is the window's end): 1,200 of them
+					// retrying at once every few ms only load the machine
+					time.Sleep(200 * time.Millisecond)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if time.Now().After(end.Add(-100 * time.Millisecond)) {
-		w.overran = true // its calls ran into the next window: its figures mix two
+	if time.Now().After(sp.done.Add(-400 * time.Millisecond)) {
+		w.overran = true // its calls, or its probe below, could run into the next window
 		return w
 	}
 	time.Sleep(200 * time.Millisecond) // the commits of the clients that left
-	switch r := probe(); {
+	r := probe()
+	switch {
+	case time.Now().After(sp.end): // it may have read the next window's budget: charged unknown
 	case r > 0:
 		w.charged = llmBudgetLimit - r
 	case r == 0 && mode == "strict":
@@ -332,8 +343,13 @@ func runWindow(t *testing.T, door, mode string, offset, period, quiet time.Durat
 	return w
 }
 
-// upstreamProduced is the fake upstream's record of what it produced for clients that left.
-var upstreamProduced *sync.Map
+// upstreamProduced is the fake upstream's record of what it produced for clients that left,
+// by call id: callSeq numbers the calls of the whole test, so that a window run again never
+// reads the record of its first run.
+var (
+	upstreamProduced *sync.Map
+	callSeq          atomic.Int64
+)
 
 // check asserts the bounds of the issue on w.
 func (w llmWindow) check(t *testing.T) {
@@ -431,12 +447,13 @@ proxy:
 	return path
 }
 
-// TestLLMBudgetBlackBox is the bounded form: one window of 5 s for every door and mode at once
-// (200 clients each, 1,200 in all), on the Redis of scripts/test.sh; about 10 s in all.
-// TestLLMBudgetChaos is the long one.
+// TestLLMBudgetBlackBox is the bounded form: 2 s of calls of every door and mode at once (200
+// clients each, 1,200 in all), on budgets of 100,000 tokens per 30 s window on the Redis of
+// scripts/test.sh, which they run out; the calls and the probes end within 8 s, in one window.
+// About 10 s in all. TestLLMBudgetChaos is the long one.
 func TestLLMBudgetBlackBox(t *testing.T) {
 	testenv.Timing(t) // a window's calls must end within it
-	llmBudgetBlackBox(t, 5*time.Second, 1)
+	llmBudgetBlackBox(t, 30*time.Second, 2*time.Second, 8*time.Second, 1)
 }
 
 // TestLLMBudgetChaos runs the proxy's bounded and strict budgets for several minutes: three
@@ -446,10 +463,12 @@ func TestLLMBudgetChaos(t *testing.T) {
 	if !testenv.Chaos() {
 		t.Skip("SLUICE_CHAOS=1 runs the several-minute form")
 	}
-	llmBudgetBlackBox(t, time.Minute, 3)
+	llmBudgetBlackBox(t, time.Minute, 35*time.Second, 55*time.Second, 3)
 }
 
-func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
+// llmBudgetBlackBox runs windows spans of calls long, each done within need, on budgets of
+// period.
+func llmBudgetBlackBox(t *testing.T, period, calls, need time.Duration, windows int) {
 	addr := testenv.RedisAddr(t)
 	rc := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer rc.Close()
@@ -491,7 +510,9 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 		mws[mode] = httptest.NewServer(mw(up))
 		defer mws[mode].Close()
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	// idle connections dropped after a second, well before the servers drop them: a POST on
+	// a connection the server is closing fails with EOF, and is not retried
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Second}}
 
 	// the calls in a row of one client, and the bad input, in the first window beside the
 	// clients' (a tenant of their own): each set fits one window
@@ -499,7 +520,7 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 	checks.Add(1)
 	go func() {
 		defer checks.Done()
-		nextWindow(offset, period, 100*time.Millisecond)
+		beginSpan(offset, period, 0, 3*time.Second)
 		checkRemainingFalls(t, client, proxies["strict"]+"/v1/chat/completions", "falls-proxy-"+run)
 		checkRemainingFalls(t, client, mws["strict"].URL+"/v1/chat/completions", "falls-mw-"+run)
 		checkBadInput(t, client, proxies["strict"], serve, run, period)
@@ -508,12 +529,11 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 
 	t.Logf("| door | mode | calls | admitted | denied | streams cut | clients left | tokens admitted | charged | over the budget |")
 	t.Logf("|---|---|---|---|---|---|---|---|---|---|")
-	quiet := period * 2 / 5
 	doors := []string{"proxy", "httplimit", "http_api"}
 	if windows > 1 {
 		doors = doors[:1] // the long form runs the proxy alone
 	}
-	window := func(door, mode, tenant string, w int) llmWindow {
+	window := func(door, mode, tenant string, w int, sp span) llmWindow {
 		var send func(context.Context, *llmCall) error
 		var probe func() int64
 		switch door {
@@ -528,20 +548,21 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 			gw := &gateway{client: client, serve: serve, upstream: upSrv.URL, key: "gw:" + tenant, mode: mode, period: period}
 			send, probe = gw.send, gw.probe
 		}
-		return runWindow(t, door, mode, offset, period, quiet, uint64(w+1), send, probe)
+		return runWindow(t, door, mode, sp, uint64(w+1), send, probe)
 	}
 	// every door and mode in the same window, 200 clients each, each on a tenant of its own
 	for w := range windows {
 		var results []llmWindow
 		for attempt := 0; ; attempt++ {
 			results = make([]llmWindow, 2*len(doors))
+			sp := beginSpan(offset, period, calls, need)
 			var wg sync.WaitGroup
 			for i := range results {
 				door, mode := doors[i/2], []string{"bounded", "strict"}[i%2]
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					results[i] = window(door, mode, fmt.Sprintf("%s-%s-%d-%d-%s", run, door, w, attempt, mode), w)
+					results[i] = window(door, mode, fmt.Sprintf("%s-%s-%d-%d-%s", run, door, w, attempt, mode), w, sp)
 				}()
 			}
 			wg.Wait()
@@ -553,9 +574,9 @@ func llmBudgetBlackBox(t *testing.T, period time.Duration, windows int) {
 				break
 			}
 			if attempt == 1 {
-				t.Fatalf("a window's calls ran past its end twice: the machine is too slow for a %v window", period)
+				t.Fatalf("the calls ran past %v twice: the machine is too slow", need)
 			}
-			t.Logf("the window's calls ran past its end on a busy machine; once more")
+			t.Logf("the calls ran past %v on a busy machine; once more", need)
 		}
 		for _, r := range results {
 			r.check(t)
