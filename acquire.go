@@ -44,16 +44,16 @@ func (s Slot) ID() LeaseID { return s.id }
 // an unavailable store. When the store failed (a timeout, say), it may have taken the slot
 // all the same: the lease is then released in the background, best effort.
 func (ls *Leases) Acquire(ctx context.Context, key string, limit InFlight) (Slot, error) {
-	return ls.acquire(ctx, LeaseRequest{Key: key, Limit: limit})
+	return ls.acquire(ctx, LeaseRequest{Key: key, InFlight: limit})
 }
 
 // AcquireClass is Acquire for a request of criticality class c: it is admitted only if, after
-// it, the reserve of the classes above c stays free (limit.Limit minus c's share, WithShares,
+// it, the holdback of the classes above c stays free (limit.Limit minus c's share, WithShares,
 // as for Limiter.AllowClass), so a sheddable request cannot take the last slots kept for
 // critical ones. Remaining is what c may still take. A CRITICAL_PLUS request (share 100%) is
 // decided as Acquire.
 func (ls *Leases) AcquireClass(ctx context.Context, key string, limit InFlight, c Criticality) (Slot, error) {
-	return ls.acquire(ctx, LeaseRequest{Key: key, Limit: limit, Reserve: ls.shares.Reserve(c, limit.Limit), Criticality: c})
+	return ls.acquire(ctx, LeaseRequest{Key: key, InFlight: limit, Holdback: ls.shares.Holdback(c, limit.Limit), Criticality: c})
 }
 
 func (ls *Leases) acquire(ctx context.Context, req LeaseRequest) (Slot, error) {
@@ -71,7 +71,7 @@ func (ls *Leases) acquire(ctx context.Context, req LeaseRequest) (Slot, error) {
 	if !d.Admitted {
 		return Slot{LeaseDecision: d}, nil
 	}
-	ls.hold(req.Key, req.ID, req.Limit.LeaseTime())
+	ls.hold(req.Key, req.ID, req.InFlight.LeaseTime())
 	return Slot{LeaseDecision: d, ls: ls, key: req.Key, id: req.ID}, nil
 }
 
@@ -114,19 +114,19 @@ func (ls *Leases) abandon(key string, id LeaseID) {
 // waiters are not ordered: each process's first waiter asks in turn. An Acquire that does not
 // wait may take a freed slot before a waiter.
 func (ls *Leases) AcquireWait(ctx context.Context, key string, limit InFlight) (Slot, error) {
-	return ls.acquireWait(ctx, LeaseRequest{Key: key, Limit: limit})
+	return ls.acquireWait(ctx, LeaseRequest{Key: key, InFlight: limit})
 }
 
 // AcquireClassWait is AcquireWait for a request of criticality class c (see AcquireClass). A
 // class whose share of the limit is less than one slot is refused at once (RetryAfter Never).
 func (ls *Leases) AcquireClassWait(ctx context.Context, key string, limit InFlight, c Criticality) (Slot, error) {
-	return ls.acquireWait(ctx, LeaseRequest{Key: key, Limit: limit, Reserve: ls.shares.Reserve(c, limit.Limit), Criticality: c})
+	return ls.acquireWait(ctx, LeaseRequest{Key: key, InFlight: limit, Holdback: ls.shares.Holdback(c, limit.Limit), Criticality: c})
 }
 
 func (ls *Leases) acquireWait(ctx context.Context, req LeaseRequest) (Slot, error) {
 	wait := ls.maxWait
 	if wait <= 0 {
-		wait = req.Limit.LeaseTime()
+		wait = req.InFlight.LeaseTime()
 	}
 	end := ls.clock.Now().Add(wait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {

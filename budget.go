@@ -151,7 +151,7 @@ func (b BudgetStep) TTLFor(r Rule) time.Duration {
 
 // validateBudget checks a budget step: a reserve or extension holds 0 to MaxLimit units for
 // TTL (0, or MinReservationTTL to the rule's period) in a known mode; a commit's real cost is 0
-// to MaxLimit; none carries a settle, a criticality reserve or a MaxDelay; the id is not zero.
+// to MaxLimit; none carries a settle, a criticality holdback or a MaxDelay; the id is not zero.
 func (req *Request) validateBudget() error {
 	b := &req.Budget
 	field := "estimate"
@@ -161,8 +161,8 @@ func (req *Request) validateBudget() error {
 	switch {
 	case b.Op > BudgetCommit:
 		return fieldError(ErrInvalidN, "op", "unknown budget step %d", b.Op)
-	case req.Settle || req.Reserve != 0 || req.MaxDelay != 0:
-		return fieldError(ErrInvalidN, "op", "a budget step is no settle, has no criticality reserve and no max_delay")
+	case req.Settle || req.Holdback != 0 || req.MaxDelay != 0:
+		return fieldError(ErrInvalidN, "op", "a budget step is no settle, has no criticality holdback and no max_delay")
 	case b.ID.IsZero():
 		return fieldError(ErrInvalidN, "id", "the zero id names no reservation")
 	case req.N < 0 || req.N > MaxLimit:

@@ -16,10 +16,10 @@ func TestCombine(t *testing.T) {
 		return cs
 	}
 	ok := func(limit, remaining int64, reset time.Duration) sluice.Decision {
-		return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+		return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, ResetAfter: reset}
 	}
 	deny := func(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
-		return sluice.Decision{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+		return sluice.Decision{Capacity: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 	}
 	for _, c := range []struct {
 		name    string

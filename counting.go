@@ -37,7 +37,7 @@ func ChargeDenied(ctx context.Context, store Store, req Request) error {
 	return err
 }
 
-// AllowCountingDenied decides check c alone (as AllowAll decides one check: its reserve, its
+// AllowCountingDenied decides check c alone (as AllowAll decides one check: its holdback, its
 // class) and, when it is denied, charges its cost all the same (TakeCountingDenied): the
 // decision of envoyproxy/ratelimit, which counts the hits of requests over their limit. It
 // sets c.Decision and returns it. c.N must be positive.
@@ -45,10 +45,10 @@ func (l *Limiter) AllowCountingDenied(ctx context.Context, c *Check) (Decision, 
 	if l.store == nil {
 		return Decision{}, ErrNoStore
 	}
-	req := Request{Key: c.Key, Rule: c.Rule, N: c.N, Criticality: c.Criticality, Reserve: c.Reserve}
+	req := Request{Key: c.Key, Rule: c.Rule, N: c.N, Criticality: c.Criticality, Holdback: c.Holdback}
 	var d Decision
 	var err error
-	if _, ok := l.store.(DeniedCounter); ok || !l.plain(c.Reserve, c.Criticality) {
+	if _, ok := l.store.(DeniedCounter); ok || !l.plain(c.Holdback, c.Criticality) {
 		d, err = TakeCountingDenied(ctx, l.store, req)
 	} else { // AllowN: the memory store's fast path
 		d, err = l.AllowN(ctx, c.Key, c.Rule, c.N)

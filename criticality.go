@@ -7,7 +7,7 @@ import (
 
 // Criticality is how important a request is when a limit is reached (Google SRE's classes):
 // each class may use only its share of a rule's capacity, so under pressure the lowest
-// classes are refused first while the higher ones keep a reserve, all on one shared counter.
+// classes are refused first while the higher ones keep a holdback, all on one shared counter.
 // The zero value is Critical, the default class.
 type Criticality uint8
 
@@ -70,10 +70,10 @@ func (s Shares) Validate() error {
 	return nil
 }
 
-// Reserve is what a request of class c must leave of capacity: capacity minus the class's
-// share, rounded down to whole units, so a request is admitted only if at least Reserve units
-// remain after it (Request.Reserve).
-func (s Shares) Reserve(c Criticality, capacity int64) int64 {
+// Holdback is what a request of class c must leave of capacity: capacity minus the class's
+// share, rounded down to whole units, so a request is admitted only if at least Holdback units
+// remain after it (Request.Holdback).
+func (s Shares) Holdback(c Criticality, capacity int64) int64 {
 	if s == (Shares{}) {
 		s = DefaultShares
 	}

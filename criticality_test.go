@@ -58,7 +58,7 @@ func TestAllowClassShedsLowestFirst(t *testing.T) {
 }
 
 // The class reaches the store (Request.Criticality) from AllowClass, CRITICAL_PLUS with no
-// reserve included, and from AllowAll's checks.
+// holdback included, and from AllowAll's checks.
 func TestStoreSeesCriticality(t *testing.T) {
 	st := &sluicetest.Recorder{}
 	l := sluice.New(st)

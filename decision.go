@@ -13,9 +13,9 @@ const Never time.Duration = -1
 type Decision struct {
 	// Allowed reports whether the request was admitted (and its cost consumed).
 	Allowed bool
-	// Limit is the capacity of the rule: the limit per period for window algorithms, the burst
+	// Capacity is the capacity of the rule: the limit per period for window algorithms, the burst
 	// (bucket size) for token bucket, leaky bucket and GCRA.
-	Limit int64
+	Capacity int64
 	// Remaining is how many more units could be admitted right now, after this decision.
 	Remaining int64
 	// RetryAfter is 0 when Allowed. When denied, it is how long until the same request would
@@ -25,7 +25,7 @@ type Decision struct {
 	// ResetAfter is how long until the key's state is back to full capacity (nothing
 	// consumed) if nothing else is admitted.
 	ResetAfter time.Duration
-	// Delay is set only by reservations (Request.MaxDelay > 0, used by Limiter.Wait): the
+	// Delay is set only by waits (Request.MaxDelay > 0, used by Limiter.Wait): the
 	// admitted request holds a slot that starts Delay from now, and the caller should wait
 	// that long before acting. It is 0 for ordinary decisions.
 	Delay time.Duration

@@ -14,8 +14,8 @@ var (
 	ErrInvalidRule = errors.New("sluice: invalid rule")
 	// ErrInvalidKey reports an empty key or one longer than the configured maximum.
 	ErrInvalidKey = errors.New("sluice: invalid key")
-	// ErrInvalidN reports a cost that cannot be applied (for example a refund of a reservation
-	// the algorithm cannot undo).
+	// ErrInvalidN reports a cost that cannot be applied (for example a refund of a scheduled
+	// slot the algorithm cannot undo).
 	ErrInvalidN = errors.New("sluice: invalid n")
 	// ErrNoStore reports a Limiter built with a nil Store.
 	ErrNoStore = errors.New("sluice: nil store")

@@ -32,7 +32,7 @@ func ExampleLimiter_Allow() {
 	// allowed=false remaining=0 retry_after=500ms
 }
 
-// A cost known only after the work (LLM tokens): reserve an estimate, then settle the
+// A cost known only after the work (LLM tokens): take an estimate, then settle the
 // difference. An overage is charged past the limit, and the key's next requests wait for the
 // debt to be paid.
 func ExampleLimiter_Settle() {
@@ -45,7 +45,7 @@ func ExampleLimiter_Settle() {
 
 	const estimate = 200
 	d, _ := limiter.AllowN(ctx, "tenant:7", rule, estimate)
-	fmt.Printf("reserved=%v remaining=%d\n", d.Allowed, d.Remaining)
+	fmt.Printf("estimated=%v remaining=%d\n", d.Allowed, d.Remaining)
 
 	used := int64(1500) // the response's real cost
 	d, _ = limiter.Settle(ctx, "tenant:7", rule, used-estimate)
@@ -54,7 +54,7 @@ func ExampleLimiter_Settle() {
 	d, _ = limiter.Allow(ctx, "tenant:7", rule)
 	fmt.Printf("next: allowed=%v retry_after=%v\n", d.Allowed, d.RetryAfter)
 	// Output:
-	// reserved=true remaining=800
+	// estimated=true remaining=800
 	// settled: remaining=0 debt paid in 30s
 	// next: allowed=false retry_after=30.06s
 }

@@ -66,29 +66,29 @@ type LeaseRequest struct {
 	// Key names the set of slots. Non-empty, at most the store's maximum key length. The
 	// leases of a key are apart from its rate-limit state: the same key may carry both.
 	Key string
-	// Limit is the concurrency limit (validated by the store).
-	Limit InFlight
+	// InFlight is the concurrency limit (validated by the store).
+	InFlight InFlight
 	// ID names the new lease (Leases.Acquire makes a fresh one per request).
 	ID LeaseID
-	// Reserve, when positive, is how many slots must stay free after this one for it to be
-	// admitted (criticality: Shares.Reserve of the request's class), so a lower class cannot
+	// Holdback, when positive, is how many slots must stay free after this one for it to be
+	// admitted (criticality: Shares.Holdback of the request's class), so a lower class cannot
 	// take the last slots the classes above it keep. 0 to Limit.
-	Reserve int64
+	Holdback int64
 	// Criticality is the request's class, for decorators that need it; stores decide by
-	// Reserve.
+	// Holdback.
 	Criticality Criticality
 }
 
-// Validate checks the key (maxKeyLen as for Request.Validate), the limit and the reserve.
+// Validate checks the key (maxKeyLen as for Request.Validate), the limit and the holdback.
 func (r *LeaseRequest) Validate(maxKeyLen int) error {
 	if err := validateKey(r.Key, maxKeyLen); err != nil {
 		return err
 	}
-	if err := r.Limit.Validate(); err != nil {
+	if err := r.InFlight.Validate(); err != nil {
 		return err
 	}
-	if r.Reserve < 0 || r.Reserve > r.Limit.Limit {
-		return fieldError(ErrInvalidN, "reserve", "must be between 0 and the limit %d, got %d", r.Limit.Limit, r.Reserve)
+	if r.Holdback < 0 || r.Holdback > r.InFlight.Limit {
+		return fieldError(ErrInvalidN, "holdback", "must be between 0 and the limit %d, got %d", r.InFlight.Limit, r.Holdback)
 	}
 	return nil
 }
@@ -98,17 +98,17 @@ func (r *LeaseRequest) Validate(maxKeyLen int) error {
 type LeaseDecision struct {
 	// Admitted reports whether a slot was taken (and the lease is now held).
 	Admitted bool
-	// Limit is the concurrency limit.
-	Limit int64
+	// Capacity is the concurrency limit.
+	Capacity int64
 	// InFlight is how many live leases the key holds after this decision (this one included
 	// when admitted).
 	InFlight int64
 	// Remaining is how many more slots the request's class could take right now: Limit minus
-	// the reserve minus InFlight, never below 0.
+	// the holdback minus InFlight, never below 0.
 	Remaining int64
 	// RetryAfter is 0 when admitted. When refused it is a hint: how long until the soonest
 	// held lease expires unless renewed (a slot usually frees sooner, when its holder
-	// releases it), or Never when the class can never be admitted (its reserve is the whole
+	// releases it), or Never when the class can never be admitted (its holdback is the whole
 	// limit).
 	RetryAfter time.Duration
 }
@@ -144,7 +144,7 @@ func (r *LeaseRenewal) Validate(maxKeyLen int) error {
 // count an expired lease as held, and never let the live leases of a key exceed its limit
 // through an acquire.
 type Leaser interface {
-	// AcquireLease takes one slot of req.Key as lease req.ID if fewer than Limit - Reserve
+	// AcquireLease takes one slot of req.Key as lease req.ID if fewer than Limit - Holdback
 	// live leases are held, in one atomic step (one round trip on a shared store). The lease
 	// expires Limit.LeaseTime() from now unless renewed.
 	AcquireLease(ctx context.Context, req LeaseRequest) (LeaseDecision, error)

@@ -20,9 +20,9 @@ const (
 	// KindWait (N > 0 and MaxDelay > 0) is a take that a bucket algorithm may admit up to
 	// MaxDelay ahead (Decision.Delay, Limiter.WaitN); window algorithms decide it as a take.
 	KindWait
-	// KindTakeReserved (N > 0 and Reserve > 0) is a take admitted only if Reserve units
-	// remain after it (a criticality class's reserve, Limiter.AllowClass).
-	KindTakeReserved
+	// KindTakeHoldback (N > 0 and Holdback > 0) is a take admitted only if Holdback units
+	// remain after it (a criticality class's holdback, Limiter.AllowClass).
+	KindTakeHoldback
 	// KindSettle (Settle) applies N whatever the limit (Limiter.Settle): a charge, a refund,
 	// or a report when N = 0.
 	KindSettle
@@ -39,14 +39,14 @@ var kindNames = [...]string{
 	KindPeek:          "peek",
 	KindRefund:        "refund",
 	KindWait:          "wait",
-	KindTakeReserved:  "take_reserved",
+	KindTakeHoldback:  "take_holdback",
 	KindSettle:        "settle",
 	KindBudgetReserve: "budget_reserve",
 	KindBudgetExtend:  "budget_extend",
 	KindBudgetCommit:  "budget_commit",
 }
 
-// String returns the kind's name: "take", "peek", "refund", "wait", "take_reserved",
+// String returns the kind's name: "take", "peek", "refund", "wait", "take_holdback",
 // "settle", "budget_reserve", "budget_extend" or "budget_commit".
 func (k RequestKind) String() string {
 	if int(k) < len(kindNames) {
@@ -56,11 +56,11 @@ func (k RequestKind) String() string {
 }
 
 // Takes reports whether k takes N > 0 units against the limit: a take, a wait or a take with
-// a reserve. The other kinds are admitted whatever the key holds (a refund, a settle) or
+// a holdback. The other kinds are admitted whatever the key holds (a refund, a settle) or
 // consume nothing (a peek), or are budget steps (Budget), which a store decides with the
 // key's reservations.
 func (k RequestKind) Takes() bool {
-	return k == KindTake || k == KindWait || k == KindTakeReserved
+	return k == KindTake || k == KindWait || k == KindTakeHoldback
 }
 
 // Budget reports whether k is a step of a budget reservation: a reserve, an extension or a
@@ -70,7 +70,7 @@ func (k RequestKind) Budget() bool {
 }
 
 // Kind classifies the request: a budget step first (by its Op), a settle (whatever N), then by
-// N (a refund, a peek), then a take by what it carries (a reserve, a MaxDelay). It is
+// N (a refund, a peek), then a take by what it carries (a holdback, a MaxDelay). It is
 // meaningful for a valid request (Validate), which rejects the combinations no kind allows.
 func (req *Request) Kind() RequestKind {
 	switch {
@@ -82,8 +82,8 @@ func (req *Request) Kind() RequestKind {
 		return KindRefund
 	case req.N == 0:
 		return KindPeek
-	case req.Reserve > 0:
-		return KindTakeReserved
+	case req.Holdback > 0:
+		return KindTakeHoldback
 	case req.MaxDelay > 0:
 		return KindWait
 	}

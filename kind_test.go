@@ -21,8 +21,8 @@ func TestRequestKind(t *testing.T) {
 		{sluice.Request{N: -3}, sluice.KindRefund},
 		{sluice.Request{N: -3, MaxDelay: time.Second}, sluice.KindRefund},
 		{sluice.Request{N: 2, MaxDelay: time.Second}, sluice.KindWait},
-		{sluice.Request{N: 2, Reserve: 4}, sluice.KindTakeReserved},
-		{sluice.Request{N: 2, Reserve: 4, Criticality: sluice.Sheddable}, sluice.KindTakeReserved},
+		{sluice.Request{N: 2, Holdback: 4}, sluice.KindTakeHoldback},
+		{sluice.Request{N: 2, Holdback: 4, Criticality: sluice.Sheddable}, sluice.KindTakeHoldback},
 		{sluice.Request{N: 5, Settle: true}, sluice.KindSettle},
 		{sluice.Request{N: 0, Settle: true}, sluice.KindSettle},
 		{sluice.Request{N: -5, Settle: true}, sluice.KindSettle},
@@ -35,7 +35,7 @@ func TestRequestKind(t *testing.T) {
 		if got := req.Kind(); got != tc.want {
 			t.Errorf("%+v: Kind() = %s, want %s", req, got, tc.want)
 		}
-		if takes := tc.want == sluice.KindTake || tc.want == sluice.KindWait || tc.want == sluice.KindTakeReserved; req.Kind().Takes() != takes {
+		if takes := tc.want == sluice.KindTake || tc.want == sluice.KindWait || tc.want == sluice.KindTakeHoldback; req.Kind().Takes() != takes {
 			t.Errorf("%s.Takes() = %v", tc.want, !takes)
 		}
 	}

@@ -101,7 +101,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 		if err != nil {
 			return Decision{}, err
 		}
-		return Decision{Allowed: allowed, Limit: rule.Capacity(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}, nil
+		return Decision{Allowed: allowed, Capacity: rule.Capacity(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}, nil
 	}
 	if l.store == nil {
 		return Decision{}, ErrNoStore
@@ -110,38 +110,38 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule Rule, n int64) (D
 }
 
 // AllowClass decides n units of key under rule for a request of criticality class c: it is
-// admitted only if, after it, at least the reserve of the classes above c remains (the
+// admitted only if, after it, at least the holdback of the classes above c remains (the
 // capacity minus c's share, WithShares), so when the key nears its limit the lowest classes
 // are refused first, on the one counter every class shares. In a fixed window, whose capacity
 // returns all at once, a class may use only its share of what the window has let through so
-// far (algorithm.TakeReserved; docs/ALGORITHMS.md), so the lower classes cannot spend their
+// far (algorithm.TakeHoldback; docs/ALGORITHMS.md), so the lower classes cannot spend their
 // shares at each window's start. A CRITICAL_PLUS request (share 100%) is decided as AllowN. Remaining is what c may still use. n must be positive. The
 // store receives the class too (Request.Criticality).
 func (l *Limiter) AllowClass(ctx context.Context, key string, rule Rule, n int64, c Criticality) (Decision, error) {
-	reserve := l.shares.Reserve(c, rule.Capacity())
-	if l.plain(reserve, c) {
+	holdback := l.shares.Holdback(c, rule.Capacity())
+	if l.plain(holdback, c) {
 		return l.AllowN(ctx, key, rule, n)
 	}
 	if l.store == nil {
 		return Decision{}, ErrNoStore
 	}
-	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n, Reserve: reserve, Criticality: c})
+	return l.store.Take(ctx, Request{Key: key, Rule: rule, N: n, Holdback: holdback, Criticality: c})
 }
 
-// plain reports whether a request with reserve and class c is decided as AllowN: no
-// reserve, and a class the store has no use for (the default, or a local store's).
-func (l *Limiter) plain(reserve int64, c Criticality) bool {
-	return reserve == 0 && (c == Critical || l.local != nil)
+// plain reports whether a request with holdback and class c is decided as AllowN: no
+// holdback, and a class the store has no use for (the default, or a local store's).
+func (l *Limiter) plain(holdback int64, c Criticality) bool {
+	return holdback == 0 && (c == Critical || l.local != nil)
 }
 
-// Headroom returns what a request of class c must leave of rule's capacity under the
-// limiter's shares: the reserve of the classes above c (see AllowClass and Check.Reserve).
-func (l *Limiter) Headroom(c Criticality, rule Rule) int64 {
-	return l.shares.Reserve(c, rule.Capacity())
+// Holdback returns what a request of class c must leave of rule's capacity under the
+// limiter's shares: the holdback of the classes above c (see AllowClass and Check.Holdback).
+func (l *Limiter) Holdback(c Criticality, rule Rule) int64 {
+	return l.shares.Holdback(c, rule.Capacity())
 }
 
 // Settle applies delta units to key under rule whatever the limit, for a cost known only after
-// the request was served (tokens generated, bytes sent, rows scanned): reserve an estimate
+// the request was served (tokens generated, bytes sent, rows scanned): take an estimate
 // with AllowN before the work, then settle the real cost minus the estimate. A negative delta
 // refunds what was over-estimated; a positive one is charged even past the limit, so the key
 // goes into debt and the next requests pay it before they are admitted again (each algorithm's
@@ -172,7 +172,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, rule Rule) error {
 
 // WaitN shapes traffic: it blocks until n units are admitted for key under rule.
 //
-// For bucket algorithms it reserves a future slot in the shared state in one store call, so
+// For bucket algorithms it schedules a future slot in the shared state in one store call, so
 // shaping holds across every process sharing the store: a token bucket or GCRA lets a burst
 // through and then spaces requests at the rule's rate; a leaky bucket queues every request
 // behind the ones before it, so requests leave evenly spaced, and refuses a request when its
@@ -216,7 +216,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rule Rule, n int64) err
 			return nil
 		}
 		if d.RetryAfter < 0 {
-			return fmt.Errorf("%w: n=%d exceeds the capacity %d of %s", ErrWaitTooLong, n, d.Limit, rule)
+			return fmt.Errorf("%w: n=%d exceeds the capacity %d of %s", ErrWaitTooLong, n, d.Capacity, rule)
 		}
 		if req.MaxDelay > 0 || d.RetryAfter > budget {
 			return fmt.Errorf("%w: %s: n=%d would wait %v, more than %v", ErrWaitTooLong, rule, n, d.RetryAfter+req.MaxDelay, budget)
@@ -236,7 +236,7 @@ func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// refund gives back n units after an abandoned reservation or a failed layered check. It is
+// refund gives back n units after an abandoned wait or a failed layered check. It is
 // best effort: the caller's context may be done, so it gets a short one of its own.
 func (l *Limiter) refund(key string, rule Rule, n int64) {
 	if n <= 0 {
@@ -253,9 +253,9 @@ type Check struct {
 	Rule Rule
 	// N is the cost; 0 means 1.
 	N int64
-	// Reserve, when positive, is what must remain after the check for it to admit (a
-	// criticality class's reserve: Limiter.Headroom; see Request.Reserve).
-	Reserve int64
+	// Holdback, when positive, is what must remain after the check for it to admit (a
+	// criticality class's holdback: Limiter.Holdback; see Request.Holdback).
+	Holdback int64
 	// Criticality is the request's class, passed to the store (Request.Criticality).
 	Criticality Criticality
 	// Decision is filled in by AllowAll.
@@ -281,7 +281,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 	if len(checks) == 0 {
 		return Decision{}, fieldError(ErrInvalidN, "checks", "empty")
 	}
-	if len(checks) == 1 && l.plain(checks[0].Reserve, checks[0].Criticality) { // AllowN: the memory store's fast path
+	if len(checks) == 1 && l.plain(checks[0].Holdback, checks[0].Criticality) { // AllowN: the memory store's fast path
 		c := &checks[0]
 		n := c.N
 		if n == 0 {
@@ -306,7 +306,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 		}
 		req := Request{Key: c.Key, Rule: c.Rule, N: n, Criticality: c.Criticality}
 		if n > 0 {
-			req.Reserve = c.Reserve
+			req.Holdback = c.Holdback
 		}
 		d, err := l.store.Take(ctx, req)
 		if err != nil {
@@ -327,7 +327,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) (Decision, error
 // that ends within maxWait (and the context's deadline), it sleeps that long on the
 // limiter's clock and decides again. It returns the last decision: denied when the wait
 // would be too long (RetryAfter then says how long), or the context's error when it ends
-// while waiting. Unlike WaitN it reserves no slot, for any algorithm: under contention another
+// while waiting. Unlike WaitN it schedules no slot, for any algorithm: under contention another
 // request may take the slot first, and the waiter asks again.
 func (l *Limiter) WaitAll(ctx context.Context, checks []Check, maxWait time.Duration) (Decision, error) {
 	end := l.clock.Now().Add(maxWait)
@@ -357,7 +357,7 @@ func (l *Limiter) undo(taken []Check, denied int) {
 			n = 1
 		}
 		l.refund(c.Key, c.Rule, n)
-		c.Decision.Remaining = min(c.Decision.Limit, c.Decision.Remaining+n)
+		c.Decision.Remaining = min(c.Decision.Capacity, c.Decision.Remaining+n)
 	}
 }
 
@@ -382,7 +382,7 @@ func combine(n int, at func(i int) *Decision, allowed bool) (Decision, int) {
 	for i := range n {
 		d := at(i)
 		if d.Remaining < out.Remaining {
-			out.Limit, out.Remaining, binding = d.Limit, d.Remaining, i
+			out.Capacity, out.Remaining, binding = d.Capacity, d.Remaining, i
 		}
 		out.ResetAfter = max(out.ResetAfter, d.ResetAfter)
 		if !allowed && !d.Allowed && out.RetryAfter >= 0 {

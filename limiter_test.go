@@ -126,7 +126,7 @@ func TestWaitRespectsDeadlineAndRefundsOnCancel(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
-	// The cancelled reservation was refunded: after 100 ms one unit is free again.
+	// The cancelled wait was refunded: after 100 ms one unit is free again.
 	clock.Advance(100 * time.Millisecond)
 	d, err := l.Allow(ctx, "g", r)
 	if err != nil || !d.Allowed {
@@ -233,7 +233,7 @@ func TestSettle(t *testing.T) {
 	ctx := context.Background()
 	rule := sluice.FixedWindow(10, time.Second)
 	if d, err := l.AllowN(ctx, "k", rule, 8); err != nil || !d.Allowed {
-		t.Fatalf("reserve 8: %+v %v", d, err)
+		t.Fatalf("estimate 8: %+v %v", d, err)
 	}
 	d, err := l.Settle(ctx, "k", rule, -5) // cost 3
 	if err != nil || !d.Allowed || d.Remaining != 7 {

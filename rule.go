@@ -57,7 +57,7 @@ func (a Algorithm) String() string {
 func (a Algorithm) Valid() bool { return a >= AlgorithmFixedWindow && a <= AlgorithmGCRA }
 
 // Bucket reports whether a is one of the bucket algorithms (token bucket, leaky bucket, GCRA),
-// which take a Burst and can reserve future slots for Wait.
+// which take a Burst and can schedule future slots for Wait.
 func (a Algorithm) Bucket() bool {
 	return a == AlgorithmTokenBucket || a == AlgorithmLeakyBucket || a == AlgorithmGCRA
 }

@@ -18,7 +18,7 @@ type Request struct {
 	// N is the cost. 0 peeks without consuming; a negative N refunds -N units (for example
 	// to undo a take when a layered check fails).
 	N int64
-	// MaxDelay, when positive, asks a bucket algorithm to reserve a future slot instead of
+	// MaxDelay, when positive, asks a bucket algorithm to schedule the request in a future slot instead of
 	// denying: the request is admitted if it can start within MaxDelay, and Decision.Delay says
 	// when. Window algorithms ignore it and decide as usual.
 	MaxDelay time.Duration
@@ -28,25 +28,25 @@ type Request struct {
 	// The Decision is Allowed, with Remaining 0 while the key is in debt and RetryAfter how
 	// long until the debt is paid (0 when there is none). Each algorithm's debt, and its bound,
 	// is described in package algorithm (State.Settle, MaxDebt). A settle cannot
-	// reserve: MaxDelay must be 0.
+	// wait: MaxDelay must be 0.
 	Settle bool
 	// Criticality is the request's class (the zero value is Critical, the default). Stores
-	// decide by Reserve, which the caller derives from the class and the rule's shares
+	// decide by Holdback, which the caller derives from the class and the rule's shares
 	// (Limiter.AllowClass); a decorator that needs the class itself reads it here: the quota
 	// client (package quota, WithCriticalityKey) reports each class's demand apart, so the
 	// quota server serves the most important first.
 	Criticality Criticality
-	// Reserve, when positive, is how many units must remain after the request for it to be
-	// admitted (criticality: Shares.Reserve): it is decided as a take of N + Reserve of which
-	// Reserve is given back at once, in one atomic step, so it consumes N and its RetryAfter
-	// is when N + Reserve fit (Never when they exceed the capacity). Remaining is what is left
-	// above the reserve. It cannot be combined with Settle or MaxDelay, and N must be positive.
-	Reserve int64
+	// Holdback, when positive, is how many units must remain after the request for it to be
+	// admitted (criticality: Shares.Holdback): it is decided as a take of N + Holdback of which
+	// Holdback is given back at once, in one atomic step, so it consumes N and its RetryAfter
+	// is when N + Holdback fit (Never when they exceed the capacity). Remaining is what is left
+	// above the holdback. It cannot be combined with Settle or MaxDelay, and N must be positive.
+	Holdback int64
 	// Budget, when its Op is set, makes the request one step of a budget reservation
 	// (Limiter.Reserve): reserve, extend or commit reservation Budget.ID, N being the units
 	// held or the real cost. A store keeps the key's open reservations beside its state and
 	// decides each step on both in one atomic operation (package algorithm's Apply; the Redis
-	// scripts' budget variant). It cannot be combined with Settle, Reserve or MaxDelay.
+	// scripts' budget variant). It cannot be combined with Settle, Holdback or MaxDelay.
 	Budget BudgetStep
 }
 
@@ -65,7 +65,7 @@ type Store interface {
 
 // Validate checks the request's key (non-empty, at most maxKeyLen bytes; 0 means
 // DefaultMaxKeyLength), cost, delay and rule, and that its fields make one kind of request
-// (Kind): a settle has no MaxDelay nor Reserve, a take with a Reserve no MaxDelay. Stores call
+// (Kind): a settle has no MaxDelay nor Holdback, a take with a Holdback no MaxDelay. Stores call
 // it before any state is touched. The error is a *FieldError naming the field.
 func (req *Request) Validate(maxKeyLen int) error {
 	if err := req.ValidateArgs(maxKeyLen); err != nil {
@@ -89,27 +89,27 @@ func (req *Request) ValidateArgs(maxKeyLen int) error {
 	if req.Budget.Op != BudgetNone {
 		return req.validateBudget()
 	}
-	if req.Settle && req.Reserve != 0 {
-		return fieldError(ErrInvalidN, "reserve", "a settle applies whatever the limit: no reserve (got %d)", req.Reserve)
+	if req.Settle && req.Holdback != 0 {
+		return fieldError(ErrInvalidN, "holdback", "a settle applies whatever the limit: no holdback (got %d)", req.Holdback)
 	}
 	if req.Settle {
 		return req.validateSettle()
 	}
-	if req.Reserve != 0 {
-		return req.validateReserve()
+	if req.Holdback != 0 {
+		return req.validateHoldback()
 	}
 	return nil
 }
 
-// validateReserve checks a criticality reserve: 0 to MaxLimit, on a plain take.
-func (req *Request) validateReserve() error {
+// validateHoldback checks a criticality holdback: 0 to MaxLimit, on a plain take.
+func (req *Request) validateHoldback() error {
 	switch {
-	case req.Reserve < 0 || req.Reserve > MaxLimit:
-		return fieldError(ErrInvalidN, "reserve", "must be between 0 and %d, got %d", int64(MaxLimit), req.Reserve)
+	case req.Holdback < 0 || req.Holdback > MaxLimit:
+		return fieldError(ErrInvalidN, "holdback", "must be between 0 and %d, got %d", int64(MaxLimit), req.Holdback)
 	case req.MaxDelay != 0:
-		return fieldError(ErrInvalidN, "max_delay", "a request with a reserve cannot wait for a slot (got %v)", req.MaxDelay)
+		return fieldError(ErrInvalidN, "max_delay", "a request with a holdback cannot wait for a slot (got %v)", req.MaxDelay)
 	case req.N <= 0:
-		return fieldError(ErrInvalidN, "n", "a request with a reserve takes units, got %d", req.N)
+		return fieldError(ErrInvalidN, "n", "a request with a holdback takes units, got %d", req.N)
 	}
 	return nil
 }
@@ -133,13 +133,13 @@ func keyError(key string, maxKeyLen int) error {
 	return fieldError(ErrInvalidKey, "key", "%d bytes, longer than the maximum of %d", len(key), maxKeyLen)
 }
 
-// validateSettle checks what a settle adds: a charge of at most MaxLimit, no reservation.
+// validateSettle checks what a settle adds: a charge of at most MaxLimit, no wait.
 func (req *Request) validateSettle() error {
 	if req.N > MaxLimit {
 		return fieldError(ErrInvalidN, "n", "settle of %d is above the maximum of %d", req.N, int64(MaxLimit))
 	}
 	if req.MaxDelay != 0 {
-		return fieldError(ErrInvalidN, "max_delay", "a settle cannot reserve (got %v)", req.MaxDelay)
+		return fieldError(ErrInvalidN, "max_delay", "a settle cannot wait (got %v)", req.MaxDelay)
 	}
 	return nil
 }

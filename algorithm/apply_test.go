@@ -35,12 +35,12 @@ func TestApply(t *testing.T) {
 				switch { // the dispatch each store wrote before Apply, from the fields
 				case req.Settle:
 					want = direct.Settle(now, &p, req.N)
-				case req.Reserve > 0:
-					want = algorithm.TakeReserved(direct, now, &p, req.N, req.Reserve)
+				case req.Holdback > 0:
+					want = algorithm.TakeHoldback(direct, now, &p, req.N, req.Holdback)
 				default:
 					want = direct.Take(now, &p, req.N, int64(req.MaxDelay))
 				}
-				if algorithm.TakeDecides(req.Kind()) != (!req.Settle && req.Reserve <= 0) {
+				if algorithm.TakeDecides(req.Kind()) != (!req.Settle && req.Holdback <= 0) {
 					t.Fatalf("TakeDecides(%s) = %v", req.Kind(), algorithm.TakeDecides(req.Kind()))
 				}
 				if got != want {
@@ -65,7 +65,7 @@ func randomRequest(rng *rand.Rand, r sluice.Rule) sluice.Request {
 	case 2:
 		req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period) + 1))
 	case 3:
-		req.Reserve = 1 + rng.Int64N(r.Capacity())
+		req.Holdback = 1 + rng.Int64N(r.Capacity())
 	case 4:
 		req.Settle, req.N = true, rng.Int64N(4*r.Capacity()+1)-2*r.Capacity()
 	}

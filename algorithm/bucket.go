@@ -35,11 +35,11 @@ func timeFor(x int64, p *Params) int64 {
 }
 
 // decide applies n units to the bucket. queue selects the leaky bucket's queue discipline
-// for reservations: a reserved request starts when the level ahead of it has drained, rather
+// for waits: a scheduled request starts when the level ahead of it has drained, rather
 // than when enough room has drained for it (token bucket).
 func (b *level) decide(now int64, p *Params, n, maxDelay int64, queue bool) sluice.Decision {
 	d := decision(b.take(now, p, n, maxDelay, queue))
-	d.Limit = p.capacity
+	d.Capacity = p.capacity
 	return d
 }
 
@@ -86,7 +86,7 @@ func (b *level) take(now int64, p *Params, n, maxDelay int64, queue bool) (allow
 
 // allow is take(now, p, n, 0, queue), for either queue: without a delay to wait, both
 // disciplines admit what fits now. It is the memory store's hot path (TakeScalar), spelled
-// out without take's reservations; TestAllowIsTake holds the two to one result.
+// out without take's waits; TestAllowIsTake holds the two to one result.
 func (b *level) allow(now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
 	b.drainTo(now, p)
 	lvl, full := b.Level, p.full
@@ -116,7 +116,7 @@ func (b *level) charge(_ int64, p *Params, n int64) {
 
 // TokenBucket refills Limit tokens per Period continuously, holding at most Capacity (Burst,
 // or Limit). Exact: any span of length t admits at most Capacity + Limit x t/Period (refill is
-// counted in billionths of a token, rounded down). Memory: 16 bytes. Reservations (Wait)
+// counted in billionths of a token, rounded down). Memory: 16 bytes. Waits (Wait)
 // borrow tokens ahead: the request starts when the tokens it needs have refilled. A new rule
 // applies at once to the tokens used so far.
 type TokenBucket struct{ level }

@@ -19,7 +19,7 @@ func (*FixedWindow) Algorithm() sluice.Algorithm { return sluice.AlgorithmFixedW
 // Take implements State.
 func (s *FixedWindow) Take(now int64, pr *Params, n, maxDelay int64) sluice.Decision {
 	d := decision(s.decide(now, pr, n, maxDelay))
-	d.Limit = pr.Rule.Limit
+	d.Capacity = pr.Rule.Limit
 	return d
 }
 
@@ -33,7 +33,7 @@ func (s *FixedWindow) charge(_ int64, pr *Params, n int64) {
 	s.Count = max(s.Count, min(s.Count+n, pr.Rule.Limit+pr.maxDebt))
 }
 
-// decide is Take with the decision in registers, but for Limit. A window cannot reserve:
+// decide is Take with the decision in registers, but for Limit. A window cannot schedule:
 // maxDelay is ignored.
 func (s *FixedWindow) decide(now int64, pr *Params, n, _ int64) (allowed bool, remaining, retryAfter, resetAfter, delay int64) {
 	if now >= s.End { // a new window; a clock gone backwards stays in the current one
@@ -79,7 +79,7 @@ func (s *FixedWindow) TakeCarrying(now int64, pr *Params, n int64, c *Carried) s
 	if n < 0 {
 		c.Count = max(0, c.Count+s.Count-count)
 	}
-	if !d.Allowed && d.RetryAfter != sluice.Never && s.Count-c.Count+n <= d.Limit && c.End < s.End {
+	if !d.Allowed && d.RetryAfter != sluice.Never && s.Count-c.Count+n <= d.Capacity && c.End < s.End {
 		d.RetryAfter = dur(c.End - now)
 	}
 	if s.Count != 0 && s.Count == c.Count {

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzAlgorithms drives every algorithm with an arbitrary rule and operation sequence: time
-// steps forward and backward, takes, peeks, refunds, reservations and settles. Nothing may
+// steps forward and backward, takes, peeks, refunds, waits and settles. Nothing may
 // panic, and every decision must be internally consistent.
 func FuzzAlgorithms(f *testing.F) {
 	f.Add(uint8(1), int64(10), int64(1000), int64(0), uint8(0), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
@@ -45,7 +45,7 @@ func FuzzAlgorithms(f *testing.F) {
 			case 5:
 				d := s.Take(now, &p, 1, arg*int64(time.Millisecond))
 				if d.Delay < 0 || d.Delay > time.Duration(arg)*time.Millisecond {
-					t.Fatalf("%s: reservation delay %v outside [0, %dms]", r, d.Delay, arg)
+					t.Fatalf("%s: wait delay %v outside [0, %dms]", r, d.Delay, arg)
 				}
 			case 6: // a settle, past the limit or a refund; sometimes the largest
 				n := int64(int16(arg)) * max(1, r.Capacity()/64)

@@ -27,7 +27,7 @@ func Interval(r sluice.Rule) int64 { return mulDivCeil(1, int64(r.Period), r.Lim
 // Take implements State.
 func (s *GCRA) Take(now int64, p *Params, n, maxDelay int64) sluice.Decision {
 	d := decision(s.decide(now, p, n, maxDelay))
-	d.Limit = p.capacity
+	d.Capacity = p.capacity
 	return d
 }
 
@@ -82,7 +82,7 @@ func (s *GCRA) refund(now, tat, t, n int64) int64 {
 }
 
 // allow is decide(now, p, n, 0) but for the delay (0): the memory store's hot path
-// (TakeScalar), spelled out without decide's reservations; TestAllowIsTake holds the two to
+// (TakeScalar), spelled out without decide's waits; TestAllowIsTake holds the two to
 // one result.
 func (s *GCRA) allow(now int64, p *Params, n int64) (allowed bool, remaining, retryAfter, resetAfter int64) {
 	t, window := p.interval, p.window

@@ -9,11 +9,11 @@ import (
 // DecideLease decides one acquire of a concurrency limit (sluice.Leaser.AcquireLease) on a
 // key holding live leases (expired ones already dropped), the soonest of which expires at
 // soonest (Unix ns; ignored when live is 0), at now. A request is admitted when, after it,
-// at least reserve slots stay free: live + 1 <= limit - reserve. The Redis store mirrors
+// at least holdback slots stay free: live + 1 <= limit - holdback. The Redis store mirrors
 // this in lua/lease_acquire.lua.
-func DecideLease(limit, reserve, live, soonest, now int64) sluice.LeaseDecision {
-	d := sluice.LeaseDecision{Limit: limit, InFlight: live}
-	room := limit - reserve
+func DecideLease(limit, holdback, live, soonest, now int64) sluice.LeaseDecision {
+	d := sluice.LeaseDecision{Capacity: limit, InFlight: live}
+	room := limit - holdback
 	switch {
 	case live+1 <= room:
 		d.Admitted = true

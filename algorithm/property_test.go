@@ -116,8 +116,8 @@ func checkDecision(t *testing.T, what string, r sluice.Rule, n int64, d sluice.D
 	t.Helper()
 	c := r.Capacity()
 	switch {
-	case d.Limit != c:
-		t.Fatalf("%s: limit %d, want %d", what, d.Limit, c)
+	case d.Capacity != c:
+		t.Fatalf("%s: limit %d, want %d", what, d.Capacity, c)
 	case d.Remaining < 0 || d.Remaining > c:
 		t.Fatalf("%s: remaining %d outside [0, %d]", what, d.Remaining, c)
 	case d.Allowed && d.RetryAfter != 0:
@@ -129,7 +129,7 @@ func checkDecision(t *testing.T, what string, r sluice.Rule, n int64, d sluice.D
 	case d.ResetAfter < 0 || d.ResetAfter > r.Period*time.Duration(2+c/r.Limit):
 		t.Fatalf("%s: reset_after %v out of range", what, d.ResetAfter)
 	case d.Delay != 0:
-		t.Fatalf("%s: delay %v without a reservation", what, d.Delay)
+		t.Fatalf("%s: delay %v without a wait", what, d.Delay)
 	}
 }
 

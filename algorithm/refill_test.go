@@ -57,7 +57,7 @@ func TestHoldsIsTheBucketLevel(t *testing.T) {
 			t.Fatalf("take %d of %v: %+v", held, r, d)
 		}
 		d := b.Take(t1, &p, 0, 0)
-		if got, want := p.Holds(held, t0, t1), d.Limit-d.Remaining; got != want {
+		if got, want := p.Holds(held, t0, t1), d.Capacity-d.Remaining; got != want {
 			t.Fatalf("Holds(%d) after %v of %v = %d, the bucket holds %d", held, time.Duration(t1-t0), r, got, want)
 		}
 	}

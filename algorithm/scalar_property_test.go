@@ -17,9 +17,9 @@ type scalar interface {
 }
 
 // TestAllowIsTake checks the memory store's fast path against the general one: for the bucket
-// algorithms and GCRA, TakeScalar (a path of its own, without reservations) gives the decision
+// algorithms and GCRA, TakeScalar (a path of its own, without waits) gives the decision
 // and leaves the state that Take with no delay gives and leaves, on random and extreme rules,
-// from states left by takes, reservations, refunds, debts and clocks that jump both ways.
+// from states left by takes, waits, refunds, debts and clocks that jump both ways.
 func TestAllowIsTake(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 5))
 	tok := fastpath.Token{}
@@ -48,7 +48,7 @@ func TestAllowIsTake(t *testing.T) {
 				fast, slow := clone(st, r, now).(scalar), clone(st, r, now)
 				allowed, remaining, retry, reset := fast.TakeScalar(tok, now, &p, n)
 				want := slow.Take(now, &p, n, 0)
-				got := sluice.Decision{Allowed: allowed, Limit: r.Capacity(), Remaining: remaining,
+				got := sluice.Decision{Allowed: allowed, Capacity: r.Capacity(), Remaining: remaining,
 					RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset)}
 				if retry == -1 {
 					got.RetryAfter = sluice.Never
@@ -59,7 +59,7 @@ func TestAllowIsTake(t *testing.T) {
 				if g, w := algorithm.AppendState(nil, fast), algorithm.AppendState(nil, slow); string(g) != string(w) {
 					t.Fatalf("%s step %d, n=%d at %d: TakeScalar left %x, Take %x", r, step, n, now, g, w)
 				}
-				// Move the state on: the decision just checked, a reservation or a settle
+				// Move the state on: the decision just checked, a wait or a settle
 				// (debts and refunds up to the int64 edges).
 				switch rng.IntN(6) {
 				case 0:

@@ -91,7 +91,7 @@ func (s *SlidingLog) Take(now int64, pr *Params, n, _ int64) sluice.Decision {
 		s.count--
 	}
 	c := int64(s.count)
-	d := sluice.Decision{Limit: limit}
+	d := sluice.Decision{Capacity: limit}
 	switch {
 	case n > limit:
 		return never(limit, max(0, limit-c), s.resetAfter(now, p))

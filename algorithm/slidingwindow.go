@@ -122,7 +122,7 @@ func (s *SlidingWindow) Take(now int64, pr *Params, n, _ int64) sluice.Decision 
 	recent, old, f := s.counts(now)
 	used := s.estimate(recent, old, f)
 	limit := pr.Rule.Limit
-	d := sluice.Decision{Limit: limit}
+	d := sluice.Decision{Capacity: limit}
 	switch {
 	case n > limit:
 		return never(limit, max(0, limit-used), s.resetAfter(now))

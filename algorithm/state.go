@@ -12,7 +12,7 @@ import (
 type State interface {
 	// Take decides on n units at time now (Unix ns) under the rule compiled in p (see Compile),
 	// updating the state when the request is admitted or n <= 0. maxDelay (ns) > 0 lets bucket
-	// algorithms reserve a future slot. The rule must be valid (sluice.Rule.Validate) and n
+	// algorithms schedule a future slot. The rule must be valid (sluice.Rule.Validate) and n
 	// must be >= -sluice.MaxLimit; a rule different from the last call's is applied from this
 	// call on.
 	Take(now int64, p *Params, n, maxDelay int64) sluice.Decision
@@ -132,7 +132,7 @@ func decision(allowed bool, remaining, retryAfter, resetAfter, delay int64) slui
 
 // never is the decision for a cost above the rule's capacity: denied, nothing consumed.
 func never(capacity, remaining, resetAfter int64) sluice.Decision {
-	return sluice.Decision{Limit: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}
+	return sluice.Decision{Capacity: capacity, Remaining: remaining, RetryAfter: sluice.Never, ResetAfter: dur(resetAfter)}
 }
 
 // satMul returns a*b for a, b >= 0, saturating at math.MaxInt64.

@@ -398,7 +398,7 @@ func CheckKey(s string) error {
 		case c < 0x20 || c == 0x7f:
 			return fmt.Errorf("control character %q at byte %d", c, i)
 		case c == '{' || c == '}':
-			return fmt.Errorf("brace %q at byte %d (reserved for store hash tags)", c, i)
+			return fmt.Errorf("brace %q at byte %d (braces mark store hash tags)", c, i)
 		}
 	}
 	return nil

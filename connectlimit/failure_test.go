@@ -18,7 +18,7 @@ import (
 )
 
 // TestFailurePolicies: with the store failing (sluicetest.FlakyStore), fail open runs the
-// call, fail closed answers CodeUnavailable, fail local decides with the fallback limiter
+// call, fail closed answers CodeUnavailable, fail local decides with the local limiter
 // (one call an hour here); each counts the failures and logs one line a second, never the
 // API key the call was keyed by.
 func TestFailurePolicies(t *testing.T) {
@@ -42,7 +42,7 @@ func TestFailurePolicies(t *testing.T) {
 			flaky.SetFailing(true)
 			var logs testenv.LogBuffer
 			in := mustNew(t, sluice.New(flaky, sluice.WithClock(clock)), every(connectlimit.Limit{Name: "per-key", Rule: sluice.FixedWindow(1, time.Hour), Key: connectlimit.KeyHeader("X-API-Key")}),
-				connectlimit.WithFailurePolicy(tc.policy), connectlimit.WithFallback(newMemory(t, clock)), connectlimit.WithClock(clock),
+				connectlimit.WithFailurePolicy(tc.policy), connectlimit.WithLocalLimiter(newMemory(t, clock)), connectlimit.WithClock(clock),
 				connectlimit.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
 			s := serve(t, in, transports[0])
 			for i, want := range tc.want {

@@ -208,14 +208,14 @@ type settings struct {
 }
 
 // WithFailurePolicy sets what a call gets when the store cannot decide: distributed.FailOpen
-// (the default) runs it, FailClosed answers CodeUnavailable, FailLocal asks WithFallback's limiter.
+// (the default) runs it, FailClosed answers CodeUnavailable, FailLocal decides with WithLocalLimiter's.
 func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(s *settings) { s.pc.Failure = p })
 }
 
-// WithFallback sets the local limiter of FailLocal.
-func WithFallback(l *sluice.Limiter) Option {
-	return optionFunc(func(s *settings) { s.pc.Fallback = l })
+// WithLocalLimiter sets the local limiter of FailLocal.
+func WithLocalLimiter(l *sluice.Limiter) Option {
+	return optionFunc(func(s *settings) { s.pc.Local = l })
 }
 
 // WithCost sets each call's cost (default 1); msg is a unary call's request, nil for a stream

@@ -245,7 +245,7 @@ func TestNewErrors(t *testing.T) {
 		{"one name twice in a route", l, every(ok, ok), nil, "routes[0].limits[1].name"},
 		{"nil limiter", nil, every(ok), nil, "limiter"},
 		{"bad failure policy", l, every(ok), []connectlimit.Option{connectlimit.WithFailurePolicy(99)}, "failure_policy"},
-		{"local without fallback", l, every(ok), []connectlimit.Option{connectlimit.WithFailurePolicy(distributed.FailLocal)}, "fallback"},
+		{"local without a local limiter", l, every(ok), []connectlimit.Option{connectlimit.WithFailurePolicy(distributed.FailLocal)}, "local_limiter"},
 		{"negative wait", l, nil, []connectlimit.Option{connectlimit.WithWait(-1)}, "wait"},
 	} {
 		_, err := connectlimit.New(tc.l, tc.routes, tc.opts...)

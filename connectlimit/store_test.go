@@ -19,8 +19,8 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
-	sluicememcached "github.com/sluicehq/sluice/store/memcached"
-	sluiceredis "github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/memcached"
+	"github.com/sluicehq/sluice/store/redis"
 )
 
 // uniqueName returns a limit name no other run uses: the shared servers keep state between
@@ -40,7 +40,7 @@ func TestSharedStores(t *testing.T) {
 		store func(t *testing.T) sluice.Store
 	}{
 		{"redis", func(t *testing.T) sluice.Store {
-			st, err := sluiceredis.NewFromURL("redis://" + testenv.RedisAddr(t))
+			st, err := redis.NewFromURL("redis://" + testenv.RedisAddr(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func TestSharedStores(t *testing.T) {
 			return st
 		}},
 		{"memcached", func(t *testing.T) sluice.Store {
-			st, err := sluicememcached.New(memcache.New(testenv.MemcachedAddr(t)))
+			st, err := memcached.New(memcache.New(testenv.MemcachedAddr(t)))
 			if err != nil {
 				t.Fatal(err)
 			}

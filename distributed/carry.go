@@ -105,7 +105,7 @@ func (l *ledger) remember(req *sluice.Request, d *sluice.Decision) {
 	sh.Lock()
 	v, ok := sh.Get(req.Key)
 	if !ok {
-		if d.Remaining >= d.Limit || !sh.MakeRoom(now) {
+		if d.Remaining >= d.Capacity || !sh.MakeRoom(now) {
 			sh.Unlock() // a full key carries nothing; a shard of owing keys keeps them
 			return
 		}
@@ -150,7 +150,7 @@ func (l *ledger) decideLocal(ctx context.Context, req sluice.Request, fraction f
 		// draining state's store refills what was written as time passes, and it writes its
 		// level (localUsed), so it goes on deciding: denying it here would let the store
 		// refill unused, a burst at the switch.
-		return sluice.Decision{Limit: local.Rule.Capacity(), RetryAfter: l.breaker.interval}, nil
+		return sluice.Decision{Capacity: local.Rule.Capacity(), RetryAfter: l.breaker.interval}, nil
 	}
 	d, err := l.local.Take(ctx, local)
 	if err != nil || !d.Allowed || req.N == 0 {
@@ -189,11 +189,11 @@ func (l *ledger) takeOwed(ctx context.Context, key string, rule sluice.Rule) (sl
 	sh.Lock()
 	defer sh.Unlock()
 	d, err := l.shadow.Take(ctx, sluice.Request{Key: key, Rule: local, N: 0})
-	if err != nil || d.Remaining >= d.Limit {
+	if err != nil || d.Remaining >= d.Capacity {
 		return local, 0
 	}
 	_, _ = l.shadow.Take(ctx, sluice.Request{Key: key, Rule: local, N: -sluice.MaxLimit, Settle: true})
-	return local, d.Limit - d.Remaining
+	return local, d.Capacity - d.Remaining
 }
 
 // giveBack puts owed units back on the shadow limiter's key after a write-back that failed.
@@ -335,7 +335,7 @@ func (l *ledger) localUsed(ctx context.Context, key string, local sluice.Rule) i
 	if err != nil {
 		return 0
 	}
-	return d.Limit - d.Remaining
+	return d.Capacity - d.Remaining
 }
 
 // settle applies n to key on the store whatever the limit, bounded by the timeout.

@@ -50,8 +50,8 @@ func backOnStore(t *testing.T, f *Fallback) {
 			t.Fatal(err)
 		}
 	}
-	if f.State() != CircuitClosed {
-		t.Fatalf("state %v after two Probes of a store that answers", f.State())
+	if f.Circuit() != CircuitClosed {
+		t.Fatalf("state %v after two Probes of a store that answers", f.Circuit())
 	}
 }
 
@@ -79,7 +79,7 @@ func TestFallbackCarriesState(t *testing.T) {
 					admitted++
 				}
 			}
-			if f.State() != CircuitOpen {
+			if f.Circuit() != CircuitOpen {
 				t.Fatal("the circuit did not open")
 			}
 			// The store had 10 left; this instance's share is half: 5, not half of a full budget.
@@ -129,11 +129,11 @@ func TestFallbackWritesBack(t *testing.T) {
 				flaky.SetFailing(false)
 				// The first Probe that finds the store back writes the outage back; the next one
 				// (a probe interval later) goes back to the store.
-				if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
-					t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
+				if err := f.Probe(ctx); err != nil || f.Circuit() != CircuitOpen {
+					t.Fatalf("first Probe with the store back: %v, state %v", err, f.Circuit())
 				}
-				if err := f.Probe(ctx); err != nil || f.State() != CircuitClosed {
-					t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
+				if err := f.Probe(ctx); err != nil || f.Circuit() != CircuitClosed {
+					t.Fatalf("second Probe with the store back: %v, state %v", err, f.Circuit())
 				}
 				d, err := flaky.Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 0})
 				if err != nil {
@@ -258,8 +258,8 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 	clock.Advance(1500 * time.Millisecond) // half of them still inside the period: 20
 	flaky.Replace(newMemory(t, clock))     // restarted empty
 	flaky.SetFailing(false)
-	if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
-		t.Fatalf("first Probe: %v, %v", err, f.State()) // writes back 20
+	if err := f.Probe(ctx); err != nil || f.Circuit() != CircuitOpen {
+		t.Fatalf("first Probe: %v, %v", err, f.Circuit()) // writes back 20
 	}
 	flaky.SetFailing(true)
 	if err := f.Probe(ctx); err == nil {
@@ -274,7 +274,7 @@ func TestFallbackWritesBackOnce(t *testing.T) {
 	}
 	// The outage weighs 20 + 10 = 30 now; without emptying the shadow limiter after the first
 	// write-back, the 20 of the first window left in it were written again (40).
-	if used := d.Limit - d.Remaining; used != 30 {
+	if used := d.Capacity - d.Remaining; used != 30 {
 		t.Errorf("the store holds %d after the outage, want 30", used)
 	}
 }

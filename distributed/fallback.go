@@ -92,7 +92,7 @@ type fallbackConfig struct {
 
 // NewFallback wraps store. Its options are WithClock, WithTimeout, WithFailures,
 // WithProbeInterval, WithHeartbeat, WithFailurePolicy, WithFailurePolicyFunc, WithInstances,
-// WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe, OnStateChange and
+// WithSafeCapacity, WithGroup, WithInstanceID, WithManualProbe, OnCircuitChange and
 // OnStoreError; another option, or an invalid value, is an error naming the option.
 func NewFallback(store sluice.Store, opts ...Option) (*Fallback, error) {
 	cfg := fallbackConfig{timeout: DefaultFallbackTimeout, failures: DefaultFailures, probe: DefaultProbeInterval,
@@ -169,8 +169,8 @@ func (c *fallbackConfig) check(store sluice.Store) error {
 	return nil
 }
 
-// State reports the circuit's current state.
-func (f *Fallback) State() Circuit { return f.breaker.circuit() }
+// Circuit reports the circuit's current state.
+func (f *Fallback) Circuit() Circuit { return f.breaker.circuit() }
 
 // Instances reports the last known number of live instances.
 func (f *Fallback) Instances() int { return int(f.members.instances.Load()) }
@@ -180,7 +180,7 @@ func (f *Fallback) Take(ctx context.Context, req sluice.Request) (sluice.Decisio
 	if f.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() == CircuitOpen {
+	if f.Circuit() == CircuitOpen {
 		return f.decideLocally(ctx, req)
 	}
 	d, late, err := f.call(ctx, req)
@@ -220,7 +220,7 @@ func (f *Fallback) observe(err error, late bool) (failed bool) {
 
 // openSlow opens the circuit because the store was too slow (a timeout or a late answer).
 func (f *Fallback) openSlow() {
-	if f.State() == CircuitClosed {
+	if f.Circuit() == CircuitClosed {
 		f.down.Store(false)
 	}
 	f.breaker.open()
@@ -230,7 +230,7 @@ func (f *Fallback) openSlow() {
 // at the K-th in a row: the store is down.
 func (f *Fallback) failed() {
 	if f.breaker.failed() {
-		if f.State() == CircuitClosed {
+		if f.Circuit() == CircuitClosed {
 			f.down.Store(true)
 		}
 		f.breaker.open()
@@ -272,13 +272,13 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 			return sluice.Decision{}, err
 		}
 		c := req.Rule.Capacity()
-		return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
+		return sluice.Decision{Allowed: true, Capacity: c, Remaining: c}, nil
 	case FailClosed:
 		if err := req.Validate(0); err != nil {
 			return sluice.Decision{}, err
 		}
 		// A settle is not a request to admit: it is answered as applied (and lost).
-		return sluice.Decision{Allowed: req.Settle, Limit: req.Rule.Capacity(), RetryAfter: f.breaker.interval}, nil
+		return sluice.Decision{Allowed: req.Settle, Capacity: req.Rule.Capacity(), RetryAfter: f.breaker.interval}, nil
 	}
 	return f.ledger.decideLocal(ctx, req, f.ledger.fraction())
 }
@@ -305,9 +305,9 @@ func (f *Fallback) decideBudgetLocally(ctx context.Context, req sluice.Request) 
 	c := req.Rule.Capacity()
 	switch {
 	case req.Budget.Op == sluice.BudgetCommit, policy == FailOpen:
-		return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
+		return sluice.Decision{Allowed: true, Capacity: c, Remaining: c}, nil
 	}
-	return sluice.Decision{Limit: c, RetryAfter: f.breaker.interval}, nil
+	return sluice.Decision{Capacity: c, RetryAfter: f.breaker.interval}, nil
 }
 
 // Probe runs the background work of a Fallback built WithManualProbe, at the instant of its
@@ -321,7 +321,7 @@ func (f *Fallback) Probe(ctx context.Context) error {
 	if f.closed.Load() {
 		return fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() == CircuitOpen {
+	if f.Circuit() == CircuitOpen {
 		_, err := f.breaker.probe(ctx)
 		return err
 	}
@@ -362,7 +362,7 @@ func (f *Fallback) heartbeatLoop() {
 			return
 		case <-f.members.clock.After(f.members.interval):
 		}
-		if f.State() == CircuitClosed {
+		if f.Circuit() == CircuitClosed {
 			_ = f.sendHeartbeat(context.Background())
 		}
 	}
@@ -429,7 +429,7 @@ func (f *Fallback) Close() error {
 		close(f.stop)
 		f.breaker.wg.Wait()
 		f.wg.Wait()
-		if f.State() == CircuitClosed {
+		if f.Circuit() == CircuitClosed {
 			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			err = f.Flush(ctx)

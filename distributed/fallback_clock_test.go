@@ -18,7 +18,7 @@ func TestFallbackManualProbe(t *testing.T) {
 	flaky := sluicetest.NewFlakyStore(newMemory(t, clock))
 	log := &stateLog{}
 	f, err := NewFallback(flaky, WithClock(clock), WithManualProbe(), WithFailures(1),
-		WithHeartbeat(time.Second), OnStateChange(log.record))
+		WithHeartbeat(time.Second), OnCircuitChange(log.record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestFallbackManualProbe(t *testing.T) {
 	}
 	flaky.SetFailing(true)
 	take()
-	if f.State() != CircuitOpen {
+	if f.Circuit() != CircuitOpen {
 		t.Fatal("a failure did not open the circuit")
 	}
 	calls := flaky.Calls()
@@ -58,20 +58,20 @@ func TestFallbackManualProbe(t *testing.T) {
 	if got := flaky.Calls(); got != calls {
 		t.Fatalf("%d store calls while open without Probe, want 0", got-calls)
 	}
-	if err := f.Probe(ctx); err == nil || f.State() != CircuitOpen {
-		t.Fatalf("Probe with the store down: %v, state %v", err, f.State())
+	if err := f.Probe(ctx); err == nil || f.Circuit() != CircuitOpen {
+		t.Fatalf("Probe with the store down: %v, state %v", err, f.Circuit())
 	}
 	flaky.SetFailing(false)
 	// The first Probe that finds the store back writes the outage back; the next one
 	// (a probe interval later) goes back to the store.
-	if err := f.Probe(ctx); err != nil || f.State() != CircuitOpen {
-		t.Fatalf("first Probe with the store back: %v, state %v", err, f.State())
+	if err := f.Probe(ctx); err != nil || f.Circuit() != CircuitOpen {
+		t.Fatalf("first Probe with the store back: %v, state %v", err, f.Circuit())
 	}
-	if err := f.Probe(ctx); err != nil || f.State() != CircuitClosed {
-		t.Fatalf("second Probe with the store back: %v, state %v", err, f.State())
+	if err := f.Probe(ctx); err != nil || f.Circuit() != CircuitClosed {
+		t.Fatalf("second Probe with the store back: %v, state %v", err, f.Circuit())
 	}
 	if got := log.get(); len(got) != 2 || got[0] != CircuitOpen || got[1] != CircuitClosed {
-		t.Fatalf("state changes %v, want fallback then store", got)
+		t.Fatalf("circuit changes %v, want fallback then store", got)
 	}
 	f.Close()
 	if err := f.Probe(ctx); err == nil {
@@ -97,19 +97,19 @@ func TestFallbackProbesOnItsClock(t *testing.T) {
 	flaky.SetFailing(false)
 	calls := flaky.Calls()
 	time.Sleep(300 * time.Millisecond) // three probe intervals of real time
-	if got := flaky.Calls(); got != calls || f.State() != CircuitOpen {
-		t.Fatalf("%d probes while the clock stood still (state %v), want none", got-calls, f.State())
+	if got := flaky.Calls(); got != calls || f.Circuit() != CircuitOpen {
+		t.Fatalf("%d probes while the clock stood still (state %v), want none", got-calls, f.Circuit())
 	}
 	waitFor(t, time.Second, "the probe and heartbeat loops waiting on the clock", func() bool { return clock.Waiters() >= 2 })
 	// The first probe on the clock's interval writes back; the next goes back to the store.
 	clock.Advance(100 * time.Millisecond)
 	waitFor(t, 2*time.Second, "the probe on the clock's interval", func() bool { return flaky.Calls() > calls })
-	if f.State() != CircuitOpen {
-		t.Fatalf("state %v after the first probe that found the store back, want fallback for one more interval", f.State())
+	if f.Circuit() != CircuitOpen {
+		t.Fatalf("state %v after the first probe that found the store back, want fallback for one more interval", f.Circuit())
 	}
 	waitFor(t, time.Second, "the probe loop waiting on the clock again", func() bool { return clock.Waiters() >= 2 })
 	clock.Advance(100 * time.Millisecond)
-	waitFor(t, 2*time.Second, "the second probe on the clock's interval", func() bool { return f.State() == CircuitClosed })
+	waitFor(t, 2*time.Second, "the second probe on the clock's interval", func() bool { return f.Circuit() == CircuitClosed })
 }
 
 // The healthy path makes the store call in the caller's goroutine under a deadline: a store
@@ -128,7 +128,7 @@ func TestFallbackTimeoutIsRealTime(t *testing.T) {
 	if el := time.Since(start); err != nil || !d.Allowed || el > time.Second {
 		t.Fatalf("hanging store: %+v %v after %v", d, err, el)
 	}
-	if f.State() != CircuitOpen {
+	if f.Circuit() != CircuitOpen {
 		t.Fatal("a timeout did not open the circuit")
 	}
 }
@@ -149,7 +149,7 @@ func TestFallbackProbesAligned(t *testing.T) {
 	for i := range fbs {
 		flakies[i] = sluicetest.NewFlakyStore(newMemory(t, clock))
 		f, err := NewFallback(flakies[i], WithClock(clock), WithFailures(1), WithProbeInterval(probe),
-			OnStateChange(func(_, to Circuit) {
+			OnCircuitChange(func(_, to Circuit) {
 				if to == CircuitClosed {
 					mu.Lock()
 					back[i] = clock.Now()
@@ -177,7 +177,7 @@ func TestFallbackProbesAligned(t *testing.T) {
 		if _, err := fbs[i].Take(ctx, sluice.Request{Key: "k", Rule: rule, N: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if fbs[i].State() != CircuitOpen {
+		if fbs[i].Circuit() != CircuitOpen {
 			t.Fatalf("instance %d: a failure did not open the circuit", i)
 		}
 	}

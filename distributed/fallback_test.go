@@ -44,7 +44,7 @@ func TestFallbackBadOptions(t *testing.T) {
 	}
 }
 
-// stateLog records state changes.
+// stateLog records circuit changes.
 type stateLog struct {
 	mu      sync.Mutex
 	changes []Circuit
@@ -89,7 +89,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	for i := range fbs {
 		logs[i] = &stateLog{}
 		f, err := NewFallback(env.store(i), WithTimeout(timeout), WithProbeInterval(20*time.Millisecond),
-			WithHeartbeat(50*time.Millisecond), OnStateChange(logs[i].record), WithGroup(t.Name()))
+			WithHeartbeat(50*time.Millisecond), OnCircuitChange(logs[i].record), WithGroup(t.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	phase.Store(1)
 	waitFor(t, 2*time.Second, "the fallback state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.State() != CircuitOpen {
+			if f.Circuit() != CircuitOpen {
 				return false
 			}
 		}
@@ -160,7 +160,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	repaired := time.Now()
 	waitFor(t, 3*time.Second, "the store state on every instance", func() bool {
 		for _, f := range fbs {
-			if f.State() != CircuitClosed {
+			if f.Circuit() != CircuitClosed {
 				return false
 			}
 		}
@@ -193,7 +193,7 @@ func runOutage(t *testing.T, env outageEnv, timeout time.Duration) {
 	}
 	for i, l := range logs {
 		if got := l.get(); len(got) < 2 || got[0] != CircuitOpen || got[len(got)-1] != CircuitClosed {
-			t.Errorf("instance %d: state changes %v, want fallback then store", i, got)
+			t.Errorf("instance %d: circuit changes %v, want fallback then store", i, got)
 		}
 	}
 	for _, f := range fbs {
@@ -299,7 +299,7 @@ func TestFallbackBadInputKeepsCircuitClosed(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	}
-	if f.State() != CircuitClosed {
+	if f.Circuit() != CircuitClosed {
 		t.Fatal("bad input opened the circuit")
 	}
 }

@@ -204,7 +204,7 @@ func (f *Fallback) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (s
 	if f.closed.Load() {
 		return sluice.LeaseDecision{}, fmt.Errorf("distributed: fallback: %w", sluice.ErrClosed)
 	}
-	if f.State() != CircuitOpen || !f.down.Load() {
+	if f.Circuit() != CircuitOpen || !f.down.Load() {
 		d, local, err := f.storeLease(ctx, req)
 		if !local {
 			return d, err
@@ -232,7 +232,7 @@ func (f *Fallback) storeLease(ctx context.Context, req sluice.LeaseRequest) (d s
 		f.breaker.succeeded()
 		if d.Admitted {
 			f.leases.mu.Lock()
-			f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.Limit.LeaseTime())})
+			f.leases.put(req.Key, req.ID, heldLease{expires: f.now() + int64(req.InFlight.LeaseTime())})
 			f.leases.mu.Unlock()
 		}
 		return d, false, nil
@@ -252,27 +252,27 @@ func (f *Fallback) now() int64 { return f.breaker.clock.Now().UnixNano() }
 
 // acquireLocally applies the failure policy to an acquire the store could not decide.
 func (f *Fallback) acquireLocally(req sluice.LeaseRequest) (sluice.LeaseDecision, error) {
-	limit := req.Limit.Limit
-	switch f.policy(sluice.Rule{Limit: limit, Period: req.Limit.LeaseTime()}) {
+	limit := req.InFlight.Limit
+	switch f.policy(sluice.Rule{Limit: limit, Period: req.InFlight.LeaseTime()}) {
 	case FailOpen:
-		return sluice.LeaseDecision{Admitted: true, Limit: limit, Remaining: limit}, nil
+		return sluice.LeaseDecision{Admitted: true, Capacity: limit, Remaining: limit}, nil
 	case FailClosed:
-		return sluice.LeaseDecision{Limit: limit, RetryAfter: f.breaker.interval}, nil
+		return sluice.LeaseDecision{Capacity: limit, RetryAfter: f.breaker.interval}, nil
 	}
 	fraction := f.ledger.fraction()
 	share := limit
-	reserve := req.Reserve
+	holdback := req.Holdback
 	if fraction < 1 {
 		share = max(1, int64(float64(limit)*fraction))
-		reserve = int64(float64(reserve) * fraction)
+		holdback = int64(float64(holdback) * fraction)
 	}
 	now := f.now()
 	f.leases.mu.Lock()
 	defer f.leases.mu.Unlock()
 	n, soonest := f.leases.live(req.Key, now)
-	d := algorithm.DecideLease(share, min(reserve, share), n, soonest, now)
+	d := algorithm.DecideLease(share, min(holdback, share), n, soonest, now)
 	if d.Admitted {
-		f.leases.put(req.Key, req.ID, heldLease{expires: now + int64(req.Limit.LeaseTime()), local: true})
+		f.leases.put(req.Key, req.ID, heldLease{expires: now + int64(req.InFlight.LeaseTime()), local: true})
 	}
 	return d, nil
 }
@@ -325,7 +325,7 @@ func (f *Fallback) RenewLeases(ctx context.Context, batch []sluice.LeaseRenewal)
 }
 
 func (f *Fallback) renewInStore(ctx context.Context, batch []sluice.LeaseRenewal) error {
-	if f.State() == CircuitOpen && f.down.Load() {
+	if f.Circuit() == CircuitOpen && f.down.Load() {
 		return fmt.Errorf("distributed: fallback: the store is down: %w", sluice.ErrStoreUnavailable)
 	}
 	next, err := leaserOf(f.next)

@@ -97,7 +97,7 @@ func TestFallbackLeaseBudget(t *testing.T) {
 		t.Helper()
 		next++
 		id := sluice.LeaseID{next}
-		d, err := f.AcquireLease(ctx, sluice.LeaseRequest{Key: "k", Limit: limit, ID: id})
+		d, err := f.AcquireLease(ctx, sluice.LeaseRequest{Key: "k", InFlight: limit, ID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,8 +117,8 @@ func TestFallbackLeaseBudget(t *testing.T) {
 			}
 		}
 	}
-	if held != [3]int{1, 3, 3} || fleet[0].State() != CircuitOpen {
-		t.Fatalf("granted during the outage %v (circuit %v), want [1 3 3]: 3 each, less the 2 instance 0 held", held, fleet[0].State())
+	if held != [3]int{1, 3, 3} || fleet[0].Circuit() != CircuitOpen {
+		t.Fatalf("granted during the outage %v (circuit %v), want [1 3 3]: 3 each, less the 2 instance 0 held", held, fleet[0].Circuit())
 	}
 	batch := []sluice.LeaseRenewal{{Key: "k", ID: local[0], Lease: time.Minute}, {Key: "k", ID: before1, Lease: time.Minute}}
 	if err := fleet[0].RenewLeases(ctx, batch); err != nil {

@@ -173,11 +173,11 @@ func WithManualProbe() Option {
 	return Option{name: "WithManualProbe", fallback: func(c *fallbackConfig) { c.manual = true }}
 }
 
-// OnStateChange registers f, called on every change of a Fallback's state (for metrics and
+// OnCircuitChange registers f, called on every change of a Fallback's state (for metrics and
 // logs). It runs synchronously in the goroutine that changes the state and must not block.
 // It applies to NewFallback.
-func OnStateChange(f func(from, to Circuit)) Option {
-	return Option{name: "OnStateChange", fallback: func(c *fallbackConfig) { c.onChange = f }}
+func OnCircuitChange(f func(from, to Circuit)) Option {
+	return Option{name: "OnCircuitChange", fallback: func(c *fallbackConfig) { c.onChange = f }}
 }
 
 // OnStoreError registers f, called with each failure of a store call that a Fallback absorbs

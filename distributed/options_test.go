@@ -45,7 +45,7 @@ func TestOptionApplies(t *testing.T) {
 		{WithGroup("g"), "WithGroup", []string{f}},
 		{WithInstanceID("i"), "WithInstanceID", []string{f}},
 		{WithManualProbe(), "WithManualProbe", []string{f}},
-		{OnStateChange(func(_, _ Circuit) {}), "OnStateChange", []string{f}},
+		{OnCircuitChange(func(_, _ Circuit) {}), "OnCircuitChange", []string{f}},
 		{OnStoreError(func(error) {}), "OnStoreError", []string{f}},
 		{Option{}, "the zero Option", nil},
 	} {

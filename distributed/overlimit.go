@@ -39,7 +39,7 @@ const DefaultOverLimitMaxKeys = 100_000
 // store about two calls per RetryAfter instead of one per concurrent caller, every allow
 // still comes from the store, and a key never denied pays nothing for it.
 //
-// Reservations (Request.MaxDelay > 0, from Limiter.Wait) and settles (Request.Settle, which
+// Waits (Request.MaxDelay > 0, from Limiter.Wait) and settles (Request.Settle, which
 // apply whatever the limit) bypass the cache and never wait; a settle that changes the state
 // drops the entry. A request with a different Rule than the cached denial (a dynamic limit
 // change) drops the entry and goes to the store. A refund drops it too. Memory is bounded by
@@ -90,7 +90,7 @@ func denialRemaining(e denial, now int64) int64 {
 
 // decision is the cached denial's answer at t.
 func (e *denial) decision(t int64) sluice.Decision {
-	return sluice.Decision{Limit: e.rule.Capacity(), Remaining: e.remaining,
+	return sluice.Decision{Capacity: e.rule.Capacity(), Remaining: e.remaining,
 		RetryAfter: time.Duration(e.until - t), ResetAfter: time.Duration(max(0, e.resetAt-t))}
 }
 
@@ -314,9 +314,9 @@ func (o *OverLimit) Close() error {
 }
 
 // decidesNow reports whether req is a take decided now (with or without a criticality
-// reserve): the kinds a cached denial answers. A wait may be admitted ahead, a settle
+// holdback): the kinds a cached denial answers. A wait may be admitted ahead, a settle
 // whatever the key holds, and a peek or a refund consumes nothing.
 func decidesNow(req *sluice.Request) bool {
 	k := req.Kind()
-	return k == sluice.KindTake || k == sluice.KindTakeReserved
+	return k == sluice.KindTake || k == sluice.KindTakeHoldback
 }

@@ -309,7 +309,7 @@ func TestOverLimitSingleFlightWaiterDeadline(t *testing.T) {
 	noFlight(t, h.o)
 }
 
-// Requests that bypass the cache (peeks, settles, reservations) never wait for a key's call
+// Requests that bypass the cache (peeks, settles, waits) never wait for a key's call
 // in flight.
 func TestOverLimitSingleFlightBypass(t *testing.T) {
 	h := newHotKey(t)
@@ -484,5 +484,5 @@ func TestOverLimitSingleFlightAllocatesNothing(t *testing.T) {
 type admitAll struct{}
 
 func (admitAll) Take(_ context.Context, req sluice.Request) (sluice.Decision, error) {
-	return sluice.Decision{Allowed: true, Limit: req.Rule.Limit, Remaining: req.Rule.Limit}, nil
+	return sluice.Decision{Allowed: true, Capacity: req.Rule.Limit, Remaining: req.Rule.Limit}, nil
 }

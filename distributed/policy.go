@@ -8,14 +8,15 @@ import (
 
 // FailurePolicy says what is decided while the store cannot decide: by a Fallback while its
 // circuit is open, and by the transports (httplimit, grpclimit) on a store error. It is the
-// one failure-policy type of Sluice; stores.Config.Fallback names one (ParseFailurePolicy).
+// one failure-policy type of Sluice; store.Decorators.Fallback names one (ParseFailurePolicy).
 type FailurePolicy uint8
 
 // The failure policies. Their String forms are the names used in configuration.
 const (
-	// FailLocal decides with a local limiter whose limit is the rule's share for this
-	// instance: limit / live instances (or the safe capacity), so the fleet keeps the global
-	// budget.
+	// FailLocal decides with a local limiter instead of the store: in a Fallback, its own,
+	// whose limit is the rule's share for this instance (limit / live instances, or the safe
+	// capacity), so the fleet keeps the global budget; in a transport (httplimit,
+	// connectlimit), the limiter its WithLocalLimiter gave.
 	FailLocal FailurePolicy = iota + 1
 	// FailOpen admits every request.
 	FailOpen

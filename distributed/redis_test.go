@@ -157,7 +157,7 @@ func TestFallbackRestartResumes(t *testing.T) {
 	}
 	defer s.Close()
 	var back atomic.Int64 // Unix ns of the last change back to the store
-	f, err := NewFallback(s, WithGroup(t.Name()), OnStateChange(func(_, to Circuit) {
+	f, err := NewFallback(s, WithGroup(t.Name()), OnCircuitChange(func(_, to Circuit) {
 		if to == CircuitClosed {
 			back.Store(time.Now().UnixNano())
 		}
@@ -192,11 +192,12 @@ func TestFallbackRestartResumes(t *testing.T) {
 	bound := 2*DefaultProbeInterval + redis.RedialInterval + margin // a probe writes back, the next goes back
 	var worst time.Duration
 	for i := range restarts {
-		if f.State() != CircuitClosed {
-			t.Fatalf("restart %d: state %v before the kill, want store", i+1, f.State())
-		}
+		// Back on the store before the kill (one decision slower than the fallback's 50 ms
+		// timeout, on a starved machine under the race detector, may open the circuit again
+		// for a probe interval: that is the fallback doing its work, not a failed restart).
+		waitFor(t, 2*time.Second, "the store state before the kill", func() bool { return f.Circuit() == CircuitClosed })
 		srv.Kill()
-		waitFor(t, 2*time.Second, "the fallback state", func() bool { return f.State() == CircuitOpen })
+		waitFor(t, 2*time.Second, "the fallback state", func() bool { return f.Circuit() == CircuitOpen })
 		// Down long enough for the pool to stop dialing (4 failed probes), for a time that
 		// falls anywhere in go-redis's one-second re-dial cycle.
 		time.Sleep(time.Second + rand.N(time.Second))

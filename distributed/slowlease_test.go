@@ -89,7 +89,7 @@ func TestFallbackSlowStoreKeepsInFlight(t *testing.T) {
 	var limiters []*sluice.Limiter
 	for i := range instances {
 		f, err := NewFallback(st, WithTimeout(20*time.Millisecond), WithInstances(instances), WithInstanceID(fmt.Sprint(i)),
-			WithProbeInterval(10*time.Millisecond), OnStateChange(func(_, to Circuit) {
+			WithProbeInterval(10*time.Millisecond), OnCircuitChange(func(_, to Circuit) {
 				if to == CircuitOpen {
 					opened.Add(1)
 				}

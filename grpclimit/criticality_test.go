@@ -17,7 +17,7 @@ import (
 // The client interceptor sends the class set by WithCriticality; the server's limit with
 // shares admits SHEDDABLE calls up to half its capacity, CRITICAL_PLUS ones to the end. The
 // calls come in the window's last millisecond, where the fixed window's pace
-// (algorithm.TakeReserved) has let every class's whole share through.
+// (algorithm.TakeHoldback) has let every class's whole share through.
 func TestCriticalityTravelsAndSheds(t *testing.T) {
 	clock := sluicetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 59, 999e6, time.UTC))
 	l := newMemory(t, clock)

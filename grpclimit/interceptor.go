@@ -77,7 +77,7 @@ type call struct {
 
 // sendHeaders reports whether the header metadata goes with the call's answer.
 func (c *call) sendHeaders(s HeaderStyle) bool {
-	return c.o.Decided && (s == HeadersX || s == HeadersOnDenial && c.o.Verdict == pipeline.Deny)
+	return c.o.Decided && (s == HeadersX || s == HeadersOnDenial && c.o.Answer == pipeline.Deny)
 }
 
 // end gives back the call's slots (after its handler) and its Request.

@@ -33,7 +33,7 @@ func statusOf(a *rpclimit.Answer) error {
 func (c *call) header() metadata.MD {
 	d := c.o.Decision
 	reset := rpclimit.Ceil(c.q.Reset(d), time.Second) / time.Second
-	vals := &[3]string{strconv.FormatInt(d.Limit, 10), strconv.FormatInt(max(d.Remaining, 0), 10),
+	vals := &[3]string{strconv.FormatInt(d.Capacity, 10), strconv.FormatInt(max(d.Remaining, 0), 10),
 		strconv.FormatInt(int64(reset), 10)}
 	return metadata.MD{
 		"x-ratelimit-limit":     vals[0:1:1],

@@ -16,13 +16,13 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/sluicetest"
-	sluiceredis "github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/redis"
 )
 
 // newRedis returns a limiter on a Redis store at addr.
 func newRedis(t *testing.T, addr string) *sluice.Limiter {
 	t.Helper()
-	st, err := sluiceredis.NewFromURL("redis://" + addr)
+	st, err := redis.NewFromURL("redis://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 
 // Charge settles on l what a hot key owes before the store decides it: v.Charge units of
 // key under p's rule, the cold admissions not yet charged (nothing when v.Charge is 0). v is
-// the Verdict of Observe for key.
+// the Observation of Observe for key.
 //
 // Observe, Charge and Denied are the hot-key protocol's three steps for one key; a transport
 // that decides a request's checks together uses them through a Batch.
-func (p *Param) Charge(ctx context.Context, l *sluice.Limiter, key string, v Verdict) error {
+func (p *Param) Charge(ctx context.Context, l *sluice.Limiter, key string, v Observation) error {
 	if v.Charge <= 0 {
 		return nil
 	}
@@ -47,9 +47,9 @@ type hotCheck struct {
 }
 
 // Observe counts n units of key on p for the request's check that will be checks[index]
-// (with key as its Key), and returns p's Verdict. When it is Cold, the check is admitted without a store call and the
+// (with key as its Key), and returns p's Observation. When it is Cold, the check is admitted without a store call and the
 // caller leaves it out of the checks; otherwise the batch keeps it to charge and record.
-func (b *Batch) Observe(p *Param, index int, key string, n int64) Verdict {
+func (b *Batch) Observe(p *Param, index int, key string, n int64) Observation {
 	v := p.Observe(key, n)
 	if !v.Cold {
 		b.hot = append(b.hot, hotCheck{param: p, index: index, charge: v.Charge})
@@ -63,7 +63,7 @@ func (b *Batch) Len() int { return len(b.hot) }
 // Charge settles on l the cold admissions the hot checks owe, before l decides checks.
 func (b *Batch) Charge(ctx context.Context, l *sluice.Limiter, checks []sluice.Check) error {
 	for _, h := range b.hot {
-		if err := h.param.Charge(ctx, l, checks[h.index].Key, Verdict{Charge: h.charge}); err != nil {
+		if err := h.param.Charge(ctx, l, checks[h.index].Key, Observation{Charge: h.charge}); err != nil {
 			return err
 		}
 	}

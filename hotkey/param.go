@@ -64,8 +64,8 @@ func (p *Param) Rule() sluice.Rule { return p.rule }
 // (negative: none).
 func (p *Param) ColdLimit() int64 { return p.cold }
 
-// Verdict is what Observe decided for one request.
-type Verdict struct {
+// Observation is what Observe decided for one request.
+type Observation struct {
 	// Cold: admitted without a store call.
 	Cold bool
 	// Charge, when not Cold, is what the store must be charged (Limiter.Settle) before it
@@ -79,7 +79,7 @@ type Verdict struct {
 // while Bound + n <= ColdLimit, and Bound is at least the value's true count over the current
 // and the previous period, so an instance never admits more than ColdLimit units of a value
 // cold in any window of one period.
-func (p *Param) Observe(value string, n int64) Verdict {
+func (p *Param) Observe(value string, n int64) Observation {
 	t := p.tracker
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -88,10 +88,10 @@ func (p *Param) Observe(value string, n int64) Verdict {
 	e := t.cur.add(value, n)
 	if p.cold >= 0 && bound+n <= p.cold {
 		p.coldAdmits.Add(1)
-		return Verdict{Cold: true, Bound: bound}
+		return Observation{Cold: true, Bound: bound}
 	}
 	p.storeCalls.Add(1)
-	v := Verdict{Bound: bound}
+	v := Observation{Bound: bound}
 	if !e.charged {
 		v.Charge = t.cur.bound(value) - n // its earlier units in this period, all cold until now
 		if pe := t.prev.byValue[value]; pe == nil || !pe.charged {
@@ -134,9 +134,9 @@ func (p *Param) Allow(ctx context.Context, l *sluice.Limiter, key, value string,
 }
 
 // ColdDecision is the Decision of a request admitted cold: Remaining is a lower bound.
-func (p *Param) ColdDecision(v Verdict, n int64) sluice.Decision {
+func (p *Param) ColdDecision(v Observation, n int64) sluice.Decision {
 	c := p.rule.Capacity()
-	return sluice.Decision{Allowed: true, Limit: c, Remaining: max(0, c-v.Bound-n), ResetAfter: p.rule.Period}
+	return sluice.Decision{Allowed: true, Capacity: c, Remaining: max(0, c-v.Bound-n), ResetAfter: p.rule.Period}
 }
 
 // Stats are a Param's counts since it was built.

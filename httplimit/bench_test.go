@@ -15,7 +15,7 @@ import (
 )
 
 func BenchmarkSetHeaders(b *testing.B) {
-	results := []Result{{Name: "ip", Rule: sluice.PerMinute(1e9), Decision: sluice.Decision{Allowed: true, Limit: 1e9, Remaining: 999_999_123, ResetAfter: 60 * time.Second}}}
+	results := []Result{{Name: "ip", Rule: sluice.PerMinute(1e9), Decision: sluice.Decision{Allowed: true, Capacity: 1e9, Remaining: 999_999_123, ResetAfter: 60 * time.Second}}}
 	policy := policyValue(results)
 	for _, style := range []HeaderStyle{HeadersBoth, HeadersIETF, HeadersX, HeadersNone} {
 		b.Run(style.String(), func(b *testing.B) {

@@ -63,19 +63,19 @@ func (l *LLM) charge(name string) budget.Charge {
 func (m *middleware) estimate(w http.ResponseWriter, r *http.Request) (*budget.Estimate, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.llm.MaxBody+1))
 	if err == nil && int64(len(body)) > m.llm.MaxBody {
-		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Content Too Large", Status: http.StatusRequestEntityTooLarge,
+		WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Content Too Large", Status: http.StatusRequestEntityTooLarge,
 			Detail: "The request body is larger than the rate limiter reads to estimate its cost."})
 		return nil, false
 	}
 	if err != nil {
-		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 			Detail: "The request body could not be read."})
 		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	est, err := m.llm.Estimator.Request(body)
 	if err != nil {
-		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 			Detail: "The request's cost cannot be estimated: " + err.Error()})
 		return nil, false
 	}

@@ -12,7 +12,7 @@ import (
 
 // The class travels in X-Criticality: SHEDDABLE requests stop at half the limit, CRITICAL
 // ones (and unknown classes) at 90%, CRITICAL_PLUS ones use it all, on every store. The burst
-// comes in the window's last millisecond, where the fixed window's pace (algorithm.TakeReserved)
+// comes in the window's last millisecond, where the fixed window's pace (algorithm.TakeHoldback)
 // has let every class's whole share through.
 func TestCriticalityHeader(t *testing.T) {
 	eachBackend(t, func(t *testing.T, l *sluice.Limiter, clock *sluicetest.ManualClock) {

@@ -17,9 +17,9 @@ const (
 	ProblemTemporaryReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 )
 
-// Problem is an RFC 9457 problem details object with the draft's "violated-policies" member.
+// ProblemDetails is an RFC 9457 problem details object with the draft's "violated-policies" member.
 // Empty Detail and Instance are left out.
-type Problem struct {
+type ProblemDetails struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`
 	Status           int      `json:"status"`
@@ -85,8 +85,8 @@ func WriteDenial(w http.ResponseWriter, r *http.Request, results []Result) {
 // denialHeads are the JSON of WriteDenial's problems up to their violated policies: the one
 // to retry, and the one that will never be allowed.
 var denialHeads = [2][]byte{
-	appendProblemHead(nil, &Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailRetry}),
-	appendProblemHead(nil, &Problem{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailNever}),
+	appendProblemHead(nil, &ProblemDetails{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailRetry}),
+	appendProblemHead(nil, &ProblemDetails{Type: ProblemQuotaExceeded, Title: titleQuotaExceeded, Status: http.StatusTooManyRequests, Detail: detailNever}),
 }
 
 // retryValues holds the Retry-After value last written, shared by the denials that write the
@@ -94,7 +94,7 @@ var denialHeads = [2][]byte{
 var retryValues intValues
 
 // WriteProblem writes p as application/problem+json with p.Status as the status code.
-func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
+func WriteProblem(w http.ResponseWriter, _ *http.Request, p *ProblemDetails) {
 	writeProblem(w, p.Status, appendProblemHead(nil, p), p.ViolatedPolicies)
 }
 
@@ -117,12 +117,12 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 }
 
 // appendProblem appends p as JSON and a newline.
-func appendProblem(b []byte, p *Problem) []byte {
+func appendProblem(b []byte, p *ProblemDetails) []byte {
 	return appendProblemTail(appendProblemHead(b, p), p.ViolatedPolicies)
 }
 
 // appendProblemHead appends the JSON of p up to its violated policies.
-func appendProblemHead(b []byte, p *Problem) []byte {
+func appendProblemHead(b []byte, p *ProblemDetails) []byte {
 	b = append(b, `{"type":`...)
 	b = appendJSONString(b, p.Type)
 	b = append(b, `,"title":`...)

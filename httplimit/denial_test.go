@@ -21,38 +21,38 @@ func TestWriteDenial(t *testing.T) {
 		detail     string
 	}{{
 		name:       "rounded up",
-		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: 1200 * time.Millisecond}}},
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Capacity: 5, RetryAfter: 1200 * time.Millisecond}}},
 		retryAfter: "2", violated: []string{"a"}, detail: "Retry-After",
 	}, {
 		name:       "under a second is 1",
-		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Millisecond}}},
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Capacity: 5, RetryAfter: time.Millisecond}}},
 		retryAfter: "1", violated: []string{"a"},
 	}, {
 		name:       "exact second",
-		results:    []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: 3 * time.Second}}},
+		results:    []Result{{Name: "a", Decision: sluice.Decision{Capacity: 5, RetryAfter: 3 * time.Second}}},
 		retryAfter: "3", violated: []string{"a"},
 	}, {
 		name: "longest wait of the denying policies; allowed ones not listed",
 		results: []Result{
-			{Name: "ok", Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Hour}},
-			{Name: "second", Decision: sluice.Decision{Limit: 5, RetryAfter: 400 * time.Millisecond}},
-			{Name: "minute", Decision: sluice.Decision{Limit: 5, RetryAfter: 30*time.Second + 1}},
+			{Name: "ok", Decision: sluice.Decision{Allowed: true, Capacity: 5, Remaining: 4, ResetAfter: time.Hour}},
+			{Name: "second", Decision: sluice.Decision{Capacity: 5, RetryAfter: 400 * time.Millisecond}},
+			{Name: "minute", Decision: sluice.Decision{Capacity: 5, RetryAfter: 30*time.Second + 1}},
 		},
 		retryAfter: "31", violated: []string{"second", "minute"},
 	}, {
 		name: "never: until the state is empty",
 		results: []Result{{Name: "big", Rule: sluice.FixedWindow(5, time.Minute),
-			Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never, ResetAfter: 20*time.Second + 1}}},
+			Decision: sluice.Decision{Capacity: 5, RetryAfter: sluice.Never, ResetAfter: 20*time.Second + 1}}},
 		retryAfter: "21", violated: []string{"big"}, detail: "never be allowed",
 	}, {
 		name: "never on an empty state: the period, not 0 (issue 30)",
 		results: []Result{{Name: "big", Rule: sluice.FixedWindow(5, time.Minute),
-			Decision: sluice.Decision{Limit: 5, Remaining: 5, RetryAfter: sluice.Never}}},
+			Decision: sluice.Decision{Capacity: 5, Remaining: 5, RetryAfter: sluice.Never}}},
 		retryAfter: "60", violated: []string{"big"}, detail: "never be allowed",
 	}, {
 		name: "a retry and a never: never, the longest wait",
-		results: []Result{{Name: "a", Decision: sluice.Decision{Limit: 5, RetryAfter: time.Second}},
-			{Name: "b", Rule: sluice.FixedWindow(5, 10*time.Second), Decision: sluice.Decision{Limit: 5, RetryAfter: sluice.Never}}},
+		results: []Result{{Name: "a", Decision: sluice.Decision{Capacity: 5, RetryAfter: time.Second}},
+			{Name: "b", Rule: sluice.FixedWindow(5, 10*time.Second), Decision: sluice.Decision{Capacity: 5, RetryAfter: sluice.Never}}},
 		retryAfter: "10", violated: []string{"a", "b"}, detail: "never be allowed",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,9 +90,9 @@ func TestWriteDenial(t *testing.T) {
 }
 
 func TestProblemJSON(t *testing.T) {
-	p := Problem{Type: "about:blank", Title: "t\"i\\t\nle\x01 é \xff", Status: 503, Instance: "/x",
+	p := ProblemDetails{Type: "about:blank", Title: "t\"i\\t\nle\x01 é \xff", Status: 503, Instance: "/x",
 		ViolatedPolicies: []string{"a\"b", "ü"}}
-	var got Problem
+	var got ProblemDetails
 	if err := json.Unmarshal(appendProblem(nil, &p), &got); err != nil {
 		t.Fatalf("%s: %v", appendProblem(nil, &p), err)
 	}
@@ -102,7 +102,7 @@ func TestProblemJSON(t *testing.T) {
 		t.Errorf("round trip %+v, want %+v", got, want)
 	}
 	var m map[string]any
-	_ = json.Unmarshal(appendProblem(nil, &Problem{Type: "x", Status: 429}), &m)
+	_ = json.Unmarshal(appendProblem(nil, &ProblemDetails{Type: "x", Status: 429}), &m)
 	if _, ok := m["detail"]; ok || m["violated-policies"] == nil {
 		t.Errorf("empty detail written, or violated-policies missing: %v", m)
 	}

@@ -12,11 +12,11 @@
 // exported so other transports (sluice proxy) answer exactly like the middleware.
 //
 // Costs known only after the response (LLM tokens, bytes served): with WithSettle the cost
-// function reserves an estimate, the handler reports the real cost with Settle, and the
+// function takes an estimate, the handler reports the real cost with Settle, and the
 // middleware settles the difference once the handler returns (sluice.Limiter.Settle): a
 // refund, or an overage charged past the limit that the client's next requests pay.
 //
 // Store errors never become a 500 or a panic: the middleware fails open, fails closed (503,
-// temporary-reduced-capacity) or lets a fallback store decide, logs (rate-limited) and counts
+// temporary-reduced-capacity) or lets a local limiter decide (WithLocalLimiter), logs (rate-limited) and counts
 // them.
 package httplimit

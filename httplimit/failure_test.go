@@ -71,7 +71,7 @@ func TestStoreFailure(t *testing.T) {
 				stats := &Stats{}
 				h := mustNew(t, l, policy, WithFailurePolicy(distributed.FailClosed), WithStats(stats))(okHandler)
 				rec := get(h, "/", nil)
-				var p Problem
+				var p ProblemDetails
 				_ = json.Unmarshal(rec.Body.Bytes(), &p)
 				if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" ||
 					p.Type != ProblemTemporaryReducedCapacity || !reflect.DeepEqual(p.ViolatedPolicies, []string{"api", "burst"}) {
@@ -82,12 +82,12 @@ func TestStoreFailure(t *testing.T) {
 				}
 			})
 
-			t.Run("fallback", func(t *testing.T) {
+			t.Run("local", func(t *testing.T) {
 				local := backends[0].open(t, clock)
 				stats := &Stats{}
-				h := mustNew(t, l, policy, WithFallback(local), WithStats(stats))(okHandler)
+				h := mustNew(t, l, policy, WithLocalLimiter(local), WithStats(stats))(okHandler)
 				if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, deny)) {
-					t.Errorf("fallback limiter: %v, want 200 429", got)
+					t.Errorf("local limiter: %v, want 200 429", got)
 				}
 				if stats.StoreErrors.Load() != 2 || stats.FailedOpen.Load() != 0 || stats.Denied.Load() != 1 {
 					t.Errorf("StoreErrors %d, FailedOpen %d, Denied %d", stats.StoreErrors.Load(), stats.FailedOpen.Load(), stats.Denied.Load())
@@ -97,12 +97,12 @@ func TestStoreFailure(t *testing.T) {
 	}
 }
 
-func TestFallbackWithoutLimiterFailsOpen(t *testing.T) {
+func TestLocalWithoutLimiterFailsOpen(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	l := deadRedis(t, clock)["dead address"]
 	_, err := New(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal))
 	if err == nil {
-		t.Fatal("FailLocal without WithFallback accepted")
+		t.Fatal("FailLocal without WithLocalLimiter accepted")
 	}
 	h := Middleware(l, WithLimits(Limit{Name: "a", Rule: sluice.PerSecond(1)}), WithFailurePolicy(distributed.FailLocal), WithLogger(quietLogger()))(okHandler)
 	if got := statuses(h, 2, "/", nil); !reflect.DeepEqual(got, codes(ok, ok)) {

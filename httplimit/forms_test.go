@@ -42,7 +42,7 @@ func TestRuleFormsMiddleware(t *testing.T) {
 					}
 					continue
 				}
-				var p Problem
+				var p ProblemDetails
 				if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != http.StatusTooManyRequests ||
 					len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "a" || w.Header().Get("Retry-After") == "" {
 					t.Errorf("denial: %d %v %s", w.Code, err, w.Body)

@@ -145,7 +145,7 @@ func setHeaders(h http.Header, style HeaderStyle, results []Result, policy []str
 		h[headerPolicy] = policy
 	}
 	if x {
-		h[headerXLimit] = limitValues.get(d.Limit)
+		h[headerXLimit] = limitValues.get(d.Capacity)
 	}
 }
 

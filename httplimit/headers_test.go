@@ -20,38 +20,38 @@ func TestSetHeadersIETF(t *testing.T) {
 		policy, rl string
 	}{{
 		name:    "one policy",
-		results: []Result{{Name: "default", Rule: sluice.PerMinute(100), Decision: sluice.Decision{Allowed: true, Limit: 100, Remaining: 50, ResetAfter: 30 * time.Second}}},
+		results: []Result{{Name: "default", Rule: sluice.PerMinute(100), Decision: sluice.Decision{Allowed: true, Capacity: 100, Remaining: 50, ResetAfter: 30 * time.Second}}},
 		policy:  `"default";q=100;w=60`, rl: `"default";r=50;t=30`,
 	}, {
 		name:    "remaining 0, reset rounded up",
-		results: []Result{{Name: "a", Rule: sluice.FixedWindow(10, time.Second), Decision: sluice.Decision{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: time.Nanosecond}}},
+		results: []Result{{Name: "a", Rule: sluice.FixedWindow(10, time.Second), Decision: sluice.Decision{Allowed: true, Capacity: 10, Remaining: 0, ResetAfter: time.Nanosecond}}},
 		policy:  `"a";q=10;w=1`, rl: `"a";r=0;t=1`,
 	}, {
 		name:    "whole second not rounded",
-		results: []Result{{Name: "a", Rule: sluice.FixedWindow(10, time.Second), Decision: sluice.Decision{Allowed: true, Limit: 10, Remaining: 3, ResetAfter: 2 * time.Second}}},
+		results: []Result{{Name: "a", Rule: sluice.FixedWindow(10, time.Second), Decision: sluice.Decision{Allowed: true, Capacity: 10, Remaining: 3, ResetAfter: 2 * time.Second}}},
 		policy:  `"a";q=10;w=1`, rl: `"a";r=3;t=2`,
 	}, {
 		name:    "denied: t is the retry, not the full reset",
-		results: []Result{{Name: "a", Rule: sluice.PerMinute(10), Decision: sluice.Decision{Limit: 10, RetryAfter: 1200 * time.Millisecond, ResetAfter: 59 * time.Second}}},
+		results: []Result{{Name: "a", Rule: sluice.PerMinute(10), Decision: sluice.Decision{Capacity: 10, RetryAfter: 1200 * time.Millisecond, ResetAfter: 59 * time.Second}}},
 		policy:  `"a";q=10;w=60`, rl: `"a";r=0;t=2`,
 	}, {
 		name:    "debt shows as 0 remaining; sub-second window is 1",
-		results: []Result{{Name: "a", Rule: sluice.FixedWindow(5, 100*time.Millisecond), Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: -3}}},
+		results: []Result{{Name: "a", Rule: sluice.FixedWindow(5, 100*time.Millisecond), Decision: sluice.Decision{Allowed: true, Capacity: 5, Remaining: -3}}},
 		policy:  `"a";q=5;w=1`, rl: `"a";r=0;t=0`,
 	}, {
 		name: "several policies, one item each",
 		results: []Result{
-			{Name: "burst", Rule: sluice.PerMinute(100), Decision: sluice.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: time.Second}},
-			{Name: "daily", Rule: sluice.FixedWindow(1000, 24*time.Hour), Decision: sluice.Decision{Allowed: true, Limit: 1000, Remaining: 10, ResetAfter: 3 * time.Hour}},
+			{Name: "burst", Rule: sluice.PerMinute(100), Decision: sluice.Decision{Allowed: true, Capacity: 100, Remaining: 99, ResetAfter: time.Second}},
+			{Name: "daily", Rule: sluice.FixedWindow(1000, 24*time.Hour), Decision: sluice.Decision{Allowed: true, Capacity: 1000, Remaining: 10, ResetAfter: 3 * time.Hour}},
 		},
 		policy: `"burst";q=100;w=60, "daily";q=1000;w=86400`, rl: `"burst";r=99;t=1, "daily";r=10;t=10800`,
 	}, {
 		name:    "bucket: quota is the burst, window the time to grant it",
-		results: []Result{{Name: "tb", Rule: sluice.TokenBucket(10, time.Second, 50), Decision: sluice.Decision{Allowed: true, Limit: 50, Remaining: 49, ResetAfter: 100 * time.Millisecond}}},
+		results: []Result{{Name: "tb", Rule: sluice.TokenBucket(10, time.Second, 50), Decision: sluice.Decision{Allowed: true, Capacity: 50, Remaining: 49, ResetAfter: 100 * time.Millisecond}}},
 		policy:  `"tb";q=50;w=5`, rl: `"tb";r=49;t=1`,
 	}, {
 		name:    "names quoted and escaped",
-		results: []Result{{Name: "a\"b\\c\né", Rule: sluice.PerSecond(1), Decision: sluice.Decision{Allowed: true, Limit: 1}}, {Rule: sluice.PerSecond(1), Decision: sluice.Decision{Allowed: true, Limit: 1}}},
+		results: []Result{{Name: "a\"b\\c\né", Rule: sluice.PerSecond(1), Decision: sluice.Decision{Allowed: true, Capacity: 1}}, {Rule: sluice.PerSecond(1), Decision: sluice.Decision{Allowed: true, Capacity: 1}}},
 		policy:  `"a\"b\\c___";q=1;w=1, "default";q=1;w=1`, rl: `"a\"b\\c___";r=0;t=0, "default";r=0;t=0`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,9 +79,9 @@ func TestSetHeadersIETF(t *testing.T) {
 func TestSetHeadersX(t *testing.T) {
 	now := t0.Add(250 * time.Millisecond)
 	results := []Result{
-		{Name: "minute", Rule: sluice.PerMinute(100), Decision: sluice.Decision{Allowed: true, Limit: 100, Remaining: 7, ResetAfter: 40 * time.Second}},
-		{Name: "second", Rule: sluice.PerSecond(10), Decision: sluice.Decision{Allowed: true, Limit: 10, Remaining: 2, ResetAfter: 500 * time.Millisecond}},
-		{Name: "hour", Rule: sluice.PerHour(1000), Decision: sluice.Decision{Allowed: true, Limit: 1000, Remaining: 2, ResetAfter: time.Hour}},
+		{Name: "minute", Rule: sluice.PerMinute(100), Decision: sluice.Decision{Allowed: true, Capacity: 100, Remaining: 7, ResetAfter: 40 * time.Second}},
+		{Name: "second", Rule: sluice.PerSecond(10), Decision: sluice.Decision{Allowed: true, Capacity: 10, Remaining: 2, ResetAfter: 500 * time.Millisecond}},
+		{Name: "hour", Rule: sluice.PerHour(1000), Decision: sluice.Decision{Allowed: true, Capacity: 1000, Remaining: 2, ResetAfter: time.Hour}},
 	}
 	h := http.Header{}
 	setHeaders(h, HeadersX, results, nil, now.UnixNano())
@@ -102,7 +102,7 @@ func TestSetHeadersX(t *testing.T) {
 }
 
 func TestSetHeadersStyles(t *testing.T) {
-	results := []Result{{Name: "a", Rule: sluice.PerSecond(5), Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second}}}
+	results := []Result{{Name: "a", Rule: sluice.PerSecond(5), Decision: sluice.Decision{Allowed: true, Capacity: 5, Remaining: 4, ResetAfter: time.Second}}}
 	for style, want := range map[HeaderStyle]int{HeadersBoth: 5, HeadersIETF: 2, HeadersX: 3, HeadersNone: 0} {
 		h := http.Header{"Ratelimit": {"stale"}}
 		SetHeaders(h, style, results)
@@ -149,8 +149,8 @@ func TestSetHeadersAllocations(t *testing.T) {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	results := []Result{
-		{Name: "a", Rule: sluice.PerSecond(5), Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Second}},
-		{Name: "b", Rule: sluice.PerMinute(50), Decision: sluice.Decision{Allowed: true, Limit: 50, Remaining: 40, ResetAfter: time.Minute}},
+		{Name: "a", Rule: sluice.PerSecond(5), Decision: sluice.Decision{Allowed: true, Capacity: 5, Remaining: 4, ResetAfter: time.Second}},
+		{Name: "b", Rule: sluice.PerMinute(50), Decision: sluice.Decision{Allowed: true, Capacity: 50, Remaining: 40, ResetAfter: time.Minute}},
 	}
 	policy := policyValue(results)
 	h := http.Header{}
@@ -162,13 +162,13 @@ func TestSetHeadersAllocations(t *testing.T) {
 
 // HeadersOnDenial writes the X-RateLimit-* fields of a denial, and nothing for an admission.
 func TestHeadersOnDenial(t *testing.T) {
-	allowed := []Result{{Name: "a", Rule: sluice.PerMinute(5), Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: time.Minute}}}
+	allowed := []Result{{Name: "a", Rule: sluice.PerMinute(5), Decision: sluice.Decision{Allowed: true, Capacity: 5, Remaining: 4, ResetAfter: time.Minute}}}
 	h := http.Header{}
 	SetHeaders(h, HeadersOnDenial, allowed)
 	if len(h) != 0 {
 		t.Errorf("an admission wrote %v", h)
 	}
-	denied := append(allowed, Result{Name: "b", Rule: sluice.PerMinute(1), Decision: sluice.Decision{Limit: 1, RetryAfter: time.Second, ResetAfter: time.Minute}})
+	denied := append(allowed, Result{Name: "b", Rule: sluice.PerMinute(1), Decision: sluice.Decision{Capacity: 1, RetryAfter: time.Second, ResetAfter: time.Minute}})
 	SetHeaders(h, HeadersOnDenial, denied)
 	x := http.Header{}
 	SetHeaders(x, HeadersX, denied)

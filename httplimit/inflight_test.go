@@ -93,7 +93,7 @@ func TestInFlightLimit(t *testing.T) {
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("third request: %d %v %s", w.Code, w.Header(), w.Body)
 	}
-	var p Problem
+	var p ProblemDetails
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "busy" || p.Type != ProblemQuotaExceeded {
 		t.Errorf("problem %+v (%v): %s", p, err, w.Body)
 	}
@@ -168,7 +168,7 @@ func TestInFlightAdaptive(t *testing.T) {
 	h := Middleware(l, WithClock(clock), WithLimits(Limit{Name: "backend", Key: KeyFunc(func(*http.Request) (string, bool) { return "all", true }), InFlight: &sluice.InFlight{}, Adaptive: grad}))(g)
 	done := hold(t, h, g, 1, "192.0.2.1:1")
 	w := get(h, "/", from("192.0.2.2:1"))
-	var p Problem
+	var p ProblemDetails
 	if w.Code != http.StatusServiceUnavailable || json.Unmarshal(w.Body.Bytes(), &p) != nil || p.Type != ProblemTemporaryReducedCapacity ||
 		len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != "backend" || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("over the adaptive limit: %d %v %s", w.Code, w.Header(), w.Body)

@@ -191,7 +191,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o := q.Decide(r.Context(), m.maxWait)
-	if o.Verdict != pipeline.Pass {
+	if o.Answer != pipeline.Pass {
 		m.refuse(w, r, q, &o)
 		return
 	}
@@ -231,7 +231,7 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.
 			m.setHeaders(w, q, results, o.Decision)
 		}
 	}
-	switch o.Verdict {
+	switch o.Answer {
 	case pipeline.Deny:
 		if m.deny != nil {
 			m.denyWith(w, r, results)
@@ -249,7 +249,7 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, q *pipeline.
 	case pipeline.Unavailable:
 		WriteUnavailable(w, r, "The rate limiter cannot decide right now.", q.Unavailable())
 	case pipeline.Invalid:
-		WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 			Detail: "A rate-limit key built from the request is invalid: " + o.Err.(*sluice.FieldError).Reason})
 	case pipeline.Canceled:
 		WriteUnavailable(w, r, "The request ended before the rate limiter decided.", nil)
@@ -298,7 +298,7 @@ func (m *middleware) collect(w http.ResponseWriter, r *http.Request, q *pipeline
 				err = fmt.Errorf("an estimate of %d is more than the most a budget holds, %d", c, int64(sluice.MaxLimit))
 			}
 			if err != nil {
-				WriteProblem(w, r, &Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+				WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 					Detail: "The request's cost under policy " + p.Name + " cannot be estimated: " + err.Error()})
 				return false
 			}
@@ -358,7 +358,7 @@ func (m *middleware) pattern(r *http.Request) string {
 // closed). policies names the policies that could not be decided; detail says why.
 func WriteUnavailable(w http.ResponseWriter, r *http.Request, detail string, policies []string) {
 	w.Header()[headerRetryAfter] = []string{"1"}
-	WriteProblem(w, r, &Problem{Type: ProblemTemporaryReducedCapacity,
+	WriteProblem(w, r, &ProblemDetails{Type: ProblemTemporaryReducedCapacity,
 		Title: "Request cannot be satisfied due to temporary server capacity constraints", Status: http.StatusServiceUnavailable,
 		Detail: detail, ViolatedPolicies: policies})
 }

@@ -111,7 +111,7 @@ func TestSeveralPolicies(t *testing.T) {
 			t.Errorf("third second (hour has 1 left): %v, want %v", got, want)
 		}
 		w = get(h, "/", a)
-		var p Problem
+		var p ProblemDetails
 		_ = json.Unmarshal(w.Body.Bytes(), &p)
 		if !reflect.DeepEqual(p.ViolatedPolicies, []string{"hour"}) {
 			t.Errorf("violated-policies %v, want [hour]", p.ViolatedPolicies)
@@ -179,7 +179,7 @@ func TestDenialBodyAndCustomDenial(t *testing.T) {
 	h := mustNew(t, l, WithLimits(Limit{Name: "tiny", Rule: sluice.FixedWindow(1, time.Minute)}))(okHandler)
 	_ = get(h, "/", nil)
 	rec := get(h, "/", nil)
-	var p Problem
+	var p ProblemDetails
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
 		t.Fatal(err)
 	}

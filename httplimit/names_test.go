@@ -17,13 +17,13 @@ import (
 func TestViolatedNameAsInHeader(t *testing.T) {
 	for _, name := range []string{"café", `q"uo\te`, "tab\there", "", "日本", "plain"} {
 		results := []Result{
-			{Name: "ok", Rule: sluice.Rule{Limit: 5, Period: time.Minute}, Decision: sluice.Decision{Allowed: true, Limit: 5, Remaining: 3}},
-			{Name: name, Rule: sluice.Rule{Limit: 5, Period: time.Minute}, Decision: sluice.Decision{Limit: 5, RetryAfter: time.Second}},
+			{Name: "ok", Rule: sluice.Rule{Limit: 5, Period: time.Minute}, Decision: sluice.Decision{Allowed: true, Capacity: 5, Remaining: 3}},
+			{Name: name, Rule: sluice.Rule{Limit: 5, Period: time.Minute}, Decision: sluice.Decision{Capacity: 5, RetryAfter: time.Second}},
 		}
 		rec := httptest.NewRecorder()
 		SetHeaders(rec.Header(), HeadersIETF, results)
 		WriteDenial(rec, httptest.NewRequest(http.MethodGet, "/", nil), results)
-		var p Problem
+		var p ProblemDetails
 		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
 			t.Fatalf("%q: %v in %s", name, err, rec.Body)
 		}

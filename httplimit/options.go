@@ -122,7 +122,7 @@ func WithDenial(f func(w http.ResponseWriter, r *http.Request, results []Result)
 // distributed.FailOpen): distributed.FailOpen lets it through, so an outage of the limiter
 // does not become an outage of the service; distributed.FailClosed answers 503 with a
 // temporary-reduced-capacity problem and Retry-After: 1; distributed.FailLocal decides with
-// the local limiter of WithFallback, and fails open if that fails too. Every such error is
+// the local limiter of WithLocalLimiter, and fails open if that fails too. Every such error is
 // counted (Stats.StoreErrors) and logged at level Warn, at most once a second. It is the
 // failure handler of every library transport (grpclimit's too), with one semantics: a key
 // the store refuses (a client's value too long to key by) is answered 400 whatever the
@@ -132,12 +132,12 @@ func WithFailurePolicy(p distributed.FailurePolicy) Option {
 	return optionFunc(func(m *middleware) { m.pc.Failure = p })
 }
 
-// WithFallback sets the local limiter distributed.FailLocal decides with while the store is
-// unavailable, typically one on a memory store, with the same limits, and makes FailLocal the
-// failure policy. (A store wrapped in distributed.Fallback does this inside the store,
-// keeping the global budget.)
-func WithFallback(l *sluice.Limiter) Option {
-	return optionFunc(func(m *middleware) { m.pc.Fallback, m.pc.Failure = l, distributed.FailLocal })
+// WithLocalLimiter sets the local limiter distributed.FailLocal decides with while the store
+// is unavailable, typically one on a memory store, with the same limits, and makes FailLocal
+// the failure policy. (A store wrapped in distributed.Fallback decides locally inside the
+// store, on a limiter of its own that keeps the global budget.)
+func WithLocalLimiter(l *sluice.Limiter) Option {
+	return optionFunc(func(m *middleware) { m.pc.Local, m.pc.Failure = l, distributed.FailLocal })
 }
 
 // WithLeases sets the Leases that hold the slots of the in-flight limits (Limit.InFlight):

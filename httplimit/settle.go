@@ -10,7 +10,7 @@ import (
 )
 
 // WithSettle settles costs known only after the response (LLM tokens generated, bytes served,
-// rows scanned): the middleware's cost (WithCost) is then an estimate, reserved before the
+// rows scanned): the middleware's cost (WithCost) is then an estimate, taken before the
 // handler runs; the handler reports the real cost with Settle, and once it has returned the
 // middleware settles the difference, real - estimate, on every policy the request was charged
 // under with the middleware's cost (the policies without a Cost of their own; a policy that
@@ -18,7 +18,7 @@ import (
 // over-estimate is refunded, an overage is charged even past the limit, so the key goes into
 // debt and its next requests are denied until it is paid. A client therefore cannot stay under
 // its quota with cheap-looking requests. A handler that does not call Settle keeps the
-// estimate. The rate-limit headers, sent before the handler, describe the reservation.
+// estimate. The rate-limit headers, sent before the handler, describe the estimate.
 //
 // It costs a request passed to the handler two allocations (its context and the request
 // copy that carries it), and one more (the settle's context) when the handler reports a

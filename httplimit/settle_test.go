@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// TestSettle: with WithSettle the cost function reserves an estimate and the handler's
+// TestSettle: with WithSettle the cost function takes an estimate and the handler's
 // reported cost is settled after it returns: an over-estimate is refunded, an overage is
 // charged past the limit and denies the client's next requests until the debt is paid. A
 // policy with a cost of its own is left alone. On memory and Redis.

@@ -37,7 +37,7 @@ func TestHeadersAndDenial(t *testing.T) {
 		resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("RateLimit") != `"edge.remote_address";r=0;t=45` {
 		t.Fatalf("denial: %d %v", resp.StatusCode, resp.Header)
 	}
-	var problem httplimit.Problem
+	var problem httplimit.ProblemDetails
 	if err := json.Unmarshal([]byte(body), &problem); err != nil {
 		t.Fatal(err)
 	}

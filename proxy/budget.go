@@ -49,11 +49,11 @@ func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *gate.
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	switch {
 	case err != nil:
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 			Detail: "The request body could not be read."})
 		return nil, true
 	case int64(len(body)) > maxBody:
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Content Too Large", Status: http.StatusRequestEntityTooLarge,
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Content Too Large", Status: http.StatusRequestEntityTooLarge,
 			Detail: "The request body is larger than the proxy reads to estimate its cost."})
 		return nil, true
 	}
@@ -72,7 +72,7 @@ func (p *Proxy) reserveBudgets(w http.ResponseWriter, r *http.Request, sc *gate.
 			}
 		}
 		p.metrics.invalid.Inc()
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 			Detail: "The request's cost under budget " + b.Name + " cannot be estimated: " + err.Error()})
 		return nil, true
 	}

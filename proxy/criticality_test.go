@@ -8,7 +8,7 @@ import (
 // perClientClasses limits each client to 10 a minute, with the default criticality shares,
 // and maps the X-Criticality header to the class descriptor (the Envoy way). The window
 // slides: a fixed window paces the lower classes' shares over the window
-// (algorithm.TakeReserved), and the proxy decides on the wall clock.
+// (algorithm.TakeHoldback), and the proxy decides on the wall clock.
 const perClientClasses = `
 domain: edge
 descriptors:

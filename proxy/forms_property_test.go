@@ -285,7 +285,7 @@ func checkFormResponse(resp *http.Response, body string, want []sfItem) string {
 	if resp.StatusCode == http.StatusOK {
 		return ""
 	}
-	var problem httplimit.Problem
+	var problem httplimit.ProblemDetails
 	if err := json.Unmarshal([]byte(body), &problem); err != nil {
 		return fmt.Sprintf("429 body %q: %v", body, err)
 	}

@@ -219,7 +219,7 @@ func TestRuleForms(t *testing.T) {
 					forwarded++
 					continue
 				}
-				var problem httplimit.Problem
+				var problem httplimit.ProblemDetails
 				if err := json.Unmarshal([]byte(body), &problem); err != nil {
 					t.Fatalf("request %d: %v in %q", i, err, body)
 				}

@@ -223,7 +223,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.metrics.upstreamTimeouts[timeoutResponseHeader].Inc()
 		p.upstreamLog.Log(r.Context(), p.log, time.Now(), slog.LevelError, "upstream timeout", slog.String("upstream", p.upstreamName),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", withoutURL(err)))
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Gateway Timeout",
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Gateway Timeout",
 			Status: http.StatusGatewayTimeout, Detail: "The upstream did not answer in time."})
 		return
 	}

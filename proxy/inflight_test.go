@@ -53,7 +53,7 @@ func TestProxyMaxInFlight(t *testing.T) {
 		bodies = append(bodies, resp.Body)
 	}
 	resp, body := get(t, p.base+"/slow")
-	var prob httplimit.Problem
+	var prob httplimit.ProblemDetails
 	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &prob) != nil ||
 		len(prob.ViolatedPolicies) != 1 || prob.ViolatedPolicies[0] != "edge.generic_key_slow" || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("third request while two bodies stream: %d %v %s", resp.StatusCode, resp.Header, body)
@@ -110,7 +110,7 @@ func TestProxyAdaptiveInFlight(t *testing.T) {
 		t.Fatalf("first request: %v %v", held, err)
 	}
 	resp, body := get(t, p.base+"/slow")
-	var prob httplimit.Problem
+	var prob httplimit.ProblemDetails
 	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &prob) != nil ||
 		prob.Type != httplimit.ProblemTemporaryReducedCapacity || len(prob.ViolatedPolicies) != 1 || prob.ViolatedPolicies[0] != "edge.generic_key_slow" {
 		t.Errorf("over the adaptive limit: %d %s", resp.StatusCode, body)

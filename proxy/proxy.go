@@ -113,14 +113,14 @@ type Config struct {
 	RequestBodyTimeout time.Duration
 	// MaxConns bounds the client connections open at once: one accepted beyond it is closed
 	// at once (sluice_proxy_connections_refused_total). Default: the process's open-file limit
-	// less FDReserve, halved (each client connection may hold one to the upstream, which is
+	// less FDSpare, halved (each client connection may hold one to the upstream, which is
 	// bounded to as many), at most DefaultMaxConns; negative: no bound.
 	MaxConns int
-	// FDReserve is the number of file descriptors the default MaxConns leaves for what must
+	// FDSpare is the number of file descriptors the default MaxConns leaves for what must
 	// go on when clients hold all the connections they may: rules reloads, the admin port
 	// (itself bounded to 32 connections), the store's connections, logs (default
-	// DefaultFDReserve).
-	FDReserve int
+	// DefaultFDSpare).
+	FDSpare int
 }
 
 // Proxy is a rate-limiting reverse proxy. Build it with New, run it with Serve.
@@ -159,8 +159,8 @@ func New(cfg Config) (*Proxy, error) {
 	if p.cfg.ShutdownTimeout <= 0 {
 		p.cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if cfg.FDReserve < 0 {
-		return nil, fmt.Errorf("proxy: fd-reserve: must not be negative, got %d", cfg.FDReserve)
+	if cfg.FDSpare < 0 {
+		return nil, fmt.Errorf("proxy: fd-spare: must not be negative, got %d", cfg.FDSpare)
 	}
 	u, err := parseUpstream(cfg.Upstream)
 	if err != nil {

@@ -30,9 +30,9 @@ const (
 	// DefaultMaxConns bounds the client connections open at once, when the open-file limit
 	// allows more.
 	DefaultMaxConns = 10_000
-	// DefaultFDReserve is the number of file descriptors the default MaxConns leaves aside.
-	DefaultFDReserve = 128
-	// adminMaxConns bounds the admin port's connections, within the reserve.
+	// DefaultFDSpare is the number of file descriptors the default MaxConns leaves aside.
+	DefaultFDSpare = 128
+	// adminMaxConns bounds the admin port's connections, within the spare.
 	adminMaxConns = 32
 )
 
@@ -42,7 +42,7 @@ func (c *Config) bodyTimeout() time.Duration {
 }
 
 // maxConns returns the bound on client connections (negative: none): MaxConns, or by default
-// the open-file limit less the reserve, halved (each client connection may hold one to the
+// the open-file limit less the spare, halved (each client connection may hold one to the
 // upstream), at most DefaultMaxConns.
 func (c *Config) maxConns() int {
 	if c.MaxConns != 0 {
@@ -50,7 +50,7 @@ func (c *Config) maxConns() int {
 	}
 	n := DefaultMaxConns
 	if limit := openFilesLimit(); limit > 0 {
-		n = min(n, max(1, (limit-cmp.Or(c.FDReserve, DefaultFDReserve))/2))
+		n = min(n, max(1, (limit-cmp.Or(c.FDSpare, DefaultFDSpare))/2))
 	}
 	return n
 }
@@ -130,14 +130,14 @@ func (p *Proxy) clientFault(w http.ResponseWriter, r *http.Request, err error) b
 		p.metrics.clientErrors[clientBodyTimeout].Inc()
 		p.clientLog.Log(r.Context(), p.log, time.Now(), slog.LevelWarn, "request body timeout: the client sent nothing of its body for the timeout; request ended",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Duration("timeout", p.cfg.bodyTimeout()))
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Request Timeout",
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Request Timeout",
 			Status: http.StatusRequestTimeout, Detail: "The request body did not arrive in time."})
 		return true
 	}
 	p.metrics.clientErrors[clientBodyMalformed].Inc()
 	p.clientLog.Log(r.Context(), p.log, time.Now(), slog.LevelWarn, "request body malformed; request ended",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", berr.Error()))
-	httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
+	httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Bad Request",
 		Status: http.StatusBadRequest, Detail: "The request body is malformed."})
 	return true
 }

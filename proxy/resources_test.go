@@ -205,18 +205,18 @@ func exchange(t *testing.T, c net.Conn) int {
 	return resp.StatusCode
 }
 
-// fdLimit is the open-file limit of TestFileDescriptorReserve's child proxy.
+// fdLimit is the open-file limit of TestFileDescriptorSpare's child proxy.
 const fdLimit = 256
 
-// TestFileDescriptorReserve (issue 31, item 5) runs a proxy in a child process (this test
+// TestFileDescriptorSpare (issue 31, item 5) runs a proxy in a child process (this test
 // binary) whose open-file limit is 256, and opens twice as many client connections as it has
 // descriptors for: with the default bounds, the connections past (256 - 128) / 2 = 64 are
 // closed at once, and meanwhile the admitted clients' requests reach the upstream, the admin
 // port answers, and a rules reload is applied. Before the bounds, a proxy under a 1,024 limit
 // took every client, then failed accepts, upstream dials (502) and rules reloads.
-func TestFileDescriptorReserve(t *testing.T) {
+func TestFileDescriptorSpare(t *testing.T) {
 	if args := os.Getenv("SLUICE_TEST_FD_PROXY"); args != "" {
-		fdReserveChild(args)
+		fdSpareChild(args)
 		return
 	}
 	up := newUpstream(t)
@@ -228,7 +228,7 @@ func TestFileDescriptorReserve(t *testing.T) {
 		}
 	}
 	write(100_000)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFileDescriptorReserve$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFileDescriptorSpare$")
 	cmd.Env = append(os.Environ(), "SLUICE_TEST_FD_PROXY="+up.URL+" "+rules)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -268,8 +268,8 @@ func TestFileDescriptorReserve(t *testing.T) {
 		}
 	}
 	t.Logf("%d client connections under an open-file limit of %d: %d served, %d closed at once", len(conns), fdLimit, served, closed)
-	if served == 0 || served > (fdLimit-proxy.DefaultFDReserve)/2 {
-		t.Errorf("%d connections served, want at most %d", served, (fdLimit-proxy.DefaultFDReserve)/2)
+	if served == 0 || served > (fdLimit-proxy.DefaultFDSpare)/2 {
+		t.Errorf("%d connections served, want at most %d", served, (fdLimit-proxy.DefaultFDSpare)/2)
 	}
 	// With every admitted connection held: the clients' requests reach the upstream (its
 	// connections are within the bound), the admin port answers, a reload applies.
@@ -287,10 +287,10 @@ func TestFileDescriptorReserve(t *testing.T) {
 	})
 }
 
-// fdReserveChild is TestFileDescriptorReserve's child: a proxy to upstream with the rules
+// fdSpareChild is TestFileDescriptorSpare's child: a proxy to upstream with the rules
 // file, under an open-file limit of fdLimit, printing its addresses and serving until stdin
 // closes.
-func fdReserveChild(args string) {
+func fdSpareChild(args string) {
 	upstream, rules, _ := strings.Cut(args, " ")
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: fdLimit, Max: fdLimit}); err != nil {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)

@@ -100,17 +100,17 @@ func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision,
 	var d sluice.Decision
 	switch blanket {
 	case allowAll:
-		d = sluice.Decision{Allowed: true, Limit: req.Rule.Limit, Remaining: req.Rule.Limit}
+		d = sluice.Decision{Allowed: true, Capacity: req.Rule.Limit, Remaining: req.Rule.Limit}
 	case denyAll:
 		if err := req.Rule.Validate(); err != nil {
 			return sluice.Decision{}, err
 		}
-		d = sluice.Decision{Limit: req.Rule.Limit, RetryAfter: c.cfg.interval}
+		d = sluice.Decision{Capacity: req.Rule.Limit, RetryAfter: c.cfg.interval}
 	default:
 		r := req
 		r.Rule = rule
-		if r.Reserve > 0 && rule != req.Rule {
-			r.Reserve = c.reserveUnder(req, rule)
+		if r.Holdback > 0 && rule != req.Rule {
+			r.Holdback = c.holdbackUnder(req, rule)
 		}
 		var err error
 		if d, err = c.inner.Take(ctx, r); err != nil {
@@ -127,16 +127,16 @@ func (c *Client) Take(ctx context.Context, req sluice.Request) (sluice.Decision,
 	return d, nil
 }
 
-// reserveUnder returns the criticality reserve of req (Request.Reserve, a part of its own
+// holdbackUnder returns the criticality holdback of req (Request.Holdback, a part of its own
 // rule's capacity) under the assigned rule: none with WithCriticalityKey, where the class
 // has a share of its own; otherwise the same part of the assigned capacity, since every
 // class spends the key's one share.
-func (c *Client) reserveUnder(req sluice.Request, assigned sluice.Rule) int64 {
+func (c *Client) holdbackUnder(req sluice.Request, assigned sluice.Rule) int64 {
 	own := req.Rule.Capacity()
 	if c.cfg.criticalityKey != "" || own <= 0 {
 		return 0
 	}
-	return int64(float64(req.Reserve) * float64(assigned.Capacity()) / float64(own))
+	return int64(float64(req.Holdback) * float64(assigned.Capacity()) / float64(own))
 }
 
 // ruleFor returns the rule, or blanket, that decides for b now.

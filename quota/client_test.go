@@ -169,7 +169,7 @@ func take(t *testing.T, c *quota.Client, key string, own sluice.Rule, n int) int
 	return ok
 }
 
-var own = sluice.TokenBucket(10, time.Second, 10) // the fallback: limit / instances, say
+var own = sluice.TokenBucket(10, time.Second, 10) // the own rule: limit / instances, say
 
 func TestClientSpendsItsShare(t *testing.T) {
 	e := newEnv(t)
@@ -177,7 +177,7 @@ func TestClientSpendsItsShare(t *testing.T) {
 	// be reached, as a new bucket's first report is sent at once and its answer would race
 	// the takes.
 	if got := take(t, unreachableClient(t, e), "api", own, 50); got != 10 {
-		t.Fatalf("before any assignment: %d admitted, want the fallback's 10", got)
+		t.Fatalf("before any assignment: %d admitted, want the own rule's 10", got)
 	}
 	a, b := e.client(t), e.client(t)
 	take(t, a, "api", own, 50)
@@ -224,7 +224,7 @@ func TestClientExpiredBehaviours(t *testing.T) {
 		opts []quota.Option
 		want int // admitted in the second after the assignment expired
 	}{
-		{"fallback", nil, 10},
+		{"own rule", nil, 10},
 		{"deny", []quota.Option{quota.WithExpired(quota.Deny)}, 0},
 		{"allow", []quota.Option{quota.WithExpired(quota.Allow)}, 500},
 		{"reuse last", []quota.Option{quota.WithExpired(quota.ReuseLast), quota.WithReuseFor(5 * time.Second)}, 100},
@@ -285,7 +285,7 @@ func TestServerKilledStaysWithinBudget(t *testing.T) {
 		t.Fatalf("admitted %d over %ds, more than %d", total, seconds, bound)
 	}
 	if total < 2*10*seconds {
-		t.Fatalf("admitted only %d: the fallback did not serve", total)
+		t.Fatalf("admitted only %d: the own rule did not serve", total)
 	}
 }
 
@@ -427,10 +427,10 @@ func TestClientClassAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestClientScalesReserve: without WithCriticalityKey every class spends the key's one
-// share, and a class's reserve (a part of the request's own rule) is the same part of the
+// TestClientScalesHoldback: without WithCriticalityKey every class spends the key's one
+// share, and a class's holdback (a part of the request's own rule) is the same part of the
 // assigned capacity: SHEDDABLE (default share 50%) gets half of the assignment.
-func TestClientScalesReserve(t *testing.T) {
+func TestClientScalesHoldback(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(t)
 	l := sluice.New(c)

@@ -9,7 +9,7 @@
 // the rule its current assignment describes: a token bucket or requests per time unit at the
 // client's share, or a blanket allow or deny. Without an assignment yet (NoAssignment), or
 // once it has expired because the server stopped answering or expired it (Expired), it
-// follows the configured behaviour: the request's own rule (Fallback: typically the limit
+// follows the configured behaviour: the request's own rule (OwnRule: typically the limit
 // divided by the number of instances), the last assignment for a bounded time (ReuseLast),
 // Deny or Allow.
 //

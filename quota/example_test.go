@@ -32,7 +32,7 @@ func ExampleNew() {
 	}
 	defer store.Close()
 	limiter := sluice.New(store)
-	// The rule is the fallback: it decides until the first assignment, and for ever when no
+	// The rule is the request's own (OwnRule): it decides until the first assignment, and for ever when no
 	// quota rule covers the bucket (store.Unassigned() counts those, and both sides log it).
 	d, err := limiter.Allow(context.Background(), "api", sluice.TokenBucket(25, time.Second, 25))
 	if err != nil {

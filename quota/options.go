@@ -13,8 +13,8 @@ type Behavior uint8
 
 // The behaviours.
 const (
-	// Fallback decides under the request's own Rule (the default).
-	Fallback Behavior = iota
+	// OwnRule decides under the request's own Rule (the default).
+	OwnRule Behavior = iota
 	// Deny denies every request.
 	Deny
 	// Allow admits every request.
@@ -76,11 +76,11 @@ func WithCriticalityKey(key string) Option {
 	return optionFunc(func(s *settings) { s.criticalityKey = key; s.criticalityKeySet = true })
 }
 
-// WithNoAssignment sets the behaviour before a bucket's first assignment: Fallback (default),
+// WithNoAssignment sets the behaviour before a bucket's first assignment: OwnRule (default),
 // Deny or Allow.
 func WithNoAssignment(b Behavior) Option { return optionFunc(func(s *settings) { s.noAssign = b }) }
 
-// WithExpired sets the behaviour once a bucket's assignment has expired: Fallback (default),
+// WithExpired sets the behaviour once a bucket's assignment has expired: OwnRule (default),
 // Deny, Allow or ReuseLast.
 func WithExpired(b Behavior) Option { return optionFunc(func(s *settings) { s.expired = b }) }
 
@@ -101,7 +101,7 @@ func WithMaxKeyLength(n int) Option { return optionFunc(func(s *settings) { s.ma
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *settings) { s.logger = l }) }
 
 func newSettings(opts []Option) (settings, error) {
-	s := settings{clock: sluice.SystemClock{}, interval: DefaultInterval, noAssign: Fallback, expired: Fallback,
+	s := settings{clock: sluice.SystemClock{}, interval: DefaultInterval, noAssign: OwnRule, expired: OwnRule,
 		reuseFor: DefaultReuseFor, maxBuckets: DefaultMaxBuckets,
 		bucketID: func(key string) map[string]string { return map[string]string{"name": key} }}
 	for _, o := range opts {
@@ -118,7 +118,7 @@ func newSettings(opts []Option) (settings, error) {
 	case s.bucketID == nil:
 		return s, fmt.Errorf("quota: WithBucketID: nil function")
 	case s.noAssign > Allow:
-		return s, fmt.Errorf("quota: WithNoAssignment: want Fallback, Deny or Allow, got %d", s.noAssign)
+		return s, fmt.Errorf("quota: WithNoAssignment: want OwnRule, Deny or Allow, got %d", s.noAssign)
 	case s.expired > ReuseLast:
 		return s, fmt.Errorf("quota: WithExpired: unknown behaviour %d", s.expired)
 	case s.reuseFor < 0:

@@ -87,7 +87,7 @@ const UnassignedAfter = 3
 
 // Unassigned returns the number of buckets that have had no assignment UnassignedAfter
 // report intervals after their first report: no quota rule of the client's domain covers them on the
-// server (or the server does not answer), so the fallback rule decides for them. Export it as
+// server (or the server does not answer), so the request's own rule decides for them. Export it as
 // a gauge: it should stay 0. Updated at each report.
 func (c *Client) Unassigned() int {
 	if c == nil {
@@ -105,7 +105,7 @@ func (c *Client) logUnassigned(b *bucket, n int64) {
 	}
 	sort.Strings(keys)
 	c.unassignedLog.Log(context.Background(), c.cfg.logger, c.cfg.clock.Now(), slog.LevelWarn,
-		"quota: a bucket has had no assignment "+strconv.Itoa(UnassignedAfter)+" report intervals after its first report: no quota rule of the domain covers it on the server (or the server does not answer); the fallback rule decides",
+		"quota: a bucket has had no assignment "+strconv.Itoa(UnassignedAfter)+" report intervals after its first report: no quota rule of the domain covers it on the server (or the server does not answer); the request's own rule decides",
 		slog.String("domain", c.domain), slog.Any("bucket_keys", keys), slog.Int64("unassigned_buckets", n))
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // TestUnassignedBucketIsTold: a key whose bucket no quota rule of the domain covers decides
-// on its fallback rule, as before, but quota.UnassignedAfter report intervals after its first report the client counts
+// on its own rule, as before, but quota.UnassignedAfter report intervals after its first report the client counts
 // it (Unassigned) and logs it once, with the bucket id's keys and never its values; a
 // covered key is not counted.
 func TestUnassignedBucketIsTold(t *testing.T) {

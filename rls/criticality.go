@@ -36,13 +36,13 @@ func (e *Engine) parseClass(v string) sluice.Criticality {
 	return c
 }
 
-// reserve is what check j of the item must leave for its class, when its rule has shares.
-func (it *item) reserve(j int, n int64) int64 {
+// holdback is what check j of the item must leave for its class, when its rule has shares.
+func (it *item) holdback(j int, n int64) int64 {
 	if n <= 0 || it.overridden() || it.limit == nil {
 		return 0
 	}
 	if sh := it.limit.SharesOf(j); sh != nil {
-		return sh.Reserve(it.class, it.rule(j).Capacity())
+		return sh.Holdback(it.class, it.rule(j).Capacity())
 	}
 	return 0
 }

@@ -117,7 +117,7 @@ func (it *item) appendChecks(checks []sluice.Check, n int64) []sluice.Check {
 		if !it.overridden() {
 			l = it.limit
 		}
-		checks = append(checks, sluice.Check{Key: checkKey(l, it.key, j), Rule: it.rule(j), N: n, Reserve: it.reserve(j, n)})
+		checks = append(checks, sluice.Check{Key: checkKey(l, it.key, j), Rule: it.rule(j), N: n, Holdback: it.holdback(j, n)})
 	}
 	return checks
 }
@@ -315,7 +315,7 @@ func (e *Engine) decideCounting(ctx context.Context, sc *scratch) error {
 		sc.own = it.appendChecks(sc.own[:0], it.hits)
 		for j := range sc.own {
 			c := &sc.own[j]
-			lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+			lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's holdback
 			d, err := lim.AllowCountingDenied(ctx, c)
 			if err != nil {
 				return e.storeError(ctx, err)
@@ -335,7 +335,7 @@ func (e *Engine) decideMeasured(ctx context.Context, sc *scratch, it *item, capa
 	sc.own = it.appendChecks(sc.own[:0], it.hits)
 	for j := range sc.own {
 		c := &sc.own[j]
-		lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's reserve
+		lim := e.limiterFor(sc.own[j : j+1]) // a per-instance limit's own store; a class's holdback
 		d, err := lim.AllowAll(ctx, sc.own[j:j+1])
 		if err != nil {
 			return e.storeError(ctx, err)

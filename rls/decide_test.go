@@ -113,8 +113,8 @@ func TestDecideInProcess(t *testing.T) {
 		if !a.Limited || a.Limit == nil || a.Limit.FullKey != "d.a" || a.Denied() != wantDenied || a.Decision.Allowed == wantDenied {
 			t.Errorf("request %d: a: %+v", i, a)
 		}
-		if a.Rule.Limit != 2 || a.Decision.Limit != 2 { // the minute rule binds
-			t.Errorf("request %d: a: binding rule %v, decision limit %d; want the limit of 2", i, a.Rule, a.Decision.Limit)
+		if a.Rule.Limit != 2 || a.Decision.Capacity != 2 { // the minute rule binds
+			t.Errorf("request %d: a: binding rule %v, decision limit %d; want the limit of 2", i, a.Rule, a.Decision.Capacity)
 		}
 		if shadow.Denied() || !shadow.Limited || shadow.Decision.Allowed != (i == 0) {
 			t.Errorf("request %d: shadow: %+v", i, shadow)

@@ -69,7 +69,7 @@ type Config struct {
 	Store sluice.Store
 	// StoreConfig names the store to open when Store is nil: URL, distribution mode,
 	// fallback and per-call timeout (default: memory, sync mode, no fallback). With a
-	// fallback, the engine hooks its OnStateChange and OnStoreError (calling any set here
+	// fallback, the engine hooks its OnCircuitChange and OnStoreError (calling any set here
 	// too) to log each change, tell the Observer of the failures and report the state in
 	// Ready and Fallback; a fallback inside a Store passed above is not observed. Its Logger,
 	// when nil, is the engine's.

@@ -6,14 +6,14 @@ import (
 	"strconv"
 )
 
-// Kind is the kind of an Error: what a transport answers (a gRPC code, an HTTP status).
-type Kind int
+// ErrorKind is the kind of an Error: what a transport answers (a gRPC code, an HTTP status).
+type ErrorKind int
 
 // The kinds of Error. Their names are the gRPC codes a transport answers.
 const (
 	// KindInvalid: the request is malformed or refused by the rules or the bounds, before
 	// any store call (gRPC INVALID_ARGUMENT, HTTP 400).
-	KindInvalid Kind = iota + 1
+	KindInvalid ErrorKind = iota + 1
 	// KindUnavailable: the store failed without a fallback (UNAVAILABLE, HTTP 503).
 	KindUnavailable
 	// KindCanceled, KindDeadline: the caller's context ended (CANCELLED, DEADLINE_EXCEEDED).
@@ -22,7 +22,7 @@ const (
 )
 
 // String returns the name of the gRPC code of the kind.
-func (k Kind) String() string {
+func (k ErrorKind) String() string {
 	switch k {
 	case KindInvalid:
 		return "InvalidArgument"
@@ -39,7 +39,7 @@ func (k Kind) String() string {
 // Error is an error of the engine, of one Kind. Msg is the message for the client; a store
 // failure is wrapped (Unwrap).
 type Error struct {
-	Kind Kind
+	Kind ErrorKind
 	Msg  string
 	Err  error
 }
@@ -49,7 +49,7 @@ func (e *Error) Error() string { return e.Msg }
 func (e *Error) Unwrap() error { return e.Err }
 
 // KindOf returns the kind of err: its Error's, or 0 when err is not an Error.
-func KindOf(err error) Kind {
+func KindOf(err error) ErrorKind {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind

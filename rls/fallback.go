@@ -32,8 +32,8 @@ type fallbackWatch struct {
 // each failure the fallback absorbs.
 func watchFallback(c *store.Config, policy string, log *slog.Logger, clock sluice.Clock, obs Observer, storeErr func(error)) *fallbackWatch {
 	w := &fallbackWatch{policy: policy, log: log, clock: clock, obs: obs, state: distributed.CircuitClosed, since: clock.Now()}
-	userChange, userErr := c.OnStateChange, c.OnStoreError
-	c.OnStateChange = func(from, to distributed.Circuit) {
+	userChange, userErr := c.OnCircuitChange, c.OnStoreError
+	c.OnCircuitChange = func(from, to distributed.Circuit) {
 		w.change(to)
 		if userChange != nil {
 			userChange(from, to)
@@ -51,11 +51,11 @@ func watchFallback(c *store.Config, policy string, log *slog.Logger, clock sluic
 
 // FallbackView is the state of the fallback of the store the engine opened.
 type FallbackView struct {
-	// Policy is StoreConfig.Fallback; State the state decisions are in (CircuitOpen: the
+	// Policy is StoreConfig.Fallback; Circuit the circuit decisions are in (CircuitOpen: the
 	// fallback decides); InFallback the time spent deciding by the policy since the start,
 	// the current stretch included.
 	Policy     string
-	State      distributed.Circuit
+	Circuit    distributed.Circuit
 	InFallback time.Duration
 }
 
@@ -66,11 +66,11 @@ func (e *Engine) Fallback() (FallbackView, bool) {
 	if w == nil {
 		return FallbackView{}, false
 	}
-	return FallbackView{Policy: w.policy, State: w.State(), InFallback: w.fallbackTime()}, true
+	return FallbackView{Policy: w.policy, Circuit: w.circuit(), InFallback: w.fallbackTime()}, true
 }
 
-// State returns the fallback's state.
-func (w *fallbackWatch) State() distributed.Circuit {
+// circuit returns the fallback's state.
+func (w *fallbackWatch) circuit() distributed.Circuit {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.state
@@ -97,7 +97,7 @@ func (w *fallbackWatch) change(to distributed.Circuit) {
 	w.state, w.since = to, now
 	cause := w.cause
 	w.mu.Unlock()
-	w.obs.FallbackChanged(to)
+	w.obs.CircuitChanged(to)
 	if to == distributed.CircuitOpen {
 		w.log.Error("store unavailable: deciding by the fallback policy until it answers a probe",
 			"policy", w.policy, "cause", cause)

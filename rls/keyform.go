@@ -56,7 +56,7 @@ func (e *Engine) CheckSuppliedRule(field, periodField string, r sluice.Rule) err
 }
 
 // unlimitedKey is the decision of a key form naming an unlimited limit.
-var unlimitedKey = sluice.Decision{Allowed: true, Limit: -1, Remaining: -1}
+var unlimitedKey = sluice.Decision{Allowed: true, Capacity: -1, Remaining: -1}
 
 // DecideKey decides n units of key under every rule of lim (the second and later rules of a
 // named limit count under key + "|#N", as descriptors do; per-instance rules on the
@@ -82,11 +82,11 @@ func (e *Engine) decideKey(ctx context.Context, key string, lim *config.Limit, n
 	for i, r := range lim.Rules {
 		checks[i] = sluice.Check{Key: checkKey(lim, key, i), Rule: r, N: n}
 		if sh := lim.SharesOf(i); sh != nil && n > 0 {
-			checks[i].Reserve = sh.Reserve(class, r.Capacity())
+			checks[i].Holdback = sh.Holdback(class, r.Capacity())
 		}
 	}
 	l := e.limiterFor(checks)
-	if len(checks) == 1 && checks[0].Reserve == 0 {
+	if len(checks) == 1 && checks[0].Holdback == 0 {
 		return l.AllowN(ctx, checks[0].Key, checks[0].Rule, n)
 	}
 	if n > 0 {

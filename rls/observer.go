@@ -38,9 +38,9 @@ type Observer interface {
 	// UnknownCriticality is called for each request whose criticality class is not one of
 	// the four (decided as CRITICAL).
 	UnknownCriticality()
-	// FallbackChanged is called when the store's fallback (StoreConfig.Fallback) enters a
-	// state.
-	FallbackChanged(to distributed.Circuit)
+	// CircuitChanged is called when the circuit of the store's fallback
+	// (StoreConfig.Fallback) opens or closes.
+	CircuitChanged(to distributed.Circuit)
 }
 
 // LimitObserver is told the decisions of one configured limit (Observer.Limit).
@@ -82,16 +82,16 @@ type Outcome struct {
 // nopObserver observes nothing.
 type nopObserver struct{}
 
-func (nopObserver) Limit(*config.Limit) LimitObserver   { return nopObserver{} }
-func (nopObserver) Domain(string) DomainObserver        { return nopObserver{} }
-func (nopObserver) KeyDecided(bool)                     {}
-func (nopObserver) StoreError(bool)                     {}
-func (nopObserver) RulesApplied(*config.Config, bool)   {}
-func (nopObserver) RulesRejected(bool)                  {}
-func (nopObserver) UnknownDomain()                      {}
-func (nopObserver) GlobalShadow()                       {}
-func (nopObserver) UnknownCriticality()                 {}
-func (nopObserver) FallbackChanged(distributed.Circuit) {}
-func (nopObserver) Decided(*Outcome)                    {}
-func (nopObserver) NoRule()                             {}
-func (nopObserver) Override(*Outcome)                   {}
+func (nopObserver) Limit(*config.Limit) LimitObserver  { return nopObserver{} }
+func (nopObserver) Domain(string) DomainObserver       { return nopObserver{} }
+func (nopObserver) KeyDecided(bool)                    {}
+func (nopObserver) StoreError(bool)                    {}
+func (nopObserver) RulesApplied(*config.Config, bool)  {}
+func (nopObserver) RulesRejected(bool)                 {}
+func (nopObserver) UnknownDomain()                     {}
+func (nopObserver) GlobalShadow()                      {}
+func (nopObserver) UnknownCriticality()                {}
+func (nopObserver) CircuitChanged(distributed.Circuit) {}
+func (nopObserver) Decided(*Outcome)                   {}
+func (nopObserver) NoRule()                            {}
+func (nopObserver) Override(*Outcome)                  {}

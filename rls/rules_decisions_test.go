@@ -30,7 +30,7 @@ descriptors:
 		}
 		b, a := v.Decisions[0], v.Decisions[1]
 		if i < 5 {
-			if !b.Allowed || !a.Allowed || b.Limit != 100 || b.Remaining != int64(99-i) || a.Limit != 5 || a.Remaining != int64(4-i) {
+			if !b.Allowed || !a.Allowed || b.Capacity != 100 || b.Remaining != int64(99-i) || a.Capacity != 5 || a.Remaining != int64(4-i) {
 				t.Errorf("request %d: b %+v, a %+v", i, b, a)
 			}
 			continue

@@ -51,10 +51,11 @@ type StoreView struct {
 	URL string `json:"url"`
 	// Mode is the distribution mode.
 	Mode string `json:"mode"`
-	// Fallback is the fallback policy ("" without), State "store" or "fallback", and
-	// Degraded why decisions are the fallback's ("" in the store state).
+	// Fallback is the fallback policy ("" without), Circuit "store" or "fallback" (the
+	// distributed.Circuit; "state" on the wire), and Degraded why decisions are the
+	// fallback's ("" while the store decides).
 	Fallback string `json:"fallback,omitempty"`
-	State    string `json:"state"`
+	Circuit  string `json:"state"`
 	Degraded string `json:"degraded,omitempty"`
 }
 
@@ -145,7 +146,7 @@ func (e *Engine) Top(n int) TopResponse {
 
 func (e *Engine) storeView() StoreView {
 	sc := e.cfg.StoreConfig
-	v := StoreView{URL: "memory", Mode: sc.Mode, Fallback: sc.Fallback, State: "store"}
+	v := StoreView{URL: "memory", Mode: sc.Mode, Fallback: sc.Fallback, Circuit: "store"}
 	if v.Mode == "" {
 		v.Mode = "sync"
 	}
@@ -156,7 +157,7 @@ func (e *Engine) storeView() StoreView {
 		v.URL = store.Redact(sc.URL) // a URL that does not parse was shown whole
 	}
 	if e.fallback != nil {
-		v.State = e.fallback.State().String()
+		v.Circuit = e.fallback.circuit().String()
 		v.Degraded = e.fallback.degraded()
 	}
 	return v

@@ -163,7 +163,7 @@ func (h *heldSlots) hold(claims []inflight.Claim) string {
 	id := hex.EncodeToString(b[:])
 	lease := sluice.MaxLease
 	for i := range claims {
-		lease = min(lease, leaseOf(claims[i].Limit))
+		lease = min(lease, leaseOf(claims[i].InFlight))
 	}
 	e := &held{claims: append([]inflight.Claim(nil), claims...), start: time.Now()}
 	h.mu.Lock()

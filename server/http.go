@@ -197,7 +197,7 @@ type AllowResponse struct {
 // never be allowed has retry_after_ms -1 and the positive reset of sluice.Decision.ResetIn,
 // rounded up to the millisecond (never 0: a client told 0 retries at once).
 func decisionJSON(d sluice.Decision, period time.Duration) DecisionJSON {
-	out := DecisionJSON{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining,
+	out := DecisionJSON{Allowed: d.Allowed, Limit: d.Capacity, Remaining: d.Remaining,
 		RetryAfterMs: d.RetryAfter.Milliseconds(), ResetAfterMs: d.ResetAfter.Milliseconds()}
 	if d.RetryAfter < 0 {
 		out.RetryAfterMs, out.ResetAfterMs = -1, ceilMs(d.ResetIn(period))

@@ -41,7 +41,7 @@ func newQuotaMetrics(reg prometheus.Registerer, s *Server) (*quotaMetrics, error
 	m.stateRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_rlqs_state_retries_total",
 		Help: "RLQS quota state transactions that conflicted with another replica's write to the bucket and were retried (--quota-store redis)."})
 	m.uncovered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_rlqs_uncovered_bucket_reports_total",
-		Help: "RLQS bucket usages that no quota rule covers, by domain ('' for a domain the rules do not define): the client gets no assignment and decides on its fallback."}, []string{"domain"})
+		Help: "RLQS bucket usages that no quota rule covers, by domain ('' for a domain the rules do not define): the client gets no assignment and decides by its no-assignment behaviour."}, []string{"domain"})
 	for _, c := range []prometheus.Collector{m.reports, m.usages, duration, rejected, actions, m.stateErrors, m.stateRetries, m.uncovered, quotaCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

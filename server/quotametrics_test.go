@@ -9,7 +9,7 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -273,7 +273,7 @@ func TestQuotaMetrics(t *testing.T) {
 // TestQuotaMetricsStateErrors: with the quota state's Redis unreachable, reports get no
 // answer and each failed state call is counted.
 func TestQuotaMetricsStateErrors(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
+	rc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rc.Close() })
 	h := start(t, quotaMetricsRules, func(c *server.Config) { c.Quota.Ledger = rlqs.NewRedisLedger(rc, "") })
 	s := openRLQS(t, h)

@@ -142,7 +142,7 @@ type Config struct {
 	MaxHeaderBytes, MaxConns       int
 	// GRPCTLS, when set, serves the gRPC port over TLS, or mutual TLS with a client CA
 	// (tls.go); nil is plain text.
-	GRPCTLS *TLS
+	GRPCTLS *ServerTLS
 	// TracerProvider, when set, traces RLS calls, their store calls and RLQS reports
 	// (tracing.go); nil: no tracing, at no cost. Propagator reads the caller's trace context
 	// from a call's metadata (default: W3C traceparent and B3, as Envoy sends them).

@@ -15,11 +15,11 @@ import (
 	"github.com/sluicehq/sluice/internal/certfile"
 )
 
-// TLS configures TLS on the gRPC port (RLS, RLQS, health). The files are read again when
-// they change (looked at, at most once a second, by new handshakes), as Kubernetes rotates a
+// ServerTLS configures TLS on the gRPC port (RLS, RLQS, health). The files are read again
+// when they change (looked at, at most once a second, by new handshakes), as Kubernetes rotates a
 // mounted secret in place: new connections get the new certificate and CA bundle, open ones
 // keep theirs. A change that does not load keeps the previous files' (logged).
-type TLS struct {
+type ServerTLS struct {
 	// CertFile and KeyFile are the server's certificate chain and key, PEM. Required.
 	CertFile, KeyFile string
 	// ClientCAFile, when set, is a PEM bundle of the CAs client certificates must chain to,
@@ -32,9 +32,9 @@ type TLS struct {
 	ClientSAN string
 }
 
-// serverTLS is a TLS with its files loaded.
-type serverTLS struct {
-	t     TLS
+// loadedTLS is a ServerTLS with its files loaded.
+type loadedTLS struct {
+	t     ServerTLS
 	log   *slog.Logger
 	pair  *certfile.KeyPair
 	ca    *certfile.Pool
@@ -43,7 +43,7 @@ type serverTLS struct {
 
 // grpcCreds loads t's files and returns the gRPC server option, its certificate and
 // handshakes watched with metrics on reg; nil t is plain text.
-func (t *TLS) grpcCreds(log *slog.Logger, reg prometheus.Registerer) (grpc.ServerOption, error) {
+func (t *ServerTLS) grpcCreds(log *slog.Logger, reg prometheus.Registerer) (grpc.ServerOption, error) {
 	if t == nil {
 		return nil, nil
 	}
@@ -59,14 +59,14 @@ func (t *TLS) grpcCreds(log *slog.Logger, reg prometheus.Registerer) (grpc.Serve
 	return grpc.Creds(watchedCreds{credentials.NewTLS(&tls.Config{GetConfigForClient: st.configForClient}), st}), nil
 }
 
-func (t *TLS) load(log *slog.Logger) (*serverTLS, error) {
+func (t *ServerTLS) load(log *slog.Logger) (*loadedTLS, error) {
 	if t.CertFile == "" || t.KeyFile == "" {
 		return nil, errors.New("server: TLS: cert file and key file are both required")
 	}
 	if t.ClientSAN != "" && t.ClientCAFile == "" {
 		return nil, errors.New("server: TLS: client SAN needs a client CA file (mutual TLS)")
 	}
-	st := &serverTLS{t: *t, log: log}
+	st := &loadedTLS{t: *t, log: log}
 	var err error
 	if st.pair, err = certfile.LoadKeyPair(t.CertFile, t.KeyFile); err != nil {
 		return nil, fmt.Errorf("server: TLS: %w", err)
@@ -80,7 +80,7 @@ func (t *TLS) load(log *slog.Logger) (*serverTLS, error) {
 }
 
 // configForClient is the configuration of one handshake, with the files as they are now.
-func (st *serverTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+func (st *loadedTLS) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
 	cert, err := st.pair.Certificate()
 	if err != nil {
 		st.log.Error("TLS certificate change not loaded; the previous certificate serves", "err", err)

@@ -55,7 +55,7 @@ func TestGRPCMutualTLS(t *testing.T) {
 	wrongName := ca.Issue(t, "other", "other.test")
 	stranger := testenv.NewCA(t, "stranger", "").Issue(t, "stranger", "envoy.gateway.test")
 	h := start(t, tlsRules, func(c *server.Config) {
-		c.GRPCTLS = &server.TLS{CertFile: srvCert.CertFile, KeyFile: srvCert.KeyFile, ClientCAFile: ca.CAFile, ClientSAN: "envoy.gateway.test"}
+		c.GRPCTLS = &server.ServerTLS{CertFile: srvCert.CertFile, KeyFile: srvCert.KeyFile, ClientCAFile: ca.CAFile, ClientSAN: "envoy.gateway.test"}
 	})
 	addr := h.srv.GRPCAddr()
 	if err := tlsCall(t, addr, clientCreds(ca.Pool(), good.TLSCertificate(t))); err != nil {
@@ -79,7 +79,7 @@ func TestGRPCTLSWithoutClientCA(t *testing.T) {
 	ca := testenv.NewCA(t, "rls", "")
 	srvCert := ca.Issue(t, "server", "127.0.0.1")
 	h := start(t, tlsRules, func(c *server.Config) {
-		c.GRPCTLS = &server.TLS{CertFile: srvCert.CertFile, KeyFile: srvCert.KeyFile}
+		c.GRPCTLS = &server.ServerTLS{CertFile: srvCert.CertFile, KeyFile: srvCert.KeyFile}
 	})
 	if err := tlsCall(t, h.srv.GRPCAddr(), clientCreds(ca.Pool())); err != nil {
 		t.Fatalf("TLS client: %v", err)
@@ -99,7 +99,7 @@ func TestGRPCTLSRotation(t *testing.T) {
 	clientCA := testenv.NewCA(t, "clients", dir) // the client CA bundle, rotated below
 	oldClient := clientCA.Issue(t, "old-client", "envoy.test")
 	h := start(t, tlsRules, func(c *server.Config) {
-		c.GRPCTLS = &server.TLS{CertFile: srvCert.CertFile, KeyFile: srvCert.KeyFile, ClientCAFile: clientCA.CAFile}
+		c.GRPCTLS = &server.ServerTLS{CertFile: srvCert.CertFile, KeyFile: srvCert.KeyFile, ClientCAFile: clientCA.CAFile}
 	})
 	addr := h.srv.GRPCAddr()
 	serial := func() string {
@@ -146,14 +146,14 @@ func TestGRPCTLSBadFiles(t *testing.T) {
 	a := ca.Issue(t, "a", "127.0.0.1")
 	b := ca.Issue(t, "b", "127.0.0.1")
 	for _, c := range []struct {
-		tls  server.TLS
+		tls  server.ServerTLS
 		want string
 	}{
-		{server.TLS{CertFile: a.CertFile}, "key file"},
-		{server.TLS{CertFile: a.CertFile, KeyFile: a.KeyFile + ".missing"}, ".missing"},
-		{server.TLS{CertFile: a.CertFile, KeyFile: b.KeyFile}, "b-key.pem"},
-		{server.TLS{CertFile: a.CertFile, KeyFile: a.KeyFile, ClientCAFile: a.KeyFile}, "no PEM certificate"},
-		{server.TLS{CertFile: a.CertFile, KeyFile: a.KeyFile, ClientSAN: "x"}, "client CA"},
+		{server.ServerTLS{CertFile: a.CertFile}, "key file"},
+		{server.ServerTLS{CertFile: a.CertFile, KeyFile: a.KeyFile + ".missing"}, ".missing"},
+		{server.ServerTLS{CertFile: a.CertFile, KeyFile: b.KeyFile}, "b-key.pem"},
+		{server.ServerTLS{CertFile: a.CertFile, KeyFile: a.KeyFile, ClientCAFile: a.KeyFile}, "no PEM certificate"},
+		{server.ServerTLS{CertFile: a.CertFile, KeyFile: a.KeyFile, ClientSAN: "x"}, "client CA"},
 	} {
 		cfg := server.Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "-", GRPCTLS: &c.tls}
 		cfg.Rules = compile(t, tlsRules)

@@ -153,7 +153,7 @@ func (w *tlsWatch) refused(remote net.Addr, err error, cert *tls.Certificate) {
 // watchedCreds are transport credentials whose failed server handshakes a tlsWatch sees.
 type watchedCreds struct {
 	credentials.TransportCredentials
-	st *serverTLS
+	st *loadedTLS
 }
 
 func (c watchedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {

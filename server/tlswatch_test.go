@@ -26,7 +26,7 @@ func TestCertificateExpiry(t *testing.T) {
 	client := ca.Issue(t, "envoy", "envoy.test")
 	var logs testenv.LogBuffer
 	h := start(t, tlsRules, func(c *server.Config) {
-		c.GRPCTLS = &server.TLS{CertFile: soon.CertFile, KeyFile: soon.KeyFile, ClientCAFile: ca.CAFile}
+		c.GRPCTLS = &server.ServerTLS{CertFile: soon.CertFile, KeyFile: soon.KeyFile, ClientCAFile: ca.CAFile}
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	})
 	addr := h.srv.GRPCAddr()

@@ -68,7 +68,7 @@ func TestLiveViewShowsDeniedKeysEscaped(t *testing.T) {
 		len(product.Hot.Values) != 1 || product.Hot.Values[0].Value != "web|product=p1" || product.Hot.Values[0].DeniedRate <= 0 {
 		t.Errorf("product sketch: %+v", product.Hot)
 	}
-	if top.Store.URL != "custom" || top.Store.State != "store" {
+	if top.Store.URL != "custom" || top.Store.Circuit != "store" {
 		t.Errorf("store: %+v", top.Store)
 	}
 	if m := h.metric(t, `sluice_top_key_rate{domain="web",key="web|user=<script>alert(1)</script>",limit="web.user",rank="1",result="denied"}`); m == "" {

@@ -15,7 +15,7 @@ import (
 )
 
 // At 2x overload the classes are shed lowest first on every algorithm, and CRITICAL_PLUS keeps
-// (nearly) all it asks for: its demand, 20/s, is within the reserve above the others' shares.
+// (nearly) all it asks for: its demand, 20/s, is within the holdback above the others' shares.
 func TestCriticalityShedsLowestFirst(t *testing.T) {
 	rows, err := simulate.RunCriticality(context.Background(), sluice.Algorithms(), 2, 10*time.Second, 1)
 	if err != nil {
@@ -39,7 +39,7 @@ func TestCriticalityShedsLowestFirst(t *testing.T) {
 // Issue 23 item 7: in the criticality scenario (2x overload) every algorithm admits CRITICAL_PLUS
 // and CRITICAL at least 0.95 of their demand and SHEDDABLE at most 0.05 — on memory, and on
 // Redis and memcached when SLUICE_REDIS_ADDR and SLUICE_MEMCACHED_ADDR are set. A fixed window
-// gave CRITICAL 0.60 and SHEDDABLE 0.25 before its pace (algorithm.TakeReserved).
+// gave CRITICAL 0.60 and SHEDDABLE 0.25 before its pace (algorithm.TakeHoldback).
 func TestCriticalityBounds(t *testing.T) {
 	stores := map[string]string{"memory": "memory"}
 	if addr := os.Getenv("SLUICE_REDIS_ADDR"); addr != "" {

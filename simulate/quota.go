@@ -211,7 +211,7 @@ func (n *quotaNode) Take(ctx context.Context, req sluice.Request) (sluice.Decisi
 		q.counts[n.node] += float64(req.N)
 	}
 	if share <= 0 {
-		return sluice.Decision{Limit: 0, RetryAfter: n.srv.interval}, nil
+		return sluice.Decision{Capacity: 0, RetryAfter: n.srv.interval}, nil
 	}
 	r := req
 	r.Rule = scaleRule(req.Rule, share)

@@ -239,7 +239,7 @@ func measure(ctx context.Context, trace Trace, cfg Config, v Variant, m Mode, s 
 			needless++
 		}
 		if v.Counting() {
-			est := d.Limit - d.Remaining
+			est := d.Capacity - d.Remaining
 			if d.Allowed {
 				est -= ev.N
 			}

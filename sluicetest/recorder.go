@@ -22,7 +22,7 @@ func (r *Recorder) Take(_ context.Context, req sluice.Request) (sluice.Decision,
 	defer r.mu.Unlock()
 	r.requests = append(r.requests, req)
 	c := req.Rule.Capacity()
-	return sluice.Decision{Allowed: true, Limit: c, Remaining: c}, nil
+	return sluice.Decision{Allowed: true, Capacity: c, Remaining: c}, nil
 }
 
 // Requests returns a copy of the requests recorded so far, in order.

@@ -59,7 +59,7 @@ type Backend struct {
 	// Cluster nodes) and memcached: authorities, client certificate, server name (see TLS).
 	// The zero TLS leaves the URL's scheme to decide (rediss:// is TLS with the system roots).
 	// The memory store ignores it.
-	TLS TLS
+	TLS ClientTLS
 	// MemoryMaxBytes bounds the bytes the memory store's keys hold (memory.WithMaxBytes; 0:
 	// memory.DefaultMaxBytes). The other stores ignore it.
 	MemoryMaxBytes int64
@@ -87,11 +87,11 @@ type Decorators struct {
 	// distributed.NewFallback): "" (none: decisions fail with sluice.ErrStoreUnavailable),
 	// "local" (a local limiter keeping the global budget), "fail_open" or "fail_closed".
 	Fallback string
-	// OnStateChange, when set with a Fallback, is called on every change of the fallback's
-	// state (distributed.OnStateChange): CircuitClosed to CircuitOpen when the store fails,
+	// OnCircuitChange, when set with a Fallback, is called on every change of the fallback's
+	// state (distributed.OnCircuitChange): CircuitClosed to CircuitOpen when the store fails,
 	// back when a probe answers. It runs in the goroutine that changes the state and must not
 	// block. Without a Fallback it is never called.
-	OnStateChange func(from, to distributed.Circuit)
+	OnCircuitChange func(from, to distributed.Circuit)
 	// OnStoreError, when set with a Fallback, is called with every store failure the
 	// fallback absorbs (distributed.OnStoreError): decisions it answered by policy because
 	// the store failed or was too slow, and failed probes and heartbeats. Failures without a
@@ -225,8 +225,8 @@ func decorate(st sluice.Store, c Config, closers *chain) (sluice.Store, error) {
 	if c.Timeout > 0 {
 		opts = append(opts, distributed.WithTimeout(c.Timeout))
 	}
-	if c.OnStateChange != nil {
-		opts = append(opts, distributed.OnStateChange(c.OnStateChange))
+	if c.OnCircuitChange != nil {
+		opts = append(opts, distributed.OnCircuitChange(c.OnCircuitChange))
 	}
 	if c.OnStoreError != nil {
 		opts = append(opts, distributed.OnStoreError(c.OnStoreError))

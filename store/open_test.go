@@ -235,7 +235,7 @@ func TestOpenPing(t *testing.T) {
 	}
 }
 
-// TestOpenFallbackHooks: OnStateChange and OnStoreError reach the fallback Open composes: on
+// TestOpenFallbackHooks: OnCircuitChange and OnStoreError reach the fallback Open composes: on
 // a closed port every decision is answered by the policy, the failures are reported, and the
 // circuit's opening is seen.
 func TestOpenFallbackHooks(t *testing.T) {
@@ -244,7 +244,7 @@ func TestOpenFallbackHooks(t *testing.T) {
 		errs    []error
 		changes []string
 	)
-	st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1?dial_timeout=50ms", Timeout: time.Second}, Decorators: store.Decorators{Fallback: "fail_closed", OnStateChange: func(from, to distributed.Circuit) {
+	st, closer, err := store.Open(context.Background(), store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1?dial_timeout=50ms", Timeout: time.Second}, Decorators: store.Decorators{Fallback: "fail_closed", OnCircuitChange: func(from, to distributed.Circuit) {
 		mu.Lock()
 		defer mu.Unlock()
 		changes = append(changes, from.String()+">"+to.String())
@@ -271,7 +271,7 @@ func TestOpenFallbackHooks(t *testing.T) {
 		t.Errorf("store errors reported: %q, want the heartbeat's and a decision's (unavailable)", errs)
 	}
 	if len(changes) != 1 || changes[0] != "store>fallback" {
-		t.Errorf("state changes: %v, want [store>fallback]", changes)
+		t.Errorf("circuit changes: %v, want [store>fallback]", changes)
 	}
 }
 

@@ -9,16 +9,16 @@ import (
 	"github.com/sluicehq/sluice/internal/certfile"
 )
 
-// TLS says how a shared store's connections use TLS: every connection to Redis (one server,
-// each Sentinel and the primary it names, each Cluster node) and to memcached. The zero TLS
-// adds nothing: a rediss:// URL then verifies the server with the system roots, and other
+// ClientTLS says how a shared store's connections use TLS: every connection to Redis (one
+// server, each Sentinel and the primary it names, each Cluster node) and to memcached. The
+// zero ClientTLS adds nothing: a rediss:// URL then verifies the server with the system roots, and other
 // URLs connect in plain text.
 //
 // These are the settings of envoyproxy/ratelimit's REDIS_TLS, REDIS_TLS_CACERT,
 // REDIS_TLS_CLIENT_CERT, REDIS_TLS_CLIENT_KEY, REDIS_TLS_SKIP_HOSTNAME_VERIFICATION and
 // MEMCACHE_TLS, MEMCACHE_TLS_CACERT, MEMCACHE_TLS_CLIENT_CERT, MEMCACHE_TLS_CLIENT_KEY,
 // MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION.
-type TLS struct {
+type ClientTLS struct {
 	// Enabled turns TLS on for redis://, redis-sentinel://, redis-cluster:// and memcached://
 	// (rediss:// always uses it). Setting any other field turns it on too.
 	Enabled bool
@@ -40,13 +40,13 @@ type TLS struct {
 }
 
 // on reports whether t asks for TLS.
-func (t TLS) on() bool {
+func (t ClientTLS) on() bool {
 	return t.Enabled || t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.SkipHostnameVerification
 }
 
 // Validate reports every problem of t, each naming its field (tls ca, tls cert, tls key),
 // reading the files.
-func (t TLS) Validate() error {
+func (t ClientTLS) Validate() error {
 	_, err := t.ClientConfig()
 	return err
 }
@@ -57,7 +57,7 @@ func (t TLS) Validate() error {
 // at the next handshake, a rotated one that does not load keeping the previous one; the CA
 // bundle as it is when the store opens, every connection of a store sharing one
 // configuration.
-func (t TLS) ClientConfig() (*tls.Config, error) {
+func (t ClientTLS) ClientConfig() (*tls.Config, error) {
 	if !t.on() {
 		return nil, nil
 	}

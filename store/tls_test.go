@@ -16,8 +16,8 @@ import (
 // require client certificates of a test authority generated in the test's directory.
 
 // mtls is the store TLS of files: their authority and client certificate.
-func mtls(f *testenv.TLSFiles) store.TLS {
-	return store.TLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey}
+func mtls(f *testenv.TLSFiles) store.ClientTLS {
+	return store.ClientTLS{CAFile: f.CA, CertFile: f.ClientCert, KeyFile: f.ClientKey}
 }
 
 // holdsLimit opens c (with Ping) and checks that the store holds a limit of 3: three allowed,
@@ -73,7 +73,7 @@ func TestOpenRedisTLS(t *testing.T) {
 	holdsLimit(t, store.Config{Backend: store.Backend{URL: "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1], TLS: mtls(files)}})
 
 	refused(t, "plain text", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr()}})
-	refused(t, "no client certificate", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: store.TLS{CAFile: files.CA}}})
+	refused(t, "no client certificate", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: store.ClientTLS{CAFile: files.CA}}})
 	other := mtls(files)
 	other.CAFile = files.OtherCA
 	refused(t, "another authority", store.Config{Backend: store.Backend{URL: "redis://" + srv.Addr(), TLS: other}})
@@ -132,13 +132,13 @@ func TestOpenMemcachedTLS(t *testing.T) {
 	srv := testenv.StartMemcachedTLS(t, files)
 	holdsLimit(t, store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr(), TLS: mtls(files)}})
 	refused(t, "plain text", store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr()}})
-	refused(t, "no client certificate", store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr(), TLS: store.TLS{CAFile: files.CA}}})
+	refused(t, "no client certificate", store.Config{Backend: store.Backend{URL: "memcached://" + srv.Addr(), TLS: store.ClientTLS{CAFile: files.CA}}})
 }
 
 // TestOpenSharedTLS: the TLS servers scripts/test.d/tls.sh starts for the whole suite (Redis
 // and memcached, client certificates required) serve decisions with the files it generated.
 func TestOpenSharedTLS(t *testing.T) {
-	tl := store.TLS{CAFile: testenv.Get(t, "SLUICE_TLS_CA"), CertFile: testenv.Get(t, "SLUICE_TLS_CLIENT_CERT"),
+	tl := store.ClientTLS{CAFile: testenv.Get(t, "SLUICE_TLS_CA"), CertFile: testenv.Get(t, "SLUICE_TLS_CLIENT_CERT"),
 		KeyFile: testenv.Get(t, "SLUICE_TLS_CLIENT_KEY")}
 	holdsLimit(t, store.Config{Backend: store.Backend{URL: "rediss://" + testenv.Get(t, "SLUICE_REDIS_TLS_ADDR"), TLS: tl}})
 	holdsLimit(t, store.Config{Backend: store.Backend{URL: "memcached://" + testenv.Get(t, "SLUICE_MEMCACHED_TLS_ADDR"), TLS: tl}})
@@ -153,15 +153,15 @@ func TestTLSConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		tls  store.TLS
+		tls  store.ClientTLS
 		want string
 	}{
-		{store.TLS{CAFile: t.TempDir() + "/missing.pem"}, "store: tls ca:"},
-		{store.TLS{CAFile: notPEM}, "store: tls ca:"},
-		{store.TLS{CertFile: files.ClientCert}, "store: tls cert, tls key:"},
-		{store.TLS{KeyFile: files.ClientKey}, "store: tls cert, tls key:"},
-		{store.TLS{CertFile: files.ClientCert, KeyFile: files.ServerKey}, "store: tls cert:"},
-		{store.TLS{CertFile: notPEM, KeyFile: notPEM}, "store: tls cert:"},
+		{store.ClientTLS{CAFile: t.TempDir() + "/missing.pem"}, "store: tls ca:"},
+		{store.ClientTLS{CAFile: notPEM}, "store: tls ca:"},
+		{store.ClientTLS{CertFile: files.ClientCert}, "store: tls cert, tls key:"},
+		{store.ClientTLS{KeyFile: files.ClientKey}, "store: tls cert, tls key:"},
+		{store.ClientTLS{CertFile: files.ClientCert, KeyFile: files.ServerKey}, "store: tls cert:"},
+		{store.ClientTLS{CertFile: notPEM, KeyFile: notPEM}, "store: tls cert:"},
 	} {
 		cfg := store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1", TLS: c.tls}}
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -172,12 +172,12 @@ func TestTLSConfigErrors(t *testing.T) {
 		}
 	}
 	// Valid settings, TLS on or off, validate.
-	for _, tl := range []store.TLS{{}, {Enabled: true}, mtls(files), {SkipHostnameVerification: true}} {
+	for _, tl := range []store.ClientTLS{{}, {Enabled: true}, mtls(files), {SkipHostnameVerification: true}} {
 		if err := (store.Config{Backend: store.Backend{URL: "redis://127.0.0.1:1", TLS: tl}}).Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v", tl, err)
 		}
 	}
-	if tc, err := (store.TLS{}).ClientConfig(); tc != nil || err != nil {
+	if tc, err := (store.ClientTLS{}).ClientConfig(); tc != nil || err != nil {
 		t.Errorf("zero TLS: ClientConfig() = %v, %v; want nil, nil", tc, err)
 	}
 }
@@ -189,7 +189,7 @@ func TestTLSConfigErrors(t *testing.T) {
 func TestTLSClientCertificateRotated(t *testing.T) {
 	ca := testenv.NewCA(t, "ca", "")
 	first := ca.Issue(t, "client", "sluice-test-client")
-	c, err := store.TLS{CAFile: ca.CAFile, CertFile: first.CertFile, KeyFile: first.KeyFile}.ClientConfig()
+	c, err := store.ClientTLS{CAFile: ca.CAFile, CertFile: first.CertFile, KeyFile: first.KeyFile}.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,8 @@ func fleetAlgorithms() []string {
 // limit + 5% admitted in any window of one period over the run, the outage and both switches
 // included, from the end of the warm-up (fleetWarmup), counting an admission in a window only
 // when its request was sent and answered inside it (fleetWorstWindow; per algorithm, see
-// fleetCheck); every request answered; p99 latency of every answer within the store timeout +
+// fleetCheck; plus limit / instances for each instance in a partial outage, back late or its
+// circuit opened for want of CPU); every request answered; p99 latency of every answer within the store timeout +
 // 50 ms + what the machine itself added meanwhile (the p99 of /healthz, asked beside); every
 // instance back on Redis within 1 s of its return (the instant of its "store answered a probe"
 // log record; sluice_store_state at the end); goroutines (/metrics) and
@@ -152,8 +153,9 @@ func runFleetOutage(t *testing.T, bin, alg string, outage time.Duration, outages
 	before := fleetMeasure(t, fleet)
 	load := startFleetLoad(t, fleet, alg)
 	var (
-		kills []time.Duration // since the start of the load
-		backs []time.Duration // the slowest instance's return, per outage
+		kills   []time.Duration // since the start of the load
+		backs   []time.Duration // the slowest instance's return, per outage
+		partial int             // the most instances back late from one outage, or whose circuit opened beside the outages
 	)
 	sleepUntil(load.start, fleetWarmup+time.Second)
 	for round := range outages {
@@ -171,12 +173,26 @@ func runFleetOutage(t *testing.T, bin, alg string, outage time.Duration, outages
 		}
 		time.Sleep(outage - outage/2)
 		up := r.Start()
-		slowest := time.Duration(0)
+		slowest, fastest := time.Duration(0), time.Duration(math.MaxInt64)
+		returns := make([]time.Duration, len(fleet))
 		for i, p := range fleet {
 			back := p.waitRecord(t, "store answered a probe", recs[i], 5*time.Second).Sub(up)
 			t.Logf("outage %d: instance %d back on Redis %v after it accepted a connection", round+1, i, back.Round(time.Millisecond))
-			slowest = max(slowest, back)
+			slowest, fastest, returns[i] = max(slowest, back), min(fastest, back), back
 		}
+		// The instances probe at the same instants and so switch back together; on a starved
+		// machine one may miss that probe and return a probe interval later, spending its
+		// local share while the others spend the store's (a partial outage).
+		late := 0
+		for _, back := range returns {
+			if back-fastest >= distributed.DefaultProbeInterval/2 {
+				late++
+			}
+		}
+		if late > 0 {
+			t.Logf("outage %d: %d instances back a probe interval or more after the first", round+1, late)
+		}
+		partial = max(partial, late)
 		backs = append(backs, slowest)
 		if slowest > time.Second {
 			t.Errorf("outage %d: an instance back on Redis %v after its return, want within 1s", round+1, slowest)
@@ -186,14 +202,21 @@ func runFleetOutage(t *testing.T, bin, alg string, outage time.Duration, outages
 	answers := load.stop()
 	after := fleetMeasure(t, fleet)
 
-	// Every instance in the store state at the end, by its own metrics.
+	// Every instance in the store state at the end, by its own metrics; an instance that
+	// switched to its fallback more often than Redis was killed flapped: a store call outlived
+	// the timeout for want of CPU (a partial outage, docs/RELIABILITY.md).
+	flapped := 0
 	for i, p := range fleet {
 		_, text := p.get(t, p.httpAddr, "/metrics")
 		if v := metricIn(text, `sluice_store_state{policy="local",state="store"}`); v != 1 {
 			t.Errorf("instance %d: sluice_store_state{state=\"store\"} %v at the end, want 1", i, v)
 		}
+		if v := metricIn(text, `sluice_store_state_changes_total{to="fallback"}`); v > float64(outages) {
+			t.Logf("instance %d: %v switches to the fallback for %d outages: its circuit opened for a slow store call too", i, v, outages)
+			flapped++
+		}
 	}
-	fleetCheck(t, alg, answers, load, kills, backs)
+	fleetCheck(t, alg, answers, load, kills, backs, min(fleetInstances, partial+flapped))
 	for i, p := range fleet {
 		for _, line := range p.log() {
 			var rec struct {
@@ -224,7 +247,13 @@ func runFleetOutage(t *testing.T, bin, alg string, outage time.Duration, outages
 }
 
 // fleetCheck asserts the fleet-wide bounds on the answers and prints the figures.
-func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad, kills, backs []time.Duration) {
+//
+// partial is how many instances were in a partial outage: back on the store a probe interval
+// or more after the others, or their circuit opened beside the outages (a store call slower
+// than the timeout on a starved machine). Each may have spent its local share while the others
+// spent the store's (docs/RELIABILITY.md), so each adds its share (limit / instances) to the
+// bound.
+func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad, kills, backs []time.Duration, partial int) {
 	t.Helper()
 	var (
 		hot       []time.Duration // instants of the hot key's admissions (fleetAnswer.at)
@@ -284,6 +313,10 @@ func fleetCheck(t *testing.T, alg string, answers []fleetAnswer, load *fleetLoad
 		// the next one's at its start; a window of one period across two of them holds what
 		// the first admitted late plus the second's burst (sync mode too).
 		worst, worstAt = fleetWorstFixed(hotSpans, load.start, fleetWarmup)
+	}
+	if partial > 0 {
+		bound += partial * fleetLimit / fleetInstances
+		boundWhy += fmt.Sprintf(" + the local shares of %d instances in a partial outage", partial)
 	}
 	t.Logf("%s: %d answers in %v (%d dropped by the load generator: all workers busy), %d failed %v", alg,
 		len(answers), end.Round(time.Millisecond), load.dropped.Load(), len(answers)-len(latencies), failures)

@@ -33,7 +33,7 @@ type proxyFlags struct {
 	adminPublic                                        bool
 	shutdownTimeout, headerTimeout, idleTimeout        time.Duration
 	bodyTimeout                                        time.Duration
-	maxConns, fdReserve                                int
+	maxConns, fdSpare                                  int
 	maxLease                                           time.Duration
 	style                                              httplimit.HeaderStyle // of headers, once checked
 }
@@ -55,9 +55,9 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	body, _ := time.ParseDuration(plainEnv("", "SLUICE_REQUEST_BODY_TIMEOUT", proxy.DefaultRequestBodyTimeout.String()))
 	fs.DurationVar(&f.bodyTimeout, "request-body-timeout", body, "longest silence between two reads of a request's body: past it the client is answered 408 and the upstream request ended (slow uploads hold no upstream connection); 0: no bound [SLUICE_REQUEST_BODY_TIMEOUT]")
 	conns, _ := strconv.Atoi(plainEnv("", "SLUICE_PROXY_MAX_CONNS", "0"))
-	fs.IntVar(&f.maxConns, "max-conns", conns, "most client connections open at once, one more is closed at once; 0: the open-file limit less --fd-reserve, halved (each may hold an upstream connection), at most 10000; -1: no bound [SLUICE_PROXY_MAX_CONNS]")
-	reserve, _ := strconv.Atoi(plainEnv("", "SLUICE_FD_RESERVE", strconv.Itoa(proxy.DefaultFDReserve)))
-	fs.IntVar(&f.fdReserve, "fd-reserve", reserve, "file descriptors the default --max-conns leaves for rules reloads, the admin port (32 connections at most), the store and logs [SLUICE_FD_RESERVE]")
+	fs.IntVar(&f.maxConns, "max-conns", conns, "most client connections open at once, one more is closed at once; 0: the open-file limit less --fd-spare, halved (each may hold an upstream connection), at most 10000; -1: no bound [SLUICE_PROXY_MAX_CONNS]")
+	spare, _ := strconv.Atoi(plainEnv("", "SLUICE_FD_SPARE", strconv.Itoa(proxy.DefaultFDSpare)))
+	fs.IntVar(&f.fdSpare, "fd-spare", spare, "file descriptors the default --max-conns leaves spare for rules reloads, the admin port (32 connections at most), the store and logs [SLUICE_FD_SPARE]")
 	lease, _ := time.ParseDuration(plainEnv("", "SLUICE_MAX_LEASE", config.DefaultMaxLease.String()))
 	fs.DurationVar(&f.maxLease, "max-lease", lease, "longest lease a max_in_flight may ask for: a holder killed without releasing locks its slot that long (DELETE /v1/leases on the admin address frees a descriptor's slots at once); at most 24h [SLUICE_MAX_LEASE]")
 	timeout, _ := time.ParseDuration(plainEnv("", "SLUICE_SHUTDOWN_TIMEOUT", proxy.DefaultShutdownTimeout.String()))
@@ -81,8 +81,8 @@ func (f *proxyFlags) check() error {
 		return fmt.Errorf("--request-body-timeout: must not be negative (0: no bound), got %v", f.bodyTimeout)
 	case f.maxConns < -1:
 		return fmt.Errorf("--max-conns: want a positive number, 0 (from the open-file limit) or -1 (no bound), got %d", f.maxConns)
-	case f.fdReserve < 0:
-		return fmt.Errorf("--fd-reserve: must not be negative, got %d", f.fdReserve)
+	case f.fdSpare < 0:
+		return fmt.Errorf("--fd-spare: must not be negative, got %d", f.fdSpare)
 	case f.maxLease < sluice.MinLease || f.maxLease > sluice.MaxLease:
 		return fmt.Errorf("--max-lease: must be between %v and %v, got %v", sluice.MinLease, sluice.MaxLease, f.maxLease)
 	}
@@ -181,7 +181,7 @@ func runProxy(args []string, stdout, stderr io.Writer) int {
 		UpstreamIdleTimeout:   orDisabled(f.idleTimeout),
 		RequestBodyTimeout:    orDisabled(f.bodyTimeout),
 		MaxConns:              f.maxConns,
-		FDReserve:             f.fdReserve,
+		FDSpare:               f.fdSpare,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice proxy:", err)

@@ -38,7 +38,7 @@ func TestProxyValidatesFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--upstream-idle-timeout", "-1s"}, "--upstream-idle-timeout"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--request-body-timeout", "-1s"}, "--request-body-timeout"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--max-conns", "-2"}, "--max-conns"},
-		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--fd-reserve", "-1"}, "--fd-reserve"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--config", "r.yaml", "--fd-spare", "-1"}, "--fd-spare"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append([]string{"proxy"}, tc.args...), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag+":") {

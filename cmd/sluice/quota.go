@@ -12,7 +12,7 @@ import (
 // quotaState sets the RLQS quota state of cfg from --quota-store: memory (the default) or a
 // Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://) shared by replicas,
 // reached with the store's TLS settings (--store-tls*).
-func quotaState(cfg *server.Config, url string, t store.TLS) (closeFn func(), err error) {
+func quotaState(cfg *server.Config, url string, t store.ClientTLS) (closeFn func(), err error) {
 	if url == "" || url == "memory" {
 		return func() {}, nil
 	}

@@ -98,7 +98,7 @@ func names(rs []regionURL) string {
 // open builds the regions' store of the flags, its keys under prefix, reached with the
 // store's TLS settings, or nil when no regions are configured; close releases it and the
 // regions' clients.
-func (f *regionsFlags) open(prefix string, t store.TLS, log *slog.Logger) (st sluice.Store, closeFn func(), err error) {
+func (f *regionsFlags) open(prefix string, t store.ClientTLS, log *slog.Logger) (st sluice.Store, closeFn func(), err error) {
 	list, err := f.parse()
 	if err != nil || list == nil {
 		return nil, func() {}, err

@@ -81,7 +81,7 @@ func (f *serveFlags) applySource(fs *flag.FlagSet, cfg *server.Config, log *slog
 		if s.tlsClientSAN != "" && s.tlsClientCA == "" {
 			return errors.New("--tls-client-san: needs --tls-client-ca (mutual TLS)")
 		}
-		cfg.GRPCTLS = &server.TLS{CertFile: s.tlsCert, KeyFile: s.tlsKey, ClientCAFile: s.tlsClientCA, ClientSAN: s.tlsClientSAN}
+		cfg.GRPCTLS = &server.ServerTLS{CertFile: s.tlsCert, KeyFile: s.tlsKey, ClientCAFile: s.tlsClientCA, ClientSAN: s.tlsClientSAN}
 	}
 	if s.xdsServer == "" {
 		if s.readyWithoutRules {
@@ -109,7 +109,7 @@ func (f *serveFlags) applySource(fs *flag.FlagSet, cfg *server.Config, log *slog
 		return fmt.Errorf("--xds-max-message-bytes: want 0 to %d, got %d", 1<<30, s.xdsMaxMessageBytes)
 	}
 	if s.xdsTLS || s.xdsCA != "" || s.xdsCert != "" || s.xdsKey != "" {
-		o.TLS = &xds.TLS{CAFile: s.xdsCA, CertFile: s.xdsCert, KeyFile: s.xdsKey, ServerName: s.xdsServerName}
+		o.TLS = &xds.ClientTLS{CAFile: s.xdsCA, CertFile: s.xdsCert, KeyFile: s.xdsKey, ServerName: s.xdsServerName}
 	}
 	client, err := xds.New(o)
 	if err != nil {

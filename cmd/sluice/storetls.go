@@ -8,7 +8,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// storeTLSFlags are the shared flags of TLS to the store (store.TLS): Redis in every
+// storeTLSFlags are the shared flags of TLS to the store (store.ClientTLS): Redis in every
 // topology and memcached. envoyproxy/ratelimit's variables that map to them (peerenv.go):
 //
 //	REDIS_TLS=true / MEMCACHE_TLS=true                          --store-tls
@@ -18,7 +18,7 @@ import (
 //	REDIS_TLS_SKIP_HOSTNAME_VERIFICATION / MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION
 //	                                                            --store-tls-skip-hostname-verification
 type storeTLSFlags struct {
-	tls     store.TLS
+	tls     store.ClientTLS
 	envErrs []error // boolean variables that did not parse
 }
 
@@ -51,10 +51,10 @@ func (f *storeTLSFlags) check() error {
 	if len(f.envErrs) > 0 {
 		return f.envErrs[0]
 	}
-	if err := (store.TLS{CAFile: f.tls.CAFile}).Validate(); err != nil {
+	if err := (store.ClientTLS{CAFile: f.tls.CAFile}).Validate(); err != nil {
 		return fmt.Errorf("--store-tls-ca: %w", err)
 	}
-	if err := (store.TLS{CertFile: f.tls.CertFile, KeyFile: f.tls.KeyFile}).Validate(); err != nil {
+	if err := (store.ClientTLS{CertFile: f.tls.CertFile, KeyFile: f.tls.KeyFile}).Validate(); err != nil {
 		return fmt.Errorf("--store-tls-cert, --store-tls-key: %w", err)
 	}
 	return nil

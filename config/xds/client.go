@@ -67,7 +67,7 @@ type Options struct {
 	// CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS).
 	Headers map[string]string
 	// TLS, when not nil, secures the connection (see ClientTLS); nil is plain text.
-	TLS *TLS
+	TLS *ClientTLS
 	// InitialBackoff and MaxBackoff bound the wait before reconnecting after the stream is
 	// lost (defaults DefaultInitialBackoff and DefaultMaxBackoff): it doubles from the first
 	// to the second, and starts again from the first once a stream delivered a snapshot.
@@ -340,10 +340,10 @@ func (c *Client) dialOptions() []grpc.DialOption {
 	return opts
 }
 
-// TLS secures the connection to the xDS server. The files are read again when they change
-// (internal/certfile, as a shared store's TLS): the CA bundle at the next connection, the key
-// pair at the next handshake; a rotated file that does not load keeps the previous one.
-type TLS struct {
+// ClientTLS secures the connection to the xDS server. The files are read again when they
+// change (internal/certfile, as a shared store's store.ClientTLS): the CA bundle at the next
+// connection, the key pair at the next handshake; a rotated file that does not load keeps the previous one.
+type ClientTLS struct {
 	// CAFile is a PEM bundle of the CAs the server's certificate must chain to (the peer's
 	// CONFIG_GRPC_XDS_SERVER_TLS_CACERT); empty: the system's roots.
 	CAFile string

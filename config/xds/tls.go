@@ -9,7 +9,7 @@ import (
 )
 
 // load reads the TLS files (internal/certfile, as a shared store's TLS), naming the problem.
-func (t *TLS) load() error {
+func (t *ClientTLS) load() error {
 	files, err := certfile.LoadClient(t.CAFile, t.CertFile, t.KeyFile)
 	if err != nil {
 		var fe *certfile.Error
@@ -29,4 +29,4 @@ func (t *TLS) load() error {
 
 // config returns the TLS configuration of a new connection: the CA bundle as it is now, the
 // client certificate as it is at each handshake.
-func (t *TLS) config() *tls.Config { return t.files.Config(t.ServerName) }
+func (t *ClientTLS) config() *tls.Config { return t.files.Config(t.ServerName) }

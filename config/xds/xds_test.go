@@ -91,7 +91,7 @@ func fileRules(t *testing.T) *config.Config {
 type mtls struct {
 	ca     *testenv.CA
 	server *tls.Config
-	client *xds.TLS
+	client *xds.ClientTLS
 }
 
 func newMTLS(t *testing.T) mtls {
@@ -100,7 +100,7 @@ func newMTLS(t *testing.T) mtls {
 	cl := ca.Issue(t, "ratelimit", "ratelimit.gateway.test")
 	return mtls{ca: ca,
 		server: &tls.Config{Certificates: []tls.Certificate{srv.TLSCertificate(t)}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert},
-		client: &xds.TLS{CAFile: ca.CAFile, CertFile: cl.CertFile, KeyFile: cl.KeyFile, ServerName: "xds.gateway.test"},
+		client: &xds.ClientTLS{CAFile: ca.CAFile, CertFile: cl.CertFile, KeyFile: cl.KeyFile, ServerName: "xds.gateway.test"},
 	}
 }
 
@@ -241,8 +241,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{xds.Options{Server: "x:1", InitialBackoff: -1}, "initial backoff"},
 		{xds.Options{Server: "x:1", InitialBackoff: time.Minute, MaxBackoff: time.Second}, "max backoff"},
 		{xds.Options{Server: "x:1", BackoffRandomFactor: 1.5}, "random factor"},
-		{xds.Options{Server: "x:1", TLS: &xds.TLS{CertFile: "c"}}, "both required"},
-		{xds.Options{Server: "x:1", TLS: &xds.TLS{CAFile: dir + "/missing.pem"}}, "missing.pem"},
+		{xds.Options{Server: "x:1", TLS: &xds.ClientTLS{CertFile: "c"}}, "both required"},
+		{xds.Options{Server: "x:1", TLS: &xds.ClientTLS{CAFile: dir + "/missing.pem"}}, "missing.pem"},
 	} {
 		_, err := xds.New(c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

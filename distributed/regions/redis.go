@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 )
@@ -19,11 +19,11 @@ const DefaultRedisPrefix = "sluice:regions:"
 //go:embed cas.lua
 var casSource string
 
-var casScript = redis.NewScript(casSource)
+var casScript = goredis.NewScript(casSource)
 
 // redisCoordinator is a Coordinator in one Redis (one region's, reached by all).
 type redisCoordinator struct {
-	c      redis.UniversalClient
+	c      goredis.UniversalClient
 	prefix string
 }
 
@@ -33,7 +33,7 @@ type redisCoordinator struct {
 // regions' heartbeats. Every region's instances must reach the same Redis: typically one
 // region's, the others over the network; a region cut off from it keeps deciding on the
 // epochs it already read, then on nothing (see the package doc).
-func NewRedisCoordinator(c redis.UniversalClient, prefix string) Coordinator {
+func NewRedisCoordinator(c goredis.UniversalClient, prefix string) Coordinator {
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
@@ -52,8 +52,8 @@ func (r *redisCoordinator) Exchange(ctx context.Context, x *Exchange) error {
 	p.HSet(ctx, hb, x.Region, x.At)
 	p.PExpire(ctx, hb, max(x.Live*4, time.Minute))
 	beats := p.HGetAll(ctx, hb)
-	states := make([]*redis.StringCmd, len(x.Keys))
-	demands := make([]*redis.MapStringStringCmd, len(x.Keys))
+	states := make([]*goredis.StringCmd, len(x.Keys))
+	demands := make([]*goredis.MapStringStringCmd, len(x.Keys))
 	for i, k := range x.Keys {
 		base := r.keyOf(k.Key)
 		p.HSet(ctx, base+":d", x.Instance, demandRecord{x.Region, k.Demand, x.At}.encode())
@@ -61,7 +61,7 @@ func (r *redisCoordinator) Exchange(ctx context.Context, x *Exchange) error {
 		demands[i] = p.HGetAll(ctx, base+":d")
 		states[i] = p.Get(ctx, base+":s")
 	}
-	if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+	if _, err := p.Exec(ctx); err != nil && err != goredis.Nil {
 		return fmt.Errorf("regions: coordinator: %w: %w", sluice.ErrStoreUnavailable, err)
 	}
 	x.Heartbeats = make(map[string]int64)
@@ -96,11 +96,11 @@ func (r *redisCoordinator) Exchange(ctx context.Context, x *Exchange) error {
 
 func (r *redisCoordinator) Propose(ctx context.Context, ps []Proposal) error {
 	p := r.c.Pipeline()
-	cmds := make([]*redis.Cmd, len(ps))
+	cmds := make([]*goredis.Cmd, len(ps))
 	for i, pr := range ps {
 		cmds[i] = casScript.EvalSha(ctx, p, []string{r.keyOf(pr.Key) + ":s"}, pr.Old, pr.New, max(pr.TTL.Milliseconds(), 1))
 	}
-	if _, err := p.Exec(ctx); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if _, err := p.Exec(ctx); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		p = r.c.Pipeline()
 		for i, pr := range ps {
 			cmds[i] = casScript.Eval(ctx, p, []string{r.keyOf(pr.Key) + ":s"}, pr.Old, pr.New, max(pr.TTL.Milliseconds(), 1))

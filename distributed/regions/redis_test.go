@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -15,7 +15,7 @@ import (
 // proposal is written only over the state it read (compare-and-set), and no Redis key
 // holds the rate-limit key itself.
 func TestRedisCoordinator(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rc := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rc.Close() })
 	ctx := context.Background()
 	prefix := "test:regions:" + time.Now().Format("150405.000000") + ":"

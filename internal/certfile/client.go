@@ -5,7 +5,7 @@ import (
 	"errors"
 )
 
-// Client is the files of a TLS client, as a shared store (store.TLS) and the xDS client
+// Client is the files of a TLS client, as a shared store (store.ClientTLS) and the xDS client
 // (config/xds) read them: the CA bundle that verifies servers and the client's certificate
 // and key. Both follow a certificate rotated in place the same way: the files are read again
 // when they change (looked at once a second at most), and a rotated file that does not load

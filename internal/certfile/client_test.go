@@ -38,7 +38,7 @@ func TestLoadClientNamesTheFile(t *testing.T) {
 // client certificate as it is at the handshake and the CA bundle as it is: a pair rotated in
 // place is presented from the next handshake on, one that does not load keeps the previous
 // (no failed handshake), and a rotated bundle is the next connection's. A shared store
-// (store.TLS) and the xDS client (config/xds) both build their connections on it.
+// (store.ClientTLS) and the xDS client (config/xds) both build their connections on it.
 func TestClientFollowsRotation(t *testing.T) {
 	ca := testenv.NewCA(t, "ca", "")
 	first := ca.Issue(t, "client", "c")

@@ -227,10 +227,10 @@ func (g *Gate) Write(ctx context.Context, w http.ResponseWriter, sc *Scratch, o 
 		msg := sc.Err.Error()
 		g.invalidLog.Log(ctx, g.log, time.Now(), slog.LevelWarn, "request refused: a rate-limit descriptor built from it is invalid",
 			slog.String("err", msg))
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Bad Request",
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Bad Request",
 			Status: http.StatusBadRequest, Detail: "A rate-limit descriptor built from the request is invalid: " + msg})
 	case UnknownDomain:
-		httplimit.WriteProblem(w, r, &httplimit.Problem{Type: "about:blank", Title: "Not Found", Status: http.StatusNotFound,
+		httplimit.WriteProblem(w, r, &httplimit.ProblemDetails{Type: "about:blank", Title: "Not Found", Status: http.StatusNotFound,
 			Detail: "No document of the rules has domain " + rls.Quote(domain) + " with a proxy section."})
 	default:
 		httplimit.WriteUnavailable(w, r, "The rate-limit store is unavailable.", nil)

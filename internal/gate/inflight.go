@@ -17,7 +17,7 @@ func appendClaims(claims []inflight.Claim, vs []rls.Verdict) []inflight.Claim {
 		if v.Key == "" || v.Limit == nil || v.Limit.InFlight == nil || v.Limit.ShadowMode {
 			continue
 		}
-		claims = append(claims, inflight.Claim{Name: v.Limit.Name, Key: v.Key, Limit: v.Limit.InFlight.InFlight, Adaptive: v.Adaptive})
+		claims = append(claims, inflight.Claim{Name: v.Limit.Name, Key: v.Key, InFlight: v.Limit.InFlight.InFlight, Adaptive: v.Adaptive})
 	}
 	return claims
 }

@@ -21,9 +21,9 @@ type Claim struct {
 	Name string
 	// Key is the store key the slots are counted under.
 	Key string
-	// Limit is the limit and its lease; with Adaptive, Limit.Limit is replaced by the
+	// InFlight is the limit and its lease; with Adaptive, InFlight.Limit is replaced by the
 	// adaptive limit in force at each acquire.
-	Limit sluice.InFlight
+	InFlight sluice.InFlight
 	// Adaptive, when set, is the limit in force, told each request's round trip on Release.
 	Adaptive *adaptive.Gradient
 	// Classed decides the claim for criticality class Class (sluice.Leases.AcquireClass):
@@ -36,7 +36,7 @@ type Claim struct {
 
 // limit returns the limit in force for the next acquire.
 func (c *Claim) limit() sluice.InFlight {
-	f := c.Limit
+	f := c.InFlight
 	if c.Adaptive != nil {
 		f.Limit = int64(c.Adaptive.Limit())
 	}
@@ -104,7 +104,7 @@ const MaxRetry = time.Second
 // MaxRetry (sluice.Never stays: the class can never be admitted).
 func (c *Claim) Decision() sluice.Decision {
 	s := c.Slot.LeaseDecision
-	d := sluice.Decision{Allowed: s.Admitted, Limit: s.Limit, Remaining: s.Remaining}
+	d := sluice.Decision{Allowed: s.Admitted, Capacity: s.Capacity, Remaining: s.Remaining}
 	if !s.Admitted {
 		d.RetryAfter = s.RetryAfter
 		if d.RetryAfter >= 0 {

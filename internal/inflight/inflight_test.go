@@ -28,8 +28,8 @@ func TestAcquireAllOrNone(t *testing.T) {
 		t.Fatal(held, err)
 	}
 	grad, _ := adaptive.NewGradient(adaptive.Settings{Initial: 5})
-	claims := []inflight.Claim{{Name: "a", Key: "a", Limit: sluice.InFlight{}, Adaptive: grad},
-		{Name: "b", Key: "b", Limit: sluice.InFlight{Limit: 1, Lease: time.Minute}}}
+	claims := []inflight.Claim{{Name: "a", Key: "a", InFlight: sluice.InFlight{}, Adaptive: grad},
+		{Name: "b", Key: "b", InFlight: sluice.InFlight{Limit: 1, Lease: time.Minute}}}
 	i, err := inflight.Acquire(ctx, l, claims)
 	if i != 1 || err != nil {
 		t.Fatalf("Acquire = %d, %v; want the second claim refused", i, err)
@@ -38,7 +38,7 @@ func TestAcquireAllOrNone(t *testing.T) {
 		t.Errorf("%d leases held after a refusal, want only the one held before", n)
 	}
 	d := claims[1].Decision()
-	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > inflight.MaxRetry || d.Limit != 1 || !claims[0].Overload() || claims[1].Overload() {
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > inflight.MaxRetry || d.Capacity != 1 || !claims[0].Overload() || claims[1].Overload() {
 		t.Errorf("refusal: %+v", d)
 	}
 	_ = held.Release()

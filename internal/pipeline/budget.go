@@ -153,9 +153,9 @@ func (q *Request) combined(allowed bool) sluice.Decision {
 
 // decideBudgets reserves q's budgets once its rate limits admitted it (step 4 of Decide), on
 // the limiter that charged the checks (the fallback under FailLocal), and fills in o; done
-// reports a final verdict: Deny when a budget refuses (the rate checks given back), or the
+// reports a final answer: Deny when a budget refuses (the rate checks given back), or the
 // failure policy's when the store fails (a request let through runs without its budgets).
-func (q *Request) decideBudgets(ctx context.Context, o *Outcome) (Verdict, bool) {
+func (q *Request) decideBudgets(ctx context.Context, o *Outcome) (Answer, bool) {
 	p := q.p
 	q.holdKeys()
 	l := q.charged
@@ -169,7 +169,7 @@ func (q *Request) decideBudgets(ctx context.Context, o *Outcome) (Verdict, bool)
 			o.Err = cause
 			return v, v != Pass
 		}
-		if denied, err = q.reserve(ctx, p.cfg.Fallback); err != nil {
+		if denied, err = q.reserve(ctx, p.cfg.Local); err != nil {
 			if s := p.stats; s != nil {
 				s.FailedOpen.Add(1)
 			}

@@ -11,13 +11,13 @@ import (
 	"github.com/sluicehq/sluice/internal/inflight"
 )
 
-// Verdict is what a transport answers a decided Request with.
-type Verdict uint8
+// Answer is what a transport answers a decided Request with.
+type Answer uint8
 
 const (
 	// Pass runs the request: its limits admitted it (it holds its slots until Finish), or the
 	// store failed and the failure policy lets it through.
-	Pass Verdict = iota
+	Pass Answer = iota
 	// Deny answers a rate limit's denial (429, ResourceExhausted): Checks say which.
 	Deny
 	// Refuse answers an in-flight limit's refusal (429, or 503 for an adaptive limit):
@@ -35,7 +35,7 @@ const (
 
 // Outcome is a decided Request's answer.
 type Outcome struct {
-	Verdict Verdict
+	Answer Answer
 	// Decided reports that the rate limits were decided: Decision and the checks' decisions
 	// hold the answer's rate-limit state.
 	Decided bool
@@ -60,7 +60,7 @@ type Outcome struct {
 //   - any other failure: counted in StoreErrors, logged (Warn, at most once a second, without
 //     the key) and answered by the failure policy: FailOpen lets the request through without
 //     the limits (FailedOpen), FailClosed answers Unavailable (FailedClosed), FailLocal decides
-//     again with the fallback limiter and a Leases on its store, and lets the request through
+//     again with the local limiter (Config.Local) and a Leases on its store, and lets the request through
 //     (FailedOpen) if that fails too.
 func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 	p := q.p
@@ -71,15 +71,15 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 		if err != nil {
 			if v, e, local := q.fail(ctx, err, -1); !local {
 				q.charged = nil // nothing was charged: nothing to settle
-				return Outcome{Verdict: v, Err: e}
+				return Outcome{Answer: v, Err: e}
 			}
-			q.charged = p.cfg.Fallback
+			q.charged = p.cfg.Local
 			if d, err = q.hot.AllowAll(ctx, q.charged, q.checks); err != nil {
 				if s := p.stats; s != nil {
 					s.FailedOpen.Add(1)
 				}
 				q.charged = nil
-				return Outcome{Verdict: Pass}
+				return Outcome{Answer: Pass}
 			}
 		}
 		if !d.Allowed && wait > 0 {
@@ -100,20 +100,20 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 			if s := p.stats; s != nil {
 				s.Denied.Add(1)
 			}
-			o.Verdict = Deny
+			o.Answer = Deny
 			return o
 		}
 	}
 	if len(q.holds) > 0 {
 		if v, done := q.decideBudgets(ctx, &o); done {
-			o.Verdict = v
+			o.Answer = v
 			return o
 		}
 	}
 	if len(q.claims) > 0 {
 		if v, err, done := q.acquire(ctx); done {
 			q.cancelBudgets(ctx)
-			o.Verdict, o.Err = v, err
+			o.Answer, o.Err = v, err
 			return o
 		}
 	}
@@ -123,10 +123,10 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 	return o
 }
 
-// acquire takes a slot of each of q's claims; done reports a final verdict (a refusal, or a
+// acquire takes a slot of each of q's claims; done reports a final answer (a refusal, or a
 // failure the policy answers without running the request). A request the policy lets through
 // runs without slots.
-func (q *Request) acquire(ctx context.Context) (v Verdict, cause error, done bool) {
+func (q *Request) acquire(ctx context.Context) (v Answer, cause error, done bool) {
 	p := q.p
 	i, err := inflight.Acquire(ctx, p.leases, q.claims)
 	if err != nil {
@@ -139,7 +139,7 @@ func (q *Request) acquire(ctx context.Context) (v Verdict, cause error, done boo
 			q.refused = -1
 			return Pass, nil, false
 		}
-		if i, err = inflight.Acquire(ctx, p.fbLeases, q.claims); err != nil {
+		if i, err = inflight.Acquire(ctx, p.localLeases, q.claims); err != nil {
 			if s := p.stats; s != nil {
 				s.FailedOpen.Add(1)
 			}
@@ -159,8 +159,8 @@ func (q *Request) acquire(ctx context.Context) (v Verdict, cause error, done boo
 }
 
 // fail is the failure handler (see Decide) for err, of the rate decision (claim -1) or of
-// claim: the verdict and its cause, or local when FailLocal decides again on the fallback.
-func (q *Request) fail(ctx context.Context, err error, claim int) (v Verdict, cause error, local bool) {
+// claim: the answer and its cause, or local when FailLocal decides again on the local limiter.
+func (q *Request) fail(ctx context.Context, err error, claim int) (v Answer, cause error, local bool) {
 	p := q.p
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return Canceled, ctx.Err(), false

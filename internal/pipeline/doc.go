@@ -19,7 +19,7 @@
 //     all or none (package internal/inflight), held until Request.Finish;
 //  6. failure policy: one handler, one semantics (Request.Decide's doc), for a store that
 //     fails at step 4 or 5;
-//  7. outcome: the Verdict, the decision and the checks for the answer's headers, the
+//  7. outcome: the Answer, the decision and the checks for the answer's headers, the
 //     refused claim, and the events counted (Stats) and logged (one level per event).
 //
 // A Request lives from the transport's first read to its Finish: what completes after the

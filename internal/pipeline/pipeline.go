@@ -25,9 +25,9 @@ type Config struct {
 	// limit has InFlight (its renewer runs only while it holds a slot).
 	Leases *sluice.Leases
 	// Failure is the failure policy (the zero value is distributed.FailOpen); FailLocal
-	// decides with Fallback (and a Leases on its store).
-	Failure  distributed.FailurePolicy
-	Fallback *sluice.Limiter
+	// decides with Local, the transport's local limiter (and a Leases on its store).
+	Failure distributed.FailurePolicy
+	Local   *sluice.Limiter
 	// KeyPrefix starts every store key, before the limit's name and ':'.
 	KeyPrefix string
 	// Log receives the events (default slog.Default()), each kind at most once a second.
@@ -67,13 +67,13 @@ type Stats struct {
 // Pipeline is a transport's compiled limits and how it decides them. It is safe for
 // concurrent use once built.
 type Pipeline struct {
-	cfg      Config
-	limits   []limit // the valid ones
-	kept     []int   // kept[k]: the index in New's limits of limits[k]
-	hot      map[string]*hotkey.Param
-	leases   *sluice.Leases
-	fbLeases *sluice.Leases
-	stats    *Stats
+	cfg         Config
+	limits      []limit // the valid ones
+	kept        []int   // kept[k]: the index in New's limits of limits[k]
+	hot         map[string]*hotkey.Param
+	leases      *sluice.Leases
+	localLeases *sluice.Leases
+	stats       *Stats
 	// borrowKeys: the limiters' stores copy the keys they keep (the memory store), so keys
 	// may point into a Request's pooled buffer instead of being allocated.
 	borrowKeys bool
@@ -115,8 +115,8 @@ func New(cfg Config, limits []Limit, paths []string, groups [][]int, defects int
 	case !cfg.Failure.Valid():
 		errs = append(errs, &sluice.FieldError{Field: "failure_policy", Reason: cfg.Failure.String() + " is not a failure policy; failing open", Err: sluice.ErrInvalidRule})
 		p.cfg.Failure = distributed.FailOpen
-	case cfg.Failure == distributed.FailLocal && cfg.Fallback == nil:
-		errs = append(errs, &sluice.FieldError{Field: "fallback", Reason: "FailLocal without a fallback limiter; failing open", Err: sluice.ErrInvalidRule})
+	case cfg.Failure == distributed.FailLocal && cfg.Local == nil:
+		errs = append(errs, &sluice.FieldError{Field: "local_limiter", Reason: "FailLocal without a local limiter; failing open", Err: sluice.ErrInvalidRule})
 		p.cfg.Failure = distributed.FailOpen
 	}
 	ok, problems := validate(limits, paths, groups)
@@ -131,7 +131,7 @@ func New(cfg Config, limits []Limit, paths []string, groups [][]int, defects int
 			p.kept = append(p.kept, i)
 		}
 	}
-	p.borrowKeys = copiesKeys(cfg.Limiter) && (cfg.Fallback == nil || copiesKeys(cfg.Fallback))
+	p.borrowKeys = copiesKeys(cfg.Limiter) && (cfg.Local == nil || copiesKeys(cfg.Local))
 	return p, errors.Join(errs...)
 }
 
@@ -196,8 +196,8 @@ func (p *Pipeline) openLeases(limits []Limit, paths []string, ok []bool) error {
 		}
 		p.leases = sluice.NewLeases(p.cfg.Limiter.Store(), sluice.WithClock(p.cfg.Clock), sluice.OnReleaseError(p.releaseFailed))
 	}
-	if p.cfg.Fallback != nil {
-		p.fbLeases = sluice.NewLeases(p.cfg.Fallback.Store(), sluice.WithClock(p.cfg.Clock), sluice.OnReleaseError(p.releaseFailed))
+	if p.cfg.Local != nil {
+		p.localLeases = sluice.NewLeases(p.cfg.Local.Store(), sluice.WithClock(p.cfg.Clock), sluice.OnReleaseError(p.releaseFailed))
 	}
 	return nil
 }

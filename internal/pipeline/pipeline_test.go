@@ -62,7 +62,7 @@ func newMemory(t *testing.T, clock sluice.Clock) *memory.Store {
 // the in-flight claim), for every failure policy: the request's own context ending is
 // Canceled and counts nothing; a key the store refuses is Invalid whatever the policy; any
 // other store failure is a StoreError, answered by the policy (open: Pass without the limits;
-// closed: Unavailable naming the limit; local: decided by the fallback).
+// closed: Unavailable naming the limit; local: decided by the local limiter).
 func TestFailureHandler(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)
 	unavailable := fmt.Errorf("test: %w", sluice.ErrStoreUnavailable)
@@ -77,13 +77,13 @@ func TestFailureHandler(t *testing.T) {
 				name      string
 				err       error
 				cancel    bool
-				want      pipeline.Verdict
+				want      pipeline.Answer
 				storeErrs uint64
 				badInput  uint64
 			}{
 				{"canceled", context.Canceled, true, pipeline.Canceled, 0, 0},
 				{"invalid key", badKey, false, pipeline.Invalid, 0, 1},
-				{"unavailable", unavailable, false, map[distributed.FailurePolicy]pipeline.Verdict{
+				{"unavailable", unavailable, false, map[distributed.FailurePolicy]pipeline.Answer{
 					distributed.FailOpen: pipeline.Pass, distributed.FailClosed: pipeline.Unavailable, distributed.FailLocal: pipeline.Pass}[policy], 1, 0},
 			} {
 				t.Run(fmt.Sprintf("%s/%v/%s", step, policy, tc.name), func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestFailureHandler(t *testing.T) {
 					cfg := pipeline.Config{Name: "test", Limiter: sluice.New(st), Failure: policy, Clock: clock, Stats: &pipeline.Stats{},
 						Log: slog.New(slog.NewJSONHandler(&logs, nil))}
 					if policy == distributed.FailLocal {
-						cfg.Fallback = sluice.New(newMemory(t, clock))
+						cfg.Local = sluice.New(newMemory(t, clock))
 					}
 					p, err := pipeline.New(cfg, []pipeline.Limit{lim}, []string{"limits[0]"}, [][]int{{0}}, 0)
 					if err != nil {
@@ -109,8 +109,8 @@ func TestFailureHandler(t *testing.T) {
 					o := q.Decide(ctx, 0)
 					q.Finish()
 					s := p.Stats()
-					if o.Verdict != tc.want || s.StoreErrors.Load() != tc.storeErrs || s.BadInput.Load() != tc.badInput {
-						t.Errorf("verdict %v, %d store errors, %d bad input; want %v, %d, %d", o.Verdict, s.StoreErrors.Load(), s.BadInput.Load(), tc.want, tc.storeErrs, tc.badInput)
+					if o.Answer != tc.want || s.StoreErrors.Load() != tc.storeErrs || s.BadInput.Load() != tc.badInput {
+						t.Errorf("answer %v, %d store errors, %d bad input; want %v, %d, %d", o.Answer, s.StoreErrors.Load(), s.BadInput.Load(), tc.want, tc.storeErrs, tc.badInput)
 					}
 					if tc.want == pipeline.Unavailable {
 						if names := q.Unavailable(); len(names) != 1 || names[0] != lim.Name || s.FailedClosed.Load() != 1 {
@@ -128,7 +128,7 @@ func TestFailureHandler(t *testing.T) {
 						t.Errorf("Charged %v, want %v: a cost is settled only where it was charged", q.Charged(), charged)
 					}
 					if policy == distributed.FailLocal && tc.name == "unavailable" && (!o.Decided && step == "rate" || s.Allowed.Load() != 1) {
-						t.Errorf("fallback: decided %v, %d allowed", o.Decided, s.Allowed.Load())
+						t.Errorf("local: decided %v, %d allowed", o.Decided, s.Allowed.Load())
 					}
 					if tc.name == "unavailable" {
 						recs := logs.Records(t, "test: the store could not decide")

@@ -94,7 +94,7 @@ func (q *Request) Add(i int, buf []byte, n int64, c sluice.Criticality) {
 		return
 	}
 	if l.InFlight != nil {
-		q.claims = append(q.claims, inflight.Claim{Name: l.Name, Key: string(q.buf[q.start:]), Limit: *l.InFlight,
+		q.claims = append(q.claims, inflight.Claim{Name: l.Name, Key: string(q.buf[q.start:]), InFlight: *l.InFlight,
 			Adaptive: l.Adaptive, Classed: l.Shares != nil, Class: c})
 		if !l.Rated() {
 			q.buf = q.buf[:q.start]
@@ -109,7 +109,7 @@ func (q *Request) Add(i int, buf []byte, n int64, c sluice.Criticality) {
 	q.checks = append(q.checks, sluice.Check{Rule: l.Rule, N: n})
 	if l.Shares != nil {
 		ch := &q.checks[len(q.checks)-1]
-		ch.Criticality, ch.Reserve = c, l.Shares.Reserve(c, l.Rule.Capacity())
+		ch.Criticality, ch.Holdback = c, l.Shares.Holdback(c, l.Rule.Capacity())
 	}
 	q.which = append(q.which, i)
 	q.mask |= 1 << i

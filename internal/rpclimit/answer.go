@@ -98,7 +98,7 @@ func denial(transport string, checks []sluice.Check, d sluice.Decision, reset ti
 			Subject:     name + ":" + redact.Hash(key), // the key hashed: it may be the caller's API key
 			Description: fmt.Sprintf("limit %q (%s) exceeded", name, c.Rule),
 			QuotaId:     name,
-			QuotaValue:  c.Decision.Limit,
+			QuotaValue:  c.Decision.Capacity,
 		})
 	}
 	msg := transport + ": rate limit exceeded (" + strings.Join(names, ", ") + ")"
@@ -119,10 +119,10 @@ func refusal(transport string, c *inflight.Claim) Answer {
 	d := c.Decision()
 	a := Answer{Code: ResourceExhausted, Message: fmt.Sprintf("%s: in-flight limit reached (%s: %d in flight)", transport, c.Name, c.Slot.InFlight)}
 	if c.Overload() {
-		a.Code, a.Message = Unavailable, fmt.Sprintf("%s: at the adaptive in-flight limit (%s: %d)", transport, c.Name, d.Limit)
+		a.Code, a.Message = Unavailable, fmt.Sprintf("%s: at the adaptive in-flight limit (%s: %d)", transport, c.Name, d.Capacity)
 	}
 	a.Quota = &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: c.Name,
-		Description: fmt.Sprintf("limit %q (%d in flight) reached", c.Name, d.Limit), QuotaId: c.Name, QuotaValue: d.Limit}}}
+		Description: fmt.Sprintf("limit %q (%d in flight) reached", c.Name, d.Capacity), QuotaId: c.Name, QuotaValue: d.Capacity}}}
 	if d.RetryAfter < 0 {
 		a.Message += ": the call's class can never be admitted"
 		return a

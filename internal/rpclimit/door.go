@@ -86,7 +86,7 @@ func (d *Door[C]) Check(ctx context.Context, procedure string, refs []Ref[C], ca
 		return q, pipeline.Outcome{}, nil
 	}
 	o := q.Decide(ctx, wait)
-	if o.Verdict == pipeline.Pass {
+	if o.Answer == pipeline.Pass {
 		return q, o, nil
 	}
 	a := d.answer(ctx, q, o)
@@ -138,7 +138,7 @@ func (d *Door[C]) keys(ctx context.Context, q *pipeline.Request, procedure strin
 
 // answer is the Answer to a decided call's outcome o, not Pass.
 func (d *Door[C]) answer(ctx context.Context, q *pipeline.Request, o pipeline.Outcome) Answer {
-	switch o.Verdict {
+	switch o.Answer {
 	case pipeline.Deny:
 		if o.Err != nil { // the call's context ended its wait for a slot
 			return contextAnswer(o.Err)

@@ -34,7 +34,7 @@ type Ref[C any] struct {
 type Routes[C any] struct {
 	methods  map[string][]Ref[C]
 	services map[string][]Ref[C]
-	fallback []Ref[C]
+	others   []Ref[C]
 	empty    bool // no route has a limit
 }
 
@@ -63,7 +63,7 @@ func (t *Routes[C]) Match(procedure string) []Ref[C] {
 			return l
 		}
 	}
-	return t.fallback
+	return t.others
 }
 
 // newRoutes indexes routes, whose limits are the pipeline's limits groups[i] (in order).
@@ -77,7 +77,7 @@ func newRoutes[C any](routes []Route[C], groups [][]int) *Routes[C] {
 		}
 		switch {
 		case r.Procedure == "":
-			t.fallback = refs
+			t.others = refs
 		case strings.HasSuffix(r.Procedure, "/"):
 			t.services[r.Procedure] = refs
 		default:

@@ -88,23 +88,23 @@ func ipKey(addr string, prefix int) string {
 	return "ip6:" + p.String()
 }
 
-// DefaultReservedStreams is the part of Config.MaxStreams kept, by default, for clients
+// DefaultNewcomerStreams is the part of Config.MaxStreams kept, by default, for clients
 // that have no stream open: a tenth.
-const DefaultReservedStreams = 10 // percent
+const DefaultNewcomerStreams = 10 // percent
 
 // admit decides whether a client with open streams already open may open one more, when
-// all clients hold total of maxStreams, at most perClient each, and the last reserved of
+// all clients hold total of maxStreams, at most perClient each, and the last newcomers of
 // them go only to a client with none open (one not yet seen, or back after a restart): so
 // that clients already served, however many, never take the whole cap. It returns the
 // reason to refuse, or false.
-func admit(total, open, maxStreams, perClient, reserved int) (Reason, bool) {
+func admit(total, open, maxStreams, perClient, newcomers int) (Reason, bool) {
 	switch {
 	case total >= maxStreams:
 		return ReasonStreams, true
 	case open >= perClient:
 		return ReasonClientStreams, true
-	case open > 0 && total >= maxStreams-reserved:
-		return ReasonReserved, true
+	case open > 0 && total >= maxStreams-newcomers:
+		return ReasonNewcomers, true
 	}
 	return 0, false
 }

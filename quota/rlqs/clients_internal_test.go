@@ -22,15 +22,15 @@ import (
 //   - no client key holds more than its cap, so one IPv6 host, whatever address of its
 //     /64 it uses, holds at most MaxStreamsPerClient;
 //   - the streams beyond each client's first never take more than MaxStreams less the
-//     reserve, so the reserve is left to first streams;
-//   - an Envoy with no stream open is always admitted unless reserve-many clients already
+//     newcomers' streams, so those are left to first streams;
+//   - an Envoy with no stream open is always admitted unless newcomers-many clients already
 //     hold a stream each: however many streams the attacker holds, its addresses alone
-//     cannot take the reserve from an Envoy not yet seen.
+//     cannot take the newcomers' streams from an Envoy not yet seen.
 func TestStreamCapProperty(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		r := rand.New(rand.NewPCG(seed, 31))
 		maxStreams, perClient := 50+r.IntN(200), 10+r.IntN(40)
-		reserved := maxStreams * DefaultReservedStreams / 100
+		newcomers := maxStreams * DefaultNewcomerStreams / 100
 		key := PeerIdentity(DefaultIPv6Prefix)
 		open := map[string]int{}
 		total := 0
@@ -65,15 +65,15 @@ func TestStreamCapProperty(t *testing.T) {
 				continue
 			}
 			k := key(peer.NewContext(context.Background(), &peer.Peer{Addr: tcpAddr(t, addr)}))
-			reason, refused := admit(total, open[k], maxStreams, perClient, reserved)
+			reason, refused := admit(total, open[k], maxStreams, perClient, newcomers)
 			active := 0
 			for _, n := range open {
 				if n > 0 {
 					active++
 				}
 			}
-			if envoy && open[k] == 0 && refused && active < reserved {
-				t.Fatalf("seed %d step %d: a new Envoy refused (%v) with %d of %d streams open by %d clients (reserve %d)", seed, step, reason, total, maxStreams, active, reserved)
+			if envoy && open[k] == 0 && refused && active < newcomers {
+				t.Fatalf("seed %d step %d: a new Envoy refused (%v) with %d of %d streams open by %d clients (newcomers %d)", seed, step, reason, total, maxStreams, active, newcomers)
 			}
 			if refused {
 				continue
@@ -88,8 +88,8 @@ func TestStreamCapProperty(t *testing.T) {
 				}
 				beyondFirst += max(n-1, 0)
 			}
-			if beyondFirst > maxStreams-reserved {
-				t.Fatalf("seed %d step %d: %d streams beyond clients' first, more than %d - %d reserved", seed, step, beyondFirst, maxStreams, reserved)
+			if beyondFirst > maxStreams-newcomers {
+				t.Fatalf("seed %d step %d: %d streams beyond clients' first, more than %d - %d newcomers", seed, step, beyondFirst, maxStreams, newcomers)
 			}
 			if n := open[key(peer.NewContext(context.Background(), &peer.Peer{Addr: tcpAddr(t, "[2001:db8:aa:bb:ffff::1]:1")}))]; n > perClient {
 				t.Fatalf("seed %d: the attacker's /64 holds %d streams", seed, n)

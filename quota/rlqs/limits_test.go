@@ -9,7 +9,7 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,7 +22,7 @@ import (
 // TestCancelledStreamIsNoStateError (issue 22, item 6): a report cut short because its
 // stream ended (its context cancelled) is not a quota-state error; a store that fails is.
 func TestCancelledStreamIsNoStateError(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rc := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rc.Close() })
 	obs := &countingObserver{}
 	rules := loadRules(t)
@@ -36,7 +36,7 @@ func TestCancelledStreamIsNoStateError(t *testing.T) {
 	if n := obs.errors.Load(); n != 0 {
 		t.Fatalf("%d state errors for a cancelled stream, want 0", n)
 	}
-	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	down := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { _ = down.Close() })
 	svc = New(Config{Rules: func() *config.Config { return rules }, Ledger: NewRedisLedger(down, prefix), Observer: obs})
 	if _, err := newStream(svc, "c").handle(context.Background(), reportOf(1, 1)); err != nil {

@@ -26,8 +26,8 @@ type Observer interface {
 	StateError()
 	StateRetry()
 	// Uncovered is called for each bucket usage that no quota rule covers: the client's
-	// domain (as in Reported) names a bucket it gets no assignment for, so its own fallback
-	// decides.
+	// domain (as in Reported) names a bucket it gets no assignment for, so its own no-assignment
+	// behaviour decides (Envoy's no_assignment_behavior, the quota client's OwnRule).
 	Uncovered(domain string)
 }
 
@@ -56,13 +56,13 @@ const (
 	ReasonIdle
 	// ReasonMemory: the memory budget of bucket ids is spent.
 	ReasonMemory
-	// ReasonReserved: the streams left are kept for clients with none open
-	// (Config.ReservedStreams), and this client has some.
-	ReasonReserved
+	// ReasonNewcomers: the streams left are kept for clients with none open
+	// (Config.NewcomerStreams), and this client has some.
+	ReasonNewcomers
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"domain", "bucket_id", "time_elapsed", "counts", "buckets", "streams", "shutdown", "client_streams", "idle", "bucket_memory", "reserved"}
+var reasonNames = [numReasons]string{"domain", "bucket_id", "time_elapsed", "counts", "buckets", "streams", "shutdown", "client_streams", "idle", "bucket_memory", "newcomers"}
 
 // String returns the reason's metric label.
 func (r Reason) String() string {
@@ -75,7 +75,7 @@ func (r Reason) String() string {
 // Code returns the gRPC status code the stream ends with for r.
 func (r Reason) Code() codes.Code {
 	switch r {
-	case ReasonBuckets, ReasonStreams, ReasonClientStreams, ReasonMemory, ReasonReserved:
+	case ReasonBuckets, ReasonStreams, ReasonClientStreams, ReasonMemory, ReasonNewcomers:
 		return codes.ResourceExhausted
 	case ReasonShutdown:
 		return codes.Unavailable

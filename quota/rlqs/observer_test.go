@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -26,7 +26,7 @@ func (c *countingObserver) StateRetry() { c.retries.Add(1) }
 // read and the write of its transaction retries, and the retry is reported to the Observer;
 // the report still succeeds.
 func TestRedisStateCountsRetries(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rc := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rc.Close() })
 	prefix := "test:rlqs-retry:" + time.Now().Format("150405.000000") + ":"
 	obs := &countingObserver{}
@@ -36,7 +36,7 @@ func TestRedisStateCountsRetries(t *testing.T) {
 	s := &alloc.Settings{Limit: 100, Period: time.Second}
 	t.Cleanup(func() { rc.Del(ctx, r.hashKey("k")) })
 	now := time.Now().UnixNano()
-	other := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	other := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = other.Close() })
 	calls := 0
 	err := r.update(ctx, "k", s, func(b *alloc.Bucket) []string {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/wire"
@@ -29,7 +29,7 @@ const maxTxRetries = 16
 // hand out the same free share. An assignment made to a client another replica serves is
 // published on that replica's channel, which delivers it to the client's stream.
 type redisLedger struct {
-	c      redis.UniversalClient
+	c      goredis.UniversalClient
 	prefix string
 	obs    Observer // set by New before any call; counts the retries
 	// locks serialize this replica's calls on one bucket (by a hash of its key), so that
@@ -37,7 +37,7 @@ type redisLedger struct {
 	locks [64]sync.Mutex
 
 	deliver func(key string, h Handed) // set by New (attach) before any call
-	sub     *redis.PubSub
+	sub     *goredis.PubSub
 	done    chan struct{}
 	close   sync.Once
 }
@@ -56,7 +56,7 @@ type redisLedger struct {
 //
 // The Ledger is an io.Closer: Close ends its subscription (close it after the Service has
 // stopped, before the client). Give each Service its own.
-func NewRedisLedger(c redis.UniversalClient, prefix string) Ledger {
+func NewRedisLedger(c goredis.UniversalClient, prefix string) Ledger {
 	if prefix == "" {
 		prefix = DefaultRedisPrefix
 	}
@@ -73,7 +73,7 @@ func (r *redisLedger) attach(replica string, deliver func(key string, h Handed))
 	r.deliver = deliver
 	r.sub = r.c.Subscribe(context.Background(), r.channel(replica))
 	r.done = make(chan struct{})
-	ch := r.sub.Channel(redis.WithChannelSize(4096))
+	ch := r.sub.Channel(goredis.WithChannelSize(4096))
 	go func() {
 		defer close(r.done)
 		for m := range ch {
@@ -173,7 +173,7 @@ func (r *redisLedger) change(ctx context.Context, key string, s *alloc.Settings,
 	if len(remote) > 0 {
 		// Best effort: a push lost here reaches its client at its next report, and the
 		// share it frees stays counted until then (never over).
-		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, _ = r.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for _, h := range remote {
 				if replica := replicaOf(h.Client); replica != "" {
 					p.Publish(ctx, r.channel(replica), appendHanded(nil, key, h))
@@ -225,7 +225,7 @@ func (r *redisLedger) lock(key string) *sync.Mutex {
 // another writer intervened.
 func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings, change func(*alloc.Bucket) []string) error {
 	hk := r.hashKey(key)
-	txf := func(tx *redis.Tx) error {
+	txf := func(tx *goredis.Tx) error {
 		fields, err := tx.HGetAll(ctx, hk).Result()
 		if err != nil {
 			return err
@@ -237,7 +237,7 @@ func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings,
 			}
 		}
 		written := change(&b)
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			var gone []string
 			for id := range fields {
 				if b.Clients[id] == nil {
@@ -259,7 +259,7 @@ func (r *redisLedger) update(ctx context.Context, key string, s *alloc.Settings,
 	}
 	for i := 0; i < maxTxRetries; i++ {
 		err := r.c.Watch(ctx, txf, hk)
-		if errors.Is(err, redis.TxFailedErr) {
+		if errors.Is(err, goredis.TxFailedErr) {
 			r.obs.StateRetry()
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/config"
@@ -38,8 +38,8 @@ func TestTwoReplicasShareOneBudget(t *testing.T) {
 // replicas returns a client of the test Redis, a key prefix of the test's own (its keys
 // deleted at the end), and a function building a replica over body sharing them, on clock
 // (nil: the system clock).
-func replicas(t *testing.T, clock *sluicetest.ManualClock, body string) (*redis.Client, string, func() *rlqs.Service) {
-	rc := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+func replicas(t *testing.T, clock *sluicetest.ManualClock, body string) (*goredis.Client, string, func() *rlqs.Service) {
+	rc := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rc.Close() })
 	prefix := "test:rlqs:" + t.Name() + ":" + time.Now().Format("150405.000000") + ":"
 	t.Cleanup(func() {
@@ -64,7 +64,7 @@ func replicas(t *testing.T, clock *sluicetest.ManualClock, body string) (*redis.
 // and blanket buckets are still answered; once Redis is back, shares are handed out again.
 func TestRedisDownKeepsStreams(t *testing.T) {
 	srv := testenv.StartRedis(t)
-	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	rc := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rc.Close() })
 	clock := newClock()
 	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rules(t, fairRules) }, Clock: clock, Ledger: rlqs.NewRedisLedger(rc, "")})

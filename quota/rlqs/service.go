@@ -56,11 +56,11 @@ type Config struct {
 	// default ClientKey (default DefaultIPv6Prefix, a /64), so one host cannot take the
 	// streams of many clients by its addresses.
 	IPv6Prefix int
-	// ReservedStreams is how many of MaxStreams are kept for clients with no stream open
-	// (default DefaultReservedStreams percent of MaxStreams; negative: none), so the clients
+	// NewcomerStreams is how many of MaxStreams are kept for clients with no stream open
+	// (default DefaultNewcomerStreams percent of MaxStreams; negative: none), so the clients
 	// already served, however many addresses they hold, never take the whole cap from one
 	// not yet seen.
-	ReservedStreams int
+	NewcomerStreams int
 	// AbandonAfter is how long a bucket may report no requests before it is abandoned,
 	// when its rule does not say (default DefaultAbandonAfter).
 	AbandonAfter time.Duration
@@ -93,7 +93,7 @@ type Service struct {
 	obs                                       Observer
 	tracer                                    trace.Tracer
 	maxBuckets, maxEntries, maxIDBytes, maxSt int
-	maxPerClient, reserved                    int
+	maxPerClient, newcomers                   int
 	abandonAfter, idleTimeout, answerWait     time.Duration
 	clientKey                                 func(context.Context) string
 	ids                                       *idTable
@@ -138,13 +138,13 @@ func New(cfg Config) *Service {
 	if s.clientKey == nil {
 		s.clientKey = PeerIdentity(cfg.IPv6Prefix)
 	}
-	switch s.reserved = cfg.ReservedStreams; {
-	case s.reserved == 0:
-		s.reserved = s.maxSt * DefaultReservedStreams / 100
-	case s.reserved < 0:
-		s.reserved = 0
+	switch s.newcomers = cfg.NewcomerStreams; {
+	case s.newcomers == 0:
+		s.newcomers = s.maxSt * DefaultNewcomerStreams / 100
+	case s.newcomers < 0:
+		s.newcomers = 0
 	}
-	s.reserved = min(s.reserved, s.maxSt-1)
+	s.newcomers = min(s.newcomers, s.maxSt-1)
 	if s.rules == nil { // no rules: every bucket is uncovered, and said to be
 		s.rules = func() *config.Config { return nil }
 	}
@@ -199,7 +199,7 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 		s.mu.Unlock()
 		return s.rejected(reject(ReasonShutdown, "server shutting down"))
 	}
-	if r, refused := admit(len(s.streams), s.perClient[st.peer], s.maxSt, s.maxPerClient, s.reserved); refused {
+	if r, refused := admit(len(s.streams), s.perClient[st.peer], s.maxSt, s.maxPerClient, s.newcomers); refused {
 		s.mu.Unlock()
 		switch r {
 		case ReasonStreams:
@@ -207,7 +207,7 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqspb.Rate
 		case ReasonClientStreams:
 			return s.rejected(reject(r, "%d streams open from this client, the maximum", s.maxPerClient))
 		default:
-			return s.rejected(reject(r, "the last %d of %d streams are kept for clients with none open", s.reserved, s.maxSt))
+			return s.rejected(reject(r, "the last %d of %d streams are kept for clients with none open", s.newcomers, s.maxSt))
 		}
 	}
 	s.streams[st] = struct{}{}
@@ -326,7 +326,7 @@ func (s *Service) uncovered(defined bool, domain string, id map[string]string) {
 	if suppressed > 0 {
 		attrs = append(attrs, logthrottle.SuppressedKey, suppressed)
 	}
-	s.log.Warn("rlqs: no quota rule covers a reported bucket: the client gets no assignment and decides on its fallback", attrs...)
+	s.log.Warn("rlqs: no quota rule covers a reported bucket: the client gets no assignment and decides by its no-assignment behaviour", attrs...)
 }
 
 func itoa(v uint64) string {

@@ -162,12 +162,12 @@ func TestStreamMemory(t *testing.T) {
 	}
 }
 
-// TestStreamsReservedForNewClients (issue 31, item 7): the last streams of the global cap
+// TestStreamsKeptForNewcomers (issue 31, item 7): the last streams of the global cap
 // go only to clients with none open, so a client that took every stream it may still
 // leaves room for clients not yet seen, one stream each.
-func TestStreamsReservedForNewClients(t *testing.T) {
+func TestStreamsKeptForNewcomers(t *testing.T) {
 	rs := rules(t, fairRules)
-	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreams: 10, ReservedStreams: 3})
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreams: 10, NewcomerStreams: 3})
 	addr := serve(t, svc).Target()
 	greedy := dialFrom(t, addr, "127.0.0.1")
 	for i := 0; i < 7; i++ {
@@ -199,7 +199,7 @@ func TestStreamsCappedByCertificate(t *testing.T) {
 	ca := testenv.NewCA(t, "rlqs-ca", t.TempDir())
 	server, abuser, envoy := ca.Issue(t, "server", "127.0.0.1"), ca.Issue(t, "abuser", "spiffe://example.org/abuser"), ca.Issue(t, "envoy", "spiffe://example.org/envoy")
 	rs := rules(t, fairRules)
-	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreamsPerClient: 3, ReservedStreams: -1})
+	svc := rlqs.New(rlqs.Config{Rules: func() *config.Config { return rs }, MaxStreamsPerClient: 3, NewcomerStreams: -1})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ type Metrics struct {
 	rulesLoaded  prometheus.Gauge
 	keyDecisions [2]prometheus.Counter // the key form (DecideKey): over_limit, ok
 	unknownClass prometheus.Counter
-	changes      *prometheus.CounterVec // to: the fallback's state changes (registered by Attach)
+	changes      *prometheus.CounterVec // to: the fallback's circuit changes (registered by Attach)
 }
 
 var _ rls.Observer = (*Metrics)(nil)
@@ -113,7 +113,7 @@ func (m *Metrics) Attach(e *rls.Engine) error {
 			cols = append(cols, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_store_state",
 				Help:        "1 for the state decisions are in: store (the store decides) or fallback (the fallback policy decides; the store is unavailable).",
 				ConstLabels: prometheus.Labels{"state": st.String(), "policy": fb.Policy}},
-				func() float64 { v, _ := e.Fallback(); return b2f(v.State == st) }))
+				func() float64 { v, _ := e.Fallback(); return b2f(v.Circuit == st) }))
 		}
 	}
 	for _, c := range cols {
@@ -192,8 +192,8 @@ func (m *Metrics) GlobalShadow() { m.peer.globalShadow.Inc() }
 // UnknownCriticality implements rls.Observer.
 func (m *Metrics) UnknownCriticality() { m.unknownClass.Inc() }
 
-// FallbackChanged implements rls.Observer.
-func (m *Metrics) FallbackChanged(to distributed.Circuit) {
+// CircuitChanged implements rls.Observer.
+func (m *Metrics) CircuitChanged(to distributed.Circuit) {
 	m.changes.WithLabelValues(to.String()).Inc()
 }
 

@@ -203,7 +203,7 @@ func PeerCountsOf(o *rls.Outcome, ratio float64) PeerCounts {
 	n := PeerCounts{Total: hits}
 	limit := int64(0)
 	if !o.Block {
-		limit = o.Decision.Limit
+		limit = o.Decision.Capacity
 	}
 	var before, after int64
 	if o.Over {

@@ -179,8 +179,8 @@ func TestFallbackTakesOver(t *testing.T) {
 			admitted++
 		}
 	}
-	if fb.State() != distributed.CircuitOpen {
-		t.Errorf("state %v after the server died, want %v", fb.State(), distributed.CircuitOpen)
+	if fb.Circuit() != distributed.CircuitOpen {
+		t.Errorf("state %v after the server died, want %v", fb.Circuit(), distributed.CircuitOpen)
 	}
 	if admitted == 0 || admitted > 10 {
 		t.Errorf("fallback admitted %d of 20, want between 1 and the limit 10", admitted)

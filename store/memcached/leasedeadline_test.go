@@ -28,7 +28,7 @@ func TestLeaseCallsHonourDeadline(t *testing.T) {
 	limit := sluice.InFlight{Limit: 100, Lease: time.Minute}
 	var held sluice.LeaseID
 	held[0] = 1
-	if d, err := s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: "k0", Limit: limit, ID: held}); err != nil || !d.Admitted {
+	if d, err := s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: "k0", InFlight: limit, ID: held}); err != nil || !d.Admitted {
 		t.Fatalf("before the stop: %+v, %v", d, err)
 	}
 	own.Signal(syscall.SIGSTOP)
@@ -56,7 +56,7 @@ func TestLeaseCallsHonourDeadline(t *testing.T) {
 			switch what {
 			case "acquire":
 				var d sluice.LeaseDecision
-				d, err = s.AcquireLease(ctx, sluice.LeaseRequest{Key: key, Limit: limit, ID: id})
+				d, err = s.AcquireLease(ctx, sluice.LeaseRequest{Key: key, InFlight: limit, ID: id})
 				if d.Admitted {
 					t.Errorf("%s %d admitted with the server stopped", what, i)
 				}

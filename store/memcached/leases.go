@@ -157,9 +157,9 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 				soonest = e
 			}
 		}
-		*d = algorithm.DecideLease(req.Limit.Limit, req.Reserve, int64(len(l.ids)), soonest, now)
+		*d = algorithm.DecideLease(req.InFlight.Limit, req.Holdback, int64(len(l.ids)), soonest, now)
 		if d.Admitted {
-			l.ids, l.exp = append(l.ids, req.ID), append(l.exp, now+int64(req.Limit.LeaseTime()))
+			l.ids, l.exp = append(l.ids, req.ID), append(l.exp, now+int64(req.InFlight.LeaseTime()))
 		}
 		return d.Admitted
 	})

@@ -36,9 +36,9 @@ func TestFastPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := sluice.Decision{Allowed: allowed, Limit: rule.Capacity(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+			got := sluice.Decision{Allowed: allowed, Capacity: rule.Capacity(), Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 			// The two keys decide a few ns apart: compare all but the durations exactly.
-			if got.Allowed != want.Allowed || got.Limit != want.Limit || got.Remaining != want.Remaining ||
+			if got.Allowed != want.Allowed || got.Capacity != want.Capacity || got.Remaining != want.Remaining ||
 				(got.RetryAfter > 0) != (want.RetryAfter > 0) || (got.ResetAfter > 0) != (want.ResetAfter > 0) {
 				t.Fatalf("%s step %d: TakeLocal %+v, Take %+v", a, i, got, want)
 			}

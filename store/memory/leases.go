@@ -94,10 +94,10 @@ func (s *Store) AcquireLease(_ context.Context, req sluice.LeaseRequest) (sluice
 		set = sh.newSet(req.Key, now)
 	}
 	n, soonest := set.live(now)
-	d := algorithm.DecideLease(req.Limit.Limit, req.Reserve, int64(n), soonest, now)
+	d := algorithm.DecideLease(req.InFlight.Limit, req.Holdback, int64(n), soonest, now)
 	if d.Admitted {
 		set.ids = append(set.ids, req.ID)
-		set.expires = append(set.expires, now+int64(req.Limit.LeaseTime()))
+		set.expires = append(set.expires, now+int64(req.InFlight.LeaseTime()))
 	}
 	return d, nil
 }

@@ -89,7 +89,7 @@ func TestServerClock(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Allowed != (i < 3) || d.Limit != 3 {
+			if d.Allowed != (i < 3) || d.Capacity != 3 {
 				t.Fatalf("%s take %d: %+v", a, i, d)
 			}
 			// A sliding window waits for the weight of the previous window to fall: up to

@@ -168,7 +168,7 @@ func (p *luaPrecision) same(a, b sluice.Decision) bool {
 		tol = time.Duration(p.steps) << max(bits.Len64(uint64(p.top))-52, 0) // 2 x ulp(top) per step, at least 1 ns
 	}
 	near := func(x, y time.Duration) bool { return x-y <= tol && y-x <= tol }
-	return a.Allowed == b.Allowed && a.Limit == b.Limit && a.Remaining == b.Remaining &&
+	return a.Allowed == b.Allowed && a.Capacity == b.Capacity && a.Remaining == b.Remaining &&
 		near(a.RetryAfter, b.RetryAfter) && near(a.ResetAfter, b.ResetAfter) && near(a.Delay, b.Delay)
 }
 

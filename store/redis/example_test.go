@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	sluiceredis "github.com/sluicehq/sluice/store/redis"
+	"github.com/sluicehq/sluice/store/redis"
 )
 
 // A limit shared by every instance through one Redis. (Not run: it needs a server.)
 func ExampleNewFromURL() {
-	store, err := sluiceredis.NewFromURL("redis://127.0.0.1:6379/0", sluiceredis.WithTimeout(100*time.Millisecond))
+	store, err := redis.NewFromURL("redis://127.0.0.1:6379/0", redis.WithTimeout(100*time.Millisecond))
 	if err != nil {
 		log.Fatal(err) // a malformed URL, named
 	}

@@ -66,7 +66,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	p := s.leaseParams(req.Limit.Limit, req.Reserve, leaseMillis(req.Limit.LeaseTime()))
+	p := s.leaseParams(req.InFlight.Limit, req.Holdback, leaseMillis(req.InFlight.LeaseTime()))
 	vals, err := s.evalScript(ctx, leaseAcquireScript, s.LeaseKey(req.Key), p, req.ID[:]).Int64Slice()
 	if err != nil {
 		return sluice.LeaseDecision{}, unavailable(err)
@@ -74,7 +74,7 @@ func (s *Store) AcquireLease(ctx context.Context, req sluice.LeaseRequest) (slui
 	if len(vals) != 4 {
 		return sluice.LeaseDecision{}, fmt.Errorf("redis: acquire lease: %w: %d values in the reply, want 4", sluice.ErrStoreUnavailable, len(vals))
 	}
-	return sluice.LeaseDecision{Admitted: vals[0] == 1, Limit: req.Limit.Limit, InFlight: vals[1], Remaining: vals[2], RetryAfter: time.Duration(vals[3])}, nil
+	return sluice.LeaseDecision{Admitted: vals[0] == 1, Capacity: req.InFlight.Limit, InFlight: vals[1], Remaining: vals[2], RetryAfter: time.Duration(vals[3])}, nil
 }
 
 // ReleaseLease implements sluice.Leaser: one script call (lua/lease_release.lua).

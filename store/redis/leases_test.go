@@ -198,7 +198,7 @@ func TestLeaseRenewCluster(t *testing.T) {
 	for i := range 30 {
 		key := fmt.Sprintf("k%d", i)
 		id := sluice.LeaseID{byte(i), 1}
-		d, err := s.AcquireLease(ctx, sluice.LeaseRequest{Key: key, Limit: sluice.InFlight{Limit: 1, Lease: time.Minute}, ID: id})
+		d, err := s.AcquireLease(ctx, sluice.LeaseRequest{Key: key, InFlight: sluice.InFlight{Limit: 1, Lease: time.Minute}, ID: id})
 		if err != nil || !d.Admitted {
 			t.Fatalf("%+v, %v", d, err)
 		}

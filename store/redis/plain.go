@@ -127,7 +127,7 @@ func (op *plainOp) at(s *Store, now int64) {
 	op.now, op.idx = now, algorithm.WindowIndex(now, op.length)
 	op.counterKeys(s)
 	switch op.req.Kind() {
-	case sluice.KindTake, sluice.KindWait, sluice.KindTakeReserved, sluice.KindSettle:
+	case sluice.KindTake, sluice.KindWait, sluice.KindTakeHoldback, sluice.KindSettle:
 		op.delta = max(0, op.req.N) // a settle's refund gives back through the adjustment
 	default:
 		op.delta = 0

@@ -15,7 +15,7 @@ import (
 
 // TestDifferentialCounters holds the windows kept in counters and decided without Lua
 // (WithCounters) to package algorithm, the memory store: the same random requests (takes,
-// peeks, refunds, settles, criticality reserves) at the same instants of a manual clock, with
+// peeks, refunds, settles, criticality holdbacks) at the same instants of a manual clock, with
 // limit changes, give the same decisions (see differential).
 func TestDifferentialCounters(t *testing.T) {
 	differential(t, []sluice.Algorithm{sluice.AlgorithmFixedWindow, sluice.AlgorithmSlidingWindow}, true)

@@ -72,7 +72,7 @@ func TestScriptsGenerated(t *testing.T) {
 	}
 	var embedded int
 	for _, sc := range append(Scripts(), leaseAcquireScript, leaseRenewScript, leaseReleaseScript, leaseClearScript) {
-		for _, v := range []*script{sc, sc.multi, sc.reserve, sc.budget} {
+		for _, v := range []*script{sc, sc.multi, sc.holdback, sc.budget} {
 			if v == nil {
 				continue
 			}

@@ -171,8 +171,8 @@ func (s *Store) newCall(ctx context.Context, req *sluice.Request, countDenied bo
 		return s.newPlainCall(ctx, req, countDenied)
 	}
 	p := s.clockParams()
-	if req.Kind() == sluice.KindTakeReserved {
-		return s.newReserveCall(ctx, req, p)
+	if req.Kind() == sluice.KindTakeHoldback {
+		return s.newHoldbackCall(ctx, req, p)
 	}
 	sc, p := scriptArgs(p, req)
 	p = settleParam(p, req)
@@ -220,20 +220,20 @@ func (s *Store) clockParams() params {
 	return p.add(ms).add(ns - ms*1e6).add(clientClockMinTTL.Milliseconds())
 }
 
-// newReserveCall is newCall for a request with a criticality reserve: the algorithm's
-// reserve variant, deciding a take of N + Reserve (or, in a fixed window, of N + the paced
-// hold) and giving it back (lua/reserve.lua).
-func (s *Store) newReserveCall(ctx context.Context, req *sluice.Request, p params) *call {
+// newHoldbackCall is newCall for a request with a criticality holdback: the algorithm's
+// holdback variant, deciding a take of N + Holdback (or, in a fixed window, of N + the paced
+// hold) and giving it back (lua/holdback.lua).
+func (s *Store) newHoldbackCall(ctx context.Context, req *sluice.Request, p params) *call {
 	take := *req
-	take.N += req.Reserve
+	take.N += req.Holdback
 	sc, p := scriptArgs(p, &take)
 	p = settleParam(p, &take)
-	var pace int64 // the window a fixed window paces a class's share over (algorithm.TakeReserved)
+	var pace int64 // the window a fixed window paces a class's share over (algorithm.TakeHoldback)
 	if req.Rule.Algorithm == sluice.AlgorithmFixedWindow {
 		pace = req.Rule.Period.Milliseconds()
 	}
-	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), "", req.Reserve, pace, req.Rule.Capacity()}
-	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.reserve, args: args, limit: req.Rule.Capacity()}
+	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), "", req.Holdback, pace, req.Rule.Capacity()}
+	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.holdback, args: args, limit: req.Rule.Capacity()}
 }
 
 // newBudgetCall is newCall for a budget step (sluice.Request.Budget): the algorithm's budget
@@ -334,7 +334,7 @@ func decode(reply string, limit int64) (sluice.Decision, error) {
 	}
 	d := sluice.Decision{
 		Allowed:    n[0] == 1,
-		Limit:      limit,
+		Capacity:   limit,
 		Remaining:  n[1],
 		RetryAfter: time.Duration(n[2]),
 		ResetAfter: time.Duration(n[3]),

@@ -9,12 +9,12 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// testCriticality checks requests with a criticality reserve (sluice.Request.Reserve) on every
-// algorithm, with the default shares on a capacity of 10 (reserves: SHEDDABLE 5,
+// testCriticality checks requests with a criticality holdback (sluice.Request.Holdback) on every
+// algorithm, with the default shares on a capacity of 10 (holdbacks: SHEDDABLE 5,
 // SHEDDABLE_PLUS 3, CRITICAL 1, CRITICAL_PLUS 0): each class is admitted only while its share
 // of the one shared counter holds, a denied request consumes nothing, and a cost above the
 // class's share can never be admitted. It decides in the last millisecond of a window, where a
-// fixed window's pace (algorithm.TakeReserved) has let every class's whole share through;
+// fixed window's pace (algorithm.TakeHoldback) has let every class's whole share through;
 // testCriticalityPace checks the pace.
 func testCriticality(t *testing.T, newStore NewStore, run string) {
 	for _, a := range sluice.Algorithms() {
@@ -26,7 +26,7 @@ func testCriticality(t *testing.T, newStore NewStore, run string) {
 			key := "storetest:" + run + ":criticality:" + a.String()
 			take := func(n int64, c sluice.Criticality) sluice.Decision {
 				t.Helper()
-				req := sluice.Request{Key: key, Rule: rule, N: n, Reserve: sluice.DefaultShares.Reserve(c, rule.Capacity())}
+				req := sluice.Request{Key: key, Rule: rule, N: n, Holdback: sluice.DefaultShares.Holdback(c, rule.Capacity())}
 				d, err := s.Take(context.Background(), req)
 				if err != nil {
 					t.Fatalf("n=%d %v: %v", n, c, err)
@@ -39,7 +39,7 @@ func testCriticality(t *testing.T, newStore NewStore, run string) {
 				allowed bool
 				remain  int64
 			}{
-				{4, sluice.Sheddable, true, 1},      // 4 used; 6 left, 1 above SHEDDABLE's reserve of 5
+				{4, sluice.Sheddable, true, 1},      // 4 used; 6 left, 1 above SHEDDABLE's holdback of 5
 				{2, sluice.Sheddable, false, 1},     // 6 > its share of 5
 				{3, sluice.SheddablePlus, true, 0},  // 7 used: SHEDDABLE_PLUS's share
 				{2, sluice.Critical, true, 0},       // 9 used: CRITICAL's share
@@ -62,13 +62,13 @@ func testCriticality(t *testing.T, newStore NewStore, run string) {
 				t.Fatalf("6 units of SHEDDABLE (share 5): %+v, want never", d)
 			}
 			if d := take(5, sluice.Sheddable); !d.Allowed || d.Remaining != 0 {
-				t.Fatalf("5 units of SHEDDABLE on a full key: %+v, want allowed with 0 above the reserve", d)
+				t.Fatalf("5 units of SHEDDABLE on a full key: %+v, want allowed with 0 above the holdback", d)
 			}
 		})
 	}
 }
 
-// testCriticalityPace checks a fixed window's pace (algorithm.TakeReserved): a class below
+// testCriticalityPace checks a fixed window's pace (algorithm.TakeHoldback): a class below
 // CRITICAL_PLUS may use only its share of what the window has let through so far (the part
 // begun, in whole milliseconds, plus a lead of 1/16 of the window), so the lower classes
 // cannot spend their ceilings at a window's start; a refused request is told the instant the
@@ -101,7 +101,7 @@ func testCriticalityPace(t *testing.T, newStore NewStore, run string) {
 	}
 	for i, st := range steps {
 		clock.Set(Base.Add(st.at))
-		req := sluice.Request{Key: key, Rule: rule, N: st.n, Reserve: sluice.DefaultShares.Reserve(st.c, rule.Capacity())}
+		req := sluice.Request{Key: key, Rule: rule, N: st.n, Holdback: sluice.DefaultShares.Holdback(st.c, rule.Capacity())}
 		d, err := s.Take(context.Background(), req)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)

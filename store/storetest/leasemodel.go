@@ -29,7 +29,7 @@ func (m *leaseModel) live(now int64) (n, soonest int64) {
 	return n, soonest
 }
 
-// testLeaseModel plays random sequences of acquires (with random reserves), releases (of live,
+// testLeaseModel plays random sequences of acquires (with random holdbacks), releases (of live,
 // released and expired leases), batched renewals, clears of the key (when the store is a
 // sluice.LeaseClearer) and clock steps against a store and the model, checking every
 // decision, renewal and clear, so in flight never exceeds the limit, a release is idempotent,
@@ -46,15 +46,15 @@ func testLeaseModel(t *testing.T, newStore NewStore, run string) {
 				now := int64(f.clock.Now().Sub(Base))
 				switch op := rng.IntN(10); {
 				case op < 4:
-					reserve := rng.Int64N(limit.Limit + 1)
+					holdback := rng.Int64N(limit.Limit + 1)
 					if rng.IntN(2) == 0 {
-						reserve = 0
+						holdback = 0
 					}
 					n, soonest := m.live(now)
-					want := modelDecision(limit.Limit, reserve, n, soonest, now)
-					id, got := f.acquire(limit, reserve)
+					want := modelDecision(limit.Limit, holdback, n, soonest, now)
+					id, got := f.acquire(limit, holdback)
 					if got != want {
-						t.Fatalf("step %d: acquire(reserve %d) at %v: got %+v, want %+v", step, reserve, time.Duration(now), got, want)
+						t.Fatalf("step %d: acquire(holdback %d) at %v: got %+v, want %+v", step, holdback, time.Duration(now), got, want)
 					}
 					if got.Admitted {
 						m.exp[id] = now + int64(limit.Lease)
@@ -100,13 +100,13 @@ func testLeaseModel(t *testing.T, newStore NewStore, run string) {
 }
 
 // modelDecision is the decision the model expects, from its definition: admitted when, after
-// it, the reserve stays free; otherwise RetryAfter until the soonest expiry, or Never.
-func modelDecision(limit, reserve, live, soonest, now int64) sluice.LeaseDecision {
-	room := limit - reserve
+// it, the holdback stays free; otherwise RetryAfter until the soonest expiry, or Never.
+func modelDecision(limit, holdback, live, soonest, now int64) sluice.LeaseDecision {
+	room := limit - holdback
 	if live+1 <= room {
-		return sluice.LeaseDecision{Admitted: true, Limit: limit, InFlight: live + 1, Remaining: room - live - 1}
+		return sluice.LeaseDecision{Admitted: true, Capacity: limit, InFlight: live + 1, Remaining: room - live - 1}
 	}
-	d := sluice.LeaseDecision{Limit: limit, InFlight: live, Remaining: max(0, room-live), RetryAfter: time.Duration(soonest - now)}
+	d := sluice.LeaseDecision{Capacity: limit, InFlight: live, Remaining: max(0, room-live), RetryAfter: time.Duration(soonest - now)}
 	if room < 1 {
 		d.RetryAfter = sluice.Never
 	}

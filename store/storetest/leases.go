@@ -22,7 +22,7 @@ func RunLeases(t *testing.T, newStore NewStore) {
 	t.Run("AcquireRelease", func(t *testing.T) { testLeaseAcquireRelease(t, newStore, run) })
 	t.Run("Expiry", func(t *testing.T) { testLeaseExpiry(t, newStore, run) })
 	t.Run("Renew", func(t *testing.T) { testLeaseRenew(t, newStore, run) })
-	t.Run("Reserve", func(t *testing.T) { testLeaseReserve(t, newStore, run) })
+	t.Run("Holdback", func(t *testing.T) { testLeaseHoldback(t, newStore, run) })
 	t.Run("BadInput", func(t *testing.T) { testLeaseBadInput(t, newStore, run) })
 	t.Run("KeyIsolation", func(t *testing.T) { testLeaseIsolation(t, newStore, run) })
 	t.Run("Concurrent", func(t *testing.T) { testLeaseConcurrent(t, newStore, run) })
@@ -57,10 +57,10 @@ func (f *leaseFixture) id() sluice.LeaseID {
 	return id
 }
 
-func (f *leaseFixture) acquire(limit sluice.InFlight, reserve int64) (sluice.LeaseID, sluice.LeaseDecision) {
+func (f *leaseFixture) acquire(limit sluice.InFlight, holdback int64) (sluice.LeaseID, sluice.LeaseDecision) {
 	f.t.Helper()
 	id := f.id()
-	d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, Limit: limit, ID: id, Reserve: reserve})
+	d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, InFlight: limit, ID: id, Holdback: holdback})
 	if err != nil {
 		f.t.Fatalf("acquire: %v", err)
 	}
@@ -94,11 +94,11 @@ func (f *leaseFixture) renew(lease time.Duration, ids ...sluice.LeaseID) []bool 
 }
 
 func admitted(limit, inFlight, remaining int64) sluice.LeaseDecision {
-	return sluice.LeaseDecision{Admitted: true, Limit: limit, InFlight: inFlight, Remaining: remaining}
+	return sluice.LeaseDecision{Admitted: true, Capacity: limit, InFlight: inFlight, Remaining: remaining}
 }
 
 func refused(limit, inFlight, remaining int64, retry time.Duration) sluice.LeaseDecision {
-	return sluice.LeaseDecision{Limit: limit, InFlight: inFlight, Remaining: remaining, RetryAfter: retry}
+	return sluice.LeaseDecision{Capacity: limit, InFlight: inFlight, Remaining: remaining, RetryAfter: retry}
 }
 
 func (f *leaseFixture) want(step string, got, want sluice.LeaseDecision) {
@@ -180,12 +180,12 @@ func testLeaseRenew(t *testing.T, newStore NewStore, run string) {
 	f.want("the released lease was not brought back", d, admitted(1, 1, 0))
 }
 
-// testLeaseReserve: with a reserve, a request is admitted only while the reserve stays free;
-// a reserve of the whole limit can never be admitted.
-func testLeaseReserve(t *testing.T, newStore NewStore, run string) {
-	f := newLeaseFixture(t, newStore, run, "reserve")
+// testLeaseHoldback: with a holdback, a request is admitted only while the holdback stays free;
+// a holdback of the whole limit can never be admitted.
+func testLeaseHoldback(t *testing.T, newStore NewStore, run string) {
+	f := newLeaseFixture(t, newStore, run, "holdback")
 	limit := sluice.InFlight{Limit: 10, Lease: time.Second}
-	sheddable := sluice.DefaultShares.Reserve(sluice.Sheddable, 10) // 5
+	sheddable := sluice.DefaultShares.Holdback(sluice.Sheddable, 10) // 5
 	for i := int64(1); i <= 5; i++ {
 		_, d := f.acquire(limit, sheddable)
 		f.want(fmt.Sprintf("sheddable %d", i), d, admitted(10, i, 5-i))
@@ -195,7 +195,7 @@ func testLeaseReserve(t *testing.T, newStore NewStore, run string) {
 	_, d = f.acquire(limit, 1)
 	f.want("critical", d, admitted(10, 6, 3))
 	_, d = f.acquire(limit, 10)
-	f.want("a reserve of the whole limit", d, refused(10, 6, 0, sluice.Never))
+	f.want("a holdback of the whole limit", d, refused(10, 6, 0, sluice.Never))
 	_, d = f.acquire(limit, 0)
 	f.want("critical plus", d, admitted(10, 7, 3))
 }
@@ -209,13 +209,13 @@ func testLeaseBadInput(t *testing.T, newStore NewStore, run string) {
 		req   sluice.LeaseRequest
 		field string
 	}{
-		{sluice.LeaseRequest{Key: "", Limit: ok}, "key"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: 0}}, "max_in_flight"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: -3}}, "max_in_flight"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: 1, Lease: -time.Second}}, "lease"},
-		{sluice.LeaseRequest{Key: f.key, Limit: sluice.InFlight{Limit: 1, Lease: time.Microsecond}}, "lease"},
-		{sluice.LeaseRequest{Key: f.key, Limit: ok, Reserve: 2}, "reserve"},
-		{sluice.LeaseRequest{Key: f.key, Limit: ok, Reserve: -1}, "reserve"},
+		{sluice.LeaseRequest{Key: "", InFlight: ok}, "key"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: 0}}, "max_in_flight"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: -3}}, "max_in_flight"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: 1, Lease: -time.Second}}, "lease"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: sluice.InFlight{Limit: 1, Lease: time.Microsecond}}, "lease"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: ok, Holdback: 2}, "holdback"},
+		{sluice.LeaseRequest{Key: f.key, InFlight: ok, Holdback: -1}, "holdback"},
 	} {
 		c.req.ID = f.id()
 		_, err := f.s.AcquireLease(ctx, c.req)
@@ -270,7 +270,7 @@ func testLeaseConcurrent(t *testing.T, newStore NewStore, run string) {
 				copy(id[:], f.key)
 				n := ids.Add(1)
 				id[13], id[14], id[15] = byte(g), byte(n>>8), byte(n)
-				d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, Limit: limit, ID: id})
+				d, err := f.s.AcquireLease(context.Background(), sluice.LeaseRequest{Key: f.key, InFlight: limit, ID: id})
 				if err != nil {
 					errs <- err
 					return

@@ -116,9 +116,9 @@ func RandomRequest(rng *rand.Rand, key string, r sluice.Rule) sluice.Request {
 		req.Settle, req.N = true, RandomSettle(rng, r)
 	} else if r.Algorithm.Bucket() && rng.IntN(4) == 0 {
 		req.MaxDelay = time.Duration(rng.Int64N(2*int64(r.Period)/int64(time.Millisecond)+1)) * time.Millisecond
-	} else if req.N > 0 && rng.IntN(3) == 0 { // a criticality class's reserve
+	} else if req.N > 0 && rng.IntN(3) == 0 { // a criticality class's holdback
 		c := sluice.Criticalities()[rng.IntN(4)]
-		req.Reserve = sluice.DefaultShares.Reserve(c, r.Capacity())
+		req.Holdback = sluice.DefaultShares.Holdback(c, r.Capacity())
 	}
 	return req
 }
@@ -138,8 +138,8 @@ func (d *Differential) Step(t testing.TB, at time.Duration, req sluice.Request) 
 	ctx := context.Background()
 	want, werr := d.Ref.Take(ctx, req)
 	got, err := d.Store.Take(ctx, req)
-	line := fmt.Sprintf("key %q step %d at +%v: %s n=%d maxDelay=%v settle=%v reserve=%d budget=%+v:\n got  %+v %v\n want %+v %v",
-		req.Key, len(d.history), at, req.Rule, req.N, req.MaxDelay, req.Settle, req.Reserve, req.Budget, got, err, want, werr)
+	line := fmt.Sprintf("key %q step %d at +%v: %s n=%d maxDelay=%v settle=%v holdback=%d budget=%+v:\n got  %+v %v\n want %+v %v",
+		req.Key, len(d.history), at, req.Rule, req.N, req.MaxDelay, req.Settle, req.Holdback, req.Budget, got, err, want, werr)
 	d.history = append(d.history, line)
 	if werr != nil || err != nil { // a budget step on a reservation not open, say: the same error
 		if werr == nil || err == nil || errors.Is(err, sluice.ErrStoreUnavailable) || !sameSentinel(err, werr) {

@@ -128,20 +128,20 @@ func RunCase(t *testing.T, newStore NewStore, run string, c Case) {
 }
 
 func ok(limit, remaining int64, reset time.Duration) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset}
+	return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, ResetAfter: reset}
 }
 
 func delayed(limit, remaining int64, reset, delay time.Duration) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, ResetAfter: reset, Delay: delay}
+	return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, ResetAfter: reset, Delay: delay}
 }
 
 // settled is the decision of a settle: allowed, with RetryAfter until the debt is paid.
 func settled(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	return sluice.Decision{Allowed: true, Capacity: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 func deny(limit, remaining int64, retry, reset time.Duration) sluice.Decision {
-	return sluice.Decision{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	return sluice.Decision{Capacity: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 const ms = time.Millisecond
@@ -256,7 +256,7 @@ func rateCases() []Case {
 			{At: 300 * ms, N: 1, Want: ok(5, 2, 250*ms)}, // clock back: no refill, nothing lost
 			{At: 2000 * ms, N: 0, Want: ok(5, 5, 0)},
 		}},
-		{Name: "token_bucket_reserve", Rule: sluice.TokenBucket(10, time.Second, 2), Steps: []Step{
+		{Name: "token_bucket_wait", Rule: sluice.TokenBucket(10, time.Second, 2), Steps: []Step{
 			{At: 0, N: 2, Want: ok(2, 0, 200*ms)},
 			{At: 0, N: 1, MaxDelay: time.Second, Want: delayed(2, 0, 300*ms, 100*ms)},
 			{At: 0, N: 1, MaxDelay: 150 * ms, Want: deny(2, 0, 50*ms, 300*ms)},
@@ -323,7 +323,7 @@ func rateCases() []Case {
 			{At: 400 * ms, N: 0, Settle: true, Want: settled(5, 3, 0, 200*ms)},
 			{At: 2000 * ms, N: 0, Want: ok(5, 5, 0)},
 		}},
-		{Name: "gcra_reserve", Rule: sluice.GCRA(10, time.Second, 2), Steps: []Step{
+		{Name: "gcra_wait", Rule: sluice.GCRA(10, time.Second, 2), Steps: []Step{
 			{At: 0, N: 2, Want: ok(2, 0, 200*ms)},
 			{At: 0, N: 1, MaxDelay: time.Second, Want: delayed(2, 0, 300*ms, 100*ms)},
 			{At: 0, N: 1, MaxDelay: 150 * ms, Want: deny(2, 0, 50*ms, 300*ms)},
@@ -432,7 +432,7 @@ func testRuleChange(t *testing.T, newStore NewStore, run string) {
 		}
 		// Window algorithms keep the 8 units (12 left); buckets keep them less 1 ms of
 		// refill; GCRA keeps the consumed time (800 ms of 1 s: 4 left).
-		if d.Remaining > 12 || d.Remaining < 4 || d.Limit != 20 {
+		if d.Remaining > 12 || d.Remaining < 4 || d.Capacity != 20 {
 			t.Errorf("after raising the limit to 20: %+v; the 8 units consumed were lost", d)
 		}
 	})
@@ -550,7 +550,7 @@ func testSettle(t *testing.T, newStore NewStore, run string) {
 			return d
 		}
 		if d := take(4, false); !d.Allowed || d.Remaining != 6 {
-			t.Fatalf("reserve 4: %+v", d)
+			t.Fatalf("estimate 4: %+v", d)
 		}
 		if d := take(-3, true); !d.Allowed || d.Remaining != 9 || d.RetryAfter != 0 {
 			t.Fatalf("settle -3 (refund): %+v, want allowed with 9 remaining", d)

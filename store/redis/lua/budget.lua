@@ -1,4 +1,4 @@
--- Budget variant of a script (go generate assembles it like reserve.lua: the prelude's
+-- Budget variant of a script (go generate assembles it like holdback.lua: the prelude's
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
 -- mirrors algorithm.Ledger's step (sluice.Request.Budget): one reserve, extension or commit of

@@ -1,6 +1,6 @@
 -- Acquire one slot of a concurrency limit (sluice.Leaser.AcquireLease), mirroring Go's
 -- algorithm.DecideLease. The key is a sorted set of lease ids scored by their expiry (script
--- clock, ms). P1 is the limit, P2 the reserve (slots that must stay free after this one), P3
+-- clock, ms). P1 is the limit, P2 the holdback (slots that must stay free after this one), P3
 -- the lease in ms; X1 the new lease's id. Expired leases (expiry <= now) are dropped first. The
 -- key expires with its last lease (at least ttl_floor ms from now), plus SLACK. Reply: admitted
 -- (0/1), in flight, remaining, retry-after in ns (-1: never).

@@ -23,7 +23,7 @@
 -- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
 -- sliding window's struct format, passed there before, is a constant of its script), so a
 -- store may send any value or none there, and the criticality variant keeps the slot
--- (reserve.lua). Times are
+-- (holdback.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
@@ -67,7 +67,7 @@ local got -- nil: the body reads the key itself (persist.lua, read)
 
 -- Acquire one slot of a concurrency limit (sluice.Leaser.AcquireLease), mirroring Go's
 -- algorithm.DecideLease. The key is a sorted set of lease ids scored by their expiry (script
--- clock, ms). P1 is the limit, P2 the reserve (slots that must stay free after this one), P3
+-- clock, ms). P1 is the limit, P2 the holdback (slots that must stay free after this one), P3
 -- the lease in ms; X1 the new lease's id. Expired leases (expiry <= now) are dropped first. The
 -- key expires with its last lease (at least ttl_floor ms from now), plus SLACK. Reply: admitted
 -- (0/1), in flight, remaining, retry-after in ns (-1: never).

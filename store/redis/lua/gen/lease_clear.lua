@@ -23,7 +23,7 @@
 -- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
 -- sliding window's struct format, passed there before, is a constant of its script), so a
 -- store may send any value or none there, and the criticality variant keeps the slot
--- (reserve.lua). Times are
+-- (holdback.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's

@@ -23,7 +23,7 @@
 -- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
 -- sliding window's struct format, passed there before, is a constant of its script), so a
 -- store may send any value or none there, and the criticality variant keeps the slot
--- (reserve.lua). Times are
+-- (holdback.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
@@ -96,7 +96,7 @@ end
 -- Its helper muldiv (muldiv.lua) is defined once per script; below "--@decide", the body (see
 -- prelude.lua).
 
--- Budget variant of a script (go generate assembles it like reserve.lua: the prelude's
+-- Budget variant of a script (go generate assembles it like holdback.lua: the prelude's
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
 -- mirrors algorithm.Ledger's step (sluice.Request.Budget): one reserve, extension or commit of

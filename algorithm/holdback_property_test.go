@@ -47,18 +47,18 @@ func TestPropertyCriticalityPace(t *testing.T) {
 			if rng.IntN(6) == 0 {
 				n = 1 + rng.Int64N(max(1, capacity/4))
 			}
-			reserve := sluice.DefaultShares.Reserve(c, capacity)
+			holdback := sluice.DefaultShares.Holdback(c, capacity)
 			if w := algorithm.WindowIndex(now, period); w != window {
 				window, count = w, 0
 			}
 			elapsed := now - window*period
 			room := capacity
-			if reserve > 0 {
-				room = min(capacity-reserve, pacedShare(capacity-reserve, period, elapsed))
+			if holdback > 0 {
+				room = min(capacity-holdback, pacedShare(capacity-holdback, period, elapsed))
 			}
 			what := fmt.Sprintf("seed %d step %d %s: %d units of %v at +%v, count %d, room %d", seed, i, r, n, c, time.Duration(elapsed), count, room)
 			before := *s.(*algorithm.FixedWindow)
-			d := algorithm.TakeReserved(s, now, &p, n, reserve)
+			d := algorithm.TakeHoldback(s, now, &p, n, holdback)
 			if want := count+n <= room; d.Allowed != want {
 				t.Fatalf("%s: allowed %v, want %v: %+v", what, d.Allowed, want, d)
 			}
@@ -69,30 +69,30 @@ func TestPropertyCriticalityPace(t *testing.T) {
 				}
 				continue
 			}
-			if n > capacity-reserve {
+			if n > capacity-holdback {
 				if d.RetryAfter != sluice.Never {
 					t.Fatalf("%s: %+v, want never", what, d)
 				}
 				continue
 			}
-			checkPaceRetry(t, what, before, &p, now, n, reserve, d.RetryAfter)
+			checkPaceRetry(t, what, before, &p, now, n, holdback, d.RetryAfter)
 		}
 	}
 }
 
 // checkPaceRetry checks a refusal's RetryAfter on copies of the state it was refused on: the
 // request is admitted at now + retry and not one millisecond (the pace's step) before.
-func checkPaceRetry(t *testing.T, what string, st algorithm.FixedWindow, p *algorithm.Params, now, n, reserve int64, retry time.Duration) {
+func checkPaceRetry(t *testing.T, what string, st algorithm.FixedWindow, p *algorithm.Params, now, n, holdback int64, retry time.Duration) {
 	t.Helper()
 	if retry <= 0 {
 		t.Fatalf("%s: refused with retry after %v", what, retry)
 	}
 	at := now + int64(retry)
-	if d := algorithm.TakeReserved(new(st), at, p, n, reserve); !d.Allowed {
+	if d := algorithm.TakeHoldback(new(st), at, p, n, holdback); !d.Allowed {
 		t.Fatalf("%s: refused again at its retry after %v: %+v", what, retry, d)
 	}
 	if retry > time.Millisecond {
-		if d := algorithm.TakeReserved(new(st), at-int64(time.Millisecond), p, n, reserve); d.Allowed {
+		if d := algorithm.TakeHoldback(new(st), at-int64(time.Millisecond), p, n, holdback); d.Allowed {
 			t.Fatalf("%s: admitted 1ms before its retry after %v", what, retry)
 		}
 	}

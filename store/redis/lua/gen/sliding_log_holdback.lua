@@ -23,7 +23,7 @@
 -- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
 -- sliding window's struct format, passed there before, is a constant of its script), so a
 -- store may send any value or none there, and the criticality variant keeps the slot
--- (reserve.lua). Times are
+-- (holdback.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
@@ -57,13 +57,13 @@ local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept long
 -- Criticality variant of a script (go generate assembles it like multi.lua: the prelude's
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
--- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take
--- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
--- no script reads, ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
+-- mirrors algorithm.TakeHoldback: ARGV[1] are the single script's packed parameters for a take
+-- of n + holdback (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
+-- no script reads, ARGV[3] the holdback, ARGV[4] the window (ms) a fixed
 -- window paces the class's share over (0: no pace) and ARGV[5] the capacity. The take holds
--- back `held`: the reserve, or in a fixed window the capacity minus the class's share paced by
+-- back `held`: the holdback, or in a fixed window the capacity minus the class's share paced by
 -- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
--- the window (algorithm.TakeReserved). When the take is admitted `held` is given back at once
+-- the window (algorithm.TakeHoldback). When the take is admitted `held` is given back at once
 -- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
 -- consumes nothing; a refused request of a paced class retries at the first ms whose paced
 -- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
@@ -201,11 +201,11 @@ end
 local X1 = ARGV[2]
 local got -- nil: the body reads the key itself (persist.lua, read)
 
-local reserve, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local n = P1 - reserve
-local held, share, elapsed, lead = reserve, 0, 0, 0
-if pms > 0 and reserve < capacity then
-  share = capacity - reserve
+local holdback, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = P1 - holdback
+local held, share, elapsed, lead = holdback, 0, 0, 0
+if pms > 0 and holdback < capacity then
+  share = capacity - holdback
   elapsed = now_ms % pms
   lead = floor(pms / 16)
   local begun = elapsed + 1 + lead
@@ -276,6 +276,6 @@ elseif n <= share then -- share is 0 unless paced
 end
 remaining = remaining - held
 if remaining < 0 then remaining = 0 end
--- a take with a reserve never waits (no delay), and its body's next-unit time (a window's,
+-- a take with a holdback never waits (no delay), and its body's next-unit time (a window's,
 -- for the take of n + held before the give-back) is not the key's: 0
 return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)

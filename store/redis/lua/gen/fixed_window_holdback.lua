@@ -23,7 +23,7 @@
 -- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
 -- sliding window's struct format, passed there before, is a constant of its script), so a
 -- store may send any value or none there, and the criticality variant keeps the slot
--- (reserve.lua). Times are
+-- (holdback.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
@@ -57,130 +57,94 @@ local MAX_TTL = 63244800000 -- ms, twice sluice.MaxPeriod: no state is kept long
 -- Criticality variant of a script (go generate assembles it like multi.lua: the prelude's
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
--- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take
--- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
--- no script reads, ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
+-- mirrors algorithm.TakeHoldback: ARGV[1] are the single script's packed parameters for a take
+-- of n + holdback (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
+-- no script reads, ARGV[3] the holdback, ARGV[4] the window (ms) a fixed
 -- window paces the class's share over (0: no pace) and ARGV[5] the capacity. The take holds
--- back `held`: the reserve, or in a fixed window the capacity minus the class's share paced by
+-- back `held`: the holdback, or in a fixed window the capacity minus the class's share paced by
 -- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
--- the window (algorithm.TakeReserved). When the take is admitted `held` is given back at once
+-- the window (algorithm.TakeHoldback). When the take is admitted `held` is given back at once
 -- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
 -- consumes nothing; a refused request of a paced class retries at the first ms whose paced
 -- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
 local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
--- GCRA (algorithm/gcra.go). Parameters: n, max delay ns, interval T ns, window ns
--- (capacity x T), capacity; P7 the settle's debt bound (see prelude.lua). State: byte 'g', TAT
--- (ms, sub-ms ns), key expiry ms.
-local n, max_delay, t, window, capacity, debt = P1, P2, P3, P4, P5, P7
+-- Fixed window (algorithm/fixedwindow.go). Parameters: n, limit, period ms; P7 the settle's
+-- debt bound (see prelude.lua). State: byte 'f', window end ms, count, key expiry ms.
+local n, limit, pms, debt = P1, P2, P3, P7
 
-local ahead = 0 -- max(TAT, now) - now, ns
-local stale = false -- TAT is before now: an admitted request moves it to now
-local tag, ms, sub, exp = 0, 0, 0, 0
+local tag, end_ms, count, exp = 0, 0, 0, 0
+local dirty = false
 local v = got
 if v == nil then v = redis.pcall('GET', key) end
 if v then
-  if #v == 25 then tag, ms, sub, exp = struct.unpack('<Bddd', v) end
-  if tag == 103 then
-    ahead = (ms - now_ms) * MS + (sub - now_sub)
-    if ahead < 0 then ahead, stale = 0, true end
-  else -- another algorithm's state (or type): a new algorithm starts from full
+  if #v == 25 then tag, end_ms, count, exp = struct.unpack('<Bddd', v) end
+  if tag ~= 102 then -- another algorithm's state (or type): a new algorithm starts from full
     redis.call('DEL', key)
-    v, exp = false, 0 -- not that state's expiry: SET KEEPTTL would leave the new key none
+    v, exp = false, 0
   end
 end
+if not v or now_ms >= end_ms then -- a new window; a clock gone backwards stays in this one
+  local w = floor(now_ms / pms) -- now_ms < 2^53: exact up to the off-by-one fixed here
+  if w * pms > now_ms then w = w - 1 elseif (w + 1) * pms <= now_ms then w = w + 1 end
+  end_ms = w * pms + pms
+  count = 0
+  dirty = v ~= false
+end
 
--- a refund, or a settle (a charge past the limit: TAT pushed up to debt x T past the burst
--- window), applies n; then the decision is a peek's
+-- a refund, or a settle (a charge past the limit: a debt in this window, up to debt units
+-- past it), applies n; then the decision is a peek's
 local applied = n < 0 or debt > 0
 local moved = applied and n ~= 0
 if applied then
   if n > 0 then
-    if n > capacity + debt then n = capacity + debt end
-    local a = ahead + n * t
-    local most = window + debt * t
-    if a > most then a = most end
-    if a > ahead then ahead = a end
+    local c = count + n
+    if c > limit + debt then c = limit + debt end
+    if c > count then count = c end
   elseif n < 0 then
-    ahead = ahead + n * t
-    if ahead < 0 then ahead = 0 end
+    count = count + n
+    if count < 0 then count = 0 end
   end
   n = 0
 end
 
-local allowed, retry, delay = 0, 0, 0
-if n > capacity then
+local allowed, retry = 0, 0
+if n > limit then
   retry = -1
+elseif count + n <= limit then
+  count = count + n
+  allowed = 1
 else
-  local nxt = ahead + n * t
-  local wait = nxt - window
-  if wait <= 0 then
-    ahead, allowed = nxt, 1
-  elseif max_delay > 0 and wait <= max_delay then
-    ahead, allowed, delay = nxt, 1, wait
-  else
-    retry = wait - max_delay
-  end
+  retry = (end_ms - now_ms) * MS - now_sub
 end
--- Go sets TAT on every admitted request (even a peek): a TAT at now still matters to a clock
--- that steps back, so a state back to full is kept for the grace period.
-if (moved or allowed == 1 and (n ~= 0 or stale)) and (ahead > 0 or v) then
-  local s = now_sub + ahead
-  local c = floor(s / MS)
-  local r = s - c * MS
-  if r < 0 then c = c - 1; r = r + MS elseif r >= MS then c = c + 1; r = r - MS end
-  local need = GRACE
-  if ahead > 0 then -- ceil(ahead / MS)
-    need = floor(ahead / MS)
-    if need * MS < ahead then need = need + 1 end
-  end
+if (moved or allowed == 1 and n ~= 0) and (v or count > 0) then
+  dirty = true
+end
+if applied then -- allowed; a settle's retry-after is when its debt is paid
+  allowed = 1
+  if debt == 0 then retry = 0 end
+end
+if dirty then
+  -- the window's end bounds the state's life (it matters until then even when empty)
+  local need = end_ms - now_ms
+  if need < 1 then need = 1 end
   if need < ttl_floor then need = ttl_floor end
   local life = now_ms + need
   if exp >= life and exp <= life + SLACK then
-    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, exp), 'KEEPTTL')
+    redis.call('SET', key, struct.pack('<Bddd', 102, end_ms, count, exp), 'KEEPTTL')
   else
     local px = need + SLACK
     if px > MAX_TTL then px = MAX_TTL end
     exp = now_ms + px
-    redis.call('SET', key, struct.pack('<Bddd', 103, now_ms + c, r, exp), 'PX', string.format('%d', px))
+    redis.call('SET', key, struct.pack('<Bddd', 102, end_ms, count, exp), 'PX', string.format('%d', px))
   end
 end
-
--- remaining = floor(max(0, window - ahead) / T), exact (muldiv.lua, inline)
-local remaining = 0
-local room = window - ahead
-if room > 0 then
-  local rem
-  do
-    local p = room * 1
-    remaining = floor(p / t)
-    if p < EXACT then
-      rem = p - remaining * t
-    else
-      local qc = remaining * t
-      local x = 134217729 * room
-      local ah = x - (x - room)
-      x = 134217729 * 1
-      local bh = x - (x - 1)
-      local pe = ((ah * bh - p) + ah * (1 - bh) + (room - ah) * bh) + (room - ah) * (1 - bh)
-      x = 134217729 * remaining
-      local qh = x - (x - remaining)
-      x = 134217729 * t
-      local ch = x - (x - t)
-      local qe = ((qh * ch - qc) + qh * (t - ch) + (remaining - qh) * ch) + (remaining - qh) * (t - ch)
-      rem = (p - qc) + (pe - qe)
-    end
-    while rem < 0 do remaining = remaining - 1; rem = rem + t end
-    while rem >= t do remaining = remaining + 1; rem = rem - t end
-  end
-end
-if applied then -- allowed; a settle's retry-after is when its debt is paid
-  allowed, delay = 1, 0
-  if debt == 0 then retry = 0 end
-end
-if retry > MAXD then retry = MAXD end
-if ahead > MAXD then ahead = MAXD end
-if delay > MAXD then delay = MAXD end
-return struct.pack('<ddddd', allowed, remaining, retry, ahead, delay)
+local reset = 0
+if count > 0 then reset = (end_ms - now_ms) * MS - now_sub end
+local remaining = limit - count
+if remaining < 0 then remaining = 0 end
+local nxt = 0 -- a take that leaves nothing: the next unit frees with the window
+if allowed == 1 and n > 0 and remaining == 0 then nxt = reset end
+return struct.pack('<ddddd', allowed, remaining, retry, reset, nxt)
 
 end
 
@@ -195,11 +159,11 @@ end
 local X1 = ARGV[2]
 local got -- nil: the body reads the key itself (persist.lua, read)
 
-local reserve, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local n = P1 - reserve
-local held, share, elapsed, lead = reserve, 0, 0, 0
-if pms > 0 and reserve < capacity then
-  share = capacity - reserve
+local holdback, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = P1 - holdback
+local held, share, elapsed, lead = holdback, 0, 0, 0
+if pms > 0 and holdback < capacity then
+  share = capacity - holdback
   elapsed = now_ms % pms
   lead = floor(pms / 16)
   local begun = elapsed + 1 + lead
@@ -270,6 +234,6 @@ elseif n <= share then -- share is 0 unless paced
 end
 remaining = remaining - held
 if remaining < 0 then remaining = 0 end
--- a take with a reserve never waits (no delay), and its body's next-unit time (a window's,
+-- a take with a holdback never waits (no delay), and its body's next-unit time (a window's,
 -- for the take of n + held before the give-back) is not the key's: 0
 return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)

@@ -23,7 +23,7 @@
 -- the body, is an extra argument: the lease scripts' lease id; no algorithm reads one (the
 -- sliding window's struct format, passed there before, is a constant of its script), so a
 -- store may send any value or none there, and the criticality variant keeps the slot
--- (reserve.lua). Times are
+-- (holdback.lua). Times are
 -- (ms, sub-ms ns) pairs so every value stays an exact integer in Lua's doubles; durations are
 -- nanoseconds. The reply is one string, five little-endian doubles: allowed (0/1), remaining,
 -- and retry-after, reset-after and delay in ns, saturating like package algorithm's
@@ -87,228 +87,172 @@ local function muldiv(a, b, c)
 end
 
 
--- Sliding window (algorithm/slidingwindow.go). Parameters: n, limit, sub-windows N,
--- sub-window length ms; P7 the settle's debt bound (see prelude.lua). The state's struct format
--- is '<Bdddd' and N+1 'd': a constant of the script for one sub-window (the default), built
--- per call for more. State: byte 'w', sub ms, cur, N, key expiry ms, then N+1 counters: sub-window w's
--- at index w mod (N+1). The state lives in one table t (t[6 + w mod (N+1)] is sub-window w's
--- counter) and the common path inlines what the Go code does in helpers.
--- Its helper muldiv (muldiv.lua) is defined once per script; below "--@decide", the body (see
--- prelude.lua).
+-- Token bucket and leaky bucket (algorithm/bucket.go: level.decide). Parameters: n, max delay
+-- ns, limit, period ms, capacity, 1 for the leaky bucket's queue discipline (else 0); P7 the
+-- settle's debt bound (see prelude.lua).
+-- State: byte 't' or 'l', last (ms, sub-ms ns), level units U and sub-units F (the Go
+-- fixed-point level is U x 1e9 + F, kept in two parts so it stays exact), key expiry ms.
+-- Helpers (defined once per script; muldiv comes from muldiv.lua), then, below "--@decide",
+-- the body (see prelude.lua).
+
+-- time_for: ns to drain xu x 1e9 + xf sub-units at limit per period ns (pms ms), rounded up
+-- (timeFor), saturating.
+local function time_for(xu, xf, period, limit, pms)
+  if xu < 0 or (xu == 0 and xf <= 0) then return 0 end
+  local qa, ra = muldiv(xu, period, limit)
+  local m = limit * 1000
+  local qb, rb = muldiv(xf, pms, m)
+  local s = ra * 1000 + rb
+  local x = qa + qb
+  if s > m then x = x + 2 elseif s > 0 then x = x + 1 end
+  if x > MAXD then return MAXD end
+  return x
+end
 
 -- Criticality variant of a script (go generate assembles it like multi.lua: the prelude's
 -- constants, the algorithm's helpers, this file with the algorithm's body in place of the
 -- "--@body" line, and the prelude's arguments of one decision in place of "--@single"). It
--- mirrors algorithm.TakeReserved: ARGV[1] are the single script's packed parameters for a take
--- of n + reserve (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
--- no script reads, ARGV[3] the reserve, ARGV[4] the window (ms) a fixed
+-- mirrors algorithm.TakeHoldback: ARGV[1] are the single script's packed parameters for a take
+-- of n + holdback (P1, the cost, is the first parameter of every algorithm), ARGV[2] a slot
+-- no script reads, ARGV[3] the holdback, ARGV[4] the window (ms) a fixed
 -- window paces the class's share over (0: no pace) and ARGV[5] the capacity. The take holds
--- back `held`: the reserve, or in a fixed window the capacity minus the class's share paced by
+-- back `held`: the holdback, or in a fixed window the capacity minus the class's share paced by
 -- the part of the window begun, in whole ms counting the current one, plus a lead of 1/16 of
--- the window (algorithm.TakeReserved). When the take is admitted `held` is given back at once
+-- the window (algorithm.TakeHoldback). When the take is admitted `held` is given back at once
 -- (the same body with P1 = -held), so the key moves as a take of n would and a denied request
 -- consumes nothing; a refused request of a paced class retries at the first ms whose paced
 -- share covers it (in this window or the next); the reply's remaining is what is left above `held`.
 local function decide(key, now_ms, now_sub, ttl_floor, P1, P2, P3, P4, P5, P6, P7, got)
-local n, limit, windows, sub_ms, debt = P1, P2, P3, P4, P7
-local fmt = '<Bdddddd' -- one sub-window: no string built
-if windows ~= 1 then fmt = '<Bdddd' .. string.rep('d', windows + 1) end
-local size = windows + 1
-local sub = sub_ms * MS
+local n, max_delay, limit, pms, capacity, queue, debt = P1, P2, P3, P4, P5, P6, P7
+local period = pms * MS
+local want = 116 -- 't'
+if queue == 1 then want = 108 end -- 'l'
+queue = queue == 1
 
-local nms, nsub = now_ms, now_sub -- now, moved to the newest sub-window's start if behind it
-local t
-local exp = 0
+local tag, last_ms, last_sub, U, F, exp = 0, now_ms, now_sub, 0, 0, 0
 local dirty = false
 local v = got
 if v == nil then v = redis.pcall('GET', key) end
 if v then
-  local len = #v
-  local nw = (len - 33) / 8 - 1
-  if len == 33 + 8 * size then
-    t = {struct.unpack(fmt, v)}
-  elseif len >= 49 and nw == floor(nw) then -- another N: a reshape
-    t = {struct.unpack('<Bdddd' .. string.rep('d', nw + 1), v)}
-  end
-  if t and t[1] == 119 and t[4] == nw then
-    t[7 + nw] = nil -- struct.unpack's next position
-    exp = t[5]
-  else -- another algorithm's state (or type): a new algorithm starts from full
+  if #v == 41 then tag, last_ms, last_sub, U, F, exp = struct.unpack('<Bddddd', v) end
+  if tag ~= want then -- another algorithm's state (or type): a new algorithm starts from full
     redis.call('DEL', key)
-    v, t = false, nil
+    v = false
+    last_ms, last_sub, U, F, exp = now_ms, now_sub, 0, 0, 0
+  else
+    -- drain: level -= floor(elapsed x limit x 1e9 / period), never below 0; Last only moves on.
+    local e = (now_ms - last_ms) * MS + (now_sub - last_sub)
+    if e > 0 then
+      if U > 0 or F > 0 then
+        if e * limit / period > U + 2 then
+          U, F = 0, 0
+        else
+          -- drained = q x 1000 + floor(r x 1000 / pms), q and r from muldiv(e, limit, pms),
+          -- inline: the common path calls no function
+          local q, r
+          do
+            local p = e * limit
+            q = floor(p / pms)
+            if p < EXACT then
+              r = p - q * pms
+            else
+              local qc = q * pms
+              local x = 134217729 * e
+              local ah = x - (x - e)
+              x = 134217729 * limit
+              local bh = x - (x - limit)
+              local pe = ((ah * bh - p) + ah * (limit - bh) + (e - ah) * bh) + (e - ah) * (limit - bh)
+              x = 134217729 * q
+              local qh = x - (x - q)
+              x = 134217729 * pms
+              local ch = x - (x - pms)
+              local qe = ((qh * ch - qc) + qh * (pms - ch) + (q - qh) * ch) + (q - qh) * (pms - ch)
+              r = (p - qc) + (pe - qe)
+            end
+            while r < 0 do q = q - 1; r = r + pms end
+            while r >= pms do q = q + 1; r = r - pms end
+          end
+          local du = floor(q / 1000000)
+          local df = (q - du * 1000000) * 1000 + floor(r * 1000 / pms)
+          U, F = U - du, F - df
+          if F < 0 then U, F = U - 1, F + SCALE end
+          if U < 0 then U, F = 0, 0 end
+        end
+      end
+      last_ms, last_sub, dirty = now_ms, now_sub, true
+    end
   end
 end
 
-if not v or t[4] ~= windows or t[2] ~= sub_ms then -- reshape, carrying the estimate
-  local carried = 0
-  if v then
-    local s_sub_ms, ocur, osize = t[2], t[3], t[4] + 1
-    local w = (muldiv(nms, 1, s_sub_ms))
-    if w < ocur then w, nms, nsub = ocur, ocur * s_sub_ms, 0 end
-    if w > ocur then
-      for i = ocur + 1, math.min(w, ocur + osize) do t[6 + i % osize] = 0 end
-      ocur = w
-    end
-    local recent = 0
-    for j = ocur - osize + 2, ocur do recent = recent + t[6 + j % osize] end
-    local old = t[6 + (ocur - osize + 1) % osize]
-    local f = (nms - ocur * s_sub_ms) * MS + nsub
-    carried = recent
-    if old > 0 then
-      local sb = s_sub_ms * MS
-      local q, r = muldiv(old, sb - f, sb)
-      if r > 0 then q = q + 1 end
-      carried = carried + q
-    end
-    dirty = true
-  end
-  t = {119, sub_ms, 0, windows, exp}
-  for i = 1, size do t[5 + i] = 0 end
-  local c = (muldiv(nms, 1, sub_ms))
-  t[3] = c
-  t[6 + c % size] = carried
-end
-
-local cur = t[3]
--- a settle of n ~= 0 decides after the reshape as a call of its own (algorithm.settle): at
--- now, or the newest sub-window's start if the clock went back before it, not the old one's
-if debt > 0 and n ~= 0 then nms, nsub = now_ms, now_sub end
-local w = floor(nms / sub_ms) -- nms < 2^53: exact up to the off-by-one fixed here
-if w * sub_ms > nms then w = w - 1 elseif (w + 1) * sub_ms <= nms then w = w + 1 end
-if w < cur then w, nms, nsub = cur, cur * sub_ms, 0 end -- the clock went backwards
-if w > cur then -- w becomes the newest sub-window; the ones in between are zeroed
-  local last = cur + size
-  if w < last then last = w end
-  for i = cur + 1, last do t[6 + i % size] = 0 end
-  cur, dirty = w, true
-  t[3] = cur
-end
-
--- the estimate: the N newest sub-windows' sum, plus ceil(old x (sub - f) / sub), the part of
--- the oldest sub-window still inside (f: now's offset into sub-window cur, ns)
-local recent = 0
-for j = cur - size + 2, cur do recent = recent + t[6 + j % size] end
-local old = t[6 + (cur - size + 1) % size]
-local f = (nms - cur * sub_ms) * MS + nsub
-local used = recent
-if old > 0 then
-  local q, r -- muldiv(old, sub - f, sub), inline: the common path calls no function
-  do
-    local p = old * (sub - f)
-    q = floor(p / sub)
-    if p < EXACT then
-      r = p - q * sub
-    else
-      local qc = q * sub
-      local x = 134217729 * old
-      local ah = x - (x - old)
-      x = 134217729 * (sub - f)
-      local bh = x - (x - (sub - f))
-      local pe = ((ah * bh - p) + ah * ((sub - f) - bh) + (old - ah) * bh) + (old - ah) * ((sub - f) - bh)
-      x = 134217729 * q
-      local qh = x - (x - q)
-      x = 134217729 * sub
-      local ch = x - (x - sub)
-      local qe = ((qh * ch - qc) + qh * (sub - ch) + (q - qh) * ch) + (q - qh) * (sub - ch)
-      r = (p - qc) + (pe - qe)
-    end
-    while r < 0 do q = q - 1; r = r + sub end
-    while r >= sub do q = q + 1; r = r - sub end
-  end
-  if r > 0 then q = q + 1 end
-  used = used + q
-end
-
--- a refund, or a settle (a charge past the limit: a count above it in the newest
--- sub-window, up to an estimate of debt units past it), applies n; then the decision is a
--- peek's
+-- a refund, or a settle (a charge past the limit: a level above the capacity, up to debt
+-- units past it, which the drain pays), applies n; then the decision is a peek's
 local applied = n < 0 or debt > 0
+local moved = applied and n ~= 0
 if applied then
   if n > 0 then
-    local m = limit + debt - used
-    if n < m then m = n end
-    if m > 0 then
-      local i = 6 + cur % size
-      t[i] = t[i] + m
-      recent, used, dirty = recent + m, used + m, true
-    end
+    local most = capacity + debt
+    local u, f = U + n, F
+    if u > most or (u == most and f > 0) then u, f = most, 0 end
+    if u > U or (u == U and f > F) then U, F = u, f end
   elseif n < 0 then
-    local m = -n
-    for j = cur, cur - size + 1, -1 do -- newest sub-windows first
-      if m <= 0 then break end
-      local i = 6 + j % size
-      local take = math.min(t[i], m)
-      t[i], m = t[i] - take, m - take
-    end
-    dirty = true
-    recent = 0
-    for j = cur - size + 2, cur do recent = recent + t[6 + j % size] end
-    old = t[6 + (cur - size + 1) % size]
-    used = recent
-    if old > 0 then
-      local q, r = muldiv(old, sub - f, sub)
-      if r > 0 then q = q + 1 end
-      used = used + q
-    end
+    U = U + n
+    if U < 0 then U, F = 0, 0 end
   end
   n = 0
 end
 
-local allowed, retry, nxt = 0, 0, 0
-local need = -1 -- >= 0: when the estimate leaves room for limit - need units is wanted
-if n > limit then
+local allowed, retry, delay = 0, 0, 0
+if n > capacity then
   retry = -1
-elseif used + n <= limit then
-  if n > 0 then
-    local i = 6 + w % size -- w = cur here: among the recent sub-windows
-    t[i] = t[i] + n
-    used, dirty = used + n, true
-    if used >= limit then need, recent = limit - 1, recent + n end -- nothing left: when one unit frees
-  end
-  allowed = 1
 else
-  need = limit - n -- retry-after: when there is room for n
-end
-if need >= 0 then
-  -- the first instant the estimate leaves room (at most need used)
-  local rc, od = recent, old
-  local at = ((cur + windows + 1) * sub_ms - nms) * MS - nsub
-  for k = 0, windows + 1 do
-    local wk = cur + k
-    if rc <= need then
-      local fk = 0
-      if od > 0 and need - rc < od then
-        fk = sub - muldiv(need - rc, sub, od)
-      end
-      if k == 0 and f > fk then fk = f end
-      if fk < sub then
-        at = (wk * sub_ms - nms) * MS + fk - nsub
-        break
+  local ou = U + n - capacity -- over = ou x 1e9 + F: units that do not fit now
+  local fits = ou < 0 or (ou == 0 and F == 0)
+  if fits and (max_delay == 0 or not queue) then
+    allowed = 1
+  elseif max_delay > 0 and queue and fits and time_for(U, F, period, limit, pms) <= max_delay then
+    allowed, delay = 1, time_for(U, F, period, limit, pms)
+  elseif max_delay > 0 and not queue and time_for(ou, F, period, limit, pms) <= max_delay then
+    allowed, delay = 1, time_for(ou, F, period, limit, pms)
+  else
+    local wait = time_for(ou, F, period, limit, pms)
+    if max_delay > 0 then
+      if queue then
+        wait = math.max(wait, time_for(U, F, period, limit, pms) - max_delay)
+      else
+        wait = wait - max_delay
       end
     end
-    local leaving = 0
-    local j = wk - windows + 1
-    if j <= cur then leaving = t[6 + j % size] end
-    rc, od = rc - leaving, leaving
+    if wait < 1 then wait = 1 end
+    retry = wait
   end
-  if allowed == 1 then nxt = at else retry = at end
+  if allowed == 1 then U = U + n end
 end
-
+if moved or allowed == 1 and n ~= 0 then
+  dirty = v ~= false or U ~= 0 or F ~= 0 -- nothing to keep for a key full before and after
+end
 if applied then -- allowed; a settle's retry-after is when its debt is paid
-  allowed = 1
+  allowed, delay = 1, 0
   if debt == 0 then retry = 0 end
 end
-
--- reset-after: when the newest non-empty sub-window leaves the window
+-- reset = time_for(U, F, period, limit, pms), inline while the products are exact
 local reset = 0
-for j = cur, cur - windows, -1 do
-  if t[6 + j % size] ~= 0 then
-    reset = ((j + windows + 1) * sub_ms - nms) * MS - nsub
-    break
+if U > 0 or F > 0 then
+  local a, b, m = U * period, F * pms, limit * 1000
+  if U >= 0 and a < EXACT and b < EXACT then
+    local qa = floor(a / limit)
+    local ra = a - qa * limit
+    if ra < 0 then qa, ra = qa - 1, ra + limit elseif ra >= limit then qa, ra = qa + 1, ra - limit end
+    local qb = floor(b / m)
+    local rb = b - qb * m
+    if rb < 0 then qb, rb = qb - 1, rb + m elseif rb >= m then qb, rb = qb + 1, rb - m end
+    local s = ra * 1000 + rb
+    reset = qa + qb
+    if s > m then reset = reset + 2 elseif s > 0 then reset = reset + 1 end
+  else
+    reset = time_for(U, F, period, limit, pms)
   end
 end
-if (dirty and v) or reset > 0 and (dirty or not v) then
-  -- the recorded expiry is t[5] (exp), which the packed state holds
+if dirty then
   local need = GRACE
   if reset > 0 then -- ceil(reset / MS)
     need = floor(reset / MS)
@@ -316,21 +260,19 @@ if (dirty and v) or reset > 0 and (dirty or not v) then
   end
   if need < ttl_floor then need = ttl_floor end
   local life = now_ms + need
-  if t[5] >= life and t[5] <= life + SLACK then
-    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'KEEPTTL')
+  if exp >= life and exp <= life + SLACK then
+    redis.call('SET', key, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, exp), 'KEEPTTL')
   else
     local px = need + SLACK
     if px > MAX_TTL then px = MAX_TTL end
-    t[5] = now_ms + px
-    redis.call('SET', key, struct.pack(fmt, unpack(t, 1, 5 + size)), 'PX', string.format('%d', px))
+    exp = now_ms + px
+    redis.call('SET', key, struct.pack('<Bddddd', want, last_ms, last_sub, U, F, exp), 'PX', string.format('%d', px))
   end
 end
-local remaining = limit - used
+local remaining = capacity - U
+if F > 0 then remaining = remaining - 1 end
 if remaining < 0 then remaining = 0 end
-if retry > MAXD then retry = MAXD end
-if reset > MAXD then reset = MAXD end
-if nxt > MAXD then nxt = MAXD end
-return struct.pack('<ddddd', allowed, remaining, retry, reset, nxt)
+return struct.pack('<ddddd', allowed, remaining, retry, reset, delay)
 
 end
 
@@ -345,11 +287,11 @@ end
 local X1 = ARGV[2]
 local got -- nil: the body reads the key itself (persist.lua, read)
 
-local reserve, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local n = P1 - reserve
-local held, share, elapsed, lead = reserve, 0, 0, 0
-if pms > 0 and reserve < capacity then
-  share = capacity - reserve
+local holdback, pms, capacity = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = P1 - holdback
+local held, share, elapsed, lead = holdback, 0, 0, 0
+if pms > 0 and holdback < capacity then
+  share = capacity - holdback
   elapsed = now_ms % pms
   lead = floor(pms / 16)
   local begun = elapsed + 1 + lead
@@ -420,6 +362,6 @@ elseif n <= share then -- share is 0 unless paced
 end
 remaining = remaining - held
 if remaining < 0 then remaining = 0 end
--- a take with a reserve never waits (no delay), and its body's next-unit time (a window's,
+-- a take with a holdback never waits (no delay), and its body's next-unit time (a window's,
 -- for the take of n + held before the give-back) is not the key's: 0
 return struct.pack('<ddddd', allowed, remaining, retry, reset, 0)

@@ -6,29 +6,29 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TakeReserved decides n > 0 units that may be admitted only if reserve >= 0 units remain
-// after them (sluice.Request.Reserve, the reserve of a criticality class), for every
+// TakeHoldback decides n > 0 units that may be admitted only if holdback >= 0 units remain
+// after them (sluice.Request.Holdback, the holdback of a criticality class), for every
 // algorithm at once: it takes n + held, and when they are admitted gives held back at once,
 // so the state moves exactly as Take(n) would and a denied request consumes nothing.
 //
-// held is the reserve, except in a fixed window (see paced), whose whole capacity returns at
-// once when a window starts: there a class may use only its share (capacity - reserve) of
+// held is the holdback, except in a fixed window (see paced), whose whole capacity returns at
+// once when a window starts: there a class may use only its share (capacity - holdback) of
 // what the window has let through so far, the share paced by the part of the window begun,
 // so the classes below the top cannot spend their ceilings in the window's first moments and
 // leave nothing for the classes above them later in the window. The other algorithms return
-// capacity gradually and hold the reserve as it is.
+// capacity gradually and hold the holdback as it is.
 //
-// RetryAfter is when n + held fit (Never when n + reserve exceed the capacity; in a fixed
+// RetryAfter is when n + held fit (Never when n + holdback exceed the capacity; in a fixed
 // window, the instant the paced share covers the request, in this window or the next);
 // Remaining is what is left above held; ResetAfter is the state's after the give-back. The
-// Redis scripts do the same in one call (store/redis/lua/reserve.lua).
-func TakeReserved(s State, now int64, p *Params, n, reserve int64) sluice.Decision {
-	if reserve <= 0 {
+// Redis scripts do the same in one call (store/redis/lua/holdback.lua).
+func TakeHoldback(s State, now int64, p *Params, n, holdback int64) sluice.Decision {
+	if holdback <= 0 {
 		return s.Take(now, p, n, 0)
 	}
-	held, share := reserve, int64(0)
-	if p.Rule.Algorithm == sluice.AlgorithmFixedWindow && reserve < p.capacity {
-		share = p.capacity - reserve
+	held, share := holdback, int64(0)
+	if p.Rule.Algorithm == sluice.AlgorithmFixedWindow && holdback < p.capacity {
+		share = p.capacity - holdback
 		held = p.capacity - paced(now, p.period, share)
 	}
 	d := s.Take(now, p, n+held, 0)
