@@ -29,11 +29,15 @@ var (
 	ErrNoLeaser = errors.New("sluice: the store keeps no leases")
 	// ErrClosed reports use of a store or decorator after Close.
 	ErrClosed = errors.New("sluice: closed")
+	// ErrNoReservation reports an extension or a commit of a reservation the key does not
+	// hold open: an unknown id, one already committed or cancelled, or one that expired. The
+	// step moved no budget. It comes as a *FieldError naming "id".
+	ErrNoReservation = errors.New("sluice: no such reservation")
 )
 
 // FieldError is a validation error that names the field at fault: the rule's, request's or
 // counter batch's field (such as "limit", "period", "key", "n"), and why it is wrong. It
-// wraps one of the sentinels ErrInvalidRule, ErrInvalidKey or ErrInvalidN, so errors.Is
+// wraps one of the sentinels ErrInvalidRule, ErrInvalidKey, ErrInvalidN or ErrNoReservation, so errors.Is
 // works as for any other error of this package; callers that need the field (to point at
 // their own name for it, as package config does) read it with errors.As.
 type FieldError struct {

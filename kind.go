@@ -26,19 +26,28 @@ const (
 	// KindSettle (Settle) applies N whatever the limit (Limiter.Settle): a charge, a refund,
 	// or a report when N = 0.
 	KindSettle
+	// KindBudgetReserve (Budget.Op BudgetReserve) opens a reservation of N units.
+	KindBudgetReserve
+	// KindBudgetExtend (Budget.Op BudgetExtend) holds N more units for a reservation.
+	KindBudgetExtend
+	// KindBudgetCommit (Budget.Op BudgetCommit) ends a reservation at its real cost N.
+	KindBudgetCommit
 )
 
 var kindNames = [...]string{
-	KindTake:         "take",
-	KindPeek:         "peek",
-	KindRefund:       "refund",
-	KindWait:         "wait",
-	KindTakeHoldback: "take_holdback",
-	KindSettle:       "settle",
+	KindTake:          "take",
+	KindPeek:          "peek",
+	KindRefund:        "refund",
+	KindWait:          "wait",
+	KindTakeHoldback:  "take_holdback",
+	KindSettle:        "settle",
+	KindBudgetReserve: "budget_reserve",
+	KindBudgetExtend:  "budget_extend",
+	KindBudgetCommit:  "budget_commit",
 }
 
-// String returns the kind's name: "take", "peek", "refund", "wait", "take_holdback" or
-// "settle".
+// String returns the kind's name: "take", "peek", "refund", "wait", "take_holdback",
+// "settle", "budget_reserve", "budget_extend" or "budget_commit".
 func (k RequestKind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
@@ -48,16 +57,25 @@ func (k RequestKind) String() string {
 
 // Takes reports whether k takes N > 0 units against the limit: a take, a wait or a take with
 // a holdback. The other kinds are admitted whatever the key holds (a refund, a settle) or
-// consume nothing (a peek).
+// consume nothing (a peek), or are budget steps (Budget), which a store decides with the
+// key's reservations.
 func (k RequestKind) Takes() bool {
 	return k == KindTake || k == KindWait || k == KindTakeHoldback
 }
 
-// Kind classifies the request: a settle first (whatever N), then by N (a refund, a peek),
-// then a take by what it carries (a holdback, a MaxDelay). It is meaningful for a valid
-// request (Validate), which rejects the combinations no kind allows.
+// Budget reports whether k is a step of a budget reservation: a reserve, an extension or a
+// commit (Request.Budget).
+func (k RequestKind) Budget() bool {
+	return k >= KindBudgetReserve && k <= KindBudgetCommit
+}
+
+// Kind classifies the request: a budget step first (by its Op), a settle (whatever N), then by
+// N (a refund, a peek), then a take by what it carries (a holdback, a MaxDelay). It is
+// meaningful for a valid request (Validate), which rejects the combinations no kind allows.
 func (req *Request) Kind() RequestKind {
 	switch {
+	case req.Budget.Op != BudgetNone:
+		return KindBudgetReserve + RequestKind(req.Budget.Op-BudgetReserve)
 	case req.Settle:
 		return KindSettle
 	case req.N < 0:

@@ -368,14 +368,19 @@ func (l *Limiter) undo(taken []Check, denied int) {
 // allowed, the longest RetryAfter of the checks that denied (Never if any is Never), else 0.
 // With no checks it returns the zero Decision and -1.
 func Combine(checks []Check, allowed bool) (Decision, int) {
-	if len(checks) == 0 {
+	return combine(len(checks), func(i int) *Decision { return &checks[i].Decision }, allowed)
+}
+
+// combine is Combine over n decisions, the i-th at(i): Combine's checks, a Reservation's holds.
+func combine(n int, at func(i int) *Decision, allowed bool) (Decision, int) {
+	if n == 0 {
 		return Decision{}, -1
 	}
-	out, binding := checks[0].Decision, 0
+	out, binding := *at(0), 0
 	out.Allowed = allowed
 	out.RetryAfter = 0
-	for i, c := range checks {
-		d := c.Decision
+	for i := range n {
+		d := at(i)
 		if d.Remaining < out.Remaining {
 			out.Capacity, out.Remaining, binding = d.Capacity, d.Remaining, i
 		}

@@ -42,6 +42,12 @@ type Request struct {
 	// is when N + Holdback fit (Never when they exceed the capacity). Remaining is what is left
 	// above the holdback. It cannot be combined with Settle or MaxDelay, and N must be positive.
 	Holdback int64
+	// Budget, when its Op is set, makes the request one step of a budget reservation
+	// (Limiter.Reserve): reserve, extend or commit reservation Budget.ID, N being the units
+	// held or the real cost. A store keeps the key's open reservations beside its state and
+	// decides each step on both in one atomic operation (package algorithm's Apply; the Redis
+	// scripts' budget variant). It cannot be combined with Settle, Holdback or MaxDelay.
+	Budget BudgetStep
 }
 
 // Store makes rate-limit decisions on shared state: one atomic operation per decision, with
@@ -79,6 +85,9 @@ func (req *Request) ValidateArgs(maxKeyLen int) error {
 	}
 	if req.MaxDelay < 0 {
 		return fieldError(ErrInvalidN, "max_delay", "negative (%v)", req.MaxDelay)
+	}
+	if req.Budget.Op != BudgetNone {
+		return req.validateBudget()
 	}
 	if req.Settle && req.Holdback != 0 {
 		return fieldError(ErrInvalidN, "holdback", "a settle applies whatever the limit: no holdback (got %d)", req.Holdback)

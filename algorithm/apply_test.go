@@ -27,7 +27,10 @@ func TestApply(t *testing.T) {
 				if err := req.Validate(0); err != nil {
 					t.Fatalf("%s: invalid request %+v: %v", r, req, err)
 				}
-				got := algorithm.Apply(applied, now, &p, &req)
+				got, err := algorithm.Apply(applied, now, &p, &req)
+				if err != nil {
+					t.Fatal(err)
+				}
 				var want sluice.Decision
 				switch { // the dispatch each store wrote before Apply, from the fields
 				case req.Settle:

@@ -19,6 +19,9 @@ var ErrBadEncoding = errors.New("algorithm: bad state encoding")
 // bytes a unit). Stores that keep state outside the process (store/memcached) write it and
 // read it back with DecodeState, which returns a state that decides exactly as s would.
 func AppendState(dst []byte, s State) []byte {
+	if l, ok := s.(*Ledger); ok {
+		return l.append(dst)
+	}
 	dst = append(dst, byte(s.Algorithm()))
 	switch s := s.(type) {
 	case *FixedWindow:
@@ -65,6 +68,9 @@ func (b *level) append(dst []byte) []byte {
 func DecodeState(b []byte) (State, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty", ErrBadEncoding)
+	}
+	if b[0] == ledgerTag {
+		return decodeLedger(b[1:])
 	}
 	s := New(sluice.Algorithm(b[0]))
 	if s == nil {
@@ -115,4 +121,75 @@ func DecodeState(b []byte) (State, error) {
 		return nil, fmt.Errorf("%w: %s state of %d bytes", ErrBadEncoding, s.Algorithm(), len(b))
 	}
 	return s, nil
+}
+
+// ledgerTag starts a Ledger's encoding, where a state's starts with its algorithm.
+const ledgerTag = 0x80
+
+// append is AppendState for a Ledger: ledgerTag, the length of the state's encoding and that
+// encoding, then the number of open reservations and each one's id (16 bytes), Held,
+// Counted, Until, Expires (varints) and Free (a byte).
+func (l *Ledger) append(dst []byte) []byte {
+	dst = append(dst, ledgerTag)
+	inner := AppendState(nil, l.State)
+	dst = binary.AppendUvarint(dst, uint64(len(inner)))
+	dst = append(dst, inner...)
+	dst = binary.AppendUvarint(dst, uint64(len(l.Open)))
+	for i := range l.Open {
+		r := &l.Open[i]
+		dst = append(dst, r.ID[:]...)
+		dst = binary.AppendVarint(dst, r.Held)
+		dst = binary.AppendVarint(dst, r.Counted)
+		dst = binary.AppendVarint(dst, r.Until)
+		dst = binary.AppendVarint(dst, r.Expires)
+		free := byte(0)
+		if r.Free {
+			free = 1
+		}
+		dst = append(dst, free)
+	}
+	return dst
+}
+
+// reservationBytes is the fewest bytes an encoded reservation takes: its id, four varints and
+// the free byte.
+const reservationBytes = 16 + 4 + 1
+
+func decodeLedger(b []byte) (State, error) {
+	r := wire.NewReader(b)
+	n := r.Uvarint()
+	if r.Failed() || n == 0 || n > uint64(r.Len()) {
+		return nil, fmt.Errorf("%w: ledger state of %d bytes", ErrBadEncoding, n)
+	}
+	inner, err := DecodeState(b[len(b)-r.Len() : len(b)-r.Len()+int(n)])
+	if err != nil {
+		return nil, err
+	}
+	if _, nested := inner.(*Ledger); nested {
+		return nil, fmt.Errorf("%w: a ledger in a ledger", ErrBadEncoding)
+	}
+	r = wire.NewReader(b[len(b)-r.Len()+int(n):])
+	count := r.Uvarint()
+	if count > sluice.MaxOpenReservations || count > uint64(r.Len()/reservationBytes) {
+		return nil, fmt.Errorf("%w: %d reservations", ErrBadEncoding, count)
+	}
+	l := &Ledger{State: inner, Open: make([]Reservation, count)}
+	for i := range l.Open {
+		o := &l.Open[i]
+		for j := range o.ID {
+			o.ID[j] = r.Byte()
+		}
+		o.Held, o.Counted, o.Until, o.Expires = r.Varint(), r.Varint(), r.Varint(), r.Varint()
+		switch r.Byte() {
+		case 0:
+		case 1:
+			o.Free = true
+		default:
+			return nil, fmt.Errorf("%w: reservation %d", ErrBadEncoding, i)
+		}
+	}
+	if r.Failed() || r.Len() != 0 {
+		return nil, fmt.Errorf("%w: ledger of %d bytes", ErrBadEncoding, len(b))
+	}
+	return l, nil
 }

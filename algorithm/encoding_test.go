@@ -57,6 +57,8 @@ func TestDecodeStateRejects(t *testing.T) {
 
 func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte{byte(sluice.AlgorithmSlidingLog), 4, 2, 10, 3})
+	ledger := &algorithm.Ledger{State: algorithm.New(sluice.AlgorithmGCRA), Open: []algorithm.Reservation{{ID: sluice.ReservationID{1}, Held: 3, Counted: 3, Until: 1 << 62, Expires: 5, Free: true}}}
+	f.Add(algorithm.AppendState(nil, ledger))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := algorithm.DecodeState(b)
 		if err != nil {
@@ -65,5 +67,9 @@ func FuzzDecodeState(f *testing.F) {
 		r := sluice.Rule{Algorithm: s.Algorithm(), Limit: 5, Period: 1e9}
 		p := algorithm.Compile(r)
 		s.Take(1e18, &p, 1, 0)
+		for _, op := range []sluice.BudgetOp{sluice.BudgetReserve, sluice.BudgetExtend, sluice.BudgetCommit} {
+			req := sluice.Request{Key: "k", Rule: r, N: 2, Budget: sluice.BudgetStep{Op: op, ID: sluice.ReservationID{1}}}
+			_, _ = algorithm.Apply(algorithm.WithLedger(s), 1e18, &p, &req)
+		}
 	})
 }

@@ -81,6 +81,13 @@ func MaxDebt(r sluice.Rule) int64 {
 	return sluice.MaxLimit
 }
 
+// BudgetDebt is the debt bound of a budget step (sluice.Request.Budget) under a valid rule r:
+// MaxDebt, or r's capacity when that is more (a bucket whose burst is above its Limit). A
+// bounded reservation holds up to a capacity past the limit, and the state must count all it
+// holds, or a commit would give back units it never charged; so such a key may take up to
+// its capacity at the refill rate to pay, rather than one period.
+func BudgetDebt(r sluice.Rule) int64 { return max(MaxDebt(r), r.Capacity()) }
+
 // maxCachedParams bounds a ParamsCache.
 const maxCachedParams = 4096
 

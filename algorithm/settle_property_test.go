@@ -48,7 +48,7 @@ func waitFor(t *testing.T, st algorithm.State, now int64, p *algorithm.Params, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := algorithm.Apply(cp, now, p, &sluice.Request{Key: "k", Rule: r, N: 1})
+	d, _ := algorithm.Apply(cp, now, p, &sluice.Request{Key: "k", Rule: r, N: 1})
 	if d.Allowed {
 		return 0
 	}
@@ -80,7 +80,7 @@ func TestPropertySettleSaturates(t *testing.T) {
 					now += rng.Int64N(int64(r.Period) / 4)
 					n := extremeN(rng, r)
 					before := waitFor(t, st, now, &p, r)
-					d := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r, N: n, Settle: true})
+					d, _ := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r, N: n, Settle: true})
 					after := waitFor(t, st, now, &p, r)
 					switch {
 					case d.RetryAfter < 0 || d.ResetAfter < 0:
@@ -122,8 +122,8 @@ func TestPropertyDebtPaidWithinPeriod(t *testing.T) {
 					if rng.IntN(3) == 0 {
 						req = sluice.Request{Key: "k", Rule: r, N: 1 + rng.Int64N(r.Capacity())}
 					}
-					d := algorithm.Apply(st, now, &p, &req)
-					peek := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r})
+					d, _ := algorithm.Apply(st, now, &p, &req)
+					peek, _ := algorithm.Apply(st, now, &p, &sluice.Request{Key: "k", Rule: r})
 					// 1 ms of slack: the stores' clocks and windows are in whole milliseconds,
 					// and the buckets' rates round up to the next nanosecond per unit.
 					slack := time.Millisecond + time.Duration(r.Capacity()+r.Limit)

@@ -118,6 +118,7 @@ func (d *Document) compile(p *problems, c *Config, dom *Domain, o Options) *Doma
 			p.add(d.File, d.Proxy.line, "proxy", "a second proxy section for domain %q (merged domains take one)", d.Domain)
 		}
 		dom.Proxy = proxy
+		dom.Budgets = d.compileBudgets(p, o)
 	}
 	d.compileLevel(p, c, o, &dom.root, d.Descriptors, "descriptors", d.Domain, false, nil)
 	dom.quota = append(dom.quota, d.compileQuota(p)...) // merged domains: every file's

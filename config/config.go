@@ -31,7 +31,9 @@ type Domain struct {
 	Name string
 	// Proxy are the rate limits of the document's proxy section; nil without one.
 	Proxy []ProxyRateLimit
-	root  node
+	// Budgets are the budgets of its proxy section (ProxyBudget), compiled.
+	Budgets []*Budget
+	root    node
 
 	quota []*QuotaRule // the RLQS quota rules, in file order (quota.go)
 }

@@ -22,7 +22,10 @@ import (
 type Proxy struct {
 	// RateLimits each build one descriptor per request. Required.
 	RateLimits []ProxyRateLimit `yaml:"rate_limits"`
-	line       int
+	// Budgets (Sluice) are budgets of a cost known after the response, such as an LLM API's
+	// tokens or their price: see ProxyBudget.
+	Budgets []ProxyBudget `yaml:"budgets"`
+	line    int
 }
 
 // ProxyRateLimit builds one descriptor of a request: each action appends one entry, in

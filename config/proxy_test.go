@@ -116,3 +116,32 @@ func TestHeaderMatcherInvert(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyBudgetFixtures loads each file of testdata/budgets (config.ProxyBudget): one
+// problem per file, named with its file, line and field.
+func TestProxyBudgetFixtures(t *testing.T) {
+	want := map[string][]string{
+		"no_name.yaml":           {"no_name.yaml:9: proxy.budgets[0].name: empty"},
+		"duplicate_name.yaml":    {"duplicate_name.yaml:11: proxy.budgets[1].name:", "names another budget"},
+		"zero_limit.yaml":        {"zero_limit.yaml:9: proxy.budgets[0].rate_limit.requests_per_unit: a budget needs a positive limit"},
+		"bad_mode.yaml":          {"bad_mode.yaml:9: proxy.budgets[0].mode: want bounded or strict"},
+		"bad_ttl.yaml":           {"bad_ttl.yaml:9: proxy.budgets[0].ttl: not a duration"},
+		"ttl_past_period.yaml":   {"ttl_past_period.yaml:9: proxy.budgets[0].ttl: must be between 1ms and the period 1m0s, got 2m0s"},
+		"bad_on_expiry.yaml":     {"bad_on_expiry.yaml:9: proxy.budgets[0].on_expiry: want charge or free"},
+		"bad_usage.yaml":         {"bad_usage.yaml:9: proxy.budgets[0].usage: want openai or anthropic"},
+		"missing_prices.yaml":    {"missing_prices.yaml:9: proxy.budgets[0].prices:", "no such file"},
+		"bad_prices.yaml":        {"bad_prices.yaml:9: proxy.budgets[0].prices: budget: price table: models.gpt-4o.input: must be between 0 and"},
+		"negative_estimate.yaml": {"negative_estimate.yaml:9: proxy.budgets[0].estimate:", "must not be negative"},
+		"negative_max_body.yaml": {"negative_max_body.yaml:9: proxy.budgets[0].max_body: must not be negative"},
+		"unknown_field.yaml":     {"unknown_field.yaml:11: proxy.budgets[0]: unknown field \"limit\""},
+		"bad_action.yaml":        {"bad_action.yaml:10: proxy.budgets[0].actions[0].request_headers.header_name:", "is not a header name"},
+	}
+	for base, err := range loadFixtures(t, "testdata/budgets", want) {
+		if !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%s: error does not wrap ErrInvalid: %v", base, err)
+		}
+		if n := strings.Count(err.Error(), base+":"); n != 1 {
+			t.Errorf("%s: %d problems, want 1: %v", base, n, err)
+		}
+	}
+}

@@ -23,7 +23,8 @@ import (
 // Limit is one limit a call must pass, grpclimit.Limit's fields with Connect's Key (nil: every
 // call alike). Its store key is Name + ":" + the call's key, as grpclimit's, so a limit of one
 // name in both is one budget; Shares reads the X-Criticality header; a handler's call holds its
-// InFlight slot until it returns, a stream until it ends.
+// InFlight slot until it returns, a stream until it ends; a Budget is committed when the
+// handler returns, at what it reported with Settle (at the estimate, its cost, when nothing).
 type Limit struct {
 	Name     string
 	Rule     sluice.Rule
@@ -32,6 +33,7 @@ type Limit struct {
 	Hot      *hotkey.Config
 	InFlight *sluice.InFlight
 	Adaptive *adaptive.Gradient
+	Budget   *sluice.Budget
 }
 
 // Route gives the limits of the calls to Procedure: "/pkg.Service/Method", "/pkg.Service/" (its
@@ -62,7 +64,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	for i, r := range routes {
 		rs[i].Procedure = r.Procedure
 		for _, l := range r.Limits {
-			rs[i].Limits = append(rs[i].Limits, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive})
+			rs[i].Limits = append(rs[i].Limits, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive, Budget: l.Budget})
 			rs[i].Keys = append(rs[i].Keys, l.Key)
 		}
 	}
@@ -100,6 +102,10 @@ func (in *Interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err != nil {
 			return nil, err
 		}
+		if s := rpclimit.Settling(ctx, q); s != nil {
+			defer s.End()
+			return next(s, req)
+		}
 		return next(ctx, req)
 	}
 }
@@ -117,9 +123,17 @@ func (in *Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 		if err != nil {
 			return err
 		}
+		if s := rpclimit.Settling(ctx, q); s != nil {
+			defer s.End()
+			return next(s, conn)
+		}
 		return next(ctx, conn)
 	}
 }
+
+// Settle reports that serving the call of ctx, a handler's, cost cost more units, for its
+// budgets (Limit.Budget): grpclimit.Settle's rules.
+func Settle(ctx context.Context, cost int64) bool { return rpclimit.Settle(ctx, cost) }
 
 // WrapStreamingClient limits a client's streams when they open (before their header is
 // written): a refused one fails its Send and Receive, never reaching the network.

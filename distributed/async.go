@@ -128,7 +128,7 @@ func (a *Async) Take(ctx context.Context, req sluice.Request) (sluice.Decision, 
 	if a.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("distributed: async: %w", sluice.ErrClosed)
 	}
-	if !windowed(req.Rule) {
+	if !windowed(req.Rule) || req.Budget.Op != sluice.BudgetNone { // a budget step: the store's ledger
 		return a.next.Take(ctx, req)
 	}
 	if err := req.Validate(0); err != nil {

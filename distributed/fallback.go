@@ -263,6 +263,9 @@ func (f *Fallback) call(ctx context.Context, req sluice.Request) (d sluice.Decis
 
 // decideLocally applies the rule's policy.
 func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if req.Kind().Budget() {
+		return f.decideBudgetLocally(ctx, req)
+	}
 	switch f.policy(req.Rule) {
 	case FailOpen:
 		if err := req.Validate(0); err != nil {
@@ -278,6 +281,33 @@ func (f *Fallback) decideLocally(ctx context.Context, req sluice.Request) (sluic
 		return sluice.Decision{Allowed: req.Settle, Capacity: req.Rule.Capacity(), RetryAfter: f.breaker.interval}, nil
 	}
 	return f.ledger.decideLocal(ctx, req, f.ledger.fraction())
+}
+
+// decideBudgetLocally applies the rule's policy to a budget step while the store is out. A
+// reserve or an extension is admitted (FailOpen, holding nothing), refused (FailClosed), or
+// decided on the local limiter with this instance's share of the rule (FailLocal), which then
+// holds the reservation; what the local limiter holds is not written back. A commit is
+// answered as applied, as a settle is (its cost is lost with the outage), unless the local
+// limiter holds the reservation and settles it.
+func (f *Fallback) decideBudgetLocally(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if err := req.Validate(0); err != nil {
+		return sluice.Decision{}, err
+	}
+	policy := f.policy(req.Rule)
+	if policy != FailOpen && policy != FailClosed {
+		local := req
+		local.Rule = share(req.Rule, f.ledger.fraction())
+		d, err := f.ledger.local.Take(ctx, local)
+		if !errors.Is(err, sluice.ErrNoReservation) || req.Budget.Op != sluice.BudgetCommit {
+			return d, err
+		}
+	}
+	c := req.Rule.Capacity()
+	switch {
+	case req.Budget.Op == sluice.BudgetCommit, policy == FailOpen:
+		return sluice.Decision{Allowed: true, Capacity: c, Remaining: c}, nil
+	}
+	return sluice.Decision{Capacity: c, RetryAfter: f.breaker.interval}, nil
 }
 
 // Probe runs the background work of a Fallback built WithManualProbe, at the instant of its

@@ -54,7 +54,7 @@ func New(limiter *sluice.Limiter, routes []Route, opts ...Option) (*Interceptor,
 	for i, r := range routes {
 		rs[i].Procedure = r.Method
 		for _, l := range r.Limits {
-			rs[i].Limits = append(rs[i].Limits, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive})
+			rs[i].Limits = append(rs[i].Limits, pipeline.Limit{Name: l.Name, Rule: l.Rule, Shares: l.Shares, Hot: l.Hot, InFlight: l.InFlight, Adaptive: l.Adaptive, Budget: l.Budget})
 			rs[i].Keys = append(rs[i].Keys, l.Key)
 		}
 	}

@@ -40,6 +40,14 @@ type Limit struct {
 	// (InFlight gives the lease): it follows the handlers' latency (package adaptive). A call
 	// it refuses ends with codes.Unavailable: the service is overloaded.
 	Adaptive *adaptive.Gradient
+	// Budget, when not nil, makes the limit a budget of a cost known only after the call
+	// (Budget's Rule is ignored: Rule is the budget): the call's cost (WithCost) is reserved
+	// once the rate limits admit it (sluice.Limiter.ReserveAll, with the call's other
+	// budgets) and committed after the handler at the cost it reports with Settle, or at the
+	// estimate when it reports none. A budget that refuses denies the call as a rate limit
+	// does (ResourceExhausted, its QuotaFailure naming the budget, RetryInfo until it
+	// frees). Not with Hot nor InFlight.
+	Budget *sluice.Budget
 }
 
 // Route gives the limits of the calls it matches.

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/internal/rpclimit"
 )
 
 // Unary returns the unary server interceptor. A call its rate limits admit then takes a slot
@@ -30,6 +32,10 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if c.err != nil {
 			return nil, c.err
 		}
+		if s := rpclimit.Settling(ctx, c.q); s != nil {
+			defer s.End()
+			return handler(s, req)
+		}
 		return handler(ctx, req)
 	}
 }
@@ -51,6 +57,10 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 		}
 		if c.err != nil {
 			return c.err
+		}
+		if s := rpclimit.Settling(ss.Context(), c.q); s != nil {
+			defer s.End()
+			return handler(srv, &settledStream{ServerStream: ss, ctx: s})
 		}
 		return handler(srv, ss)
 	}

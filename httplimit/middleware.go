@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/budget"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/distributed"
 	"github.com/sluicehq/sluice/internal/logthrottle"
@@ -35,6 +36,7 @@ type middleware struct {
 	clock    sluice.Clock
 	prefix   string
 	settle   bool              // WithSettle
+	llm      *LLM              // WithLLM
 	pc       pipeline.Config   // what Options set of the pipeline's configuration
 	methods  [][]string        // methods[i]: limits[i].Methods
 	routes   []map[string]bool // routes[i]: limits[i].Routes as a set, nil for any
@@ -141,7 +143,7 @@ func build(l *sluice.Limiter, opts []Option) (*middleware, error) {
 // spec returns what the pipeline decides of p.
 func (p Limit) spec() pipeline.Limit {
 	return pipeline.Limit{Name: p.Name, Rule: p.Rule, Shares: p.Shares, Hot: p.Hot, InFlight: p.InFlight,
-		Adaptive: p.Adaptive, OwnCost: p.Cost != nil}
+		Adaptive: p.Adaptive, OwnCost: p.Cost != nil, Budget: p.Budget}
 }
 
 // validateKey checks a Key's parts.
@@ -174,7 +176,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := h.m
 	q := m.pl.Get()
 	defer q.Done() // after the handler, even when it panics: the slots are given back
-	m.collect(q, r)
+	var est *budget.Estimate
+	if m.llm != nil {
+		var ok bool
+		if est, ok = m.estimate(w, r); !ok {
+			return
+		}
+	}
+	if !m.collect(w, r, q, est) {
+		return
+	}
 	if q.Empty() {
 		h.next.ServeHTTP(w, r)
 		return
@@ -187,7 +198,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o.Decided && m.style != HeadersNone && m.style != HeadersOnDenial {
 		m.setHeaders(w, q, q.Results(), o.Decision)
 	}
-	if m.settle && q.Charged() {
+	rs := q.Reservations()
+	if rs != nil && m.llm != nil {
+		h.serveMetered(w, r, q, rs, est)
+		return
+	}
+	if m.settle && q.Charged() || rs != nil {
 		h.serveSettled(w, r, q)
 		return
 	}
@@ -253,8 +269,10 @@ func (m *middleware) denyWith(w http.ResponseWriter, r *http.Request, results []
 }
 
 // collect reads, for each limit that applies to r (its routes and methods), its key and
-// cost, and adds them to q.
-func (m *middleware) collect(q *pipeline.Request, r *http.Request) {
+// cost, and adds them to q: a budget's cost under WithLLM is est priced by its Charge. A
+// request whose estimate cannot be priced (a model the price table does not list) is answered
+// 400 here, and collect reports false.
+func (m *middleware) collect(w http.ResponseWriter, r *http.Request, q *pipeline.Request, est *budget.Estimate) bool {
 	pattern := ""
 	patternKnown := false
 	shared := int64(-1) // the middleware's cost of r (WithCost), computed once
@@ -273,9 +291,21 @@ func (m *middleware) collect(q *pipeline.Request, r *http.Request) {
 			}
 		}
 		var n int64
-		if p.Cost != nil {
+		switch {
+		case p.Budget != nil && est != nil:
+			c, err := m.llm.charge(p.Name)(est.Usage)
+			if err == nil && c > sluice.MaxLimit {
+				err = fmt.Errorf("an estimate of %d is more than the most a budget holds, %d", c, int64(sluice.MaxLimit))
+			}
+			if err != nil {
+				WriteProblem(w, r, &ProblemDetails{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+					Detail: "The request's cost under policy " + p.Name + " cannot be estimated: " + err.Error()})
+				return false
+			}
+			n = min(c, sluice.MaxLimit)
+		case p.Cost != nil:
 			n = m.costOf(p.Cost, p.Name, r)
-		} else {
+		default:
 			if shared < 0 {
 				shared = m.costOf(m.cost, p.Name, r)
 			}
@@ -293,6 +323,7 @@ func (m *middleware) collect(q *pipeline.Request, r *http.Request) {
 		}
 		q.Add(i, buf, n, class)
 	}
+	return true
 }
 
 func matchMethod(methods []string, method string) bool {

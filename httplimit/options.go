@@ -69,6 +69,17 @@ type Limit struct {
 	// (temporary-reduced-capacity, Retry-After: 1): the service is overloaded, not the client
 	// over its quota.
 	Adaptive *adaptive.Gradient
+	// Budget, when not nil, makes the policy a budget of a cost known only after the
+	// response (LLM tokens, money; Budget's Rule is ignored: Rule is the budget): the
+	// request's cost under it (Cost, WithCost, or with WithLLM its estimate) is reserved
+	// once the rate limits admit it, all budgets together (sluice.Limiter.ReserveAll), and
+	// committed at the real cost after the handler: the cost it reports with Settle (the
+	// estimate when it reports none), or with WithLLM the usage its response reports, metered
+	// as it streams. A budget that refuses denies the request (429, the policy named,
+	// Retry-After when it frees), the rate limits' units given back. Its RateLimit header
+	// shows what the budget had left before the request (its own estimate not counted), so
+	// remaining falls after each response by what it cost. Not with Hot nor InFlight.
+	Budget *sluice.Budget
 }
 
 // WithLimits adds limits. Middleware with no limit returns the handler unchanged.

@@ -26,12 +26,13 @@ import (
 // Stats.SettleErrors; it never changes the response.
 func WithSettle() Option { return optionFunc(func(m *middleware) { m.settle = true }) }
 
-// Settle reports that serving r cost cost more units (see WithSettle): call it once with the
-// total, or as the cost accrues (a streamed response); the reports add up. It returns whether
-// the cost will be settled: false when r does not come from a middleware with WithSettle that
-// charged it (the request was not limited, or passed because the store failed), when the
-// handler has already returned, or for a negative cost (logged, ignored). Safe for concurrent
-// use by the handler's goroutines.
+// Settle reports that serving r cost cost more units (see WithSettle, and Limit.Budget, whose
+// reservations are committed at the cost reported): call it once with the total, or as the
+// cost accrues (a streamed response); the reports add up. It returns whether the cost will be
+// settled: false when r does not come from a middleware with WithSettle that charged it, or
+// one with a budget that reserved it (the request was not limited, or passed because the
+// store failed), when the handler has already returned, or for a negative cost (logged,
+// ignored). Safe for concurrent use by the handler's goroutines.
 func Settle(r *http.Request, cost int64) bool {
 	s, ok := r.Context().Value(settleKey{}).(*settlement)
 	if !ok || s.done.Load() {
@@ -74,9 +75,13 @@ func (h *handler) serveSettled(w http.ResponseWriter, r *http.Request, q *pipeli
 	h.next.ServeHTTP(w, r.WithContext(s))
 	s.done.Store(true)
 	if !s.reported.Load() {
-		return
+		return // the budgets' estimates stand (pipeline.Request.Finish commits them)
 	}
 	// The request's context may be over (the client left): the debt is owed all the same. The
 	// store bounds the call by its own timeout (every Sluice store has one).
-	q.Settle(context.WithoutCancel(r.Context()), s.real.Load())
+	ctx := context.WithoutCancel(r.Context())
+	if h.m.settle {
+		q.Settle(ctx, s.real.Load())
+	}
+	q.Commit(ctx, s.real.Load())
 }

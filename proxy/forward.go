@@ -173,9 +173,11 @@ func (f *forwarding) stop() {
 	f.cancel(nil)
 }
 
-// watchIdle (ReverseProxy.ModifyResponse) starts the idle timer of a response's body;
-// protocol upgrades (101) are left alone: their connection is the client's to keep.
+// watchIdle (ReverseProxy.ModifyResponse) meters the body of a request with budgets
+// (meterResponse) and starts the idle timer of a response's body; protocol upgrades (101)
+// are left alone: their connection is the client's to keep.
 func (p *Proxy) watchIdle(resp *http.Response) error {
+	p.meterResponse(resp) // the budgets' meter reads the body below the idle watch
 	f, _ := resp.Request.Context().Value(forwardingKey{}).(*forwarding)
 	_, idle := p.cfg.timeouts()
 	if f == nil || idle == 0 || resp.StatusCode == http.StatusSwitchingProtocols {

@@ -12,6 +12,7 @@ type metrics struct {
 	forwarded, denied, invalid, unavailable prometheus.Counter
 	upstreamErrors                          prometheus.Counter
 	releaseFailures                         prometheus.Counter
+	budgetCut                               prometheus.Counter
 	upstreamTimeouts                        [2]prometheus.Counter // by timeoutResponseHeader, timeoutIdle
 	clientErrors                            [2]prometheus.Counter // by clientBodyTimeout, clientBodyMalformed
 	connsRefused                            prometheus.Counter
@@ -43,14 +44,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Client connections closed at once for being over the connection bound (--max-conns)."})
 	releases := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_lease_release_failures_total",
 		Help: "Releases of in-flight slots (max_in_flight) the store could not take, at a request's end or after an acquire that failed (timed out): each slot stays held until its lease expires."})
-	for _, c := range []prometheus.Collector{requests, upstream, timeouts, client, refused, decision, releases} {
+	cuts := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_proxy_budget_cuts_total",
+		Help: "Streamed responses cut within one event because a budget of the proxy section was spent (the provider's error event sent in place of the rest)."})
+	for _, c := range []prometheus.Collector{requests, upstream, timeouts, client, refused, decision, releases, cuts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return &metrics{forwarded: requests.WithLabelValues("forwarded"), denied: requests.WithLabelValues("denied"),
 		invalid: requests.WithLabelValues("invalid"), unavailable: requests.WithLabelValues("unavailable"),
-		upstreamErrors: upstream, decision: decision, connsRefused: refused, releaseFailures: releases,
+		upstreamErrors: upstream, decision: decision, connsRefused: refused, releaseFailures: releases, budgetCut: cuts,
 		clientErrors:     [2]prometheus.Counter{clientBodyTimeout: client.WithLabelValues("body_timeout"), clientBodyMalformed: client.WithLabelValues("body_malformed")},
 		upstreamTimeouts: [2]prometheus.Counter{timeoutResponseHeader: timeouts.WithLabelValues("response_header"), timeoutIdle: timeouts.WithLabelValues("idle")}}, nil
 }

@@ -136,9 +136,10 @@ type Proxy struct {
 	// to be harmless masked (store.Redact).
 	upstreamName string
 	metrics      *metrics
-	// upstreamLog and clientLog throttle the lines of upstream errors and client errors.
-	upstreamLog, clientLog logthrottle.Throttle
-	serving                atomic.Bool // between the start of Serve and the end of the drain
+	// upstreamLog, clientLog and budgetLog throttle the lines of upstream errors, client
+	// errors and budgets (streams cut, commits that failed).
+	upstreamLog, clientLog, budgetLog logthrottle.Throttle
+	serving                           atomic.Bool // between the start of Serve and the end of the drain
 
 	lis, adminLis net.Listener
 	http, admin   *http.Server

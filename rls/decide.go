@@ -472,7 +472,8 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 		return &Error{Kind: KindCanceled, Msg: err.Error(), Err: err}
 	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
 		return &Error{Kind: KindDeadline, Msg: err.Error(), Err: err}
-	case errors.Is(err, sluice.ErrInvalidRule), errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrInvalidN):
+	case errors.Is(err, sluice.ErrInvalidRule), errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrInvalidN),
+		errors.Is(err, sluice.ErrNoReservation):
 		return &Error{Kind: KindInvalid, Msg: err.Error(), Err: err}
 	}
 	e.obs.StoreError(false)

@@ -154,7 +154,7 @@ if [ -n "${SLUICE_CHAOS:-}" ]; then
 	export SLUICE_CHAOS
 	log "chaos: reliability tests, long forms (SLUICE_CHAOS=1), one package at a time"
 	go test -count=1 -p 1 -timeout 60m -v \
-		-run 'TestKeyFlood|TestHugeRequestsFlatMemory|TestSlowloris|TestMaxConns|TestMaxHits|TestClockSkew|TestLinearizable|TestSoak|TestSentinelFailoverUnderLoad|TestReshardHotSlot|TestClusterPrimaryKill|TestServeSentinelFailover|TestServeClusterPrimaryKill|TestTimedOutScriptsNotRetried|TestScriptCacheLost|TestFallback' \
+		-run 'TestLLMBudgetChaos|TestKeyFlood|TestHugeRequestsFlatMemory|TestSlowloris|TestMaxConns|TestMaxHits|TestClockSkew|TestLinearizable|TestSoak|TestSentinelFailoverUnderLoad|TestReshardHotSlot|TestClusterPrimaryKill|TestServeSentinelFailover|TestServeClusterPrimaryKill|TestTimedOutScriptsNotRetried|TestScriptCacheLost|TestFallback' \
 		./store/memory/ ./store/redis/ ./server/ ./distributed/ ./cmd/sluice/
 	log "chaos: fuzzing"
 	fuzz_all "${SLUICE_FUZZTIME:-2m}"

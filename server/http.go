@@ -21,7 +21,8 @@ import (
 	"github.com/sluicehq/sluice/server/admin"
 )
 
-// Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, /json, GET /metrics,
+// Handler returns the HTTP API: POST /v1/allow, POST /v1/settle, the budget API (POST
+// /v1/reserve, /v1/commit, /v1/cancel: budget.go), /json, GET /metrics,
 // /healthz, /readyz, envoyproxy/ratelimit's GET /healthcheck and /rlconfig, the live view
 // GET /v1/top and /ui, and the gateways' doors: /v1/forward-auth/{domain} (forwardauth.go),
 // /v1/ext-authz/{domain}/... and POST /v1/leases/release.
@@ -29,6 +30,9 @@ func (s *Server) Handler() http.Handler {
 	mux := s.adminMux(apiEndpoints)
 	mux.HandleFunc("POST /v1/allow", s.withBody(s.handleAllow))
 	mux.HandleFunc("POST /v1/settle", s.withBody(s.handleSettle))
+	mux.HandleFunc("POST /v1/reserve", s.withBody(s.handleReserve))
+	mux.HandleFunc("POST /v1/commit", s.withBody(s.handleCommit))
+	mux.HandleFunc("POST /v1/cancel", s.withBody(s.handleCancel))
 	mux.HandleFunc("/json", s.withBody(s.handleJSON)) // any method, as the peer's
 	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck)
 	mux.HandleFunc("GET /rlconfig", s.handleRLConfig)
@@ -58,6 +62,9 @@ func (s *Server) adminMux(api []admin.Endpoint) *http.ServeMux {
 var apiEndpoints = []admin.Endpoint{
 	{Method: "POST", Path: "/v1/allow", What: `decide: {"domain":...,"descriptors":[...]} under the rules, or {"key":...,"rule":{...}}`},
 	{Method: "POST", Path: "/v1/settle", What: "charge or refund the difference once a cost is known"},
+	{Method: "POST", Path: "/v1/reserve", What: `hold an estimate on a budget: {"key", "rule", "estimate", "mode"}`},
+	{Method: "POST", Path: "/v1/commit", What: `end a reservation at its real cost: {"key", "rule", "id", "actual"}`},
+	{Method: "POST", Path: "/v1/cancel", What: `end a reservation at no cost: {"key", "rule", "id"}`},
 	{Method: "POST", Path: "/json", What: "envoyproxy/ratelimit's JSON API"},
 	{Method: "GET", Path: "/healthcheck", What: "envoyproxy/ratelimit's health check"},
 	{Method: "GET", Path: "/rlconfig", What: "the rules in force"},

@@ -42,7 +42,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	for _, s := range simulate.Scenarios() {
 		scenarioNames = append(scenarioNames, s.Name)
 	}
-	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario, simulate.RegionsScenario)
+	scenarioNames = append(scenarioNames, simulate.CriticalityScenario, simulate.LatencyScenario, simulate.QuotaScaleUpScenario, simulate.RegionsScenario, simulate.LLMBudgetScenario)
 	scenario := fs.String("scenario", simulate.Scenarios()[0].Name, "traffic scenario: "+strings.Join(scenarioNames, ", "))
 	algorithms := fs.String("algorithms", "all", "comma-separated algorithms (sliding_window_N for N sub-windows), or all")
 	modes := fs.String("modes", "single", "comma-separated modes: "+strings.Join(simulate.ModeNames(), ", "))
@@ -70,10 +70,14 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.LatencyScenario, simulate.LatencySummary, simulate.LatencyDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.QuotaScaleUpScenario, simulate.QuotaScaleUpSummary, simulate.QuotaScaleUpDefinition)
 		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.RegionsScenario, simulate.RegionsSummary, simulate.RegionsDefinition)
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n", simulate.LLMBudgetScenario, simulate.LLMBudgetSummary, simulate.LLMBudgetDefinition)
 		return 0
 	}
 	if *scenario == simulate.RegionsScenario {
 		return simulateRegions(stdout, stderr, *seed, *out)
+	}
+	if *scenario == simulate.LLMBudgetScenario {
+		return simulateLLMBudget(stdout, stderr, *seed, *out)
 	}
 	if *scenario == simulate.LatencyScenario {
 		return simulateLatency(stdout, stderr, *duration, *seed)

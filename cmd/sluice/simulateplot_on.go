@@ -4,4 +4,6 @@ package main
 
 import "github.com/sluicehq/sluice/simulate/figures"
 
-func init() { writePlots, writeRegionPlots = figures.Write, figures.WriteRegions }
+func init() {
+	writePlots, writeRegionPlots, writeBudgetPlots = figures.Write, figures.WriteRegions, figures.WriteBudget
+}

@@ -80,6 +80,9 @@ type Scratch struct {
 	ans     rls.Answer
 	refused *inflight.Claim // the claim of Refused
 	start   time.Time       // when the slots were taken
+
+	budgets    []Budget       // Budgets' answer
+	budgetDesc rls.Descriptor // a budget's entries, while its key is built
 }
 
 var scratchPool = sync.Pool{New: func() any { return &Scratch{} }}
@@ -110,6 +113,9 @@ func (sc *Scratch) Release() {
 	clear(sc.Claims)
 	sc.Claims = sc.Claims[:0]
 	clear(sc.Extra)
+	clear(sc.budgets)
+	clear(sc.budgetDesc.Entries)
+	sc.budgets, sc.budgetDesc.Entries = sc.budgets[:0], sc.budgetDesc.Entries[:0]
 	sc.Request, sc.Extra, sc.Err, sc.refused, sc.fields = Request{}, sc.Extra[:0], nil, nil, requestFields{}
 	scratchPool.Put(sc)
 }

@@ -104,8 +104,15 @@ func (q *Request) Decide(ctx context.Context, wait time.Duration) (o Outcome) {
 			return o
 		}
 	}
+	if len(q.holds) > 0 {
+		if v, done := q.decideBudgets(ctx, &o); done {
+			o.Answer = v
+			return o
+		}
+	}
 	if len(q.claims) > 0 {
 		if v, err, done := q.acquire(ctx); done {
+			q.cancelBudgets(ctx)
 			o.Answer, o.Err = v, err
 			return o
 		}
@@ -212,9 +219,15 @@ func (q *Request) Unavailable() []string {
 	return names
 }
 
-// Finish gives back the slots q holds, telling each adaptive limit the request's round trip
-// since it took them. It is safe on a request that holds none, and more than once.
+// Finish commits the budget reservations still open at what they hold (a cost nobody
+// reported: the estimate stands) and gives back the slots q holds, telling each adaptive
+// limit the request's round trip since it took them. It is safe on a request that holds
+// none, and more than once.
 func (q *Request) Finish() {
+	if q.reserved {
+		q.commitHeld(context.Background())
+		q.reserved = false
+	}
 	if !q.held {
 		return
 	}

@@ -32,6 +32,11 @@ type Limit struct {
 	// OwnCost says the limit counts in units of its own (httplimit's Limit.Cost): a settled
 	// cost (Request.Settle) leaves it out.
 	OwnCost bool
+	// Budget, when not nil, makes the limit a budget (sluice.Limiter.ReserveAll): the
+	// request's cost under it is an estimate, reserved once the rate limits admit it, and
+	// committed at the real cost after the handler (Request.Commit, or a metered response).
+	// Budget.Rule is ignored: the limit's Rule is the budget. Not with Hot nor InFlight.
+	Budget *sluice.Budget
 }
 
 // Rated reports whether l has a rate limit (a Limit with InFlight alone has none).
@@ -88,6 +93,16 @@ func (l *Limit) Validate(path string) error {
 	if l.Rated() {
 		if err := l.Rule.Validate(); err != nil {
 			return &LimitError{Path: path, Name: l.Name, Field: "rule", Err: err}
+		}
+	}
+	if b := l.Budget; b != nil {
+		switch {
+		case l.Hot != nil || l.InFlight != nil:
+			return invalid(path, l, "budget", "budget", "a budget cannot be a hot parameter nor an in-flight limit")
+		case b.Mode > sluice.Strict:
+			return invalid(path, l, "budget", "mode", "unknown budget mode %d", b.Mode)
+		case b.TTL != 0 && (b.TTL < sluice.MinReservationTTL || b.TTL > l.Rule.Period):
+			return invalid(path, l, "budget", "ttl", "must be between %v and the rule's period %v (0 for the period), got %v", sluice.MinReservationTTL, l.Rule.Period, b.TTL)
 		}
 	}
 	return nil

@@ -29,6 +29,13 @@ type Request struct {
 	charged *sluice.Limiter  // the limiter that charged the checks, for Settle
 	held    bool             // the claims hold their slots (Finish releases them)
 	since   time.Time        // when the slots were taken (the pipeline's clock)
+	// budgets (budget.go): the holds of the budget limits, which[i] their limits, and once
+	// reserved their reservations
+	holds     []sluice.Hold
+	holdWhich []int
+	holdSpans [][2]int // where each hold's key is in buf
+	resv      sluice.Reservations
+	reserved  bool
 }
 
 var requestPool = sync.Pool{New: func() any {
@@ -50,6 +57,11 @@ func (q *Request) Put() {
 	clear(q.results)
 	q.buf, q.ends, q.checks, q.which, q.results, q.mask = q.buf[:0], q.ends[:0], q.checks[:0], q.which[:0], q.results[:0], 0
 	q.claims, q.charged, q.held, q.p = q.claims[:0], nil, false, nil
+	if len(q.holds) > 0 || q.reserved {
+		clear(q.holds)
+		q.holds, q.holdWhich, q.holdSpans = q.holds[:0], q.holdWhich[:0], q.holdSpans[:0]
+		q.resv, q.reserved = sluice.Reservations{}, false
+	}
 	q.hot.Reset()
 	if cap(q.buf) <= 64<<10 {
 		requestPool.Put(q)
@@ -89,6 +101,10 @@ func (q *Request) Add(i int, buf []byte, n int64, c sluice.Criticality) {
 			return
 		}
 	}
+	if l.Budget != nil {
+		q.addHold(i, n)
+		return
+	}
 	q.ends = append(q.ends, len(q.buf))
 	q.checks = append(q.checks, sluice.Check{Rule: l.Rule, N: n})
 	if l.Shares != nil {
@@ -107,13 +123,18 @@ func (q *Request) Claim(c inflight.Claim) { q.claims = append(q.claims, c) }
 // reads the class only when one does.
 func (q *Request) Classed(i int) bool { return q.p.limits[i].Shares != nil }
 
-// Empty reports whether no limit applies to the request: no check and no claim.
-func (q *Request) Empty() bool { return len(q.checks) == 0 && len(q.claims) == 0 }
+// Empty reports whether no limit applies to the request: no check, no budget and no claim.
+func (q *Request) Empty() bool { return len(q.checks) == 0 && len(q.claims) == 0 && len(q.holds) == 0 }
 
-// cutKeys sets the checks' keys, cut from the buffer now that it no longer grows.
+// cutKeys sets the checks' keys, cut from the buffer now that it no longer grows. The keys
+// lie one after the other in it, with the budgets' between them (holdSpans, skipped).
 func (q *Request) cutKeys() {
-	start := 0
+	start, h := 0, 0
 	for i, end := range q.ends {
+		for h < len(q.holdSpans) && q.holdSpans[h][0] == start {
+			start = q.holdSpans[h][1]
+			h++
+		}
 		if q.checks[i].Key == "" {
 			if q.p.borrowKeys {
 				q.checks[i].Key = unsafe.String(&q.buf[start], end-start)
@@ -139,23 +160,25 @@ type Result struct {
 	Decision sluice.Decision
 }
 
-// Results returns the result of each check once Decide returned, in the checks' order: what
+// Results returns the result of each check once Decide returned, in the checks' order, then
+// of each budget reserved (its reservation's decision, or after the handler its commit's): what
 // the answer's rate-limit headers and denial are written from. The slice is q's: valid until
 // Put.
 func (q *Request) Results() []Result {
-	if len(q.results) != len(q.checks) {
+	if len(q.results) != len(q.checks)+len(q.resv.Holds) {
 		q.results = q.results[:0]
 		for i := range q.checks {
 			c := &q.checks[i]
 			q.results = append(q.results, Result{Name: q.p.limits[q.which[i]].Name, Rule: c.Rule, Decision: c.Decision})
 		}
+		q.results = q.budgetResults(q.results)
 	}
 	return q.results
 }
 
 // Reset returns the reset a request decided d (its Outcome's Decision) is told:
-// sluice.Decision.ResetIn; when denied, the longest of the denying checks' (positive, for a
-// request that can never be admitted too): how long until it would pass.
+// sluice.Decision.ResetIn; when denied, the longest of the denying checks' and budgets'
+// (positive, for a request that can never be admitted too): how long until it would pass.
 func (q *Request) Reset(d sluice.Decision) time.Duration {
 	if d.Allowed {
 		return d.ResetIn(0)
@@ -164,6 +187,11 @@ func (q *Request) Reset(d sluice.Decision) time.Duration {
 	for _, c := range q.checks {
 		if !c.Decision.Allowed {
 			wait = max(wait, c.Decision.ResetIn(c.Rule.Period))
+		}
+	}
+	for i := range q.resv.Holds {
+		if r := &q.resv.Holds[i]; !r.Decision.Allowed {
+			wait = max(wait, r.Decision.ResetIn(r.Budget.Rule.Period))
 		}
 	}
 	return max(wait, d.ResetIn(0)) // the combined decision denies: positive

@@ -44,6 +44,18 @@ func waitHTTP(t *testing.T, url string, exited <-chan error) {
 	}
 }
 
+// buildSluice builds ./cmd/sluice of the checkout into the test's temporary directory.
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluice")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // start runs bin with args until the test ends; its output goes to out.
 func start(t *testing.T, dir string, out io.Writer, bin string, args ...string) <-chan error {
 	t.Helper()

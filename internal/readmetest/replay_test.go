@@ -3,7 +3,6 @@ package readmetest
 import (
 	"context"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +14,7 @@ import (
 // aside).
 func TestReadmeReplay(t *testing.T) {
 	lines := section(t, "README.md", "Limits from your traffic")
-	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
-	}
+	bin := buildSluice(t)
 	commands := 0
 	for i := 0; i < len(lines); i++ {
 		cmd, ok := strings.CutPrefix(lines[i], "    go run ./cmd/sluice ")

@@ -32,12 +32,7 @@ var autolinkRE = regexp.MustCompile(`<http://` + readmeHTTP + `(/[^>]*)>`)
 // every other command runs (exit 0) with the output shown under it.
 func TestReadmeSetUp(t *testing.T) {
 	lines := section(t, "README.md", "Set up")
-	bin := filepath.Join(t.TempDir(), "sluice")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sluice: %v\n%s", err, out)
-	}
+	bin := buildSluice(t)
 	var httpAddr string
 	var commands int
 	for i := 0; i < len(lines); i++ {

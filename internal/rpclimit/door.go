@@ -143,7 +143,11 @@ func (d *Door[C]) answer(ctx context.Context, q *pipeline.Request, o pipeline.Ou
 		if o.Err != nil { // the call's context ended its wait for a slot
 			return contextAnswer(o.Err)
 		}
-		return denial(d.Name, q.Checks(), o.Decision, q.Reset(o.Decision))
+		checks := q.Checks()
+		if b := q.BudgetChecks(); len(b) > 0 { // a budget that refused is named too
+			checks = append(checks[:len(checks):len(checks)], b...)
+		}
+		return denial(d.Name, checks, o.Decision, q.Reset(o.Decision))
 	case pipeline.Refuse:
 		return refusal(d.Name, q.Refused())
 	case pipeline.Unavailable:

@@ -137,8 +137,8 @@ func tooLong(secret string) string {
 
 var rule = sluice.FixedWindow(5, time.Minute)
 
-// TestLibraryDoor: Limiter errors (a failing store, every call; an invalid key) never quote
-// the key.
+// TestLibraryDoor: Limiter errors (a failing store, every call, budget reservations too; an
+// invalid key; a commit of a reservation not open) never quote the key.
 func TestLibraryDoor(t *testing.T) {
 	secret := newSecret()
 	var out outputs
@@ -162,7 +162,13 @@ func TestLibraryDoor(t *testing.T) {
 			err6 := l.Wait(wctx, key, rule)
 			cancel()
 			_, err7 := ls.Acquire(ctx, key, sluice.InFlight{Limit: 2})
-			for _, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+			budget := sluice.Budget{Rule: rule}
+			r, err8 := l.Reserve(ctx, key, budget, 2)
+			_, err9 := l.ReserveAll(ctx, []sluice.Hold{{Key: "plain", Budget: budget, N: 1}, {Key: key, Budget: budget, N: 1}})
+			_, err10 := r.Commit(ctx, 1)
+			gone := l.Resume(sluice.NewReservationID(), key, budget)
+			_, err11 := gone.Commit(ctx, 1) // not open
+			for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8, err9, err10, err11} {
 				if err != nil {
 					out.add("library error", err.Error())
 				}
@@ -170,11 +176,13 @@ func TestLibraryDoor(t *testing.T) {
 		}
 	}
 	out.check(t, secret, "library error")
+	out.heard(t, "library error", "no such reservation")
 }
 
 // TestHTTPMiddlewareDoor: the httplimit middleware keyed by a header, a query parameter and a
-// raw key function, under a failing store (fail closed: the answer is a 503) and with a key
-// the store refuses: answers, headers and logs.
+// raw key function, with a token budget (WithLLM) on the header whose request bodies hold the
+// secret too, under a failing store (fail closed: the answer is a 503) and with a key the
+// store refuses: answers, headers and logs.
 func TestHTTPMiddlewareDoor(t *testing.T) {
 	secret := newSecret()
 	var out outputs
@@ -188,6 +196,7 @@ func TestHTTPMiddlewareDoor(t *testing.T) {
 			v := r.Header.Get("X-Raw")
 			return v, v != ""
 		})},
+		httplimit.Limit{Name: "tokens", Rule: sluice.FixedWindow(10_000, time.Minute), Key: httplimit.KeyHeader("X-Api-Key"), Budget: &sluice.Budget{}},
 	)
 	mem, err := memory.New(memory.WithSweepInterval(-1))
 	if err != nil {
@@ -195,14 +204,21 @@ func TestHTTPMiddlewareDoor(t *testing.T) {
 	}
 	defer mem.Close()
 	for name, l := range map[string]*sluice.Limiter{"failing": sluice.New(failingStore(t)), "working": sluice.New(mem)} {
-		mw, err := httplimit.New(l, limits, httplimit.WithLogger(logTo(&out, "httplimit log")), httplimit.WithFailurePolicy(distributed.FailClosed))
+		mw, err := httplimit.New(l, limits, httplimit.WithLogger(logTo(&out, "httplimit log")), httplimit.WithFailurePolicy(distributed.FailClosed),
+			httplimit.WithLLM(httplimit.LLM{}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })))
 		for _, h := range [][2]string{{"X-Api-Key", secret}, {"X-Api-Key", tooLong(secret)}, {"X-Raw", secret}, {"X-Raw", tooLong(secret)}} {
-			for range 6 { // past the limit of 5 too, on the working store
-				req, _ := http.NewRequest(http.MethodGet, srv.URL+"/items?api_key="+secret, nil)
+			for i := range 6 { // past the limit of 5 too, on the working store
+				// the budget's estimate is read from the body: a model and a max_tokens of the
+				// secret (not a number) once
+				body := `{"model":"` + secret + `","max_tokens":10}`
+				if i == 0 {
+					body = `{"model":"gpt-4o","max_tokens":"` + secret + `"}`
+				}
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/items?api_key="+secret, strings.NewReader(body))
 				req.Header.Set(h[0], h[1])
 				answer(t, &out, "httplimit "+name+" answer", req)
 			}
@@ -210,6 +226,7 @@ func TestHTTPMiddlewareDoor(t *testing.T) {
 		srv.Close()
 	}
 	out.check(t, secret, "httplimit log", "httplimit failing answer", "httplimit working answer")
+	out.heard(t, "httplimit working answer", "cost cannot be estimated: budget: bad request: max_tokens")
 }
 
 // answer sends req and adds its status line, headers and body to out under where.
@@ -229,10 +246,11 @@ func answer(t *testing.T, out *outputs, where string, req *http.Request) int {
 	return resp.StatusCode
 }
 
-// TestGRPCInterceptorDoor: the grpclimit interceptor keyed by metadata, under a failing store
-// (fail closed: UNAVAILABLE), with a key the store refuses (INVALID_ARGUMENT), and on a working
-// store past the limit (RESOURCE_EXHAUSTED, whose QuotaFailure named the store key): status
-// messages, details and logs.
+// TestGRPCInterceptorDoor: the grpclimit interceptor keyed by metadata, a rate limit and a
+// budget (spent after three calls), under a failing store (fail closed: UNAVAILABLE), with a
+// key the store refuses (INVALID_ARGUMENT), and on a working store past the limit
+// (RESOURCE_EXHAUSTED, whose QuotaFailure named the store key): status messages, details and
+// logs.
 func TestGRPCInterceptorDoor(t *testing.T) {
 	secret := newSecret()
 	var out outputs
@@ -242,7 +260,8 @@ func TestGRPCInterceptorDoor(t *testing.T) {
 	}
 	defer mem.Close()
 	for name, l := range map[string]*sluice.Limiter{"failing": sluice.New(failingStore(t)), "working": sluice.New(mem)} {
-		in, err := grpclimit.New(l, []grpclimit.Route{{Limits: []grpclimit.Limit{{Name: "per-key", Rule: rule, Key: grpclimit.KeyMetadata("x-api-key")}}}},
+		in, err := grpclimit.New(l, []grpclimit.Route{{Limits: []grpclimit.Limit{{Name: "per-key", Rule: rule, Key: grpclimit.KeyMetadata("x-api-key")},
+			{Name: "budget", Rule: sluice.FixedWindow(3, time.Minute), Key: grpclimit.KeyMetadata("x-api-key"), Budget: &sluice.Budget{Mode: sluice.Strict}}}}},
 			grpclimit.WithLogger(logTo(&out, "grpclimit log")), grpclimit.WithFailurePolicy(distributed.FailClosed))
 		if err != nil {
 			t.Fatal(err)
@@ -275,6 +294,7 @@ func TestGRPCInterceptorDoor(t *testing.T) {
 		srv.Stop()
 	}
 	out.check(t, secret, "grpclimit failing answer", "grpclimit working answer")
+	out.heard(t, "grpclimit working answer", "rate limit exceeded (budget)")
 }
 
 // traced starts tracing every span to an OTLP receiver of the test.
@@ -332,7 +352,8 @@ descriptors:
 `
 
 // TestServeDoor: sluice serve's gRPC RLS, /json and HTTP API (the key form and the descriptor
-// form, allow and settle), traced, on a Redis that does not answer (no fallback: UNAVAILABLE
+// form, allow and settle; the budgets' reserve, commit and cancel, the secret in a reservation
+// id and a mode too), traced, on a Redis that does not answer (no fallback: UNAVAILABLE
 // and 503), and with a value holding a control character and a key too long: answers, logs,
 // every byte the OTLP collector received, and the metrics page.
 func TestServeDoor(t *testing.T) {
@@ -359,10 +380,14 @@ func TestServeDoor(t *testing.T) {
 		jsonValue := strings.ReplaceAll(value, "\x01", `\u0001`)
 		descriptors := `{"domain":"doors","descriptors":[{"entries":[{"key":"api_key","value":"` + jsonValue + `"}]}]}`
 		for path, body := range map[string]string{
-			"/json":      descriptors,
-			"/v1/allow":  descriptors,
-			"/v1/allow ": `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"}}`,
-			"/v1/settle": `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"},"delta":2}`,
+			"/json":        descriptors,
+			"/v1/allow":    descriptors,
+			"/v1/allow ":   `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"}}`,
+			"/v1/settle":   `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"},"delta":2}`,
+			"/v1/reserve":  `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"},"estimate":2}`,
+			"/v1/commit":   `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"},"id":"0123456789abcdef0123456789abcdef","actual":1}`,
+			"/v1/cancel":   `{"key":"` + jsonValue + `","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"},"id":"` + jsonValue + `"}`,
+			"/v1/reserve ": `{"key":"k","rule":{"algorithm":"fixed_window","limit":5,"period":"1m"},"estimate":2,"mode":"` + jsonValue + `"}`,
 		} {
 			req, _ := http.NewRequest(http.MethodPost, base+strings.TrimSpace(path), strings.NewReader(body))
 			req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
@@ -375,10 +400,11 @@ func TestServeDoor(t *testing.T) {
 	}
 	addSpans(t, tp, rcv, &out, secret)
 	out.check(t, secret, "serve gRPC answer", "serve HTTP answer", "serve log", "span")
+	out.heard(t, "serve HTTP answer", "id: want 32 hexadecimal characters")
 }
 
 // proxyRules serve sluice proxy and the gateways' doors (TestGatewayDoors), where an Envoy
-// route's context extension adds a tenant.
+// route's context extension adds a tenant. The proxy's budgets follow (proxyBudgets).
 const proxyRules = `
 domain: doors
 descriptors:
@@ -392,8 +418,18 @@ proxy:
         - request_headers: {header_name: X-Api-Key, descriptor_key: api_key}
 `
 
-// TestProxyDoor: sluice proxy keyed by a header, with the API key in the query as well, on a
-// Redis that does not answer (no fallback: 503) and with a header value too long for the
+// proxyBudgets are the budgets of TestProxyDoor, after proxyRules: a dollar budget keyed by
+// the API key, its price table beside the rules.
+const proxyBudgets = `  budgets:
+    - name: dollars
+      actions: [{request_headers: {header_name: X-Api-Key, descriptor_key: api_key}}]
+      rate_limit: {unit: minute, requests_per_unit: 1000000}
+      prices: prices.yaml
+`
+
+// TestProxyDoor: sluice proxy keyed by a header, with a dollar budget on it, the API key in
+// the query and in request bodies as well (a model, a max_tokens, a body that is not JSON), on
+// a Redis that does not answer (no fallback: 503) and with a header value too long for the
 // store (400): answers, logs and the admin metrics page.
 func TestProxyDoor(t *testing.T) {
 	secret := newSecret()
@@ -401,7 +437,11 @@ func TestProxyDoor(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer up.Close()
 	path := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(path, []byte(proxyRules), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(proxyRules+proxyBudgets), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prices := "models:\n  gpt-4o: {input: 2.5, output: 10}\n"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "prices.yaml"), []byte(prices), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := proxy.New(proxy.Config{Upstream: up.URL, Addr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0", RulesPath: path, ReloadInterval: -1,
@@ -414,9 +454,14 @@ func TestProxyDoor(t *testing.T) {
 	go func() { done <- p.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
 	for _, value := range []string{secret, tooLong(secret)} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+p.Addr()+"/items?api_key="+secret, nil)
-		req.Header.Set("X-Api-Key", value)
-		answer(t, &out, "proxy answer", req)
+		// the budget's estimate reads the body: a model the price table does not list, a
+		// max_tokens that is no number, a body that is no JSON, each the secret
+		for _, body := range []string{`{"model":"gpt-4o","max_tokens":10}`, `{"model":"` + secret + `","max_tokens":10}`,
+			`{"model":"gpt-4o","max_tokens":"` + secret + `"}`, `{"model":"gpt-4o",` + secret + `}`} {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/items?api_key="+secret, strings.NewReader(body))
+			req.Header.Set("X-Api-Key", value)
+			answer(t, &out, "proxy answer", req)
+		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+p.AdminAddr()+"/metrics", nil)
 	answer(t, &out, "proxy page", req)
@@ -426,6 +471,20 @@ func TestProxyDoor(t *testing.T) {
 		return strings.Contains(strings.Join(out.texts["proxy log"], ""), "store error")
 	})
 	out.check(t, secret, "proxy answer", "proxy log", "proxy page")
+	for _, want := range []string{"not in the price table", "max_tokens: want a whole number", "body: not JSON"} {
+		out.heard(t, "proxy answer", want)
+	}
+}
+
+// heard fails the test when no text of o under where holds want: the door's path that writes
+// it was not driven.
+func (o *outputs) heard(t *testing.T, where, want string) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !strings.Contains(strings.Join(o.texts[where], "\n"), want) {
+		t.Errorf("%s: no %q: the path was not driven", where, want)
+	}
 }
 
 // TestGatewayDoors (issue 35): sluice serve's forward-auth door (NGINX, Caddy, Traefik) and

@@ -96,3 +96,22 @@ func TestWriteRegions(t *testing.T) {
 		t.Fatalf("%s: %v", paths[0], err)
 	}
 }
+
+// TestWriteBudget: the llm_budget scenario's figure is drawn as PNG and SVG.
+func TestWriteBudget(t *testing.T) {
+	rows, err := simulate.RunLLMBudget(context.Background(), simulate.LLMBudgetPolicies, []int{1, 10}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, err := WriteBudget(t.TempDir(), rows)
+	if err != nil || len(paths) != 2 {
+		t.Fatalf("wrote %v, %v", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err := png.Decode(bytes.NewReader(b)); err != nil || img.Bounds().Dx() < 100 {
+		t.Fatalf("not a usable PNG (%v)", err)
+	}
+}

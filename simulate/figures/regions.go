@@ -30,11 +30,16 @@ func WriteRegions(dir string, res *simulate.RegionsResult) ([]string, error) {
 		return nil, err
 	}
 	fig := figure{plots: [][]*plot.Plot{{admitted}, {shares}}, width: 9 * vg.Inch, height: 6 * vg.Inch}
+	return fig.writeBoth(dir, "regions")
+}
+
+// writeBoth writes the figure into dir as name.png and name.svg and returns the paths written.
+func (f figure) writeBoth(dir, name string) ([]string, error) {
 	var paths []string
 	for _, ext := range []string{".png", ".svg"} {
-		p := filepath.Join(dir, "regions"+ext)
-		if err := fig.write(p); err != nil {
-			return paths, fmt.Errorf("simulate: plot regions: %w", err)
+		p := filepath.Join(dir, name+ext)
+		if err := f.write(p); err != nil {
+			return paths, fmt.Errorf("simulate: plot %s: %w", name, err)
 		}
 		paths = append(paths, p)
 	}

@@ -33,6 +33,9 @@ func (s *Store) casRound(b base, calls []*call, now int64, deadline time.Time) {
 			}
 			return
 		}
+		for _, c := range calls {
+			c.err = nil // the next attempt decides them again
+		}
 		s.stats.conflicts.Add(1)
 		pause := s.backoff(attempt)
 		if attempt >= s.cfg.maxAttempts || time.Now().Add(pause).After(deadline) {
@@ -63,17 +66,32 @@ func (s *Store) casAttempt(key string, calls []*call, now int64, buf []byte) err
 		return unavailable(err)
 	}
 	var last sluice.Decision
+	decided := false
 	for _, c := range calls {
 		if st == nil || st.Algorithm() != c.req.Rule.Algorithm {
 			st = algorithm.New(c.req.Rule.Algorithm) // a new algorithm starts from full
 		}
-		c.d = algorithm.Apply(st, now, c.p, &c.req)
-		last = c.d
+		if c.req.Kind().Budget() {
+			st = algorithm.WithLedger(st)
+		}
+		c.d, c.err = algorithm.Apply(st, now, c.p, &c.req) // an error: a budget step that moved nothing
+		if c.err == nil {
+			last, decided = c.d, true
+		}
+	}
+	if !decided { // every call was a budget step refused: the state's own reset, from a peek on a copy
+		if cp, err := algorithm.DecodeState(algorithm.AppendState(nil, st)); err == nil {
+			last = cp.Take(now, calls[len(calls)-1].p, 0, 0)
+		}
+	}
+	need := int64(last.ResetAfter) // the state matters that long, and its open reservations until they expire
+	if l, ok := st.(*algorithm.Ledger); ok {
+		need = max(need, l.Expiry()-now)
 	}
 	enc := algorithm.AppendState(buf, st)
-	exp := s.expiration(int64(last.ResetAfter))
+	exp := s.expiration(need)
 	switch {
-	case it == nil && last.ResetAfter <= 0:
+	case it == nil && need <= 0:
 		return nil // a full state: nothing to keep
 	case it != nil && bytes.Equal(enc, it.Value):
 		return nil

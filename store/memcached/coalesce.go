@@ -123,13 +123,14 @@ func (s *Store) lead(sh *laneShard, batch []*call) {
 
 // round decides batch, the calls on one key in queue order, at one instant: consecutive calls
 // of the counter algorithms that take units under one rule share one increment, consecutive
-// calls of the other algorithms one gets/cas round, and anything else goes on its own.
+// calls of the other algorithms and budget steps (of any algorithm: a budget key's state and
+// reservations live in its state item) one gets/cas round, and anything else goes on its own.
 func (s *Store) round(sh *laneShard, key string, batch []*call, deadline time.Time) {
 	now, latest := s.now()
 	b := base{s.cfg.prefix, body(s.cfg.prefix, key)}
 	for i := 0; i < len(batch); {
 		c, j := batch[i], i+1
-		if counted(c.req.Rule.Algorithm) {
+		if counted(c.req.Rule.Algorithm) && !c.req.Kind().Budget() {
 			if increments(c) {
 				for j < len(batch) && increments(batch[j]) && batch[j].req.Rule == c.req.Rule {
 					j++
@@ -137,7 +138,7 @@ func (s *Store) round(sh *laneShard, key string, batch []*call, deadline time.Ti
 			}
 			s.countRound(sh, key, b, batch[i:j], now, latest)
 		} else {
-			for j < len(batch) && !counted(batch[j].req.Rule.Algorithm) {
+			for j < len(batch) && (!counted(batch[j].req.Rule.Algorithm) || batch[j].req.Kind().Budget()) {
 				j++
 			}
 			s.casRound(b, batch[i:j], now, deadline)

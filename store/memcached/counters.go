@@ -53,12 +53,15 @@ func (v *view) at(j int64) *int64 {
 	return &v.sliding.Counts[algorithm.RingIndex(j, v.n)]
 }
 
-// apply decides req on the view (algorithm.Apply).
+// apply decides req on the view (algorithm.Apply), never a budget step (those go to the
+// state item: see round), so never with an error.
 func (v *view) apply(now int64, p *algorithm.Params, req *sluice.Request) sluice.Decision {
+	var st algorithm.State = &v.fixed
 	if v.slide {
-		return algorithm.Apply(&v.sliding, now, p, req)
+		st = &v.sliding
 	}
-	return algorithm.Apply(&v.fixed, now, p, req)
+	d, _ := algorithm.Apply(st, now, p, req)
+	return d
 }
 
 // countRound decides calls (all of one rule) on window counters. Calls that take units (see

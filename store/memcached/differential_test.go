@@ -76,6 +76,45 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
+// TestDifferentialBudget is TestDifferential for budget steps, decided in a gets/cas round on
+// the key's state item for every algorithm (the window algorithms' too), mixed with a plain
+// request one step in four for the CAS algorithms (a window's plain requests read its counters,
+// apart from a budget's state). The clock only moves forward, as in the Redis store's
+// TestDifferentialBudget (which says why).
+func TestDifferentialBudget(t *testing.T) {
+	addr := server(t)
+	rng := storetest.Rand(t, 3)
+	keys, steps := 20, 100
+	if testing.Short() {
+		keys, steps = 6, 50
+	}
+	for _, a := range sluice.Algorithms() {
+		t.Run(a.String(), func(t *testing.T) {
+			for k := 0; k < keys; k++ {
+				clock := sluicetest.NewManualClock(t0.Add(time.Duration(rng.Int64N(1000)) * time.Millisecond))
+				mc := newStore(t, []string{addr}, memcached.WithClock(clock))
+				ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := fmt.Sprintf("b%d {%d}", k, k)
+				r := storetest.RandomRule(rng, a)
+				diff := storetest.Differential{Ref: ms, Store: mc}
+				var gen storetest.BudgetSteps
+				for i := 0; i < steps; i++ {
+					clock.Advance(max(0, storetest.RandomStep(rng, r)))
+					req := gen.Next(rng, key, r)
+					if rng.IntN(4) == 0 && (a.Bucket() || a == sluice.AlgorithmSlidingLog) {
+						req = storetest.RandomRequest(rng, key, r)
+					}
+					diff.Step(t, clock.Now().Sub(t0), req)
+				}
+				_ = ms.Close()
+			}
+		})
+	}
+}
+
 // TestAlgorithmSwitch: a key decided under another algorithm starts from full, as in memory.
 func TestAlgorithmSwitch(t *testing.T) {
 	clock := sluicetest.NewManualClock(t0)

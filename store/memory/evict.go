@@ -84,19 +84,20 @@ func (c cost) less(o cost) bool {
 }
 
 // price returns the cost of forgetting e, or ok false when e must not be forgotten: it was
-// decided more than once and is not back to full, or a request of one unit would be denied.
+// decided more than once and is not back to full, it holds open budget reservations (their
+// units would be given back), or a request of one unit would be denied.
 // now is the store's time (Store.now); e is priced on the clock its decisions read (nowFor),
 // the coarse one for a rule that tolerates it, and its state peeked at. e.mu is held.
 func (s *Store) price(e *entry, now int64) (c cost, ok bool) {
 	if e.coarse {
 		now = coarseNow()
 	}
-	c.expires, c.age = e.expires, (first(now)-e.seen&^returned)>>1
-	if c.full = e.expires <= now; c.full {
+	c.expires, c.age = e.until(), (first(now)-e.seen&^returned)>>1
+	if c.full = c.expires <= now; c.full {
 		return c, true
 	}
-	if e.seen&returned != 0 {
-		return c, false
+	if e.seen&returned != 0 || c.expires > e.expires {
+		return c, false // decided again, or holding open budget reservations
 	}
 	d := e.state.Take(now, e.params, 0, 0)
 	if !d.Allowed || d.Remaining <= 0 {

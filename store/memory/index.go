@@ -181,3 +181,22 @@ func (e *entry) newState(a sluice.Algorithm) algorithm.State {
 	}
 	return algorithm.New(a)
 }
+
+// apply decides req, which is not a plain take, on e's state at now (algorithm.Apply): a
+// budget step on the key's ledger, which e's state becomes at the first. e.mu is held.
+func (e *entry) apply(now int64, req *sluice.Request) (sluice.Decision, error) {
+	if req.Kind().Budget() {
+		e.state = algorithm.WithLedger(e.state)
+	}
+	return algorithm.Apply(e.state, now, e.params, req)
+}
+
+// until is when e may be removed: once its state is back to full (expires) and its open
+// budget reservations, if any, have expired. A ledger's open reservations are kept apart from
+// WithMaxBytes' charge (at most sluice.MaxOpenReservations of 64 bytes per key). e.mu is held.
+func (e *entry) until() int64 {
+	if l, ok := e.state.(*algorithm.Ledger); ok {
+		return max(e.expires, l.Expiry())
+	}
+	return e.expires
+}

@@ -200,6 +200,9 @@ func answer(cmd noRetry, c *call) result {
 // decode turns the call's reply into its Decision (see decode): a window's script answers
 // NextAfter where the others answer Delay (lua/prelude.lua).
 func (c *call) decode(reply string) (sluice.Decision, error) {
+	if len(reply) == 1 && c.script.budgetStep {
+		return sluice.Decision{}, budgetError(reply)
+	}
 	d, err := decode(reply, c.limit)
 	if c.script.next {
 		d.NextAfter, d.Delay = d.Delay, 0

@@ -73,6 +73,47 @@ func differential(t *testing.T, algs []sluice.Algorithm, counters bool) {
 	}
 }
 
+// TestDifferentialBudget is TestDifferential for budget steps (lua/budget.lua against
+// algorithm.Ledger), mixed with a plain request one step in four on the same keys. The clock
+// only moves forward: a budget key's reservations keep its entry in the memory store, and with
+// it a state that a peek brought to its window (an empty fixed or sliding window knows where
+// its window ends), which the scripts, like every store, do not write while it holds nothing;
+// a clock stepping back into an earlier window then decides from the kept window's end in
+// memory and from a new window in Redis (neither admits more).
+func TestDifferentialBudget(t *testing.T) {
+	c := standalone(t)
+	rng := storetest.Rand(t, 2)
+	keys, steps := 40, 150
+	if testing.Short() {
+		keys, steps = 10, 60
+	}
+	for _, a := range sluice.Algorithms() {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := sluicetest.NewManualClock(t0)
+			rs := newStore(t, c, redis.WithClock(clock))
+			ms, err := memory.New(memory.WithClock(clock), memory.WithSweepInterval(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := 0; k < keys; k++ {
+				clock.Set(t0.Add(time.Duration(rng.Int64N(1000)) * time.Millisecond))
+				key := "b" + string(rune('a'+k%26)) + "{" + string(rune('0'+k/26)) + "}"
+				r := storetest.RandomRule(rng, a)
+				diff := storetest.Differential{Ref: ms, Store: rs, Same: sameDecisions()}
+				var gen storetest.BudgetSteps
+				for i := 0; i < steps; i++ {
+					clock.Advance(max(0, storetest.RandomStep(rng, r)))
+					req := gen.Next(rng, key, r)
+					if rng.IntN(4) == 0 {
+						req = storetest.RandomRequest(rng, key, r)
+					}
+					diff.Step(t, clock.Now().Sub(t0), req)
+				}
+			}
+		})
+	}
+}
+
 // TestAlgorithmSwitch: a key decided under another algorithm starts from full, as in memory.
 func TestAlgorithmSwitch(t *testing.T) {
 	c := standalone(t)

@@ -232,10 +232,10 @@ func (op *plainOp) decide(s *Store, adj []adjust) (sluice.Decision, []adjust, er
 		fw = algorithm.FixedWindow{End: (op.idx + 1) * op.length, Count: max(0, cur-op.delta)}
 		st = &fw
 	}
-	d := algorithm.Apply(st, op.now, op.p, &op.req)
+	d, _ := algorithm.Apply(st, op.now, op.p, &op.req) // no budget step: never an error
 	if op.countDenied && !d.Allowed && op.req.Kind().Takes() {
 		charge := sluice.Request{Key: op.req.Key, Rule: op.req.Rule, N: min(op.req.N, sluice.MaxLimit), Settle: true}
-		algorithm.Apply(st, op.now, op.p, &charge)
+		_, _ = algorithm.Apply(st, op.now, op.p, &charge)
 	}
 	if d.Allowed && d.Remaining == 0 && op.req.Kind() != sluice.KindSettle && op.req.N > 0 {
 		// when the next unit frees: a take of one on a copy of the state

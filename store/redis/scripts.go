@@ -23,28 +23,38 @@ var (
 	fixedWindowMultiLua string
 	//go:embed lua/gen/fixed_window_holdback.lua
 	fixedWindowHoldbackLua string
+	//go:embed lua/gen/fixed_window_budget.lua
+	fixedWindowBudgetLua string
 	//go:embed lua/gen/sliding_log.lua
 	slidingLogLua string
 	//go:embed lua/gen/sliding_log_holdback.lua
 	slidingLogHoldbackLua string
+	//go:embed lua/gen/sliding_log_budget.lua
+	slidingLogBudgetLua string
 	//go:embed lua/gen/sliding_window.lua
 	slidingWindowLua string
 	//go:embed lua/gen/sliding_window_multi.lua
 	slidingWindowMultiLua string
 	//go:embed lua/gen/sliding_window_holdback.lua
 	slidingWindowHoldbackLua string
+	//go:embed lua/gen/sliding_window_budget.lua
+	slidingWindowBudgetLua string
 	//go:embed lua/gen/bucket.lua
 	bucketLua string
 	//go:embed lua/gen/bucket_multi.lua
 	bucketMultiLua string
 	//go:embed lua/gen/bucket_holdback.lua
 	bucketHoldbackLua string
+	//go:embed lua/gen/bucket_budget.lua
+	bucketBudgetLua string
 	//go:embed lua/gen/gcra.lua
 	gcraLua string
 	//go:embed lua/gen/gcra_multi.lua
 	gcraMultiLua string
 	//go:embed lua/gen/gcra_holdback.lua
 	gcraHoldbackLua string
+	//go:embed lua/gen/gcra_budget.lua
+	gcraBudgetLua string
 )
 
 // script is one algorithm's Lua source and its SHA1 for EVALSHA, with its variants.
@@ -53,19 +63,24 @@ type script struct {
 	src   string
 	sha   string
 	multi *script // decides for many keys of one slot in one call; nil: one key per call
-	// holdback decides a request with a criticality holdback (lua/holdback.lua); nil for the
-	// variants themselves.
+	// holdback decides a request with a criticality holdback (lua/holdback.lua), budget a
+	// budget step (lua/budget.lua); nil for the variants themselves.
 	holdback *script
+	budget   *script
 	extra    bool // the script takes an extra argument, ARGV[2] (ARGV[K+i] in multi); none does today
 	// next: the reply's delay is instead when the next unit frees after an allowed take that
 	// leaves nothing (sluice.Decision.NextAfter): a window algorithm's, which never delays.
 	next bool
+	// budgetStep: the script is a budget variant, whose one-byte replies are errors
+	// (budgetError).
+	budgetStep bool
 }
 
 // newScript returns the script name of source src, with its batched variant of source multi
-// ("": none) and its criticality variant of source holdback; next: its replies tell when the
-// next unit frees (script.next; not the criticality variant's, which answers 0 there).
-func newScript(name string, extra, next bool, src, multi, holdback string) *script {
+// ("": none), its criticality variant of source holdback and its budget variant of source
+// budget; next: its replies tell when the next unit frees (script.next; not the variants',
+// which answer 0 there).
+func newScript(name string, extra, next bool, src, multi, holdback, budget string) *script {
 	variant := func(name, src string) *script {
 		return &script{name: name, src: src, sha: sha1Hex(src), extra: extra, next: next}
 	}
@@ -75,15 +90,17 @@ func newScript(name string, extra, next bool, src, multi, holdback string) *scri
 	}
 	sc.holdback = variant(name+"/holdback", holdback)
 	sc.holdback.next = false
+	sc.budget = variant(name+"/budget", budget)
+	sc.budget.next, sc.budget.budgetStep = false, true
 	return sc
 }
 
 var (
-	fixedWindowScript   = newScript("fixed_window", false, true, fixedWindowLua, fixedWindowMultiLua, fixedWindowHoldbackLua)
-	slidingLogScript    = newScript("sliding_log", false, false, slidingLogLua, "", slidingLogHoldbackLua)
-	slidingWindowScript = newScript("sliding_window", false, true, slidingWindowLua, slidingWindowMultiLua, slidingWindowHoldbackLua)
-	bucketScript        = newScript("bucket", false, false, bucketLua, bucketMultiLua, bucketHoldbackLua)
-	gcraScript          = newScript("gcra", false, false, gcraLua, gcraMultiLua, gcraHoldbackLua)
+	fixedWindowScript   = newScript("fixed_window", false, true, fixedWindowLua, fixedWindowMultiLua, fixedWindowHoldbackLua, fixedWindowBudgetLua)
+	slidingLogScript    = newScript("sliding_log", false, false, slidingLogLua, "", slidingLogHoldbackLua, slidingLogBudgetLua)
+	slidingWindowScript = newScript("sliding_window", false, true, slidingWindowLua, slidingWindowMultiLua, slidingWindowHoldbackLua, slidingWindowBudgetLua)
+	bucketScript        = newScript("bucket", false, false, bucketLua, bucketMultiLua, bucketHoldbackLua, bucketBudgetLua)
+	gcraScript          = newScript("gcra", false, false, gcraLua, gcraMultiLua, gcraHoldbackLua, gcraBudgetLua)
 )
 
 // params packs a script's ARGV[1]: little-endian doubles, the clock (Unix ms, ns within the

@@ -20,6 +20,7 @@ func TestScriptsSpliced(t *testing.T) {
 		if sc.multi != nil {
 			srcs[sc.multi.name] = sc.multi.src
 		}
+		srcs[sc.budget.name] = sc.budget.src
 		for name, src := range srcs {
 			for i, line := range strings.Split(src, "\n") {
 				if strings.HasPrefix(strings.TrimSpace(line), "--@") {
@@ -71,7 +72,7 @@ func TestScriptsGenerated(t *testing.T) {
 	}
 	var embedded int
 	for _, sc := range append(Scripts(), leaseAcquireScript, leaseRenewScript, leaseReleaseScript, leaseClearScript) {
-		for _, v := range []*script{sc, sc.multi, sc.holdback} {
+		for _, v := range []*script{sc, sc.multi, sc.holdback, sc.budget} {
 			if v == nil {
 				continue
 			}

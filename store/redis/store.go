@@ -164,6 +164,9 @@ func honoursContext(client goredis.UniversalClient) bool {
 }
 
 func (s *Store) newCall(ctx context.Context, req *sluice.Request, countDenied bool) *call {
+	if req.Budget.Op != sluice.BudgetNone {
+		return s.newBudgetCall(ctx, req, s.clockParams())
+	}
 	if s.cfg.counters && isCounted(req.Rule.Algorithm) {
 		return s.newPlainCall(ctx, req, countDenied)
 	}
@@ -231,6 +234,53 @@ func (s *Store) newHoldbackCall(ctx context.Context, req *sluice.Request, p para
 	}
 	args := []any{nil, nil, 1, s.Key(req.Key), []byte(p), "", req.Holdback, pace, req.Rule.Capacity()}
 	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.holdback, args: args, limit: req.Rule.Capacity()}
+}
+
+// newBudgetCall is newCall for a budget step (sluice.Request.Budget): the algorithm's budget
+// variant (lua/budget.lua), deciding it on the key's state and its reservations, kept beside
+// it in two keys of the same hash tag (budgetKeys). A budget key's state is always a script's,
+// WithCounters or not.
+func (s *Store) newBudgetCall(ctx context.Context, req *sluice.Request, p params) *call {
+	body := *req
+	body.N = 0 // each call of the body passes its own
+	sc, p := scriptArgs(p, &body)
+	for len(p) < paramsLen-8 {
+		p = p.add(0)
+	}
+	p = p.add(algorithm.BudgetDebt(req.Rule))
+	b := &req.Budget
+	length, count := algorithm.ChargeWindows(req.Rule)
+	key := s.Key(req.Key)
+	holds, expiries := budgetKeys(key)
+	capacity := req.Rule.Capacity()
+	step := make(params, 0, 9*8).add(int64(b.Op)).add(req.N).add(b.TTLFor(req.Rule).Milliseconds()).
+		add(b2i(b.Mode == sluice.Strict)).add(b2i(b.FreeOnExpiry)).add(length / int64(time.Millisecond)).
+		add(count).add(capacity).add(sluice.MaxOpenReservations)
+	args := []any{nil, nil, 3, key, holds, expiries, []byte(p), "", []byte(step), b.ID[:]}
+	return &call{ctx: ctx, deadline: time.Now().Add(s.cfg.timeout), script: sc.budget, args: args, limit: capacity}
+}
+
+// budgetKeys returns the keys of a budget key's open reservations beside its state key: a
+// hash of their records and a sorted set of their expiries (lua/budget.lua).
+func budgetKeys(key string) (holds, expiries string) { return key + ":holds", key + ":holds:exp" }
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// budgetError returns the error of a budget script's one-byte reply: 'N', a reservation not
+// open; 'O', a reserve of an id already open.
+func budgetError(reply string) error {
+	switch reply {
+	case "N":
+		return algorithm.NoReservation
+	case "O":
+		return algorithm.ReservationOpen
+	}
+	return fmt.Errorf("redis: %w: budget script reply %q", sluice.ErrStoreUnavailable, reply)
 }
 
 // Close fails the decisions still queued with sluice.ErrClosed and waits for the pipelines

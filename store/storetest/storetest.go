@@ -35,14 +35,16 @@ type NewStore func(t *testing.T, clock sluice.Clock) sluice.Store
 var Base = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Step is one decision of a table: at Base+At, take N (with MaxDelay), or settle N when
-// Settle, expect Want.
+// Settle, or take the budget step Budget; expect Want, or an error wrapping Err.
 type Step struct {
 	At       time.Duration
 	N        int64
 	MaxDelay time.Duration
 	Settle   bool
+	Budget   sluice.BudgetStep
 	Rule     *sluice.Rule // overrides the case's rule from this step on (a run-time change)
 	Want     sluice.Decision
+	Err      error
 }
 
 // Case is a step table on one key.
@@ -82,6 +84,9 @@ func RunSkipping(t *testing.T, newStore NewStore, skip func(Case) string) {
 	t.Run("Criticality", func(t *testing.T) { testCriticality(t, newStore, run) })
 	t.Run("CriticalityPace", func(t *testing.T) { testCriticalityPace(t, newStore, run) })
 	t.Run("NextAfter", func(t *testing.T) { testNextAfter(t, newStore, run) })
+	t.Run("BudgetBurst", func(t *testing.T) { testBudgetBurst(t, newStore, run) })
+	t.Run("BudgetConcurrent", func(t *testing.T) { testBudgetConcurrent(t, newStore, run) })
+	t.Run("BudgetBadInput", func(t *testing.T) { testBudgetBadInput(t, newStore, run) })
 }
 
 // ClockGoesBack reports whether a step of c comes before the step ahead of it.
@@ -105,13 +110,19 @@ func RunCase(t *testing.T, newStore NewStore, run string, c Case) {
 			rule = *st.Rule
 		}
 		clock.Set(Base.Add(st.At))
-		got, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: st.N, MaxDelay: st.MaxDelay, Settle: st.Settle})
+		got, err := s.Take(context.Background(), sluice.Request{Key: key, Rule: rule, N: st.N, MaxDelay: st.MaxDelay, Settle: st.Settle, Budget: st.Budget})
+		if st.Err != nil {
+			if !errors.Is(err, st.Err) {
+				t.Errorf("step %d (t=%v n=%d budget=%+v): error %v, want %v", i, st.At, st.N, st.Budget, err, st.Err)
+			}
+			continue
+		}
 		if err != nil {
-			t.Fatalf("step %d (t=%v n=%d settle=%v): %v", i, st.At, st.N, st.Settle, err)
+			t.Fatalf("step %d (t=%v n=%d settle=%v budget=%+v): %v", i, st.At, st.N, st.Settle, st.Budget, err)
 		}
 		got.NextAfter = 0 // optional, each store's own: held to what it says by NextAfter (nextafter.go)
 		if got != st.Want {
-			t.Errorf("step %d (t=%v n=%d max_delay=%v settle=%v rule=%s):\n got  %+v\n want %+v", i, st.At, st.N, st.MaxDelay, st.Settle, rule, got, st.Want)
+			t.Errorf("step %d (t=%v n=%d max_delay=%v settle=%v budget=%+v rule=%s):\n got  %+v\n want %+v", i, st.At, st.N, st.MaxDelay, st.Settle, st.Budget, rule, got, st.Want)
 		}
 	}
 }
@@ -138,6 +149,11 @@ const ms = time.Millisecond
 // Cases returns the step tables. Every expected value follows from the algorithm's
 // definition in package algorithm; the comments give the arithmetic.
 func Cases() []Case {
+	return append(rateCases(), budgetCases()...)
+}
+
+// rateCases are the step tables of rate decisions: takes, peeks, refunds, waits, settles.
+func rateCases() []Case {
 	fixedHalf := sluice.FixedWindow(2, time.Second)
 	return []Case{
 		{Name: "fixed_window", Rule: sluice.FixedWindow(3, time.Second), Steps: []Step{

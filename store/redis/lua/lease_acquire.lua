@@ -22,6 +22,6 @@ end
 local remaining = room - live
 if remaining < 0 then remaining = 0 end
 if live > 0 then
-  --@lease_ttl()
+  --@lease_ttl(key)
 end
 return {admitted, live, remaining, retry}

@@ -13,6 +13,6 @@ for i = 2, #ARGV do
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms)
 if redis.call('ZCARD', key) > 0 then
-  --@lease_ttl()
+  --@lease_ttl(key)
 end
 return out
