@@ -119,7 +119,7 @@ for f in scripts/test.d/*.sh; do
 	. "$f"
 done
 
-# fuzz_all runs every fuzz target of the module for $1 (an execution count such as 100000x,
+# fuzz_all runs every fuzz target of the module for $1 (an execution count such as 50000x,
 # or a duration).
 fuzz_all() {
 	while read -r pkg target; do
@@ -220,7 +220,7 @@ if [ -z "${SLUICE_TEST_QUICK:-}" ]; then
 	log "fuzzing (short runs)"
 	# An execution count, not a duration: with a duration, go test -fuzz sometimes ends with a
 	# spurious "context deadline exceeded" when its deadline passes mid-execution.
-	fuzz_all "${SLUICE_FUZZTIME:-100000x}"
+	fuzz_all "${SLUICE_FUZZTIME:-50000x}"
 fi
 
 log "all checks passed"
