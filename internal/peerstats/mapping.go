@@ -117,12 +117,21 @@ func upgradeMapping(data []byte) (out []byte, ignored, upgraded []string, err er
 type upgrader struct{ ignored, upgraded []string }
 
 // keep returns m without the keys neither known nor old allows, noting them as ignored under
-// path. A key that is not a string is dropped too (v0.26.1 could not have read it).
+// path. A key that is not a string is dropped too (v0.26.1 could not have read it), and so is
+// every occurrence of a repeated key but its last: v0.26.1 decoded the file without
+// yaml.v2's strict mode, where a later key overwrites an earlier one (v0.31.0's strict decode
+// refuses the repetition).
 func (u *upgrader) keep(m yaml.MapSlice, path string, known, old map[string]bool) yaml.MapSlice {
+	last := make(map[string]int, len(m))
+	for i, it := range m {
+		if k, ok := it.Key.(string); ok {
+			last[k] = i
+		}
+	}
 	kept := m[:0:0]
-	for _, it := range m {
+	for i, it := range m {
 		k, ok := it.Key.(string)
-		if ok && (known[k] || old[k]) {
+		if ok && (known[k] || old[k]) && last[k] == i {
 			kept = append(kept, it)
 			continue
 		}
