@@ -25,8 +25,8 @@ func FuzzJSONLine(f *testing.F) {
 		var rec Record
 		err = format.json.parse(line, &rec, &timeCache{})
 		var obj map[string]any
-		if json.Unmarshal([]byte(line), &obj) != nil || strings.Contains(line, `"t"`) || !utf8.ValidString(line) {
-			return // not an object, a time the scanner may reject, or bytes encoding/json replaces: only no panic
+		if json.Unmarshal([]byte(line), &obj) != nil || obj == nil || strings.Contains(line, `"t"`) || !utf8.ValidString(line) {
+			return // not an object (encoding/json decodes null into a map as nil), a time the scanner may reject, or bytes encoding/json replaces: only no panic
 		}
 		if err != nil {
 			t.Fatalf("valid JSON %q: %v", line, err)
